@@ -1,0 +1,1 @@
+"""IR utilities shared by the tools: mlir-opt style printing, locations, diagnostics."""

@@ -1,0 +1,1 @@
+"""Helpers for tests and benchmarks (the mlir-opt oracle, output normalisation)."""
