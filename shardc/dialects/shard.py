@@ -1,0 +1,1541 @@
+"""MLIR's `shard` dialect, all 22 ops of trunk `ShardOps.td`, as shardc's own xDSL dialect.
+
+Syntax, property names and diagnostics follow upstream MLIR, so mlir-opt and shardc-opt
+read each other's output. Verifier messages are MLIR's text after `error: `; checks that
+MLIR runs in `verifySymbolUses` (those needing the grid) run last in `verify_`.
+
+Conventions of the Python helpers:
+- a grid shape is a tuple whose dynamic (`?`) dimensions are `None`
+  (`GridOp.shape_tuple`); raw attribute values use `DYNAMIC` (i64 min) as MLIR does;
+- split axes are a tuple of tuples of grid axes, one inner tuple per tensor dimension;
+- `Sharding` is a hashable value view of a `shard.sharding` op with MLIR's equality.
+
+Rewrite patterns live in `shard_canonicalization.py`.
+Parts adapted in form from xDSL's `xdsl/dialects/shard.py` (Apache-2.0).
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import auto
+from math import prod
+from typing import ClassVar, TypeAlias
+
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    I16,
+    I64,
+    ArrayAttr,
+    DenseArrayBase,
+    FlatSymbolRefAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+    SymbolNameConstraint,
+    SymbolRefAttr,
+    TensorType,
+    UnitAttr,
+    i16,
+    i64,
+)
+from xdsl.dialects.utils import DynamicIndexList, EnumAttribute
+from xdsl.ir import (
+    Attribute,
+    Dialect,
+    OpaqueSyntaxAttribute,
+    Operation,
+    ParametrizedAttribute,
+    SSAValue,
+    TypeAttribute,
+)
+from xdsl.irdl import (
+    AnyAttr,
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    VarConstraint,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_attr_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.irdl.constraints import EqAttrConstraint, VerificationContext
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    ParsingState,
+    VariadicOperandVariable,
+    irdl_custom_directive,
+)
+from xdsl.parser import AttrParser, Parser
+from xdsl.printer import Printer
+from xdsl.traits import HasCanonicalizationPatternsTrait, Pure, SymbolOpInterface, SymbolTable
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+DYNAMIC = DYNAMIC_INDEX
+"""MLIR's `ShapedType::kDynamic` (i64 min): a `?` in shapes and in static/dynamic lists."""
+
+# =========================================================================================
+# Types and attributes
+# =========================================================================================
+
+GridAxesAttr: TypeAlias = DenseArrayBase[I16]
+"""A list of grid axes (`array<i16: ...>`), MLIR's `Shard_GridAxesAttr`."""
+
+
+def grid_axes_attr(axes: Iterable[int] = ()) -> GridAxesAttr:
+    return DenseArrayBase.from_list(i16, tuple(axes))
+
+
+def i64_array(values: Iterable[int] = ()) -> DenseArrayBase[I64]:
+    return DenseArrayBase.from_list(i64, tuple(values))
+
+
+@irdl_attr_definition
+class GridAxesArrayAttr(ParametrizedAttribute, OpaqueSyntaxAttribute):
+    """Per tensor dimension, the grid axes it is split along: `#shard<axisarray[[0], []]>`."""
+
+    name = "shard.axisarray"
+
+    axes: ArrayAttr[GridAxesAttr]
+
+    def __init__(self, axes: Iterable[Iterable[int]] | ArrayAttr[GridAxesAttr]):
+        if not isinstance(axes, ArrayAttr):
+            axes = ArrayAttr(grid_axes_attr(sub) for sub in axes)
+        super().__init__(axes)
+
+    def as_tuple(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(sub.get_values() for sub in self.axes.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        def axis() -> int:
+            pos = parser.pos
+            value = parser.parse_integer()
+            if not -(2**15) <= value < 2**15:
+                parser.raise_error(f"grid axis {value} does not fit in i16", pos, parser.pos)
+            return value
+
+        def sub_list() -> GridAxesAttr:
+            return grid_axes_attr(
+                parser.parse_comma_separated_list(parser.Delimiter.SQUARE, axis)
+            )
+
+        subs = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, sub_list)
+        return (ArrayAttr(subs),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(
+            "[" + ", ".join("[" + ", ".join(map(str, sub)) + "]" for sub in self.as_tuple()) + "]"
+        )
+
+
+class ReductionKind(StrEnum):
+    """How partial values are combined (MLIR's `Shard_ReductionKind`)."""
+
+    SUM = auto()
+    MAX = auto()
+    MIN = auto()
+    PRODUCT = auto()
+    AVERAGE = auto()
+    BITWISE_AND = auto()
+    BITWISE_OR = auto()
+    BITWISE_XOR = auto()
+    GENERIC = auto()
+
+
+@irdl_attr_definition
+class ReductionKindAttr(EnumAttribute[ReductionKind], OpaqueSyntaxAttribute):
+    """`#shard<partial max>`; bare in op syntax, where mlir-opt prints it after two spaces
+    (`reduction =  max`): its parameter printer starts with the space, as MLIR's does."""
+
+    name = "shard.partial"
+
+    def print_parameter(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        super().print_parameter(printer)
+
+
+@irdl_attr_definition
+class ShardingType(ParametrizedAttribute, TypeAttribute):
+    """`!shard.sharding`: the value a `shard.sharding` op defines."""
+
+    name = "shard.sharding"
+
+
+SUM = ReductionKindAttr(ReductionKind.SUM)
+
+# =========================================================================================
+# Python conveniences: grid lookup, shape arithmetic, the Sharding value
+# =========================================================================================
+
+
+def _symbol_name(symbol: str | StringAttr | SymbolRefAttr) -> str:
+    if isinstance(symbol, SymbolRefAttr):
+        return symbol.string_value()
+    return symbol.data if isinstance(symbol, StringAttr) else symbol
+
+
+def lookup_grid(op: Operation, symbol: str | StringAttr | SymbolRefAttr) -> GridOp | None:
+    """The `shard.grid` named `symbol` in the symbol table nearest to `op` (or None),
+    like MLIR's `getGridOrNull` (`lookupNearestSymbolFrom`)."""
+    anchor: Operation | None = op
+    while anchor is not None and not anchor.has_trait(SymbolTable):
+        anchor = anchor.parent_op()
+    if anchor is None:
+        return None
+    name = symbol if isinstance(symbol, SymbolRefAttr) else SymbolRefAttr(_symbol_name(symbol))
+    found = SymbolTable.lookup_symbol(anchor, name)
+    return found if isinstance(found, GridOp) else None
+
+
+def collective_group_size(axes: Iterable[int], grid_shape: Sequence[int | None]) -> int | None:
+    """Processes in each group induced by `axes` (None if any of them is dynamic)."""
+    sizes: list[int] = []
+    for axis in axes:
+        size = grid_shape[axis]
+        if size is None or size == DYNAMIC:
+            return None
+        sizes.append(size)
+    return prod(sizes)
+
+
+def shard_dimension(size: int | None, shards: int | None) -> int | None:
+    """Local size of a tensor dimension of `size` split evenly in `shards` (None: dynamic)."""
+    if size is None or shards is None or size == DYNAMIC or shards == DYNAMIC:
+        return None
+    return size // shards
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """A value view of a `shard.sharding` op, hashable, with MLIR's `Sharding::operator==`:
+    same grid, same split axes up to trailing empty ones, same static and dynamic halo
+    sizes and sharded-dims offsets (dynamic values compared by identity)."""
+
+    grid: str
+    split_axes: tuple[tuple[int, ...], ...] = ()
+    static_halo_sizes: tuple[int, ...] = ()
+    static_sharded_dims_offsets: tuple[int, ...] = ()
+    dynamic_halo_sizes: tuple[SSAValue, ...] = ()
+    dynamic_sharded_dims_offsets: tuple[SSAValue, ...] = ()
+
+    def __post_init__(self):
+        axes = tuple(tuple(sub) for sub in self.split_axes)
+        while axes and not axes[-1]:
+            axes = axes[:-1]
+        object.__setattr__(self, "split_axes", axes)
+
+    @staticmethod
+    def of(value: SSAValue | ShardingOp) -> Sharding:
+        """The sharding a `shard.sharding` op (or its result) defines."""
+        op = value if isinstance(value, ShardingOp) else value.owner
+        if not isinstance(op, ShardingOp):
+            raise ValueError("expected a value defined by shard.sharding")
+        if not op.split_axes.axes.data:
+            return Sharding(op.grid.string_value())
+        return Sharding(
+            op.grid.string_value(),
+            op.split_axes.as_tuple(),
+            op.static_halo_sizes.get_values(),
+            op.static_sharded_dims_offsets.get_values(),
+            tuple(op.dynamic_halo_sizes),
+            tuple(op.dynamic_sharded_dims_offsets),
+        )
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return not any(self.split_axes)
+
+    def equal_split_axes(self, other: Sharding) -> bool:
+        return self.grid == other.grid and self.split_axes == other.split_axes
+
+    def equal_halo_and_shard_sizes(self, other: Sharding) -> bool:
+        return (
+            self.static_halo_sizes == other.static_halo_sizes
+            and self.dynamic_halo_sizes == other.dynamic_halo_sizes
+            and self.static_sharded_dims_offsets == other.static_sharded_dims_offsets
+            and self.dynamic_sharded_dims_offsets == other.dynamic_sharded_dims_offsets
+        )
+
+    def to_op(self) -> ShardingOp:
+        return ShardingOp(
+            self.grid,
+            self.split_axes or ((),),  # MLIR's syntax wants at least one sub-array
+            halo_sizes=mixed_values(self.static_halo_sizes, self.dynamic_halo_sizes),
+            sharded_dims_offsets=mixed_values(
+                self.static_sharded_dims_offsets, self.dynamic_sharded_dims_offsets
+            ),
+        )
+
+    def shard_shape(
+        self, shape: Sequence[int], grid_shape: Sequence[int | None]
+    ) -> tuple[int, ...]:
+        """The local shape (DYNAMIC for unknown dims) of a tensor of global `shape`, as
+        MLIR's `shardShapedType`; static halos and offsets are taken into account."""
+        return shard_shape(
+            shape,
+            grid_shape,
+            self.split_axes,
+            self.static_sharded_dims_offsets,
+            self.static_halo_sizes,
+        )
+
+
+def mixed_values(static: Sequence[int], dynamic: Sequence[SSAValue]) -> list[int | SSAValue]:
+    """A static list with DYNAMIC markers and its dynamic values, merged in one list."""
+    values = iter(dynamic)
+    return [next(values) if s == DYNAMIC else s for s in static]
+
+
+def shard_shape(
+    shape: Sequence[int],
+    grid_shape: Sequence[int | None],
+    split_axes: Sequence[Sequence[int]],
+    sharded_dims_offsets: Sequence[int] = (),
+    halo_sizes: Sequence[int] = (),
+) -> tuple[int, ...]:
+    """Per-device shape of a tensor (DYNAMIC for unknown dims), MLIR's `shardShape`."""
+    out = list(shape)
+    if not out:
+        return ()
+    gshape = [DYNAMIC if s is None else s for s in grid_shape]
+    if sharded_dims_offsets:
+        pos = 1
+        static_grid = DYNAMIC not in gshape
+        for dim, axes in enumerate(split_axes):
+            if not axes:
+                continue
+            size = sharded_dims_offsets[pos]
+            same = static_grid
+            if same:
+                shards = sum(gshape[a] for a in axes)
+                offs = sharded_dims_offsets[pos - 1 : pos + shards]
+                same = all(b - a == size for a, b in zip(offs[1:], offs[2:]))
+                pos += shards + 1
+            out[dim] = size if same else DYNAMIC
+        return tuple(out)
+    for dim, axes in enumerate(split_axes):
+        local = shard_dimension(shape[dim], collective_group_size(axes, gshape))
+        out[dim] = DYNAMIC if local is None else local
+    halo_dim = 0
+    for dim, axes in enumerate(split_axes):
+        if halo_sizes and out[dim] != DYNAMIC and axes:
+            lo, hi = halo_sizes[2 * halo_dim], halo_sizes[2 * halo_dim + 1]
+            if lo >= 0 and hi >= 0:
+                out[dim] += lo + hi
+                halo_dim += 1
+            else:
+                out[dim] = DYNAMIC
+    return tuple(out)
+
+
+# =========================================================================================
+# Verification helpers: MLIR's message texts
+# =========================================================================================
+
+
+def _op_error(op: Operation, message: str) -> VerifyException:
+    """MLIR's `emitOpError`: the message prefixed with `'<op name>' op `."""
+    return VerifyException(f"'{op.name}' op {message}")
+
+
+def _rank(t: Attribute) -> int | None:
+    return len(t.get_shape()) if isinstance(t, TensorType | MemRefType) else None
+
+
+def _is_ranked_tensor(t: Attribute) -> bool:
+    return isinstance(t, TensorType)
+
+
+def _is_non0_ranked_tensor(t: Attribute) -> bool:
+    return isinstance(t, TensorType) and _rank(t) != 0
+
+
+def _is_memref_or_ranked_tensor(t: Attribute) -> bool:
+    return isinstance(t, TensorType | MemRefType)
+
+
+def _is_non0_ranked_memref_or_tensor(t: Attribute) -> bool:
+    return isinstance(t, TensorType | MemRefType) and _rank(t) != 0
+
+
+TypeCheck: TypeAlias = tuple[Callable[[Attribute], bool], str]
+"""A type predicate and MLIR's description of the types it accepts."""
+
+RANKED_TENSOR: TypeCheck = (_is_ranked_tensor, "ranked tensor of any type values")
+NON0_RANKED_TENSOR: TypeCheck = (_is_non0_ranked_tensor, "non-0-ranked.tensor of any type values")
+MEMREF_OR_RANKED_TENSOR: TypeCheck = (
+    _is_memref_or_ranked_tensor,
+    "memref of any type values or ranked tensor of any type values",
+)
+NON0_MEMREF_OR_TENSOR: TypeCheck = (
+    _is_non0_ranked_memref_or_tensor,
+    "non-0-ranked.memref of any type values or non-0-ranked.tensor of any type values",
+)
+
+
+def _check_type(op: Operation, what: str, index: int, t: Attribute, check: TypeCheck) -> None:
+    predicate, description = check
+    if not predicate(t):
+        raise _op_error(op, f"{what} #{index} must be {description}, but got '{t}'")
+
+
+def _check_index_results(op: Operation, variadic: bool) -> None:
+    for i, r in enumerate(op.results):
+        if not isinstance(r.type, IndexType):
+            what = "variadic of index" if variadic else "index"
+            raise _op_error(op, f"result #{i} must be {what}, but got '{r.type}'")
+
+
+def _shape(t: Attribute) -> tuple[int, ...]:
+    assert isinstance(t, TensorType | MemRefType)
+    return tuple(t.get_shape())
+
+
+def _element_type(t: Attribute) -> Attribute:
+    assert isinstance(t, TensorType | MemRefType)
+    return t.get_element_type()
+
+
+def _check_dim(expected: int, got: int, axis: int) -> None:
+    if got != DYNAMIC and expected != got:
+        raise VerifyException(
+            f"Dimension size mismatch for result axis {axis}. Expected "
+            f"{'dynamic' if expected == DYNAMIC else expected}, but got {got}."
+        )
+
+
+def _mul(a: int, b: int) -> int:
+    return DYNAMIC if DYNAMIC in (a, b) else a * b
+
+
+def _div(a: int, b: int) -> int:
+    return DYNAMIC if DYNAMIC in (a, b) else a // b
+
+
+def _group_size(axes: Sequence[int], grid: GridOp) -> int:
+    size = collective_group_size(axes, grid.shape.get_values())
+    return DYNAMIC if size is None else size
+
+
+def _verify_grid_axes(axes: Sequence[int], grid: GridOp) -> None:
+    if len(set(axes)) != len(axes):
+        raise VerifyException("Grid axes contains duplicate elements.")
+    rank = grid.rank
+    for axis in axes:
+        if not 0 <= axis < rank:
+            raise VerifyException(
+                f"0-based grid axis index {axis} is out of bounds. The referenced grid "
+                f'"{grid.sym_name.data}" is of rank {rank}.'
+            )
+
+
+def _grid_or_error(op: Operation, symbol: FlatSymbolRefAttr) -> GridOp:
+    grid = lookup_grid(op, symbol)
+    if grid is None:
+        raise VerifyException(f'Undefined required grid symbol "{symbol.string_value()}".')
+    return grid
+
+
+def _verify_in_group_device(
+    name: str, device: Sequence[int], grid_axes: Sequence[int], grid: GridOp
+) -> None:
+    if len(device) != len(grid_axes):
+        raise VerifyException(
+            f'In-group device "{name}" has unexpected multi-index size {len(device)}. '
+            f"Expected {len(grid_axes)}."
+        )
+    gshape = grid.shape.get_values()
+    for i, (coord, axis) in enumerate(zip(device, grid_axes)):
+        size = gshape[axis]
+        if coord != DYNAMIC and size != DYNAMIC and size <= coord:
+            raise VerifyException(
+                f'Out of bounds coordinate {i} for in-group device "{name}". '
+                f"Got {coord}, but expected value in the range [0, {size - 1}]."
+            )
+
+
+def _verify_gather_shapes(
+    operand: Attribute, result: Attribute, axis: int, group_size: int
+) -> None:
+    rank = len(_shape(result))
+    if not 0 <= axis < rank:
+        raise VerifyException(f"Gather axis {axis} is out of bounds [0, {rank}).")
+    for d, (in_size, out_size) in enumerate(zip(_shape(operand), _shape(result))):
+        _check_dim(_mul(group_size, in_size) if d == axis else in_size, out_size, d)
+
+
+def _check_axis(kind: str, axis: int, rank: int) -> None:
+    # MLIR checks only the gather axis (and crashes on the others); same wording here.
+    if not 0 <= axis < rank:
+        raise VerifyException(f"{kind} axis {axis} is out of bounds [0, {rank}).")
+
+
+def _verify_scatter_shapes(
+    operand: Attribute, result: Attribute, axis: int, group_size: int, kind: str
+) -> None:
+    in_shape, out_shape = _shape(operand), _shape(result)
+    _check_axis(kind, axis, len(out_shape))
+    for d, (in_size, out_size) in enumerate(zip(in_shape, out_shape)):
+        if d != axis:
+            _check_dim(in_size, out_size, d)
+    in_size = in_shape[axis]
+    if DYNAMIC not in (in_size, group_size) and in_size % group_size:
+        raise VerifyException(
+            f"Operand dimension size {in_size} is not divisible by collective device "
+            f"group size {group_size} for tensor axis {axis}."
+        )
+    _check_dim(_div(in_size, group_size), out_shape[axis], axis)
+
+
+def _verify_all_to_all_shapes(
+    operand: Attribute, result: Attribute, split: int, concat: int, group_size: int
+) -> None:
+    in_shape, out_shape = _shape(operand), _shape(result)
+    _check_axis("Split", split, len(out_shape))
+    _check_axis("Concat", concat, len(out_shape))
+    for d, (in_size, out_size) in enumerate(zip(in_shape, out_shape)):
+        if d not in (split, concat) or split == concat:
+            _check_dim(in_size, out_size, d)
+    if split == concat:
+        return
+    split_size = _div(in_shape[split], group_size)
+    if split_size != DYNAMIC and in_shape[split] % group_size:
+        split_size = DYNAMIC
+    _check_dim(_mul(in_shape[concat], group_size), out_shape[concat], concat)
+    _check_dim(split_size, out_shape[split], split)
+
+
+@dataclass(frozen=True)
+class _Defaults(EqAttrConstraint[Attribute]):
+    """Infers `attr` for operands whose type the syntax omits, but accepts any type:
+    `_check_defaulted_operands` reports a mismatch with MLIR's message."""
+
+    def verify(self, attr: Attribute, constraint_context: VerificationContext) -> None:
+        pass
+
+
+INDEX = _Defaults(IndexType())
+I64_VALUE = _Defaults(i64)
+_TYPE_NAMES = {IndexType(): "index", i64: "64-bit signless integer"}
+
+
+def _check_defaulted_operands(op: IRDLOperation) -> None:
+    """MLIR's `operand #i must be variadic of index, but got ...` for `_Defaults` operands."""
+    index = 0
+    for name, operand_def in type(op).get_irdl_definition().operands:
+        values = getattr(op, name)
+        values = (values,) if isinstance(values, SSAValue) else tuple(values)
+        constr = getattr(operand_def.constr, "constr", None)
+        if isinstance(constr, _Defaults):
+            for i, v in enumerate(values):
+                if v.type != constr.attr:
+                    raise _op_error(
+                        op,
+                        f"operand #{index + i} must be variadic of "
+                        f"{_TYPE_NAMES[constr.attr]}, but got '{v.type}'",
+                    )
+        index += len(values)
+
+
+@irdl_custom_directive
+class OptionalDynamicIndexList(DynamicIndexList):
+    """`DynamicIndexList` for an optional property: when its group is absent the property
+    stays unset (MLIR's `OptionalAttr`), instead of becoming an empty array."""
+
+    dynamic_position: VariadicOperandVariable
+    static_position: AttributeVariable
+
+    def set_empty(self, state: ParsingState):
+        self.dynamic_position.set(state, [])
+
+    def is_present(self, op: IRDLOperation) -> bool:
+        return self.static_position.get(op) is not None
+
+
+class _TypeOf(VarConstraint[Attribute]):
+    """Infers a type from another operand or result while parsing (AllTypesMatch,
+    TypesMatchWith) but never fails: `verify_` checks it with MLIR's message."""
+
+    def verify(self, attr: Attribute, constraint_context: VerificationContext) -> None:
+        if constraint_context.get_variable(self.name) is None:
+            constraint_context.set_attr_variable(self.name, attr)
+
+
+# =========================================================================================
+# Canonicalization traits (patterns in shard_canonicalization.py, imported lazily)
+# =========================================================================================
+
+
+class _EmptyGridAxesCanonicalization(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls):
+        from shardc.dialects.shard_canonicalization import RemoveEmptyGridAxesCollective
+
+        return (RemoveEmptyGridAxesCollective(),)
+
+
+class _ShardingCanonicalization(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls):
+        from shardc.dialects.shard_canonicalization import NormalizeSharding
+
+        return (NormalizeSharding(),)
+
+
+class _ShardCanonicalization(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls):
+        from shardc.dialects.shard_canonicalization import FoldDuplicateShard
+
+        return (FoldDuplicateShard(),)
+
+
+# =========================================================================================
+# Grid ops
+# =========================================================================================
+
+
+def _group_name(name: str, count: int) -> list[str | None]:
+    """Names as MLIR's getAsmResultNames sets them: on the first result only, so that the
+    results print as one group (`%name:2`); None after it continues the group."""
+    return [name, *[None] * (count - 1)] if count else []
+
+
+_VISIBILITIES = ("private", "public", "nested")
+
+
+@irdl_op_definition
+class GridOp(IRDLOperation):
+    """A device/process grid symbol: `shard.grid @g(shape = 2x?x4)`."""
+
+    name = "shard.grid"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    shape = prop_def(DenseArrayBase[I64])
+    sym_visibility = opt_attr_def(StringAttr)
+
+    traits = traits_def(SymbolOpInterface(), Pure())
+
+    def __init__(self, name: str, shape: Sequence[int | None], visibility: str | None = None):
+        dims = [DYNAMIC if d is None else d for d in shape]
+        super().__init__(
+            properties={"sym_name": StringAttr(name), "shape": i64_array(dims)},
+            attributes={"sym_visibility": StringAttr(visibility) if visibility else None},
+        )
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def shape_tuple(self) -> tuple[int | None, ...]:
+        """The grid shape, None for dynamic dimensions."""
+        return tuple(None if d == DYNAMIC else d for d in self.shape.get_values())
+
+    def group_size(self, axes: Iterable[int] | None = None) -> int | None:
+        """Processes in a group over `axes` (all axes by default); None if dynamic."""
+        shape = self.shape_tuple
+        return collective_group_size(range(len(shape)) if axes is None else axes, shape)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GridOp:
+        # `private @g(...)` is accepted besides MLIR's `@g(...) {sym_visibility = "private"}`.
+        visibility = None
+        for keyword in _VISIBILITIES:
+            if parser.parse_optional_keyword(keyword) is not None:
+                visibility = keyword
+                break
+        name = parser.parse_symbol_name()
+        parser.parse_punctuation("(")
+        parser.parse_keyword("shape")
+        parser.parse_punctuation("=")
+        if parser.parse_optional_punctuation("["):
+            parser.parse_punctuation("]")
+            dims: list[int] = []
+        else:
+            dims = parser.parse_dimension_list()
+        parser.parse_punctuation(")")
+        attrs = parser.parse_optional_attr_dict()
+        op = cls.create(
+            properties={"sym_name": name, "shape": i64_array(dims)}, attributes=attrs
+        )
+        if visibility is not None:
+            op.attributes["sym_visibility"] = StringAttr(visibility)
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string("(shape = ")
+        dims = self.shape.get_values()
+        if dims:
+            printer.print_dimension_list(dims)
+        else:
+            printer.print_string("[]")
+        printer.print_string(")")
+        printer.print_op_attributes(self.attributes)
+
+    def verify_(self) -> None:
+        if self.rank <= 0:
+            raise _op_error(self, "rank of grid is expected to be a positive integer")
+        if any(d < 0 and d != DYNAMIC for d in self.shape.get_values()):
+            raise _op_error(
+                self, "dimension size of a grid is expected to be non-negative or dynamic"
+            )
+
+
+class _GridQueryOp(IRDLOperation, ABC):
+    """Ops returning one index per grid axis (all axes when `axes` is empty)."""
+
+    grid = prop_def(FlatSymbolRefAttr)
+    axes = prop_def(GridAxesAttr, default_value=grid_axes_attr())
+    result = var_result_def(AnyAttr())
+
+    traits = traits_def(Pure())
+
+    def __init__(self, grid: str | GridOp, axes: Sequence[int] = ()):
+        name = grid.sym_name.data if isinstance(grid, GridOp) else grid
+        count = len(axes) if axes or not isinstance(grid, GridOp) else grid.rank
+        super().__init__(
+            properties={"grid": SymbolRefAttr(name), "axes": grid_axes_attr(axes)},
+            result_types=[[IndexType()] * count],
+        )
+
+    def verify_(self) -> None:
+        _check_index_results(self, variadic=True)
+        grid = _grid_or_error(self, self.grid)
+        axes = self.axes.get_values()
+        _verify_grid_axes(axes, grid)
+        expected = len(axes) if axes else grid.rank
+        if len(self.result) != expected:
+            raise VerifyException(
+                f"Unexpected number of results {len(self.result)}. Expected {expected}."
+            )
+
+
+@irdl_op_definition
+class GridShapeOp(_GridQueryOp):
+    """The sizes of (some) grid axes: `%s:2 = shard.grid_shape @g : index, index`."""
+
+    name = "shard.grid_shape"
+
+    assembly_format = "$grid (`axes` `=` $axes^)? attr-dict `:` type($result)"
+
+    def get_asm_result_names(self) -> Sequence[str | None]:
+        return _group_name("grid_shape", len(self.results))
+
+
+@irdl_op_definition
+class ProcessMultiIndexOp(_GridQueryOp):
+    """This process's coordinates on (some) grid axes."""
+
+    name = "shard.process_multi_index"
+
+    assembly_format = "`on` $grid (`axes` `=` $axes^)? attr-dict `:` type($result)"
+
+    def get_asm_result_names(self) -> Sequence[str | None]:
+        # Upstream names this op's results like process_linear_index's.
+        return _group_name("proc_linear_idx", len(self.results))
+
+
+@irdl_op_definition
+class ProcessLinearIndexOp(IRDLOperation):
+    """This process's linear index on the grid (row-major)."""
+
+    name = "shard.process_linear_index"
+
+    grid = prop_def(FlatSymbolRefAttr)
+    result = result_def(AnyAttr())
+
+    traits = traits_def(Pure())
+
+    assembly_format = "`on` $grid attr-dict `:` type($result)"
+
+    def __init__(self, grid: str):
+        super().__init__(properties={"grid": SymbolRefAttr(grid)}, result_types=[IndexType()])
+
+    def get_asm_result_names(self) -> Sequence[str | None]:
+        return ["proc_linear_idx"]
+
+    def verify_(self) -> None:
+        _check_index_results(self, variadic=False)
+        _grid_or_error(self, self.grid)
+
+
+@irdl_op_definition
+class NeighborsLinearIndicesOp(IRDLOperation):
+    """Linear indices of the previous and next process along `split_axes` (-1: none)."""
+
+    name = "shard.neighbors_linear_indices"
+
+    grid = prop_def(FlatSymbolRefAttr)
+    device = var_operand_def(INDEX)
+    split_axes = prop_def(GridAxesAttr)
+    neighbor_down = result_def(IndexType)
+    neighbor_up = result_def(IndexType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "`on` $grid `[` $device `]` `split_axes` `=` $split_axes attr-dict `:` type(results)"
+    )
+
+    def __init__(self, grid: str, device: Sequence[SSAValue], split_axes: Sequence[int]):
+        super().__init__(
+            operands=[device],
+            properties={"grid": SymbolRefAttr(grid), "split_axes": grid_axes_attr(split_axes)},
+            result_types=[IndexType(), IndexType()],
+        )
+
+    def get_asm_result_names(self) -> Sequence[str | None]:
+        return ["down_linear_idx", "up_linear_idx"]
+
+    def verify_(self) -> None:
+        _check_defaulted_operands(self)
+        _grid_or_error(self, self.grid)
+
+
+# =========================================================================================
+# Sharding ops
+# =========================================================================================
+
+
+def _split_mixed(values: Sequence[int | SSAValue]) -> tuple[list[int], list[SSAValue]]:
+    static = [v if isinstance(v, int) else DYNAMIC for v in values]
+    return static, [v for v in values if isinstance(v, SSAValue)]
+
+
+def _check_dynamic_count(op: Operation, name: str, static: Sequence[int], n: int) -> None:
+    # MLIR does not check this (and crashes printing such an op); we give a diagnostic.
+    if list(static).count(DYNAMIC) != n:
+        raise _op_error(
+            op, f"expected {list(static).count(DYNAMIC)} dynamic {name} values, got {n}"
+        )
+
+
+@irdl_op_definition
+class ShardingOp(IRDLOperation):
+    """How a tensor is distributed on a grid: split axes per dimension, and optionally halo
+    sizes or explicit shard offsets (mutually exclusive; static or dynamic entries)."""
+
+    name = "shard.sharding"
+
+    grid = prop_def(FlatSymbolRefAttr)
+    split_axes = prop_def(GridAxesArrayAttr)
+    static_sharded_dims_offsets = prop_def(DenseArrayBase[I64], default_value=i64_array())
+    dynamic_sharded_dims_offsets = var_operand_def(I64_VALUE)
+    static_halo_sizes = prop_def(DenseArrayBase[I64], default_value=i64_array())
+    dynamic_halo_sizes = var_operand_def(I64_VALUE)
+    result = result_def(ShardingType)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(Pure(), _ShardingCanonicalization())
+    custom_directives = (DynamicIndexList,)
+
+    assembly_format = (
+        "$grid `split_axes` `=` $split_axes "
+        "(`halo_sizes` `=` custom<DynamicIndexList>($dynamic_halo_sizes, $static_halo_sizes)^)? "
+        "(`sharded_dims_offsets` `=` custom<DynamicIndexList>"
+        "($dynamic_sharded_dims_offsets, $static_sharded_dims_offsets)^)? "
+        "attr-dict `:` type($result)"
+    )
+
+    def __init__(
+        self,
+        grid: str | FlatSymbolRefAttr,
+        split_axes: Iterable[Iterable[int]] | GridAxesArrayAttr,
+        halo_sizes: Sequence[int | SSAValue] = (),
+        sharded_dims_offsets: Sequence[int | SSAValue] = (),
+    ):
+        static_halos, dyn_halos = _split_mixed(halo_sizes)
+        static_offs, dyn_offs = _split_mixed(sharded_dims_offsets)
+        if not isinstance(split_axes, GridAxesArrayAttr):
+            split_axes = GridAxesArrayAttr(split_axes)
+        super().__init__(
+            operands=[dyn_offs, dyn_halos],
+            properties={
+                "grid": grid if isinstance(grid, SymbolRefAttr) else SymbolRefAttr(grid),
+                "split_axes": split_axes,
+                "static_sharded_dims_offsets": i64_array(static_offs),
+                "static_halo_sizes": i64_array(static_halos),
+            },
+            result_types=[ShardingType()],
+        )
+
+    @property
+    def split_axes_tuple(self) -> tuple[tuple[int, ...], ...]:
+        return self.split_axes.as_tuple()
+
+    @property
+    def sharding(self) -> Sharding:
+        return Sharding.of(self)
+
+    def get_asm_result_names(self) -> Sequence[str | None]:
+        return ["sharding"]
+
+    def verify_(self) -> None:
+        _check_defaulted_operands(self)
+        seen: set[int] = set()
+        for axis in (a for sub in self.split_axes_tuple for a in sub):
+            if axis < 0:
+                raise VerifyException("grid axis is expected to be non-negative")
+            if axis in seen:
+                raise VerifyException("grid axis duplicated")
+            seen.add(axis)
+        halos = self.static_halo_sizes.get_values()
+        offsets = self.static_sharded_dims_offsets.get_values()
+        if halos and offsets:
+            raise _op_error(self, "halo sizes and shard offsets are mutually exclusive")
+        split_dims = sum(1 for sub in self.split_axes_tuple if sub)
+        if halos and len(halos) != 2 * split_dims:
+            raise VerifyException("halo sizes must be specified for all split axes.")
+        _check_dynamic_count(self, "halo size", halos, len(self.dynamic_halo_sizes))
+        _check_dynamic_count(
+            self, "sharded dims offset", offsets, len(self.dynamic_sharded_dims_offsets)
+        )
+        self._verify_symbol_uses(offsets)
+
+    def _verify_symbol_uses(self, offsets: Sequence[int]) -> None:
+        grid = _grid_or_error(self, self.grid)
+        gshape = grid.shape.get_values()
+        if not offsets:
+            return
+        if DYNAMIC in gshape:
+            raise VerifyException(
+                "sharded dims offsets are not allowed for device grids with dynamic shape."
+            )
+        pos = 0
+        for axes in self.split_axes_tuple:
+            if not axes:
+                continue
+            shards = sum(gshape[a] for a in axes if 0 <= a < len(gshape))
+            last = 0
+            for i in range(shards + 1):
+                if len(offsets) <= pos + i:
+                    raise VerifyException("sharded dims offsets has wrong size.")
+                if offsets[pos + i] != DYNAMIC:
+                    if offsets[pos + i] < last:
+                        raise VerifyException("sharded dims offsets must be non-decreasing.")
+                    last = offsets[pos + i]
+            pos += shards + 1
+
+
+@irdl_op_definition
+class GetShardingOp(IRDLOperation):
+    """The sharding of a tensor value."""
+
+    name = "shard.get_sharding"
+
+    source = operand_def(AnyAttr())
+    result = result_def(ShardingType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue):
+        super().__init__(operands=[source], result_types=[ShardingType()])
+
+    def get_asm_result_names(self) -> Sequence[str | None]:
+        return [None]
+
+    def verify_(self) -> None:
+        _check_type(self, "operand", 0, self.source.type, RANKED_TENSOR)
+
+
+@irdl_op_definition
+class ShardShapeOp(IRDLOperation):
+    """The local shard shape of a tensor of shape `dims` on process `device`."""
+
+    name = "shard.shard_shape"
+
+    dims = prop_def(DenseArrayBase[I64])
+    dims_dynamic = var_operand_def(INDEX)
+    sharding = operand_def(ShardingType)
+    device = prop_def(DenseArrayBase[I64])
+    device_dynamic = var_operand_def(INDEX)
+    result = var_result_def(AnyAttr())
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(Pure())
+    custom_directives = (DynamicIndexList,)
+
+    assembly_format = (
+        "`dims` `=` custom<DynamicIndexList>($dims_dynamic, $dims) "
+        "`sharding` `=` $sharding "
+        "`device` `=` custom<DynamicIndexList>($device_dynamic, $device) "
+        "attr-dict `:` type(results)"
+    )
+
+    def __init__(
+        self,
+        dims: Sequence[int | SSAValue],
+        sharding: SSAValue,
+        device: Sequence[int | SSAValue],
+    ):
+        static_dims, dyn_dims = _split_mixed(dims)
+        static_dev, dyn_dev = _split_mixed(device)
+        super().__init__(
+            operands=[dyn_dims, sharding, dyn_dev],
+            properties={"dims": i64_array(static_dims), "device": i64_array(static_dev)},
+            result_types=[[IndexType()] * len(dims)],
+        )
+
+    def get_asm_result_names(self) -> Sequence[str | None]:
+        return _group_name("shard_shape", len(self.results))
+
+    def verify_(self) -> None:
+        _check_defaulted_operands(self)
+        _check_index_results(self, variadic=True)
+        dims, device = self.dims.get_values(), self.device.get_values()
+        _check_dynamic_count(self, "dims", dims, len(self.dims_dynamic))
+        _check_dynamic_count(self, "device", device, len(self.device_dynamic))
+
+
+@irdl_op_definition
+class ShardOp(IRDLOperation):
+    """Annotates a tensor with a sharding, for its producer or (`annotate_for_users`) for
+    its users."""
+
+    name = "shard.shard"
+
+    T: ClassVar = _TypeOf("T", AnyAttr())
+    src = operand_def(T)
+    sharding = operand_def(ShardingType)
+    annotate_for_users = opt_prop_def(UnitAttr)
+    result = result_def(T)
+
+    traits = traits_def(Pure(), _ShardCanonicalization())
+
+    assembly_format = (
+        "$src `to` $sharding (`annotate_for_users` $annotate_for_users^)? "
+        "attr-dict `:` type($result)"
+    )
+
+    def __init__(self, src: SSAValue, sharding: SSAValue, annotate_for_users: bool = False):
+        super().__init__(
+            operands=[src, sharding],
+            result_types=[src.type],
+            properties={"annotate_for_users": UnitAttr() if annotate_for_users else None},
+        )
+
+    @property
+    def for_users(self) -> bool:
+        return self.annotate_for_users is not None
+
+    def get_asm_result_names(self) -> Sequence[str | None]:
+        return ["sharding_annotated"]
+
+    def verify_(self) -> None:
+        _check_type(self, "operand", 0, self.src.type, RANKED_TENSOR)
+        _check_type(self, "result", 0, self.result.type, RANKED_TENSOR)
+        if self.src.type != self.result.type:
+            raise _op_error(self, "failed to verify that all of {result, src} have same type")
+
+
+# =========================================================================================
+# Collective communication ops
+# =========================================================================================
+
+
+class CollectiveOp(IRDLOperation, ABC):
+    """Common part of the collectives: a grid, the grid axes forming the groups, one tensor
+    in and one out. Subclasses state MLIR's type rules in `TYPE_RULES`."""
+
+    grid = prop_def(FlatSymbolRefAttr)
+    grid_axes = prop_def(GridAxesAttr, default_value=grid_axes_attr())
+
+    INPUT: ClassVar[TypeCheck] = NON0_RANKED_TENSOR
+    RESULT: ClassVar[TypeCheck] = NON0_RANKED_TENSOR
+    SAME: ClassVar[tuple[str, ...]] = ()
+    """MLIR's traits relating input and result: element_type, rank, shape (the
+    SameOperandsAndResult* family) or all_shape, all_element_type, all_rank (AllXMatch)."""
+
+    ASM_NAME: ClassVar[str]
+
+    @property
+    def grid_axes_tuple(self) -> tuple[int, ...]:
+        return self.grid_axes.get_values()
+
+    def get_asm_result_names(self) -> Sequence[str | None]:
+        return [self.ASM_NAME]
+
+    def verify_(self) -> None:
+        in_t, out_t = self.operands[0].type, self.results[0].type
+        _check_type(self, "operand", 0, in_t, self.INPUT)
+        _check_defaulted_operands(self)
+        _check_type(self, "result", 0, out_t, self.RESULT)
+        for rule in self.SAME:
+            get, message = _SAME_RULES[rule]
+            if get(in_t) != get(out_t):
+                raise _op_error(self, message)
+        grid = _grid_or_error(self, self.grid)
+        _verify_grid_axes(self.grid_axes_tuple, grid)
+        self.verify_with_grid(grid)
+
+    def verify_with_grid(self, grid: GridOp) -> None:
+        """Checks needing the grid (MLIR's verifySymbolUses), after the axes are valid."""
+
+
+_ALL = "failed to verify that all of {input, result} have same"
+_SAME_RULES: dict[str, tuple[Callable[[Attribute], object], str]] = {
+    # MLIR's SameOperandsAndResult* traits ...
+    "element_type": (
+        _element_type,
+        "requires the same element type for all operands and results",
+    ),
+    "rank": (_rank, "result type has different rank than operands"),
+    "shape": (_shape, "requires the same shape for all operands and results"),
+    # ... and its AllShapesMatch / AllElementTypesMatch / AllRanksMatch.
+    "all_shape": (_shape, f"{_ALL} shape"),
+    "all_element_type": (_element_type, f"{_ALL} element type"),
+    "all_rank": (_rank, f"{_ALL} rank"),
+}
+
+_GRID_AXES = "(`grid_axes` `=` $grid_axes^)?"
+
+
+class _RootedOp(CollectiveOp, ABC):
+    """Collectives with an in-group `root` device (static and dynamic coordinates)."""
+
+    root = prop_def(DenseArrayBase[I64])
+    root_dynamic = var_operand_def(INDEX)
+
+    def verify_with_grid(self, grid: GridOp) -> None:
+        _verify_in_group_device("root", self.root.get_values(), self.grid_axes_tuple, grid)
+
+
+@irdl_op_definition
+class AllGatherOp(CollectiveOp):
+    """Concatenates the group's tensors along `gather_axis`, on every device."""
+
+    name = "shard.all_gather"
+
+    input = operand_def(AnyAttr())
+    gather_axis = prop_def(IntegerAttr[IndexType])
+    result = result_def(AnyAttr())
+
+    SAME: ClassVar = ("element_type", "rank")
+    ASM_NAME: ClassVar = "all_gather"
+    traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    assembly_format = (
+        f"$input `on` $grid {_GRID_AXES} `gather_axis` `=` $gather_axis "
+        "attr-dict `:` type($input) `->` type($result)"
+    )
+
+    def verify_with_grid(self, grid: GridOp) -> None:
+        _verify_gather_shapes(
+            self.input.type,
+            self.result.type,
+            self.gather_axis.value.data,
+            _group_size(self.grid_axes_tuple, grid),
+        )
+
+
+@irdl_op_definition
+class AllReduceOp(CollectiveOp):
+    """Element-wise reduction over the group, replicated on every device."""
+
+    name = "shard.all_reduce"
+
+    input = operand_def(AnyAttr())
+    reduction = prop_def(ReductionKindAttr, default_value=SUM)
+    result = result_def(AnyAttr())
+
+    INPUT: ClassVar = MEMREF_OR_RANKED_TENSOR
+    RESULT: ClassVar = MEMREF_OR_RANKED_TENSOR
+    SAME: ClassVar = ("shape",)
+    ASM_NAME: ClassVar = "all_reduce"
+    traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    assembly_format = (
+        f"$input `on` $grid {_GRID_AXES} (`reduction` `=` $reduction^)? "
+        "attr-dict `:` type($input) `->` type($result)"
+    )
+
+
+@irdl_op_definition
+class AllSliceOp(CollectiveOp):
+    """Each device keeps its own slice of the (replicated) input along `slice_axis`."""
+
+    name = "shard.all_slice"
+
+    input = operand_def(AnyAttr())
+    slice_axis = prop_def(IntegerAttr[IndexType])
+    result = result_def(AnyAttr())
+
+    SAME: ClassVar = ("element_type", "rank")
+    ASM_NAME: ClassVar = "all_slice"
+    traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    assembly_format = (
+        f"$input `on` $grid {_GRID_AXES} `slice_axis` `=` $slice_axis "
+        "attr-dict `:` type($input) `->` type($result)"
+    )
+
+    def verify_with_grid(self, grid: GridOp) -> None:
+        _verify_scatter_shapes(
+            self.input.type,
+            self.result.type,
+            self.slice_axis.value.data,
+            _group_size(self.grid_axes_tuple, grid),
+            "Slice",
+        )
+
+
+@irdl_op_definition
+class AllToAllOp(CollectiveOp):
+    """Splits along `split_axis`, exchanges within the group, concatenates on
+    `concat_axis`."""
+
+    name = "shard.all_to_all"
+
+    input = operand_def(AnyAttr())
+    split_axis = prop_def(IntegerAttr[IndexType])
+    concat_axis = prop_def(IntegerAttr[IndexType])
+    result = result_def(AnyAttr())
+
+    SAME: ClassVar = ("element_type", "rank")
+    ASM_NAME: ClassVar = "all_to_all"
+    traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    assembly_format = (
+        f"$input `on` $grid {_GRID_AXES} `split_axis` `=` $split_axis "
+        "`concat_axis` `=` $concat_axis attr-dict `:` type($input) `->` type($result)"
+    )
+
+    def verify_with_grid(self, grid: GridOp) -> None:
+        _verify_all_to_all_shapes(
+            self.input.type,
+            self.result.type,
+            self.split_axis.value.data,
+            self.concat_axis.value.data,
+            _group_size(self.grid_axes_tuple, grid),
+        )
+
+
+_ROOT = "`root` `=` custom<DynamicIndexList>($root_dynamic, $root)"
+
+
+@irdl_op_definition
+class BroadcastOp(_RootedOp):
+    """Copies the root device's tensor to every device of its group."""
+
+    name = "shard.broadcast"
+
+    input = operand_def(AnyAttr())
+    root = prop_def(DenseArrayBase[I64])
+    root_dynamic = var_operand_def(INDEX)
+    result = result_def(AnyAttr())
+
+    INPUT: ClassVar = RANKED_TENSOR
+    RESULT: ClassVar = RANKED_TENSOR
+    SAME: ClassVar = ("all_shape", "all_element_type")
+    ASM_NAME: ClassVar = "broadcast"
+    traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    custom_directives = (DynamicIndexList,)
+    assembly_format = (
+        f"$input `on` $grid {_GRID_AXES} {_ROOT} attr-dict `:` functional-type(operands, results)"
+    )
+
+
+@irdl_op_definition
+class GatherOp(_RootedOp):
+    """Concatenates the group's tensors along `gather_axis` on the root device."""
+
+    name = "shard.gather"
+
+    input = operand_def(AnyAttr())
+    gather_axis = prop_def(IntegerAttr[IndexType])
+    root = prop_def(DenseArrayBase[I64])
+    root_dynamic = var_operand_def(INDEX)
+    result = result_def(AnyAttr())
+
+    SAME: ClassVar = ("all_rank", "all_element_type")
+    ASM_NAME: ClassVar = "gather"
+    traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    custom_directives = (DynamicIndexList,)
+    assembly_format = (
+        f"$input `on` $grid {_GRID_AXES} `gather_axis` `=` $gather_axis {_ROOT} "
+        "attr-dict `:` functional-type(operands, results)"
+    )
+
+    def verify_with_grid(self, grid: GridOp) -> None:
+        super().verify_with_grid(grid)
+        _verify_gather_shapes(
+            self.input.type,
+            self.result.type,
+            self.gather_axis.value.data,
+            _group_size(self.grid_axes_tuple, grid),
+        )
+
+
+@irdl_op_definition
+class RecvOp(CollectiveOp):
+    """Receives a tensor from the in-group device `source`."""
+
+    name = "shard.recv"
+
+    input = operand_def(AnyAttr())
+    source = opt_prop_def(DenseArrayBase[I64])
+    source_dynamic = var_operand_def(INDEX)
+    result = result_def(AnyAttr())
+
+    RESULT: ClassVar = RANKED_TENSOR
+    SAME: ClassVar = ("all_shape", "all_element_type")
+    ASM_NAME: ClassVar = "recv"
+    traits = traits_def(_EmptyGridAxesCanonicalization())
+    custom_directives = (OptionalDynamicIndexList,)
+    assembly_format = (
+        f"$input `on` $grid {_GRID_AXES} "
+        "(`source` `=` custom<OptionalDynamicIndexList>($source_dynamic, $source)^)? "
+        "attr-dict `:` functional-type(operands, results)"
+    )
+
+    def verify_with_grid(self, grid: GridOp) -> None:
+        if self.source is not None:
+            _verify_in_group_device(
+                "source", self.source.get_values(), self.grid_axes_tuple, grid
+            )
+
+
+@irdl_op_definition
+class ReduceOp(_RootedOp):
+    """Element-wise reduction over the group, result on the root device."""
+
+    name = "shard.reduce"
+
+    input = operand_def(AnyAttr())
+    reduction = prop_def(ReductionKindAttr, default_value=SUM)
+    root = prop_def(DenseArrayBase[I64])
+    root_dynamic = var_operand_def(INDEX)
+    result = result_def(AnyAttr())
+
+    INPUT: ClassVar = RANKED_TENSOR
+    RESULT: ClassVar = RANKED_TENSOR
+    SAME: ClassVar = ("all_shape",)
+    ASM_NAME: ClassVar = "reduce"
+    traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    custom_directives = (DynamicIndexList,)
+    assembly_format = (
+        f"$input `on` $grid {_GRID_AXES} (`reduction` `=` $reduction^)? {_ROOT} "
+        "attr-dict `:` functional-type(operands, results)"
+    )
+
+
+@irdl_op_definition
+class ReduceScatterOp(CollectiveOp):
+    """Reduction over the group, then each device keeps its slice along
+    `scatter_axis`."""
+
+    name = "shard.reduce_scatter"
+
+    input = operand_def(AnyAttr())
+    reduction = prop_def(ReductionKindAttr, default_value=SUM)
+    scatter_axis = prop_def(IntegerAttr[IndexType])
+    result = result_def(AnyAttr())
+
+    RESULT: ClassVar = RANKED_TENSOR
+    SAME: ClassVar = ("rank",)
+    ASM_NAME: ClassVar = "reduce_scatter"
+    traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    assembly_format = (
+        f"$input `on` $grid {_GRID_AXES} (`reduction` `=` $reduction^)? "
+        "`scatter_axis` `=` $scatter_axis attr-dict `:` type($input) `->` type($result)"
+    )
+
+    def verify_with_grid(self, grid: GridOp) -> None:
+        _verify_scatter_shapes(
+            self.input.type,
+            self.result.type,
+            self.scatter_axis.value.data,
+            _group_size(self.grid_axes_tuple, grid),
+            "Scatter",
+        )
+
+
+@irdl_op_definition
+class ScatterOp(_RootedOp):
+    """Splits the root device's tensor along `scatter_axis` across its group."""
+
+    name = "shard.scatter"
+
+    input = operand_def(AnyAttr())
+    scatter_axis = prop_def(IntegerAttr[IndexType])
+    root = prop_def(DenseArrayBase[I64])
+    root_dynamic = var_operand_def(INDEX)
+    result = result_def(AnyAttr())
+
+    RESULT: ClassVar = RANKED_TENSOR
+    SAME: ClassVar = ("all_rank", "all_element_type")
+    ASM_NAME: ClassVar = "scatter"
+    traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    custom_directives = (DynamicIndexList,)
+    assembly_format = (
+        f"$input `on` $grid {_GRID_AXES} `scatter_axis` `=` $scatter_axis {_ROOT} "
+        "attr-dict `:` functional-type(operands, results)"
+    )
+
+    def verify_with_grid(self, grid: GridOp) -> None:
+        super().verify_with_grid(grid)
+        _verify_scatter_shapes(
+            self.input.type,
+            self.result.type,
+            self.scatter_axis.value.data,
+            _group_size(self.grid_axes_tuple, grid),
+            "Scatter",
+        )
+
+
+@irdl_op_definition
+class SendOp(CollectiveOp):
+    """Sends the tensor to the in-group device `destination`."""
+
+    name = "shard.send"
+
+    input = operand_def(AnyAttr())
+    destination = prop_def(DenseArrayBase[I64])
+    destination_dynamic = var_operand_def(INDEX)
+    result = result_def(AnyAttr())
+
+    RESULT: ClassVar = RANKED_TENSOR
+    SAME: ClassVar = ("all_shape", "all_element_type")
+    ASM_NAME: ClassVar = "send"
+    traits = traits_def(_EmptyGridAxesCanonicalization())
+    custom_directives = (DynamicIndexList,)
+    assembly_format = (
+        f"$input `on` $grid {_GRID_AXES} "
+        "`destination` `=` custom<DynamicIndexList>($destination_dynamic, $destination) "
+        "attr-dict `:` functional-type(operands, results)"
+    )
+
+    def verify_with_grid(self, grid: GridOp) -> None:
+        _verify_in_group_device(
+            "destination", self.destination.get_values(), self.grid_axes_tuple, grid
+        )
+
+
+@irdl_op_definition
+class ShiftOp(CollectiveOp):
+    """Shifts tensors by `offset` along grid axis `shift_axis` (circular with `rotate`)."""
+
+    name = "shard.shift"
+
+    input = operand_def(AnyAttr())
+    shift_axis = prop_def(IntegerAttr[IndexType])
+    offset = prop_def(IntegerAttr[I64])
+    rotate = opt_prop_def(UnitAttr)
+    result = result_def(AnyAttr())
+
+    RESULT: ClassVar = RANKED_TENSOR
+    SAME: ClassVar = ("element_type", "shape")
+    ASM_NAME: ClassVar = "shift"
+    traits = traits_def(Pure())
+    assembly_format = (
+        f"$input `on` $grid {_GRID_AXES} `shift_axis` `=` $shift_axis `offset` `=` $offset "
+        "(`rotate` $rotate^)? attr-dict `:` type($input) `->` type($result)"
+    )
+
+    def verify_with_grid(self, grid: GridOp) -> None:
+        axis = self.shift_axis.value.data
+        if axis not in self.grid_axes_tuple:
+            raise VerifyException(
+                f"Invalid shift axis {axis}. It must be one of the grouping grid axes."
+            )
+
+
+@irdl_op_definition
+class UpdateHaloOp(IRDLOperation):
+    """Refreshes the halo regions of `destination` from its neighbours along
+    `split_axes`."""
+
+    name = "shard.update_halo"
+
+    T: ClassVar = _TypeOf("T", AnyAttr())
+    destination = operand_def(T)
+    grid = prop_def(FlatSymbolRefAttr)
+    split_axes = prop_def(GridAxesArrayAttr)
+    halo_sizes = var_operand_def(I64_VALUE)
+    static_halo_sizes = prop_def(DenseArrayBase[I64], default_value=i64_array())
+    result = result_def(T)
+
+    traits = traits_def(Pure())
+    custom_directives = (DynamicIndexList,)
+    assembly_format = (
+        "$destination `on` $grid `split_axes` `=` $split_axes "
+        "(`halo_sizes` `=` custom<DynamicIndexList>($halo_sizes, $static_halo_sizes)^)? "
+        "attr-dict `:` type($result)"
+    )
+
+    def __init__(
+        self,
+        destination: SSAValue,
+        grid: str,
+        split_axes: Iterable[Iterable[int]],
+        halo_sizes: Sequence[int | SSAValue] = (),
+    ):
+        static, dynamic = _split_mixed(halo_sizes)
+        super().__init__(
+            operands=[destination, dynamic],
+            properties={
+                "grid": SymbolRefAttr(grid),
+                "split_axes": GridAxesArrayAttr(split_axes),
+                "static_halo_sizes": i64_array(static),
+            },
+            result_types=[destination.type],
+        )
+
+    def get_asm_result_names(self) -> Sequence[str | None]:
+        return [None]
+
+    def verify_(self) -> None:
+        _check_type(self, "operand", 0, self.destination.type, NON0_MEMREF_OR_TENSOR)
+        _check_defaulted_operands(self)
+        _check_type(self, "result", 0, self.result.type, NON0_MEMREF_OR_TENSOR)
+        if self.result.type != self.destination.type:
+            raise _op_error(self, "failed to verify that result has same type as destination")
+        _check_dynamic_count(
+            self, "halo size", self.static_halo_sizes.get_values(), len(self.halo_sizes)
+        )
+        _grid_or_error(self, self.grid)
+
+
+COLLECTIVE_OPS: tuple[type[CollectiveOp], ...] = (
+    AllGatherOp,
+    AllReduceOp,
+    AllSliceOp,
+    AllToAllOp,
+    BroadcastOp,
+    GatherOp,
+    RecvOp,
+    ReduceOp,
+    ReduceScatterOp,
+    ScatterOp,
+    SendOp,
+    ShiftOp,
+)
+
+Shard = Dialect(
+    "shard",
+    [
+        GridOp,
+        GridShapeOp,
+        ProcessLinearIndexOp,
+        ProcessMultiIndexOp,
+        NeighborsLinearIndicesOp,
+        ShardingOp,
+        ShardOp,
+        GetShardingOp,
+        ShardShapeOp,
+        *COLLECTIVE_OPS,
+        UpdateHaloOp,
+    ],
+    [GridAxesArrayAttr, ReductionKindAttr, ShardingType],
+)
