@@ -1,0 +1,224 @@
+"""The memref overlay: xDSL's memref ops printed and verified as mlir-opt does.
+
+xDSL's memref.copy and memref.cast have no custom syntax, and its collapse_shape and
+expand_shape print the reassociation with types (`[[0 : i64, 1 : i64]]`). The
+subclasses here take their place under the same names, so isinstance checks against
+xDSL's classes still hold; code that builds these ops for printing should build ours.
+
+https://mlir.llvm.org/docs/Dialects/MemRef/
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import memref as xmemref
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
+    DenseArrayBase,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    UnrankedMemRefType,
+    i64,
+)
+from xdsl.dialects.utils import DynamicIndexList
+from xdsl.dialects.utils.reshape_ops_utils import ContiguousArrayOfIntArray
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import (
+    BaseAttr,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    CustomDirective,
+    ParsingState,
+    PrintingState,
+    irdl_custom_directive,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, NoMemoryEffect
+from xdsl.utils.exceptions import VerifyException
+
+from shardc.dialects.overlays import extend_dialect
+
+AnyMemRef = BaseAttr(MemRefType) | BaseAttr(UnrankedMemRefType)
+
+
+def _error(op: Operation, message: str) -> VerifyException:
+    return VerifyException(f"'{op.name}' op {message}")
+
+
+def _dynamic(value: int | None) -> bool:
+    return value is None or value == DYNAMIC_INDEX
+
+
+def _compatible(a: int | None, b: int | None) -> bool:
+    return _dynamic(a) or _dynamic(b) or a == b
+
+
+def cast_compatible(source: Attribute, dest: Attribute) -> bool:
+    """MLIR's memref::CastOp::areCastCompatible."""
+    if isinstance(source, UnrankedMemRefType) and isinstance(dest, UnrankedMemRefType):
+        return False
+    assert isinstance(source, MemRefType | UnrankedMemRefType)
+    assert isinstance(dest, MemRefType | UnrankedMemRefType)
+    if source.element_type != dest.element_type or source.memory_space != dest.memory_space:
+        return False
+    if not isinstance(source, MemRefType) or not isinstance(dest, MemRefType):
+        return True
+    s_shape, d_shape = source.get_shape(), dest.get_shape()
+    if len(s_shape) != len(d_shape):
+        return False
+    if not all(_compatible(a, b) for a, b in zip(s_shape, d_shape)):
+        return False
+    if source.layout == dest.layout:
+        return True
+    s_strides, d_strides = source.get_strides(), dest.get_strides()
+    if s_strides is None or d_strides is None:
+        return False
+    return _compatible(source.get_offset(), dest.get_offset()) and all(
+        _compatible(a, b) for a, b in zip(s_strides, d_strides)
+    )
+
+
+@irdl_op_definition
+class CopyOp(xmemref.CopyOp):
+    """Copy `source` into `target` (ranked or unranked memrefs of one shape and type)."""
+
+    source = operand_def(AnyMemRef)
+    destination = operand_def(AnyMemRef)
+
+    traits = traits_def(MemoryWriteEffect(), MemoryReadEffect())
+
+    assembly_format = (
+        "$source `,` $destination attr-dict `:` type($source) `to` type($destination)"
+    )
+
+    def verify_(self) -> None:
+        types = [self.source.type, self.destination.type]
+        assert isinstance(types[0], MemRefType | UnrankedMemRefType)
+        assert isinstance(types[1], MemRefType | UnrankedMemRefType)
+        if types[0].element_type != types[1].element_type:
+            raise _error(self, "requires the same element type for all operands")
+        if isinstance(types[0], MemRefType) and isinstance(types[1], MemRefType):
+            a, b = types[0].get_shape(), types[1].get_shape()
+            if len(a) != len(b) or not all(_compatible(x, y) for x, y in zip(a, b)):
+                raise _error(self, "requires the same shape for all operands")
+
+
+@irdl_op_definition
+class CastOp(xmemref.CastOp):
+    """Change static/dynamic sizes, strides or rankedness without touching the data."""
+
+    source = operand_def(AnyMemRef)
+    dest = result_def(AnyMemRef)
+
+    traits = traits_def(NoMemoryEffect())
+
+    assembly_format = "$source attr-dict `:` type($source) `to` type($dest)"
+
+    def __init__(self, source: SSAValue | Operation, dest: MemRefType | UnrankedMemRefType):
+        super().__init__(operands=[source], result_types=[dest])
+
+    def verify_(self) -> None:
+        if not cast_compatible(self.source.type, self.dest.type):
+            raise _error(
+                self,
+                f"operand type '{self.source.type}' and result type '{self.dest.type}' "
+                "are cast incompatible",
+            )
+
+
+@irdl_custom_directive
+class Reassociation(CustomDirective):
+    """`[[0, 1], [2]]`: the reassociation groups, printed without integer types."""
+
+    reassociation: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> bool:
+        def group() -> ArrayAttr[IntegerAttr]:
+            return ArrayAttr(
+                IntegerAttr(i, i64)
+                for i in parser.parse_comma_separated_list(
+                    parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)
+                )
+            )
+
+        groups = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, group)
+        self.reassociation.set(state, ArrayAttr(groups))
+        return True
+
+    def print(self, printer: Printer, state: PrintingState, op: Operation) -> None:
+        state.print_whitespace(printer)
+        attr = self.reassociation.get(op)
+        assert isinstance(attr, ArrayAttr)
+        printer.print_string(
+            "["
+            + ", ".join(
+                "[" + ", ".join(str(i.value.data) for i in g) + "]"  # pyright: ignore
+                for g in attr  # pyright: ignore
+            )
+            + "]"
+        )
+
+
+@irdl_op_definition
+class CollapseShapeOp(xmemref.CollapseShapeOp):
+    """xDSL's memref.collapse_shape, printing `[[0, 1]]` as mlir-opt does."""
+
+    src = operand_def(MemRefType)
+    reassociation = prop_def(ContiguousArrayOfIntArray())
+    result = result_def(MemRefType)
+
+    traits = traits_def(NoMemoryEffect())
+
+    # Drop the printer and parser xDSL generated for its own format; ours replaces them.
+    print = Operation.print
+    parse = Operation.__dict__["parse"]
+
+    custom_directives = (Reassociation,)
+    assembly_format = (
+        "$src custom<Reassociation>($reassociation) attr-dict `:` type($src) `into` "
+        "type($result)"
+    )
+
+
+@irdl_op_definition
+class ExpandShapeOp(xmemref.ExpandShapeOp):
+    """xDSL's memref.expand_shape, printing `[[0, 1]]` as mlir-opt does."""
+
+    src = operand_def(MemRefType)
+    reassociation = prop_def(ContiguousArrayOfIntArray())
+    output_shape = var_operand_def(IndexType)
+    static_output_shape = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(MemRefType)
+
+    traits = traits_def(NoMemoryEffect())
+
+    print = Operation.print
+    parse = Operation.__dict__["parse"]
+
+    custom_directives = (Reassociation, DynamicIndexList)
+    assembly_format = (
+        "$src custom<Reassociation>($reassociation) `output_shape` "
+        "custom<DynamicIndexList>($output_shape, $static_output_shape) attr-dict `:` "
+        "type($src) `into` type($result)"
+    )
+
+
+def reassociation_attr(groups: Sequence[Sequence[int]]) -> ArrayAttr[ArrayAttr[IntegerAttr]]:
+    """The `reassociation` property for collapse_shape / expand_shape."""
+    return ArrayAttr(ArrayAttr(IntegerAttr(i, i64) for i in g) for g in groups)
+
+
+MemRef = extend_dialect(
+    xmemref.MemRef, [CopyOp, CastOp, CollapseShapeOp, ExpandShapeOp]
+)
