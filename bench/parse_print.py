@@ -1,0 +1,158 @@
+"""Parse + print throughput of shardc against mlir-opt on one generated file.
+
+Generates a module of func/arith/tensor/linalg (and shard, when the dialect loads) ops,
+then times, interleaved, for the same file in the same run:
+  * shardc in-process: parse, and parse + print with `print_module` (and with xDSL's
+    plain `Printer`, to show what mlir-opt-style printing costs);
+  * `shardc-opt file` as a process;
+  * `mlir-opt file` as a process.
+Prints ops/second (median of the runs) and ratios to mlir-opt. Not a test.
+
+    python bench/parse_print.py [--funcs 400] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from io import StringIO
+
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+
+from shardc.context import make_context
+from shardc.ir.printer import print_module
+from shardc.testing.oracle import _env, find_mlir_opt  # pyright: ignore[reportPrivateUsage]
+
+MAP = "affine_map<(d0, d1) -> (d0, d1)>"
+
+
+def shard_available() -> bool:
+    try:
+        make_context().get_op("shard.sharding")
+    except Exception:
+        return False
+    return True
+
+
+def function(i: int, with_shard: bool) -> str:
+    """One function of ~50 ops: elementwise and contraction work on 2-D tensors."""
+    lines = [f"func.func @f{i}(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> tensor<64x64xf32> {{"]
+    lines.append("  %c0 = arith.constant 0 : index")
+    lines.append("  %zero = arith.constant 0.0 : f32")
+    lines.append("  %e = tensor.empty() : tensor<64x64xf32>")
+    lines.append("  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>")
+    prev = "%a"
+    for k in range(8):
+        if with_shard:
+            lines.append(f"  %s{k} = shard.sharding @grid split_axes = [[0], []] : !shard.sharding")
+            lines.append(f"  %h{k} = shard.shard {prev} to %s{k} : tensor<64x64xf32>")
+            prev = f"%h{k}"
+        lines.append(
+            f"  %m{k} = linalg.matmul ins({prev}, %b : tensor<64x64xf32>, tensor<64x64xf32>) "
+            "outs(%init : tensor<64x64xf32>) -> tensor<64x64xf32>"
+        )
+        lines.append(
+            f"  %g{k} = linalg.generic {{indexing_maps = [{MAP}, {MAP}], iterator_types = "
+            f'["parallel", "parallel"]}} ins(%m{k} : tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {{\n'
+            "  ^bb0(%x: f32, %o: f32):\n"
+            "    %t = math.tanh %x : f32\n"
+            "    %y = arith.addf %t, %x : f32\n"
+            "    linalg.yield %y : f32\n"
+            "  } -> tensor<64x64xf32>"
+        )
+        lines.append(
+            f"  %sl{k} = tensor.extract_slice %g{k}[0, 0] [32, 64] [1, 1] : tensor<64x64xf32> to tensor<32x64xf32>"
+        )
+        lines.append(
+            f"  %in{k} = tensor.insert_slice %sl{k} into %g{k}[32, 0] [32, 64] [1, 1] : "
+            "tensor<32x64xf32> into tensor<64x64xf32>"
+        )
+        lines.append(f"  %d{k} = tensor.dim %in{k}, %c0 : tensor<64x64xf32>")
+        prev = f"%in{k}"
+    lines.append(f"  return {prev} : tensor<64x64xf32>")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def generate(funcs: int, with_shard: bool) -> str:
+    head = "shard.grid @grid(shape = 4)\n" if with_shard else ""
+    return head + "\n".join(function(i, with_shard) for i in range(funcs)) + "\n"
+
+
+def count_ops(text: str) -> int:
+    module = Parser(make_context(), text).parse_module()
+    return sum(1 for _ in module.walk())
+
+
+def timed(fn) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--funcs", type=int, default=400)
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+
+    with_shard = shard_available()
+    text = generate(args.funcs, with_shard)
+    ops = count_ops(text)
+    fd, path = tempfile.mkstemp(suffix=".mlir")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    mlir_opt = find_mlir_opt()
+    print(f"{ops} ops in {args.funcs} functions ({len(text) // 1024} KiB), shard ops: {with_shard}")
+
+    ctx = make_context()
+
+    def parse():  # type: ignore[no-untyped-def]
+        return Parser(ctx, text, path).parse_module()
+
+    module = parse()
+
+    def xdsl_print() -> None:
+        Printer(stream=StringIO()).print_op(module)
+
+    def mlir_print() -> None:
+        print_module(module, StringIO())
+
+    def shardc_process() -> None:
+        subprocess.run(["shardc-opt", path, "-o", os.devnull], check=True)
+
+    def mlir_process() -> None:
+        assert mlir_opt is not None
+        subprocess.run([mlir_opt, path, "-o", os.devnull], check=True, env=_env(mlir_opt))
+
+    cases = {
+        "shardc parse (in-process)": parse,
+        "shardc print, mlir-opt style": mlir_print,
+        "xDSL print, own style": xdsl_print,
+        "shardc-opt process (parse+verify+print)": shardc_process,
+    }
+    if mlir_opt:
+        cases["mlir-opt process (parse+verify+print)"] = mlir_process
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(args.runs):  # interleaved, so machine noise hits every case alike
+        for name, fn in cases.items():
+            times[name].append(timed(fn))
+
+    med = {name: statistics.median(t) for name, t in times.items()}
+    med["shardc parse+print (in-process)"] = med["shardc parse (in-process)"] + med["shardc print, mlir-opt style"]
+    ref = med.get("mlir-opt process (parse+verify+print)")
+    for name, t in med.items():
+        ratio = f"  {t / ref:8.1f}x mlir-opt" if ref else ""
+        print(f"{name:42s} {t * 1000:9.1f} ms {ops / t:12,.0f} ops/s{ratio}")
+    print(f"printing overhead over xDSL's Printer: {med['shardc print, mlir-opt style'] / med['xDSL print, own style']:.2f}x")
+    os.unlink(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

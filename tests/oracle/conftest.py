@@ -1,0 +1,114 @@
+"""Fixtures for the mlir-opt cross-checks: the oracle binary, in-process shardc, chunks.
+
+Every test here is marked `oracle` and skips with a visible reason when no mlir-opt is
+installed. shardc parses and prints in-process (a `shardc-opt` process costs ~0.5 s of
+start-up per call; mlir-opt ~50 ms).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from io import StringIO
+from pathlib import Path
+
+import pytest
+
+from shardc.testing.oracle import find_mlir_opt, run_mlir_opt
+
+ROOT = Path(__file__).resolve().parents[2]
+_SEPARATOR = re.compile(r"^// -----\s*$", re.MULTILINE)
+_MARKER = re.compile(r"^\s*// ORACLE-(SKIP|XFAIL|GENERIC-XFAIL):\s*(.*)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One `// -----` separated piece of a .mlir file."""
+
+    path: Path
+    line: int
+    text: str
+
+    @property
+    def id(self) -> str:
+        rel = self.path.relative_to(ROOT / "tests") if self.path.is_relative_to(ROOT / "tests") else self.path
+        return f"{rel}:{self.line}"
+
+    def marker(self, kind: str) -> str | None:
+        """The reason of an `// ORACLE-<kind>: reason` line, if the chunk has one."""
+        for m in _MARKER.finditer(self.text):
+            if m.group(1) == kind:
+                return m.group(2).strip() or "no reason given"
+        return None
+
+
+def split_chunks(path: Path) -> list[Chunk]:
+    text = path.read_text()
+    chunks: list[Chunk] = []
+    start, line = 0, 1
+    for m in _SEPARATOR.finditer(text):
+        chunks.append(Chunk(path, line, text[start : m.start()]))
+        line += text[start : m.end()].count("\n") + 1
+        start = m.end() + 1
+    chunks.append(Chunk(path, line, text[start:]))
+    return [c for c in chunks if _has_code(c.text)]
+
+
+def _has_code(text: str) -> bool:
+    return any(ln.strip() and not ln.strip().startswith("//") for ln in text.splitlines())
+
+
+def chunk_params(paths: list[Path]) -> list[object]:
+    """pytest params, one per chunk, id `file:line`, skipped by `ORACLE-SKIP` lines."""
+    params: list[object] = []
+    for path in paths:
+        for chunk in split_chunks(path):
+            marks = []
+            if (reason := chunk.marker("SKIP")) is not None:
+                marks.append(pytest.mark.skip(reason=f"ORACLE-SKIP: {reason}"))
+            if (reason := chunk.marker("XFAIL")) is not None:
+                marks.append(pytest.mark.xfail(reason=f"ORACLE-XFAIL: {reason}", strict=False))
+            params.append(pytest.param(chunk, id=chunk.id, marks=marks))
+    return params
+
+
+class MlirOpt:
+    """The oracle, run on text."""
+
+    def run(self, text: str, *flags: str) -> str:
+        result = run_mlir_opt("-", "--allow-unregistered-dialect", *flags, stdin=text)
+        if result.returncode:
+            raise AssertionError(f"mlir-opt {' '.join(flags)} failed:\n{result.stderr}\ninput:\n{text}")
+        return result.stdout
+
+
+class Shardc:
+    """shardc-opt's parse and print, in-process."""
+
+    def __init__(self) -> None:
+        from shardc.context import make_context
+
+        self.ctx = make_context(allow_unregistered=True)
+
+    def run(self, text: str, *, generic: bool = False, name: str = "<input>") -> str:
+        from xdsl.parser import Parser
+
+        from shardc.ir.printer import print_module
+
+        module = Parser(self.ctx, text, name).parse_module()
+        module.verify()
+        out = StringIO()
+        print_module(module, out, generic=generic)
+        return out.getvalue()
+
+
+@pytest.fixture(scope="session")
+def mlir_opt() -> MlirOpt:
+    if find_mlir_opt() is None:
+        pytest.skip("mlir-opt not found: pip install -e '.[oracle]' or set SHARDC_MLIR_OPT")
+    return MlirOpt()
+
+
+@pytest.fixture(scope="session")
+def shardc() -> Shardc:
+    return Shardc()
