@@ -1,0 +1,1 @@
+"""Op interfaces shardc attaches to foreign ops (see `sharding.py`)."""

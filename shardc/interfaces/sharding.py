@@ -1,0 +1,736 @@
+"""The ShardingInterface: what the sharding passes need to know about a foreign op.
+
+MLIR attaches `ShardingInterface` to linalg, tosa, tensor and arith ops as external
+models. We keep xDSL's classes untouched and use a registry instead: implementations are
+registered by op class (found through the class's MRO, so one registration covers a
+whole family such as every linalg structured op) or, for ops whose class lives in an
+overlay still in flux, by op name.
+
+An op is described by its loop nest: iterator types (parallel / reduction), one indexing
+map per operand and per result (from loops to tensor dimensions), and the reduction kind
+of each reduction loop. From that the shared algorithms below derive, as upstream does:
+
+* `default_get_sharding_option`: which grid axes split which loop, given the shardings
+  already known on some operands and results (or None on a conflict);
+* `default_get_sharding_annotations`: the operand and result shardings an option implies;
+* `default_add_sharding_annotations`: the `shard.sharding`/`shard.shard` ops that make the
+  IR say so (incl. `annotate_for_users` on operands).
+
+`partition` is the hook the partition pass calls to emit an op on local shards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from xdsl.dialects.builtin import AnyFloat, IndexType, IntegerType, TensorType
+from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+)
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import ConstantLike
+
+from shardc.dialects.shard import (
+    GetShardingOp,
+    ReductionKind,
+    Sharding,
+    ShardingOp,
+    ShardOp,
+)
+
+__all__ = [
+    "IteratorType",
+    "ReductionKind",
+    "ShardingInfo",
+    "ShardingInterface",
+    "ShardingOption",
+    "get_sharding_interface",
+    "register_sharding_interface",
+]
+
+GridAxes = tuple[int, ...]
+
+# =========================================================================================
+# Values: shardings as the algorithms see them, sharding options
+# =========================================================================================
+
+
+@dataclass(frozen=True)
+class ShardingInfo:
+    """A sharding as upstream's algorithms see it: the split axes exactly as written or
+    built (MLIR keeps empty sub-arrays, e.g. `[[]]`, and the option computation sees
+    them), plus the dialect's value view, whose equality is MLIR's `Sharding::operator==`.
+    """
+
+    sharding: Sharding
+    split_axes: tuple[GridAxes, ...]
+
+    @property
+    def grid(self) -> str:
+        return self.sharding.grid
+
+    @staticmethod
+    def of(value: SSAValue) -> ShardingInfo:
+        """The sharding a `!shard.sharding` value defines (MLIR's `Sharding(Value)`)."""
+        op = value.owner
+        assert isinstance(op, ShardingOp)
+        return ShardingInfo(Sharding.of(op), op.split_axes.as_tuple())
+
+    @staticmethod
+    def get(grid: str, split_axes: Sequence[Sequence[int]]) -> ShardingInfo:
+        """MLIR's `Sharding::get(grid, splitAxes)` without halos or offsets."""
+        axes = tuple(tuple(a) for a in split_axes)
+        return ShardingInfo(Sharding(grid, axes), axes)
+
+    def same_as(self, other: ShardingInfo | None) -> bool:
+        return other is not None and self.sharding == other.sharding
+
+    def __str__(self) -> str:
+        axes = ", ".join("[" + ", ".join(map(str, sub)) + "]" for sub in self.split_axes)
+        return f"@{self.grid} split_axes = [{axes}]"
+
+
+@dataclass
+class ShardingOption:
+    """Grid axes assigned to each loop of an op (MLIR's `ShardingOption`); `empty` when
+    nothing was known to derive it from."""
+
+    sharding_array: list[list[int]] = field(default_factory=list[list[int]])
+    grid: str | None = None
+    empty: bool = False
+
+    @staticmethod
+    def make_empty() -> ShardingOption:
+        return ShardingOption(empty=True)
+
+
+def remove_trailing_empty_sub_arrays(array: list[list[int]]) -> None:
+    """Drop trailing empty sub-arrays down to a length of one, as upstream does."""
+    while len(array) > 1 and not array[-1]:
+        array.pop()
+
+
+# =========================================================================================
+# Diagnostics: upstream reports some problems without failing the pass
+# =========================================================================================
+
+
+@dataclass
+class Diagnostic:
+    op: Operation
+    message: str
+    severity: str = "error"
+
+
+_diagnostics: ContextVar[list[Diagnostic] | None] = ContextVar("sharding_diagnostics", default=None)
+
+
+@contextmanager
+def collect_diagnostics() -> Iterator[list[Diagnostic]]:
+    """Collect the diagnostics emitted by the interface while the block runs."""
+    sink: list[Diagnostic] = []
+    token = _diagnostics.set(sink)
+    try:
+        yield sink
+    finally:
+        _diagnostics.reset(token)
+
+
+def emit_op_error(op: Operation, message: str) -> None:
+    """MLIR's `op->emitOpError() << message`: recorded, not raised; the caller decides
+    whether the pass fails. Outside `collect_diagnostics` it is reported at once."""
+    diag = Diagnostic(op, f"'{op.name}' op {message}")
+    sink = _diagnostics.get()
+    if sink is None:
+        from shardc.ir import diagnostics
+
+        diagnostics.emit(op, diag.severity, diag.message)
+    else:
+        sink.append(diag)
+
+
+# =========================================================================================
+# The interface and its registry
+# =========================================================================================
+
+
+class ShardingInterface:
+    """Base class of sharding implementations (one instance per op family); every method
+    takes the op. Defaults follow MLIR's interface defaults."""
+
+    def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
+        return []
+
+    def get_reduction_loop_iterator_kinds(self, op: Operation) -> list[ReductionKind]:
+        return []
+
+    def get_indexing_maps(self, op: Operation) -> list[AffineMap]:
+        return []
+
+    def get_sharding_option(
+        self,
+        op: Operation,
+        operand_shardings: Sequence[ShardingInfo | None],
+        result_shardings: Sequence[ShardingInfo | None],
+    ) -> ShardingOption | None:
+        """The loop sharding implied by the given (possibly partial) shardings; None when
+        they conflict."""
+        return default_get_sharding_option(self, op, operand_shardings, result_shardings)
+
+    def get_sharding_annotations(
+        self, op: Operation, option: ShardingOption
+    ) -> list[ShardingInfo | None] | None:
+        """Operand then result shardings the op needs for `option` (None: impossible)."""
+        return default_get_sharding_annotations(self, op, option)
+
+    def add_sharding_annotations(self, op: Operation, option: ShardingOption) -> bool:
+        """Annotate every operand and result of `op` for `option`."""
+        return default_add_sharding_annotations(self, op, option)
+
+    def partition(
+        self,
+        op: Operation,
+        partitioned_operands: Sequence[SSAValue],
+        operand_shardings: Sequence[Sharding | None],
+        result_shardings: Sequence[Sharding | None],
+        mapping: dict[SSAValue, SSAValue],
+        insert: Callable[[Operation], None],
+    ) -> bool:
+        """Emit `op` on local shards through `insert`, mapping its results in `mapping`.
+        The default clones the op: right for fully replicated operands and results."""
+        clone = op.clone(value_mapper=dict(zip(op.operands, partitioned_operands)))
+        insert(clone)
+        for old, new in zip(op.results, clone.results):
+            mapping[old] = new
+        return True
+
+
+_BY_CLASS: dict[type[Operation], ShardingInterface] = {}
+_BY_NAME: dict[str, ShardingInterface] = {}
+_CACHE: dict[type[Operation], ShardingInterface | None] = {}
+_LOADED = False
+
+
+def register_sharding_interface(
+    key: type[Operation] | str, impl: ShardingInterface
+) -> None:
+    """Attach `impl` to an op class (and its subclasses) or to an op name."""
+    if isinstance(key, str):
+        _BY_NAME[key] = impl
+    else:
+        _BY_CLASS[key] = impl
+    _CACHE.clear()
+
+
+def _load_builtin_models() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from shardc.interfaces import arith, linalg, tensor, tosa
+
+    for module in (linalg, tosa, tensor, arith):
+        module.register()
+
+
+def get_sharding_interface(op: Operation) -> ShardingInterface | None:
+    """The implementation for `op`: by class through the MRO, else by op name."""
+    _load_builtin_models()
+    cls = type(op)
+    if cls not in _CACHE:
+        found = next((_BY_CLASS[c] for c in cls.__mro__ if c in _BY_CLASS), None)
+        _CACHE[cls] = found if found is not None else _BY_NAME.get(op.name)
+    impl = _CACHE[cls]
+    if impl is None and cls.__name__ == "UnregisteredOp":
+        return _BY_NAME.get(op.name)
+    return impl
+
+
+# =========================================================================================
+# Helpers on types, values and affine expressions
+# =========================================================================================
+
+
+def ranked_tensor_rank(t: Attribute) -> int | None:
+    return len(t.get_shape()) if isinstance(t, TensorType) else None
+
+
+def is_int_index_or_float(t: Attribute) -> bool:
+    return isinstance(t, IntegerType | IndexType | AnyFloat)
+
+
+_CONSTANT_LIKE_NAMES = frozenset({"tosa.const", "tosa.const_shape"})
+
+
+def is_constant_like(op: Operation) -> bool:
+    """MLIR's `ConstantLike` trait (xDSL's tosa.const lacks it)."""
+    return op.has_trait(ConstantLike) or op.name in _CONSTANT_LIKE_NAMES
+
+
+def operand_expr_loops(expr: AffineExpr, num_dims: int) -> list[int] | None:
+    """Loops an operand dimension depends on, for exprs of the form
+    `c_i * d_i + d_j + ...` (each loop once); None for anything else."""
+    seen = [False] * num_dims
+
+    def visit(e: AffineExpr) -> bool:
+        if isinstance(e, AffineBinaryOpExpr) and e.kind == AffineBinaryOpKind.Add:
+            return visit(e.lhs) and visit(e.rhs)
+        if isinstance(e, AffineBinaryOpExpr) and e.kind == AffineBinaryOpKind.Mul:
+            if isinstance(e.lhs, AffineDimExpr) and isinstance(e.rhs, AffineConstantExpr):
+                return visit(e.lhs)
+            if isinstance(e.rhs, AffineDimExpr) and isinstance(e.lhs, AffineConstantExpr):
+                return visit(e.rhs)
+            return False
+        if isinstance(e, AffineDimExpr):
+            if e.position >= num_dims or seen[e.position]:
+                return False
+            seen[e.position] = True
+            return True
+        return False
+
+    if not visit(expr):
+        return None
+    return [i for i, s in enumerate(seen) if s]
+
+
+def verify_sharding_interface_impl(impl: ShardingInterface, op: Operation) -> bool:
+    """MLIR's `verifyShardingInterfaceImpl`: ranked tensors or scalars only, one map per
+    operand and result, projected-permutation maps for results."""
+    for t in (*op.operand_types, *op.result_types):
+        if not isinstance(t, TensorType) and not is_int_index_or_float(t):
+            return False
+    maps = impl.get_indexing_maps(op)
+    if not maps or len(maps) != len(op.operands) + len(op.results):
+        return False
+    n = len(op.operands)
+    for i, result in enumerate(op.results):
+        if not isinstance(result.type, TensorType):
+            return False
+        if not maps[n + i].is_projected_permutation():
+            return False
+    return True
+
+
+# =========================================================================================
+# The sharding option (MLIR's detail::defaultGetShardingOption)
+# =========================================================================================
+
+
+def _fill_sharding_option(
+    option: ShardingOption, grid: str | None, axes: Sequence[int], loop: int
+) -> bool:
+    """Assign `axes` to `loop`; False on a conflict with what the option already says."""
+    if loop >= len(option.sharding_array):
+        return False
+    current = option.sharding_array[loop]
+    if (option.grid and grid and option.grid != grid) or (current and current != list(axes)):
+        return False
+    for i, other in enumerate(option.sharding_array):
+        if i != loop and any(a in other for a in axes):
+            return False
+    if grid:
+        option.grid = grid
+    if not current:
+        current.extend(axes)
+    return True
+
+
+def default_get_sharding_option(
+    impl: ShardingInterface,
+    op: Operation,
+    operand_shardings: Sequence[ShardingInfo | None],
+    result_shardings: Sequence[ShardingInfo | None],
+) -> ShardingOption | None:
+    if not verify_sharding_interface_impl(impl, op):
+        emit_op_error(op, "invalid sharding interface implementation")
+        return None
+    maps = impl.get_indexing_maps(op)
+    num_operands = len(op.operands)
+    option = ShardingOption([[] for _ in impl.get_loop_iterator_types(op)])
+    visited: set[int] = set()
+    any_sharding = False
+
+    # 1. Results: their maps are projected permutations, each dimension one loop.
+    for index, sharding in enumerate(result_shardings):
+        if sharding is None:
+            continue
+        map_ = maps[num_operands + index]
+        any_sharding = True
+        if not sharding.split_axes or not map_.results:
+            option.grid = sharding.grid
+            continue
+        for expr, axes in zip(map_.results, sharding.split_axes):
+            assert isinstance(expr, AffineDimExpr)
+            visited.add(expr.position)
+            if not _fill_sharding_option(option, sharding.grid, axes, expr.position):
+                return None
+
+    # 2. Operands. As upstream, the last annotated operand decides whether the option is
+    # empty (an assignment, not an "or").
+    for index, sharding in enumerate(operand_shardings):
+        if sharding is None:
+            continue
+        any_sharding = bool(sharding.split_axes)
+        map_ = maps[index]
+        for expr, axes in zip(map_.results, sharding.split_axes):
+            loops = operand_expr_loops(expr, map_.num_dims)
+            if loops is None:
+                emit_op_error(
+                    op,
+                    "operand's affine expression is restricted to const_i * dim_i + "
+                    "const_j + dim_j + ...",
+                )
+                return None
+            if len(loops) == 1:
+                visited.add(loops[0])
+                if not _fill_sharding_option(option, sharding.grid, axes, loops[0]):
+                    return None
+            elif len(loops) > 1 and not any(loop in visited for loop in loops):
+                emit_op_error(
+                    op,
+                    f"the operand {index} has multiple loop indices in a dimension, but "
+                    "none of them could be found in the exactly specified annotation of "
+                    "op results or operands.",
+                )
+                return None
+
+    remove_trailing_empty_sub_arrays(option.sharding_array)
+    if not any_sharding:
+        option.empty = True
+    return option
+
+
+# =========================================================================================
+# Operand and result shardings implied by an option
+# =========================================================================================
+
+
+def result_sharding_for_option(
+    result: SSAValue, option: ShardingOption, map_: AffineMap
+) -> ShardingInfo:
+    rank = ranked_tensor_rank(result.type) or 0
+    split: list[list[int]] = [[] for _ in range(rank)]
+    for i, expr in enumerate(map_.results):
+        assert isinstance(expr, AffineDimExpr)
+        if expr.position < len(option.sharding_array) and i < rank:
+            split[i].extend(option.sharding_array[expr.position])
+    remove_trailing_empty_sub_arrays(split)
+    assert option.grid is not None
+    return ShardingInfo.get(option.grid, split)
+
+
+class _Impossible(Exception):
+    """No sharding can express the option for this operand."""
+
+
+def operand_sharding_for_option(
+    value: SSAValue, option: ShardingOption, map_: AffineMap
+) -> ShardingInfo | None:
+    """The operand's sharding (None for a scalar); raises `_Impossible`."""
+    rank = ranked_tensor_rank(value.type)
+    if rank is None:
+        if is_int_index_or_float(value.type):
+            return None
+        raise _Impossible
+    assert option.grid is not None
+    if rank == 0:
+        return ShardingInfo.get(option.grid, [])
+    split: list[list[int]] = [[] for _ in range(rank)]
+    for i, expr in enumerate(map_.results):
+        loops = operand_expr_loops(expr, map_.num_dims)
+        if loops is None:
+            raise _Impossible
+        sharded = [
+            loop
+            for loop in loops
+            if loop < len(option.sharding_array) and option.sharding_array[loop]
+        ]
+        if len(sharded) > 1:
+            raise _Impossible
+        # An indexing map with more results than the operand's rank (tosa.mul's shift
+        # under the elementwise model) is undefined behaviour upstream; we drop them.
+        if sharded and i < rank:
+            split[i].extend(option.sharding_array[sharded[0]])
+    remove_trailing_empty_sub_arrays(split)
+    return ShardingInfo.get(option.grid, split)
+
+
+def default_get_sharding_annotations(
+    impl: ShardingInterface, op: Operation, option: ShardingOption
+) -> list[ShardingInfo | None] | None:
+    maps = impl.get_indexing_maps(op)
+    n = len(op.operands)
+    res: list[ShardingInfo | None] = []
+    try:
+        for i, operand in enumerate(op.operands):
+            res.append(operand_sharding_for_option(operand, option, maps[i]))
+    except _Impossible:
+        return None
+    for i, result in enumerate(op.results):
+        res.append(result_sharding_for_option(result, option, maps[n + i]))
+    return res
+
+
+# =========================================================================================
+# Reading and writing annotations in the IR
+# =========================================================================================
+
+AnnotationListener = Callable[[ShardOp, ShardingOp], None]
+"""Called for every shard.shard op the propagation inserts (with its sharding op)."""
+
+_listener: ContextVar[AnnotationListener | None] = ContextVar("annotation_listener", default=None)
+
+
+@contextmanager
+def listen_to_annotations(listener: AnnotationListener) -> Iterator[None]:
+    token = _listener.set(listener)
+    try:
+        yield
+    finally:
+        _listener.reset(token)
+
+
+def _notify(shard: ShardOp, sharding: ShardingOp) -> None:
+    listener = _listener.get()
+    if listener is not None:
+        listener(shard, sharding)
+
+
+def is_shard_op(op: Operation | Block | None) -> bool:
+    return isinstance(op, ShardOp)
+
+
+def sharding_of_shard_op(op: ShardOp) -> ShardingInfo:
+    return ShardingInfo.of(op.sharding)
+
+
+class ConflictingUserShardings(Exception):
+    """Users of a value annotate it for users with different shardings (upstream asserts
+    here)."""
+
+    def __init__(self, value: SSAValue):
+        super().__init__()
+        self.value = value
+
+
+def result_annotation(result: SSAValue) -> tuple[bool, ShardingInfo] | None:
+    """MLIR's `getSharding(OpResult)`: (annotate_for_users, sharding) from the value's
+    shard.shard users; a shard.shard for the producer counts only if it is the only use."""
+    users = [use.operation for use in result.uses]
+    shard_users = [u for u in users if isinstance(u, ShardOp)]
+    if any(not u.for_users for u in shard_users):
+        if not result.has_one_use():
+            return None
+        first = users[0]
+        assert isinstance(first, ShardOp)
+        return False, sharding_of_shard_op(first)
+    if shard_users:
+        first = sharding_of_shard_op(shard_users[0])
+        for other in shard_users[1:]:
+            if not first.same_as(sharding_of_shard_op(other)):
+                raise ConflictingUserShardings(result)
+        return True, first
+    return None
+
+
+def operand_annotation(value: SSAValue) -> tuple[bool, ShardingInfo] | None:
+    """MLIR's `getSharding(OpOperand)`: the shard.shard that defines the operand."""
+    owner = value.owner
+    if isinstance(owner, ShardOp):
+        return owner.for_users, sharding_of_shard_op(owner)
+    return None
+
+
+def _insertion_after_value(value: SSAValue) -> InsertPoint:
+    if isinstance(value, OpResult):
+        return InsertPoint.after(value.op)
+    assert isinstance(value, BlockArgument)
+    return InsertPoint.at_start(value.block)
+
+
+def _build_sharding(sharding: ShardingInfo, value: SSAValue) -> ShardingOp:
+    op = ShardingOp(sharding.grid, sharding.split_axes)
+    op.location = _location_of(value)
+    return op
+
+
+def _location_of(value: SSAValue):
+    if isinstance(value, OpResult):
+        return value.op.location
+    assert isinstance(value, BlockArgument)
+    return value.location
+
+
+def _replace_uses_in(owner: Operation, old: SSAValue, new: SSAValue) -> None:
+    for i, operand in enumerate(owner.operands):
+        if operand is old:
+            owner.operands[i] = new
+
+
+def insert_result_annotation(sharding: ShardingInfo, result: SSAValue) -> None:
+    """MLIR's `maybeInsertTargetShardingAnnotation`: make every user of `result` see it
+    through one shard.shard (for the producer) with `sharding`, reusing an equal one."""
+    new_shard: ShardOp | None = None
+    for owner in [use.operation for use in result.uses]:
+        point = _insertion_after_value(result)
+        existing = owner if isinstance(owner, ShardOp) else None
+        if existing is not None and not existing.for_users and sharding.same_as(
+            sharding_of_shard_op(existing)
+        ):
+            if new_shard is None:
+                new_shard = existing
+            continue
+        if new_shard is None:
+            sharding_op = _build_sharding(sharding, result)
+            new_shard = ShardOp(result, sharding_op.result, annotate_for_users=False)
+            new_shard.location = sharding_op.location
+            Rewriter.insert_op(sharding_op, point)
+            Rewriter.insert_op(new_shard, point)
+            _notify(new_shard, sharding_op)
+        _replace_uses_in(owner, result, new_shard.result)
+        if existing is None or existing.for_users:
+            continue
+        # The user was a shard.shard with another sharding: keep it, fed from ours
+        # through an annotation for users.
+        for_users = ShardOp(new_shard.result, new_shard.sharding, annotate_for_users=True)
+        for_users.location = new_shard.location
+        Rewriter.insert_op(for_users, point)
+        sharding_owner = new_shard.sharding.owner
+        assert isinstance(sharding_owner, ShardingOp)
+        _notify(for_users, sharding_owner)
+        for use in list(new_shard.result.uses):
+            if use.operation is not for_users:
+                use.operation.operands[use.index] = for_users.result
+
+
+def insert_operand_annotation(
+    sharding: ShardingInfo | None, op: Operation, index: int
+) -> None:
+    """MLIR's `maybeInsertSourceShardingAnnotation`: annotate operand `index` of `op` for
+    its users with `sharding`, unless it already is."""
+    value = op.operands[index]
+    source = value.owner if isinstance(value, OpResult) else None
+    if not isinstance(value.type, TensorType) and source is not None and is_constant_like(
+        source
+    ):
+        return
+    if sharding is None:
+        # A scalar operand not defined by a constant: upstream builds a sharding op from a
+        # null sharding (and crashes); there is nothing to annotate.
+        return
+    existing = source if isinstance(source, ShardOp) else None
+    if existing is not None and existing.for_users and sharding.same_as(
+        sharding_of_shard_op(existing)
+    ):
+        return
+    point = InsertPoint.before(op)
+    sharding_op = _build_sharding(sharding, value)
+    new_shard = ShardOp(value, sharding_op.result, annotate_for_users=True)
+    new_shard.location = sharding_op.location
+    Rewriter.insert_op(sharding_op, point)
+    Rewriter.insert_op(new_shard, point)
+    _replace_uses_in(op, value, new_shard.result)
+    _notify(new_shard, sharding_op)
+    if source is None or existing is None or not existing.for_users:
+        return
+    # The operand was annotated for its users with another sharding: reshard it from
+    # there, the new sharding being that of the producer.
+    preceding = ShardOp(value, sharding_op.result, annotate_for_users=False)
+    preceding.location = new_shard.location
+    Rewriter.insert_op(preceding, InsertPoint.before(new_shard))
+    new_shard.operands[0] = preceding.result
+    _notify(preceding, sharding_op)
+
+
+def default_add_sharding_annotations(
+    impl: ShardingInterface, op: Operation, option: ShardingOption
+) -> bool:
+    assert not option.empty and option.grid is not None
+    maps = impl.get_indexing_maps(op)
+    n = len(op.operands)
+    for i, result in enumerate(op.results):
+        insert_result_annotation(result_sharding_for_option(result, option, maps[n + i]), result)
+    for i in range(n):
+        try:
+            sharding = operand_sharding_for_option(op.operands[i], option, maps[i])
+        except _Impossible:
+            return False
+        insert_operand_annotation(sharding, op, i)
+    return True
+
+
+def is_annotation_op(op: Operation) -> bool:
+    """Ops the propagation leaves alone: shard.shard, shard.sharding, shard.get_sharding."""
+    return isinstance(op, ShardOp | ShardingOp | GetShardingOp)
+
+
+# =========================================================================================
+# Helpers for `partition` implementations (MLIR's ShardingInterfaceImpl.h)
+# =========================================================================================
+
+
+def grid_axis_assignment_for_loop_iterators(
+    operand_shardings: Sequence[Sharding | None],
+    result_shardings: Sequence[Sharding | None],
+    loop_types: Sequence[IteratorType],
+    maps: Sequence[AffineMap],
+) -> list[list[int]]:
+    """Grid axes of each loop, read from the operand and result shardings (maps are
+    projected permutations)."""
+    assignment: list[list[int] | None] = [None] * len(loop_types)
+    for sharding, map_ in zip((*operand_shardings, *result_shardings), maps):
+        if sharding is None:
+            continue
+        for i, expr in enumerate(map_.results):
+            assert isinstance(expr, AffineDimExpr)
+            axes = list(sharding.split_axes[i]) if i < len(sharding.split_axes) else []
+            if assignment[expr.position] is None:
+                assignment[expr.position] = axes
+    return [a if a is not None else [] for a in assignment]
+
+
+def is_at_least_one_reduction_iterator_sharded(
+    loop_types: Sequence[IteratorType], assignment: Sequence[Sequence[int]]
+) -> bool:
+    return any(t == IteratorType.REDUCTION and a for t, a in zip(loop_types, assignment))
+
+
+def reduction_grid_axes(
+    loop_types: Sequence[IteratorType], assignment: Sequence[Sequence[int]]
+) -> list[int]:
+    return [
+        axis
+        for t, axes in zip(loop_types, assignment)
+        if t == IteratorType.REDUCTION
+        for axis in axes
+    ]
+
+
+def identity_maps(rank: int, count: int) -> list[AffineMap]:
+    return [AffineMap.identity(rank)] * count
+
+
+class ElementwiseShardingInterface(ShardingInterface):
+    """Elementwise ops: one parallel loop per dimension of operand 0, identity maps for
+    every operand and result (broadcast dimensions of size one included, as upstream)."""
+
+    def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
+        rank = ranked_tensor_rank(op.operands[0].type) if op.operands else None
+        return [] if rank is None else [IteratorType.PARALLEL] * rank
+
+    def get_indexing_maps(self, op: Operation) -> list[AffineMap]:
+        rank = ranked_tensor_rank(op.operands[0].type) if op.operands else None
+        if rank is None:
+            return []
+        return identity_maps(rank, len(op.operands) + len(op.results))

@@ -1,0 +1,23 @@
+// RUN: not shardc-opt --pass-pipeline="builtin.module(func.func(sharding-propagation))" %s 2>&1 | filecheck %s
+
+shard.grid @g(shape = 4)
+
+// CHECK: error: 'func.func' op only one block is supported!
+func.func private @external(tensor<8xf32>) -> tensor<8xf32>
+
+// CHECK: error: 'func.func' op only one block is supported!
+func.func @branches(%x: tensor<8xf32>) -> tensor<8xf32> {
+  cf.br ^next
+^next:
+  return %x : tensor<8xf32>
+}
+
+// The default traversal walks twice: the error comes once per walk.
+// CHECK: error: 'func.call' op sharding interface is not implemented.
+// CHECK: error: 'func.call' op sharding interface is not implemented.
+func.func @no_model(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %s = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %a = shard.shard %x to %s : tensor<8xf32>
+  %r = func.call @external(%a) : (tensor<8xf32>) -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
