@@ -1,0 +1,765 @@
+"""Collective communication over a device grid, with the semantics of MLIR's shard
+dialect, on numpy arrays.
+
+Groups: for a grid shape and `grid_axes`, devices that share their coordinates on the
+other axes form a group; a device's in-group index linearises its coordinates along
+`grid_axes` in the order given, row-major (last listed axis fastest), as MLIR does. The
+world rank of a device is the row-major linearisation of its grid coordinates.
+
+`Comm` fixes the API; `MPIComm` runs it with mpi4py buffer calls (one cached
+sub-communicator per (grid, grid_axes)); `SimulatedComm` runs N ranks as threads of one
+process (`run_simulated`), so compiled functions can make blocking collective calls.
+
+Where MLIR leaves a result undefined (gather/reduce on non-root devices, shift without a
+source), we return zeros (gather) or the local input (reduce, shift).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import traceback
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Grid = tuple[int, ...]
+Axes = tuple[int, ...]
+
+REDUCTION_KINDS = ("sum", "max", "min", "product", "average", "bitwise_and", "bitwise_or", "bitwise_xor")
+
+
+class CommError(Exception):
+    """A collective was called with inconsistent arguments (shapes, grid, root...)."""
+
+
+class RankFailed(Exception):
+    """A simulated rank raised: the message names the rank; `__cause__` is the original."""
+
+    def __init__(self, rank: int, exc: BaseException):
+        super().__init__(f"rank {rank}: {type(exc).__name__}: {exc}")
+        self.rank = rank
+
+
+class _Aborted(Exception):
+    """Raised in simulated ranks blocked in a collective when another rank failed."""
+
+
+# ---------------------------------------------------------------------------------------
+# Grid arithmetic
+# ---------------------------------------------------------------------------------------
+
+
+def linearize(coords: Sequence[int], shape: Sequence[int]) -> int:
+    idx = 0
+    for c, s in zip(coords, shape, strict=True):
+        idx = idx * s + c
+    return idx
+
+
+def delinearize(index: int, shape: Sequence[int]) -> tuple[int, ...]:
+    out = []
+    for s in reversed(shape):
+        out.append(index % s)
+        index //= s
+    return tuple(reversed(out))
+
+
+def group_size(grid: Grid, axes: Axes) -> int:
+    return int(np.prod([grid[a] for a in axes], dtype=np.int64)) if axes else 1
+
+
+def in_group_index(grid: Grid, axes: Axes, coords: Sequence[int]) -> int:
+    return linearize([coords[a] for a in axes], [grid[a] for a in axes])
+
+
+def group_members(grid: Grid, axes: Axes, coords: Sequence[int]) -> list[int]:
+    """World ranks of the group containing `coords`, in in-group index order."""
+    members = []
+    for k in range(group_size(grid, axes)):
+        sub = delinearize(k, [grid[a] for a in axes])
+        c = list(coords)
+        for a, v in zip(axes, sub):
+            c[a] = v
+        members.append(linearize(c, grid))
+    return members
+
+
+def group_color(grid: Grid, axes: Axes, coords: Sequence[int]) -> int:
+    """Linearisation of the coordinates outside `axes`: one value per group."""
+    others = [a for a in range(len(grid)) if a not in axes]
+    return linearize([coords[a] for a in others], [grid[a] for a in others])
+
+
+def _check_axes(grid: Grid, axes: Axes) -> None:
+    if len(set(axes)) != len(axes) or any(not 0 <= a < len(grid) for a in axes):
+        raise CommError(f"invalid grid_axes {list(axes)} for a grid of shape {list(grid)}")
+
+
+def combine_fn(kind: str, dtype: np.dtype) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Elementwise combiner of a reduction kind (on i1, sum is xor as in MLIR's i1 addition)."""
+    if kind not in REDUCTION_KINDS:
+        raise CommError(f"unsupported reduction kind '{kind}'")
+    if dtype == np.bool_:
+        table = {"sum": np.logical_xor, "average": np.logical_xor, "product": np.logical_and, "max": np.logical_or, "min": np.logical_and}
+        table |= {"bitwise_and": np.logical_and, "bitwise_or": np.logical_or, "bitwise_xor": np.logical_xor}
+        return table[kind]
+    if kind.startswith("bitwise") and dtype.kind == "f":
+        raise CommError(f"reduction '{kind}' needs an integer element type, got {dtype}")
+    return {
+        "sum": np.add,
+        "average": np.add,
+        "product": np.multiply,
+        "max": np.maximum,
+        "min": np.minimum,
+        "bitwise_and": np.bitwise_and,
+        "bitwise_or": np.bitwise_or,
+        "bitwise_xor": np.bitwise_xor,
+    }[kind]
+
+
+def reduce_list(parts: Sequence[np.ndarray], kind: str) -> np.ndarray:
+    """Reference reduction of group contributions, in in-group order."""
+    dtype = parts[0].dtype
+    fn = combine_fn(kind, dtype)
+    acc = np.array(parts[0], copy=True)
+    for p in parts[1:]:
+        acc = fn(acc, p).astype(dtype, copy=False)
+    if kind == "average" and dtype != np.bool_:
+        n = len(parts)
+        acc = (acc // n if dtype.kind in "iu" else acc / dtype.type(n)).astype(dtype)
+    return acc
+
+
+def split_even(x: np.ndarray, n: int, axis: int, what: str) -> list[np.ndarray]:
+    if not 0 <= axis < x.ndim:
+        raise CommError(f"{what}: axis {axis} out of range for a tensor of rank {x.ndim}")
+    if x.shape[axis] % n:
+        raise CommError(f"{what}: dimension {axis} of size {x.shape[axis]} is not divisible by the group size {n}")
+    return np.split(x, n, axis=axis)
+
+
+# ---------------------------------------------------------------------------------------
+# The abstract communicator
+# ---------------------------------------------------------------------------------------
+
+
+class Comm(ABC):
+    """One device's view of the world. Every method is called by all ranks of the group."""
+
+    rank: int
+    size: int
+
+    # --- queries --------------------------------------------------------------------
+    def _coords(self, grid: Grid) -> tuple[int, ...]:
+        n = int(np.prod(grid, dtype=np.int64)) if grid else 1
+        if n != self.size:
+            raise CommError(f"grid of shape {list(grid)} has {n} devices but the world has {self.size} ranks")
+        return delinearize(self.rank, grid)
+
+    def process_multi_index(self, grid: Grid, axes: Axes | None = None) -> tuple[int, ...]:
+        coords = self._coords(tuple(grid))
+        return coords if axes is None else tuple(coords[a] for a in axes)
+
+    def process_linear_index(self, grid: Grid) -> int:
+        self._coords(tuple(grid))
+        return self.rank
+
+    def group_index(self, grid: Grid, axes: Axes) -> int:
+        return in_group_index(grid, axes, self._coords(grid))
+
+    def _root_index(self, grid: Grid, axes: Axes, root: Sequence[int] | int) -> int:
+        if isinstance(root, int | np.integer):
+            r = int(root)
+        else:
+            if len(root) != len(axes):
+                raise CommError(f"root {list(root)} must have one index per grid axis {list(axes)}")
+            for v, a in zip(root, axes):
+                if not 0 <= v < grid[a]:
+                    raise CommError(f"root index {v} out of range for grid axis {a} of size {grid[a]}")
+            r = linearize(list(root), [grid[a] for a in axes])
+        if not 0 <= r < group_size(grid, axes):
+            raise CommError(f"root {root} out of range")
+        return r
+
+    # --- collectives --------------------------------------------------------------------
+    @abstractmethod
+    def all_reduce(self, x: np.ndarray, grid: Grid, axes: Axes, kind: str = "sum") -> np.ndarray: ...
+
+    @abstractmethod
+    def all_gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int) -> np.ndarray: ...
+
+    def all_slice(self, x: np.ndarray, grid: Grid, axes: Axes, slice_axis: int) -> np.ndarray:
+        grid, axes = tuple(grid), tuple(axes)
+        _check_axes(grid, axes)
+        parts = split_even(np.asarray(x), group_size(grid, axes), slice_axis, "all_slice")
+        return parts[self.group_index(grid, axes)]
+
+    @abstractmethod
+    def all_to_all(self, x: np.ndarray, grid: Grid, axes: Axes, split_axis: int, concat_axis: int) -> np.ndarray: ...
+
+    @abstractmethod
+    def reduce_scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, kind: str = "sum") -> np.ndarray: ...
+
+    @abstractmethod
+    def broadcast(self, x: np.ndarray, grid: Grid, axes: Axes, root: Sequence[int] | int) -> np.ndarray: ...
+
+    @abstractmethod
+    def gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int, root: Sequence[int] | int) -> np.ndarray: ...
+
+    @abstractmethod
+    def reduce(self, x: np.ndarray, grid: Grid, axes: Axes, root: Sequence[int] | int, kind: str = "sum") -> np.ndarray: ...
+
+    @abstractmethod
+    def scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, root: Sequence[int] | int) -> np.ndarray: ...
+
+    @abstractmethod
+    def send(self, x: np.ndarray, grid: Grid, axes: Axes, destination: Sequence[int] | int) -> None: ...
+
+    @abstractmethod
+    def recv(self, like: np.ndarray, grid: Grid, axes: Axes, source: Sequence[int] | int) -> np.ndarray: ...
+
+    @abstractmethod
+    def sendrecv(self, x: np.ndarray | None, dest: int | None, like: np.ndarray, source: int | None) -> np.ndarray | None:
+        """Point-to-point exchange between world ranks (None: no peer); for halos/shifts."""
+
+    def shift(self, x: np.ndarray, grid: Grid, axes: Axes, shift_axis: int, offset: int, rotate: bool) -> np.ndarray:
+        """Data moves `offset` positions up along `shift_axis`: device i gets i - offset's."""
+        grid, axes = tuple(grid), tuple(axes)
+        _check_axes(grid, axes)
+        if shift_axis not in axes:
+            raise CommError(f"shift_axis {shift_axis} must be one of grid_axes {list(axes)}")
+        coords = list(self._coords(grid))
+        n = grid[shift_axis]
+        i = coords[shift_axis]
+
+        def peer(j: int) -> int | None:
+            if rotate:
+                j %= n
+            elif not 0 <= j < n:
+                return None
+            c = list(coords)
+            c[shift_axis] = j
+            return linearize(c, grid)
+
+        x = np.ascontiguousarray(x)
+        got = self.sendrecv(x, peer(i + offset), x, peer(i - offset))
+        return x.copy() if got is None else got
+
+    @abstractmethod
+    def barrier(self) -> None: ...
+
+
+# ---------------------------------------------------------------------------------------
+# Current communicator (per thread: simulated ranks are threads)
+# ---------------------------------------------------------------------------------------
+
+_local = threading.local()
+
+
+def current_comm() -> Comm:
+    comm = getattr(_local, "comm", None)
+    if comm is None:
+        comm = _default_comm()
+        _local.comm = comm
+    return comm
+
+
+@contextlib.contextmanager
+def use_comm(comm: Comm) -> Iterator[Comm]:
+    prev = getattr(_local, "comm", None)
+    _local.comm = comm
+    try:
+        yield comm
+    finally:
+        _local.comm = prev
+
+
+def _default_comm() -> Comm:
+    if os.environ.get("PMI_RANK") is not None or os.environ.get("OMPI_COMM_WORLD_RANK") is not None:
+        return MPIComm()
+    world = SimulatedWorld(1)
+    return SimulatedComm(world, 0)
+
+
+# ---------------------------------------------------------------------------------------
+# Simulated: N ranks as threads of one process
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Slot:
+    parts: dict[int, Any] = field(default_factory=dict)
+    readers: int = 0
+
+
+class SimulatedWorld:
+    """Shared state of N simulated ranks: a rendezvous table and mailboxes."""
+
+    def __init__(self, size: int, timeout: float = 120.0):
+        self.size = size
+        self.timeout = timeout
+        self.cond = threading.Condition()
+        self.slots: dict[tuple[Any, ...], _Slot] = {}
+        self.counters: dict[tuple[int, tuple[Any, ...]], int] = {}
+        self.mail: dict[tuple[int, int], list[np.ndarray]] = {}
+        self.failed: tuple[int, BaseException] | None = None
+
+    def fail(self, rank: int, exc: BaseException) -> None:
+        with self.cond:
+            if self.failed is None:
+                self.failed = (rank, exc)
+            self.cond.notify_all()
+
+    def _wait(self, pred: Callable[[], bool], rank: int, what: str) -> None:
+        if not self.cond.wait_for(lambda: pred() or self.failed is not None, timeout=self.timeout):
+            raise CommError(f"rank {rank}: timed out after {self.timeout:.0f}s in {what} (deadlock or a rank that skipped the call)")
+        if self.failed is not None and not pred():
+            raise _Aborted()
+
+    def exchange(self, rank: int, members: Sequence[int], key: tuple[Any, ...], value: Any, what: str) -> list[Any]:
+        """Every member contributes `value`; each gets all contributions in member order."""
+        with self.cond:
+            if self.failed is not None:
+                raise _Aborted()
+            ckey = (rank, key)
+            seq = self.counters.get(ckey, 0)
+            self.counters[ckey] = seq + 1
+            skey = (*key, seq)
+            slot = self.slots.setdefault(skey, _Slot())
+            slot.parts[rank] = value
+            self.cond.notify_all()
+            self._wait(lambda: len(slot.parts) == len(members), rank, what)
+            out = [slot.parts[m] for m in members]
+            slot.readers += 1
+            if slot.readers == len(members):
+                del self.slots[skey]
+            return out
+
+    def post(self, src: int, dst: int, x: np.ndarray) -> None:
+        with self.cond:
+            self.mail.setdefault((src, dst), []).append(np.array(x, copy=True))
+            self.cond.notify_all()
+
+    def take(self, src: int, dst: int, what: str) -> np.ndarray:
+        with self.cond:
+            box = self.mail.setdefault((src, dst), [])
+            self._wait(lambda: bool(box), dst, what)
+            return box.pop(0)
+
+
+class SimulatedComm(Comm):
+    """Rank `rank` of a `SimulatedWorld`; collectives exchange whole arrays (copies)."""
+
+    def __init__(self, world: SimulatedWorld, rank: int):
+        self.world = world
+        self.rank = rank
+        self.size = world.size
+
+    def _gather_all(self, x: np.ndarray, grid: Grid, axes: Axes, what: str, check: bool = True) -> tuple[list[np.ndarray], int]:
+        grid, axes = tuple(grid), tuple(axes)
+        _check_axes(grid, axes)
+        coords = self._coords(grid)
+        members = group_members(grid, axes, coords)
+        key = ("coll", grid, axes, group_color(grid, axes, coords))
+        parts = self.world.exchange(self.rank, members, key, (what, np.array(x, copy=True)), what)
+        names = {p[0] for p in parts}
+        if len(names) != 1:
+            raise CommError(f"rank {self.rank}: mismatched collectives in one group: {sorted(names)}")
+        arrays = [p[1] for p in parts]
+        if check:
+            _check_same(arrays, members, what)
+        return arrays, members.index(self.rank)
+
+    def all_reduce(self, x: np.ndarray, grid: Grid, axes: Axes, kind: str = "sum") -> np.ndarray:
+        parts, _ = self._gather_all(x, grid, axes, "all_reduce")
+        return reduce_list(parts, kind)
+
+    def all_gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int) -> np.ndarray:
+        parts, _ = self._gather_all(x, grid, axes, "all_gather")
+        return np.concatenate(parts, axis=gather_axis)
+
+    def all_to_all(self, x: np.ndarray, grid: Grid, axes: Axes, split_axis: int, concat_axis: int) -> np.ndarray:
+        parts, me = self._gather_all(x, grid, axes, "all_to_all")
+        n = len(parts)
+        return np.concatenate([split_even(p, n, split_axis, "all_to_all")[me] for p in parts], axis=concat_axis)
+
+    def reduce_scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, kind: str = "sum") -> np.ndarray:
+        parts, me = self._gather_all(x, grid, axes, "reduce_scatter")
+        return split_even(reduce_list(parts, kind), len(parts), scatter_axis, "reduce_scatter")[me]
+
+    def broadcast(self, x: np.ndarray, grid: Grid, axes: Axes, root: Sequence[int] | int) -> np.ndarray:
+        r = self._root_index(tuple(grid), tuple(axes), root)
+        parts, _ = self._gather_all(x, grid, axes, "broadcast")
+        return parts[r]
+
+    def gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int, root: Sequence[int] | int) -> np.ndarray:
+        r = self._root_index(tuple(grid), tuple(axes), root)
+        parts, me = self._gather_all(x, grid, axes, "gather")
+        full = np.concatenate(parts, axis=gather_axis)
+        return full if me == r else np.zeros_like(full)
+
+    def reduce(self, x: np.ndarray, grid: Grid, axes: Axes, root: Sequence[int] | int, kind: str = "sum") -> np.ndarray:
+        r = self._root_index(tuple(grid), tuple(axes), root)
+        parts, me = self._gather_all(x, grid, axes, "reduce")
+        return reduce_list(parts, kind) if me == r else np.array(x, copy=True)
+
+    def scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, root: Sequence[int] | int) -> np.ndarray:
+        r = self._root_index(tuple(grid), tuple(axes), root)
+        parts, me = self._gather_all(x, grid, axes, "scatter")
+        return split_even(parts[r], len(parts), scatter_axis, "scatter")[me]
+
+    def _peer(self, grid: Grid, axes: Axes, idx: Sequence[int] | int) -> int:
+        grid, axes = tuple(grid), tuple(axes)
+        r = self._root_index(grid, axes, idx)
+        return group_members(grid, axes, self._coords(grid))[r]
+
+    def send(self, x: np.ndarray, grid: Grid, axes: Axes, destination: Sequence[int] | int) -> None:
+        self.world.post(self.rank, self._peer(grid, axes, destination), np.asarray(x))
+
+    def recv(self, like: np.ndarray, grid: Grid, axes: Axes, source: Sequence[int] | int) -> np.ndarray:
+        got = self.world.take(self._peer(grid, axes, source), self.rank, "recv")
+        _check_same([np.asarray(like), got], [self.rank, -1], "recv")
+        return got
+
+    def sendrecv(self, x: np.ndarray | None, dest: int | None, like: np.ndarray, source: int | None) -> np.ndarray | None:
+        if dest is not None and x is not None:
+            self.world.post(self.rank, dest, x)
+        if source is None:
+            return None
+        return self.world.take(source, self.rank, "sendrecv")
+
+    def barrier(self) -> None:
+        self.world.exchange(self.rank, list(range(self.size)), ("barrier",), None, "barrier")
+
+
+def _check_same(arrays: Sequence[np.ndarray], members: Sequence[int], what: str) -> None:
+    first = arrays[0]
+    for a, m in zip(arrays[1:], members[1:]):
+        if a.shape != first.shape or a.dtype != first.dtype:
+            desc = ", ".join(f"rank {r}: {x.shape} {x.dtype}" for r, x in zip(members, arrays))
+            raise CommError(f"{what}: mismatched inputs across the group ({desc})")
+
+
+def run_simulated(size: int, fn: Callable[..., Any], *args: Any, timeout: float = 120.0, per_rank_args: Sequence[Sequence[Any]] | None = None) -> list[Any]:
+    """Run `fn(*args)` (or `fn(*per_rank_args[r])`) on `size` simulated ranks, each thread
+    with its own `SimulatedComm` as current comm. Returns per-rank results; if a rank
+    raises, raises `RankFailed` naming the first failing rank."""
+    world = SimulatedWorld(size, timeout)
+    results: list[Any] = [None] * size
+
+    def body(r: int) -> None:
+        comm = SimulatedComm(world, r)
+        try:
+            with use_comm(comm), np.errstate(all="ignore"):
+                results[r] = fn(*(per_rank_args[r] if per_rank_args is not None else args))
+        except _Aborted:
+            pass
+        except BaseException as e:  # noqa: BLE001 - re-raised below, naming the rank
+            world.fail(r, e)
+
+    threads = [threading.Thread(target=body, args=(r,), name=f"shardc-rank-{r}", daemon=True) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if world.failed is not None:
+        rank, exc = world.failed
+        raise RankFailed(rank, exc) from exc
+    return results
+
+
+# ---------------------------------------------------------------------------------------
+# MPI
+# ---------------------------------------------------------------------------------------
+
+_HEADER = 10  # ndim, dtype code, up to 8 dims
+
+
+def _mpi() -> Any:
+    from mpi4py import MPI
+
+    return MPI
+
+
+class MPIComm(Comm):
+    """mpi4py buffer calls; one sub-communicator per (grid, grid_axes), created with
+    `Split` (color = the group, key = the in-group index) and cached.
+
+    `checked` (default on; env SHARDC_COMM_CHECK=0 turns it off) allgathers a small
+    shape/dtype header before each collective and reports mismatches on every rank."""
+
+    def __init__(self, comm: Any = None, checked: bool | None = None):
+        MPI = _mpi()
+        self.mpi = MPI
+        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self.checked = checked if checked is not None else os.environ.get("SHARDC_COMM_CHECK", "1") != "0"
+        self._subs: dict[tuple[Grid, Axes], Any] = {}
+
+    def sub(self, grid: Grid, axes: Axes) -> Any:
+        key = (tuple(grid), tuple(axes))
+        c = self._subs.get(key)
+        if c is None:
+            _check_axes(*key)
+            coords = self._coords(key[0])
+            c = self.comm.Split(group_color(key[0], key[1], coords), in_group_index(key[0], key[1], coords))
+            self._subs[key] = c
+        return c
+
+    def _op(self, kind: str, dtype: np.dtype) -> Any:
+        return mpi_op(kind, dtype)
+
+    def _check(self, c: Any, x: np.ndarray, what: str) -> None:
+        if not self.checked:
+            return
+        if x.ndim > _HEADER - 2:
+            raise CommError(f"{what}: rank {x.ndim} tensors are not supported by the checked mode")
+        h = np.full(_HEADER, -1, dtype=np.int64)
+        h[0] = x.ndim
+        h[1] = x.dtype.num
+        h[2 : 2 + x.ndim] = x.shape
+        allh = np.empty((c.Get_size(), _HEADER), dtype=np.int64)
+        c.Allgather(h, allh)
+        if not (allh == allh[0]).all():
+            desc = ", ".join(f"in-group {i}: {tuple(int(s) for s in row[2 : 2 + row[0]])} {_dtype_name(int(row[1]))}" for i, row in enumerate(allh))
+            raise CommError(f"{what}: mismatched inputs across the group ({desc})")
+
+    def _prep(self, x: np.ndarray, grid: Grid, axes: Axes, what: str) -> tuple[Any, np.ndarray]:
+        c = self.sub(tuple(grid), tuple(axes))
+        x = np.ascontiguousarray(x)
+        self._check(c, x, what)
+        return c, x
+
+    @staticmethod
+    def _widen(x: np.ndarray) -> np.ndarray:
+        return x.astype(np.float32) if x.dtype == np.float16 else x
+
+    def all_reduce(self, x: np.ndarray, grid: Grid, axes: Axes, kind: str = "sum") -> np.ndarray:
+        c, x = self._prep(x, grid, axes, "all_reduce")
+        w = self._widen(x)
+        out = np.empty_like(w)
+        c.Allreduce(w, out, op=self._op(kind, x.dtype))
+        return self._finish_reduce(out, x.dtype, kind, c.Get_size())
+
+    @staticmethod
+    def _finish_reduce(out: np.ndarray, dtype: np.dtype, kind: str, n: int) -> np.ndarray:
+        if kind == "average" and dtype != np.bool_:
+            out = out // n if dtype.kind in "iu" else out / out.dtype.type(n)
+        return out.astype(dtype, copy=False)
+
+    def all_gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int) -> np.ndarray:
+        c, x = self._prep(x, grid, axes, "all_gather")
+        buf = np.empty((c.Get_size(), *x.shape), dtype=x.dtype)
+        c.Allgather(x, buf)
+        return np.concatenate(list(buf), axis=gather_axis)
+
+    def all_to_all(self, x: np.ndarray, grid: Grid, axes: Axes, split_axis: int, concat_axis: int) -> np.ndarray:
+        c, x = self._prep(x, grid, axes, "all_to_all")
+        send = np.ascontiguousarray(np.stack(split_even(x, c.Get_size(), split_axis, "all_to_all")))
+        recv = np.empty_like(send)
+        c.Alltoall(send, recv)
+        return np.concatenate(list(recv), axis=concat_axis)
+
+    def reduce_scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, kind: str = "sum") -> np.ndarray:
+        c, x = self._prep(x, grid, axes, "reduce_scatter")
+        send = np.ascontiguousarray(np.stack(split_even(self._widen(x), c.Get_size(), scatter_axis, "reduce_scatter")))
+        recv = np.empty_like(send[0])
+        c.Reduce_scatter_block(send, recv, op=self._op(kind, x.dtype))
+        return self._finish_reduce(recv, x.dtype, kind, c.Get_size())
+
+    def broadcast(self, x: np.ndarray, grid: Grid, axes: Axes, root: Sequence[int] | int) -> np.ndarray:
+        r = self._root_index(tuple(grid), tuple(axes), root)
+        c, x = self._prep(x, grid, axes, "broadcast")
+        buf = np.array(x, copy=True)
+        c.Bcast(buf, root=r)
+        return buf
+
+    def gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int, root: Sequence[int] | int) -> np.ndarray:
+        r = self._root_index(tuple(grid), tuple(axes), root)
+        c, x = self._prep(x, grid, axes, "gather")
+        buf = np.empty((c.Get_size(), *x.shape), dtype=x.dtype) if c.Get_rank() == r else None
+        c.Gather(x, buf, root=r)
+        if buf is None:
+            shape = list(x.shape)
+            shape[gather_axis] *= c.Get_size()
+            return np.zeros(shape, x.dtype)
+        return np.concatenate(list(buf), axis=gather_axis)
+
+    def reduce(self, x: np.ndarray, grid: Grid, axes: Axes, root: Sequence[int] | int, kind: str = "sum") -> np.ndarray:
+        r = self._root_index(tuple(grid), tuple(axes), root)
+        c, x = self._prep(x, grid, axes, "reduce")
+        w = self._widen(x)
+        out = np.empty_like(w) if c.Get_rank() == r else None
+        c.Reduce(w, out, op=self._op(kind, x.dtype), root=r)
+        return self._finish_reduce(out, x.dtype, kind, c.Get_size()) if out is not None else x.copy()
+
+    def scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, root: Sequence[int] | int) -> np.ndarray:
+        r = self._root_index(tuple(grid), tuple(axes), root)
+        c, x = self._prep(x, grid, axes, "scatter")
+        n = c.Get_size()
+        parts = split_even(x, n, scatter_axis, "scatter")
+        send = np.ascontiguousarray(np.stack(parts)) if c.Get_rank() == r else None
+        recv = np.empty_like(parts[0], order="C")
+        c.Scatter(send, recv, root=r)
+        return recv
+
+    def send(self, x: np.ndarray, grid: Grid, axes: Axes, destination: Sequence[int] | int) -> None:
+        c = self.sub(tuple(grid), tuple(axes))
+        c.Send(np.ascontiguousarray(x), dest=self._root_index(tuple(grid), tuple(axes), destination), tag=17)
+
+    def recv(self, like: np.ndarray, grid: Grid, axes: Axes, source: Sequence[int] | int) -> np.ndarray:
+        c = self.sub(tuple(grid), tuple(axes))
+        buf = np.empty(np.shape(like), dtype=np.asarray(like).dtype)
+        c.Recv(buf, source=self._root_index(tuple(grid), tuple(axes), source), tag=17)
+        return buf
+
+    def sendrecv(self, x: np.ndarray | None, dest: int | None, like: np.ndarray, source: int | None) -> np.ndarray | None:
+        MPI = self.mpi
+        buf = np.empty(np.shape(like), dtype=np.asarray(like).dtype) if source is not None else None
+        send = np.ascontiguousarray(x) if x is not None and dest is not None else np.empty(0, np.uint8)
+        self.comm.Sendrecv(
+            send,
+            dest=dest if dest is not None else MPI.PROC_NULL,
+            sendtag=23,
+            recvbuf=buf if buf is not None else np.empty(0, np.uint8),
+            source=source if source is not None else MPI.PROC_NULL,
+            recvtag=23,
+        )
+        return buf
+
+    def barrier(self) -> None:
+        self.comm.Barrier()
+
+
+def mpi_op(kind: str, dtype: np.dtype) -> Any:
+    """The MPI reduction op of a reduction kind (logical ops on i1)."""
+    MPI = _mpi()
+    combine_fn(kind, dtype)  # validates
+    if dtype == np.bool_:
+        table = {"sum": MPI.LXOR, "average": MPI.LXOR, "product": MPI.LAND, "max": MPI.LOR, "min": MPI.LAND}
+        table |= {"bitwise_and": MPI.LAND, "bitwise_or": MPI.LOR, "bitwise_xor": MPI.LXOR}
+        return table[kind]
+    return {
+        "sum": MPI.SUM,
+        "average": MPI.SUM,
+        "product": MPI.PROD,
+        "max": MPI.MAX,
+        "min": MPI.MIN,
+        "bitwise_and": MPI.BAND,
+        "bitwise_or": MPI.BOR,
+        "bitwise_xor": MPI.BXOR,
+    }[kind]
+
+
+def _dtype_name(num: int) -> str:
+    for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.float16, np.float32, np.float64):
+        if np.dtype(t).num == num:
+            return np.dtype(t).name
+    return f"dtype#{num}"
+
+
+@contextlib.contextmanager
+def abort_on_error(comm: Any = None) -> Iterator[None]:
+    """Under MPI: on an exception, print it on stderr naming the rank and Abort(1) the
+    job, so no rank hangs in a collective waiting for the failed one."""
+    try:
+        yield
+    except BaseException as e:  # noqa: BLE001
+        MPI = _mpi()
+        world = comm if comm is not None else MPI.COMM_WORLD
+        msg = f"shardc: rank {world.Get_rank()}: {type(e).__name__}: {e}\n"
+        if os.environ.get("SHARDC_TRACEBACK"):
+            msg += traceback.format_exc()
+        sys.stderr.write(msg)
+        sys.stderr.flush()
+        import time
+
+        time.sleep(0.3)  # let mpiexec forward the message before Abort tears the job down
+        world.Abort(1)
+        raise
+
+
+# ---------------------------------------------------------------------------------------
+# Thin mpi4py layer for the mpi dialect (buffer calls on numpy arrays)
+# ---------------------------------------------------------------------------------------
+
+
+class MPIP2P:
+    """What `mpi.*` ops need, over mpi4py communicators; all calls return MPI_SUCCESS (0)
+    so kernels can produce `!mpi.retval` results."""
+
+    SUCCESS = 0
+
+    @staticmethod
+    def comm_world() -> Any:
+        return _mpi().COMM_WORLD
+
+    @staticmethod
+    def comm_rank(comm: Any) -> int:
+        return comm.Get_rank()
+
+    @staticmethod
+    def comm_size(comm: Any) -> int:
+        return comm.Get_size()
+
+    @staticmethod
+    def comm_split(comm: Any, color: int, key: int) -> Any:
+        return comm.Split(color, key)
+
+    @staticmethod
+    def send(comm: Any, buf: np.ndarray, dest: int, tag: int) -> int:
+        comm.Send(np.ascontiguousarray(buf), dest=dest, tag=tag)
+        return 0
+
+    @staticmethod
+    def recv(comm: Any, buf: np.ndarray, source: int, tag: int) -> int:
+        if buf.flags.c_contiguous:
+            comm.Recv(buf, source=source, tag=tag)
+        else:
+            tmp = np.empty_like(buf, order="C")
+            comm.Recv(tmp, source=source, tag=tag)
+            buf[...] = tmp
+        return 0
+
+    @staticmethod
+    def isend(comm: Any, buf: np.ndarray, dest: int, tag: int) -> Any:
+        return comm.Isend(np.ascontiguousarray(buf), dest=dest, tag=tag)
+
+    @staticmethod
+    def irecv(comm: Any, buf: np.ndarray, source: int, tag: int) -> Any:
+        if not buf.flags.c_contiguous:
+            raise CommError("irecv needs a contiguous buffer")
+        return comm.Irecv(buf, source=source, tag=tag)
+
+    @staticmethod
+    def wait(request: Any) -> int:
+        request.Wait()
+        return 0
+
+    @staticmethod
+    def allreduce(comm: Any, send: np.ndarray, recv: np.ndarray, kind: str) -> int:
+        out = np.empty_like(recv, order="C")
+        comm.Allreduce(np.ascontiguousarray(send), out, op=mpi_op(kind, send.dtype))
+        recv[...] = out
+        return 0
+
+    @staticmethod
+    def allgather(comm: Any, send: np.ndarray, recv: np.ndarray) -> int:
+        out = np.empty_like(recv, order="C")
+        comm.Allgather(np.ascontiguousarray(send), out)
+        recv[...] = out
+        return 0
+
+    @staticmethod
+    def reduce_scatter_block(comm: Any, send: np.ndarray, recv: np.ndarray, kind: str) -> int:
+        out = np.empty_like(recv, order="C")
+        comm.Reduce_scatter_block(np.ascontiguousarray(send), out, op=mpi_op(kind, send.dtype))
+        recv[...] = out
+        return 0

@@ -1,0 +1,421 @@
+"""Compile `func.func` ops to Python callables over numpy.
+
+Each function becomes generated Python source: one statement per op, SSA values as local
+variables, kernels and constants bound as globals of the generated module. The source is
+compiled and `exec`uted once per module and kept for dumping (`CompiledModule.source`).
+
+Op semantics live in `shardc.runtime.kernels.<dialect>`: each module registers an
+*emitter* per op class with `@register(OpClass)`; the registry is looked up along the
+op class's MRO, then by op name (`@register_name("d.op")`, for ops whose class lives in a
+module the runtime does not import). An emitter receives the op and the `FunctionBuilder`
+and appends Python statements.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import linecache
+import re
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+
+from shardc.runtime.dtypes import is_shaped
+
+Emitter = Callable[[Operation, "FunctionBuilder"], None]
+
+_BY_CLASS: dict[type[Operation], Emitter] = {}
+_BY_NAME: dict[str, Emitter] = {}
+
+
+class CompileError(DiagnosticException):
+    """The runtime cannot compile an op (unsupported op, attribute or type)."""
+
+
+class RuntimeExecutionError(Exception):
+    """An error raised while running compiled code (e.g. calling an external function)."""
+
+
+def register(*op_classes: type[Operation]) -> Callable[[Emitter], Emitter]:
+    """Register an emitter for op classes (and, through the MRO, their subclasses)."""
+
+    def deco(fn: Emitter) -> Emitter:
+        for cls in op_classes:
+            _BY_CLASS[cls] = fn
+        return fn
+
+    return deco
+
+
+def register_name(*names: str) -> Callable[[Emitter], Emitter]:
+    """Register an emitter by op name, for ops whose class the runtime does not import."""
+
+    def deco(fn: Emitter) -> Emitter:
+        for name in names:
+            _BY_NAME[name] = fn
+        return fn
+
+    return deco
+
+
+def lookup_emitter(op: Operation) -> Emitter | None:
+    for cls in type(op).__mro__:
+        fn = _BY_CLASS.get(cls)  # type: ignore[arg-type]
+        if fn is not None:
+            return fn
+    return _BY_NAME.get(op.name)
+
+
+def describe(op: Operation) -> str:
+    """`'op.name' at <loc>` for error messages."""
+    loc = str(op.location)
+    where = f" at {loc}" if loc != "loc(unknown)" else ""
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, func.FuncOp):
+        parent = parent.parent_op()
+    if isinstance(parent, func.FuncOp):
+        where += f" in function @{parent.sym_name.data}"
+    name = op.name
+    op_name = getattr(op, "op_name", None)  # builtin.unregistered keeps the real name
+    if op_name is not None and hasattr(op_name, "data"):
+        name = op_name.data
+    return f"'{name}'{where}"
+
+
+def compile_error(op: Operation, msg: str) -> CompileError:
+    return CompileError(f"runtime: {describe(op)}: {msg}")
+
+
+_IDENT = re.compile(r"\W")
+
+
+class ModuleCodegen:
+    """State shared by all functions of one module: the global pool and fresh names."""
+
+    def __init__(self, module: ModuleOp):
+        self.module = module
+        self.globals: dict[str, object] = {"_np": np}
+        self._by_id: dict[int, str] = {}
+        self._counter = itertools.count()
+        self.prelude: list[str] = []
+
+    def fresh(self, hint: str = "v") -> str:
+        hint = _IDENT.sub("_", hint) or "v"
+        if hint[0].isdigit():
+            hint = "v" + hint
+        return f"{hint}_{next(self._counter)}"
+
+    def const(self, obj: object, hint: str = "k") -> str:
+        """A global name bound to `obj` (deduplicated by identity)."""
+        key = id(obj)
+        name = self._by_id.get(key)
+        if name is None:
+            name = "_" + self.fresh(hint)
+            self._by_id[key] = name
+            self.globals[name] = obj
+        return name
+
+    def symbol(self, name: str) -> Operation | None:
+        from xdsl.traits import SymbolTable
+
+        return SymbolTable.lookup_symbol(self.module, name)
+
+
+class FunctionBuilder:
+    """Emits the Python statements of one function (or of a vectorized linalg body).
+
+    In *vector* mode (linalg bodies evaluated on whole arrays) values produced from block
+    arguments are numpy arrays even though their IR type is a scalar type; `is_arr` tells
+    emitters which representation an SSA value has.
+    """
+
+    def __init__(self, cg: ModuleCodegen, vector: bool = False, parent: FunctionBuilder | None = None):
+        self.cg = cg
+        self.vector = vector
+        self.names: dict[SSAValue, str] = parent.names if parent is not None else {}
+        self.vec_values: set[SSAValue] = parent.vec_values if parent is not None else set()
+        self.lines: list[str] = []
+        self.depth = 0
+        self.index_grid: str | None = parent.index_grid if parent is not None else None
+
+    # --- names -------------------------------------------------------------------
+    def v(self, value: SSAValue) -> str:
+        """The Python expression holding an SSA value."""
+        try:
+            return self.names[value]
+        except KeyError:
+            raise CompileError(f"runtime: internal error: value {value} used before definition") from None
+
+    def vs(self, values: Sequence[SSAValue]) -> list[str]:
+        return [self.v(x) for x in values]
+
+    def define(self, value: SSAValue, vec: bool = False) -> str:
+        name = self.cg.fresh(value.name_hint or "v")
+        self.names[value] = name
+        if vec:
+            self.vec_values.add(value)
+        return name
+
+    def res(self, op: Operation, i: int = 0, vec: bool | None = None) -> str:
+        """Define a name for result `i` of `op`. By default the result is a vectorized
+        scalar (an array) when an operand is one (inside linalg bodies)."""
+        if vec is None:
+            vec = any(o in self.vec_values for o in op.operands)
+        return self.define(op.results[i], vec=vec)
+
+    def bind(self, value: SSAValue, expr: str, like: SSAValue | None = None) -> None:
+        """Alias `value` to an existing variable name or literal (no statement emitted);
+        `like` passes on its vectorized-ness."""
+        self.names[value] = expr
+        if like is not None and like in self.vec_values:
+            self.vec_values.add(value)
+
+    def fresh(self, hint: str = "t") -> str:
+        return self.cg.fresh(hint)
+
+    def const(self, obj: object, hint: str = "k") -> str:
+        return self.cg.const(obj, hint)
+
+    # --- representation queries --------------------------------------------------
+    def is_arr(self, value: SSAValue) -> bool:
+        """Whether the runtime value is a numpy array (shaped type or vectorized scalar)."""
+        return is_shaped(value.type) or value in self.vec_values
+
+    def arr_op(self, op: Operation) -> bool:
+        return any(self.is_arr(o) for o in op.operands) or any(is_shaped(r.type) for r in op.results)
+
+    # --- statements --------------------------------------------------------------
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.depth + line)
+
+    def assign(self, op: Operation, expr: str, i: int = 0) -> str:
+        name = self.res(op, i)
+        self.emit(f"{name} = {expr}")
+        return name
+
+    @contextlib.contextmanager
+    def indented(self) -> Iterator[None]:
+        self.depth += 1
+        start = len(self.lines)
+        yield
+        if len(self.lines) == start:
+            self.emit("pass")
+        self.depth -= 1
+
+    def emit_op(self, op: Operation) -> None:
+        emitter = lookup_emitter(op)
+        if emitter is None:
+            raise compile_error(op, "operation is not supported by the numpy runtime")
+        emitter(op, self)
+
+    def emit_ops(self, ops: Sequence[Operation] | Iterator[Operation]) -> None:
+        for op in ops:
+            self.emit_op(op)
+
+    def emit_block_body(self, block: Block) -> Operation:
+        """Emit every op of `block` but its terminator, which is returned (not emitted)."""
+        ops = list(block.ops)
+        if not ops:
+            raise CompileError("runtime: internal error: empty block")
+        self.emit_ops(ops[:-1])
+        return ops[-1]
+
+    def bind_block_args(self, block: Block, names: Sequence[str] | None = None, vec: bool = False) -> list[str]:
+        """Give block arguments names (fresh ones unless `names` is given)."""
+        out: list[str] = []
+        for k, arg in enumerate(block.args):
+            if names is None:
+                out.append(self.define(arg, vec=vec))
+            else:
+                self.names[arg] = names[k]
+                if vec:
+                    self.vec_values.add(arg)
+                out.append(names[k])
+        return out
+
+
+def single_block(region: Region) -> Block:
+    assert region.blocks.first is not None
+    return region.blocks.first
+
+
+def tuple_expr(names: Sequence[str]) -> str:
+    if len(names) == 1:
+        return f"({names[0]},)"
+    return "(" + ", ".join(names) + ")"
+
+
+def targets(names: Sequence[str]) -> str:
+    """Left-hand side for unpacking a tuple into `names` (works for 1 element too)."""
+    if len(names) == 1:
+        return names[0] + ","
+    return ", ".join(names)
+
+
+# ---------------------------------------------------------------------------------
+# Module compilation
+# ---------------------------------------------------------------------------------
+
+
+def _external_stub(name: str) -> Callable[..., object]:
+    def stub(*args: object) -> object:
+        raise RuntimeExecutionError(
+            f"runtime: call to external function @{name}: it is declared without a body and the runtime cannot execute it"
+        )
+
+    return stub
+
+
+@dataclass
+class CompiledModule:
+    """The functions of a module, compiled. Call `fn = cm["name"]`, or `cm.call("name", ...)`."""
+
+    module: ModuleOp
+    source: str
+    functions: dict[str, Callable[..., object]] = field(default_factory=dict)
+    signatures: dict[str, func.FuncOp] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Callable[..., object]:
+        try:
+            return self.functions[name]
+        except KeyError:
+            raise KeyError(f"runtime: no function @{name} in module") from None
+
+    def call(self, name: str, *args: object) -> object:
+        """Call with argument conversion (lists/scalars to the declared types) and numpy
+        floating-point warnings silenced (IEEE results, as MLIR)."""
+        fn = self[name]
+        sig = self.signatures[name]
+        conv = [_convert_arg(a, t, name, k) for k, (a, t) in enumerate(zip(args, sig.function_type.inputs.data, strict=True))]
+        with np.errstate(all="ignore"):
+            return fn(*conv)
+
+    def python_source(self) -> str:
+        return self.source
+
+
+def _convert_arg(value: object, t: object, fname: str, k: int) -> object:
+    from xdsl.dialects.builtin import MemRefType, TensorType
+
+    from shardc.runtime.dtypes import np_dtype, to_scalar
+
+    if isinstance(t, TensorType | MemRefType):
+        dt = np_dtype(t.get_element_type())
+        arr = value if isinstance(value, np.ndarray) and value.dtype == dt else np.asarray(value, dtype=dt)
+        shape = t.get_shape()
+        if len(shape) != arr.ndim or any(s >= 0 and s != a for s, a in zip(shape, arr.shape)):
+            raise RuntimeExecutionError(
+                f"runtime: @{fname} argument #{k}: expected shape {tuple(shape)} (-1 = dynamic), got {arr.shape}"
+            )
+        return arr
+    return to_scalar(value, t)  # type: ignore[arg-type]
+
+
+def _func_pyname(cg: ModuleCodegen, sym: str) -> str:
+    return "_fn_" + _IDENT.sub("_", sym)
+
+
+def compile_module(module: ModuleOp, name: str = "module") -> CompiledModule:
+    """Compile every `func.func` of `module` (nested modules included) to Python."""
+    from shardc.runtime import kernels
+
+    kernels.load_all()
+    cg = ModuleCodegen(module)
+    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
+    chunks: list[str] = []
+    pynames: dict[str, str] = {}
+    for f in funcs:
+        sym = f.sym_name.data
+        pyname = _func_pyname(cg, sym)
+        pynames[sym] = pyname
+        if not f.body.blocks:
+            cg.globals[pyname] = _external_stub(sym)
+            continue
+        chunks.append(_compile_function(cg, f, pyname))
+    source = "\n".join(cg.prelude + chunks) + "\n"
+    filename = f"<shardc-runtime:{name}:{next(_module_counter)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec")
+    namespace = dict(cg.globals)
+    exec(code, namespace)
+    cm = CompiledModule(module=module, source=source)
+    for f in funcs:
+        sym = f.sym_name.data
+        cm.functions[sym] = namespace[pynames[sym]]  # type: ignore[assignment]
+        cm.signatures[sym] = f
+    return cm
+
+
+_module_counter = itertools.count()
+
+
+def _compile_function(cg: ModuleCodegen, f: func.FuncOp, pyname: str) -> str:
+    g = FunctionBuilder(cg)
+    block = single_block(f.body)
+    if len(f.body.blocks) != 1:
+        raise compile_error(f, "functions with more than one block (cf dialect) are not supported")
+    args = g.bind_block_args(block)
+    g.depth = 1
+    g.emit_ops(block.ops)
+    header = f"def {pyname}({', '.join(args)}):"
+    doc = f'    """@{f.sym_name.data}"""'
+    return _free_dead_values("\n".join([header, doc, *g.lines]) + "\n")
+
+
+def _free_dead_values(source: str) -> str:
+    """Insert `del` after the last top-level statement that mentions a local array, so
+    large intermediates are freed as soon as they are dead (as numpy code written by hand
+    would), not when the function returns."""
+    import ast
+
+    tree = ast.parse(source)
+    fn = tree.body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    assigned: set[str] = set()
+    last: dict[str, int] = {}
+    closures: dict[str, set[str]] = {}  # nested def -> names its body reads
+    for k, stmt in enumerate(fn.body):
+        if isinstance(stmt, ast.Assign):
+            for t in stmt.targets:
+                assigned.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+        if isinstance(stmt, ast.FunctionDef):
+            closures[stmt.name] = names
+            continue  # its names are used where the function is called
+        for name in list(names):
+            names |= closures.get(name, set())
+        for name in names:
+            last[name] = k
+    lines = source.split("\n")
+    inserts: dict[int, list[str]] = {}
+    for name, k in last.items():
+        stmt = fn.body[k]
+        if name in assigned and not isinstance(stmt, ast.Return) and name.split("_")[0] not in ("body",):
+            inserts.setdefault(stmt.end_lineno or stmt.lineno, []).append(name)
+    out: list[str] = []
+    for i, line in enumerate(lines, start=1):
+        out.append(line)
+        if i in inserts:
+            out.append(f"    del {', '.join(sorted(inserts[i]))}")
+    return "\n".join(out)
+
+
+def compile_text(text: str, name: str = "module") -> CompiledModule:
+    """Parse MLIR text with the shardc context and compile it."""
+    from xdsl.parser import Parser
+
+    from shardc.context import make_context
+
+    module = Parser(make_context(), text).parse_module()
+    return compile_module(module, name)
+
+
+def warn_once(message: str) -> None:
+    warnings.warn(message, RuntimeWarning, stacklevel=2)

@@ -1,0 +1,54 @@
+"""linalg: every structured op (generic and the named ops, which carry their body and
+maps) runs through the vectorized engine in `shardc.runtime.structured`."""
+
+from __future__ import annotations
+
+from xdsl.dialects.linalg import ops as linalg
+from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
+from xdsl.dialects.builtin import ShapedType
+from xdsl.ir import Operation
+
+from shardc.runtime.compile import FunctionBuilder, compile_error, register, single_block
+from shardc.runtime.structured import Map, emit_structured, maps_of
+
+
+@register(LinalgStructuredOperation)
+def _structured(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, LinalgStructuredOperation)
+    try:
+        attr = op.get_indexing_maps()
+        iters = [str(t.data) for t in op.get_iterator_types().data]
+    except Exception as e:  # xDSL helpers may fail on unusual ops
+        raise compile_error(op, f"operation is not supported by the numpy runtime (its indexing maps are unreadable: {e!r})") from None
+    maps = maps_of(op, attr.data)
+    emit_structured(op, g, list(op.inputs), list(op.outputs), maps, [i.split(".")[-1].lower() for i in iters], single_block(op.body))
+
+
+@register(linalg.BroadcastOp)
+def _broadcast(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, linalg.BroadcastOp)
+    out_t = op.init.type
+    assert isinstance(out_t, ShapedType)
+    rank = len(out_t.get_shape())
+    added = set(op.dimensions.get_values())
+    in_map: Map = tuple(d for d in range(rank) if d not in added)
+    out_map: Map = tuple(range(rank))
+    emit_structured(op, g, [op.input], [op.init], [in_map, out_map], ["parallel"] * rank, single_block(op.hidden_region))
+
+
+@register(linalg.ReduceOp)
+def _reduce(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, linalg.ReduceOp)
+    in_t = op.input.type
+    assert isinstance(in_t, ShapedType)
+    rank = len(in_t.get_shape())
+    dims = set(op.dimensions.get_values())
+    iters = ["reduction" if d in dims else "parallel" for d in range(rank)]
+    emit_structured(op, g, [op.input], [op.init], [tuple(range(rank)), tuple(d for d in range(rank) if d not in dims)], iters, single_block(op.region))
+
+
+@register(linalg.IndexOp)
+def _index(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, linalg.IndexOp)
+    name = g.define(op.result, vec=True)
+    g.emit(f"{name} = _ix[{op.dim.value.data}]")

@@ -1,0 +1,144 @@
+"""tensor: immutable numpy arrays. Slices are views of their (immutable) source; ops
+that "modify" a tensor copy it first."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects import tensor
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ShapedType
+from xdsl.ir import Operation
+
+from shardc.runtime.compile import FunctionBuilder, compile_error, register, single_block
+from shardc.runtime.dtypes import np_dtype
+from shardc.runtime.kernels._common import elem, mixed, rank_reduction_keep, scalar_read, shape_of, shape_tuple, slice_exprs
+from shardc.runtime.kernels.arith import dt_expr
+
+
+def _dt(g: FunctionBuilder, t: object) -> str:
+    return dt_expr(g, np_dtype(elem(t)))  # type: ignore[arg-type]
+
+
+@register(tensor.EmptyOp)
+def _empty(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tensor.EmptyOp)
+    t = op.tensor.type
+    g.assign(op, f"_np.empty({shape_tuple(g, t, op.dynamic_sizes)}, {_dt(g, t)})", 0)
+
+
+@register(tensor.CastOp)
+def _cast(op: Operation, g: FunctionBuilder) -> None:
+    g.bind(op.results[0], g.v(op.operands[0]))
+
+
+@register(tensor.DimOp)
+def _dim(op: Operation, g: FunctionBuilder) -> None:
+    src, idx = g.vs(op.operands)
+    g.assign(op, f"{src}.shape[{idx}]")
+
+
+def _slice_parts(op: Operation, g: FunctionBuilder, small_type: object) -> str:
+    offsets = mixed(g, op.static_offsets, op.offsets)  # type: ignore[attr-defined]
+    sizes = mixed(g, op.static_sizes, op.sizes)  # type: ignore[attr-defined]
+    strides = mixed(g, op.static_strides, op.strides)  # type: ignore[attr-defined]
+    static_sizes = list(op.static_sizes.get_values())  # type: ignore[attr-defined]
+    keep = rank_reduction_keep(op, [1 if s == 1 else (-1 if s == DYNAMIC_INDEX else s) for s in static_sizes], shape_of(small_type))
+    return slice_exprs(offsets, sizes, strides, keep)
+
+
+@register(tensor.ExtractSliceOp)
+def _extract_slice(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tensor.ExtractSliceOp)
+    g.assign(op, f"{g.v(op.source)}[{_slice_parts(op, g, op.result.type)}]")
+
+
+@register(tensor.InsertSliceOp)
+def _insert_slice(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tensor.InsertSliceOp)
+    r = g.res(op)
+    g.emit(f"{r} = {g.v(op.dest)}.copy()")
+    g.emit(f"{r}[{_slice_parts(op, g, op.source.type)}] = {g.v(op.source)}")
+
+
+def _index_tuple(names: list[str]) -> str:
+    return "()" if not names else ", ".join(names) + ("," if len(names) == 1 else "")
+
+
+@register(tensor.ExtractOp)
+def _extract(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tensor.ExtractOp)
+    if any(g.is_arr(i) for i in op.indices):
+        raise compile_error(op, "tensor.extract with vectorized indices (gather in a linalg body) is not supported")
+    g.assign(op, scalar_read(f"{g.v(op.tensor)}[{_index_tuple(g.vs(op.indices))}]", op.result.type))
+
+
+@register(tensor.InsertOp)
+def _insert(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tensor.InsertOp)
+    r = g.res(op)
+    g.emit(f"{r} = {g.v(op.dest)}.copy()")
+    g.emit(f"{r}[{_index_tuple(g.vs(op.indices))}] = {g.v(op.scalar)}")
+
+
+def _reshape_to(g: FunctionBuilder, op: Operation, src: str, t: object, dynamic: list[str]) -> None:
+    dyn = iter(dynamic)
+    parts = [next(dyn) if s == DYNAMIC_INDEX else str(s) for s in shape_of(t)]  # type: ignore[arg-type]
+    g.assign(op, f"{src}.reshape(({', '.join(parts)}{',' if len(parts) == 1 else ''}))")
+
+
+@register(tensor.CollapseShapeOp)
+def _collapse(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tensor.CollapseShapeOp)
+    src = g.v(op.src)
+    shape = shape_of(op.result.type)
+    groups = [[i.value.data for i in grp] for grp in op.reassociation.data]  # type: ignore[attr-defined]
+    dyn = [" * ".join(f"{src}.shape[{i}]" for i in grp) or "1" for s, grp in zip(shape, groups) if s == DYNAMIC_INDEX]
+    _reshape_to(g, op, src, op.result.type, dyn)
+
+
+@register(tensor.ExpandShapeOp)
+def _expand(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tensor.ExpandShapeOp)
+    _reshape_to(g, op, g.v(op.src), op.result.type, g.vs(op.dynamic_output_shape))
+
+
+@register(tensor.ReshapeOp)
+def _reshape(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tensor.ReshapeOp)
+    g.assign(op, f"{g.v(op.source)}.reshape({g.v(op.shape)}.tolist())")
+
+
+@register(tensor.ConcatOp)
+def _concat(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tensor.ConcatOp)
+    names = g.vs(op.inputs)
+    g.assign(op, f"_np.concatenate(({', '.join(names)}{',' if len(names) == 1 else ''}), axis={op.dim.value.data})")
+
+
+@register(tensor.SplatOp)
+def _splat(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tensor.SplatOp)
+    t = op.result.type
+    g.assign(op, f"_np.full({shape_tuple(g, t, op.dynamicSizes)}, {g.v(op.input)}, {_dt(g, t)})")
+
+
+@register(tensor.FromElementsOp)
+def _from_elements(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tensor.FromElementsOp)
+    t = op.result.type
+    shape = shape_of(t)
+    g.assign(op, f"_np.array([{', '.join(g.vs(op.elements))}], {_dt(g, t)}).reshape({tuple(shape)})")
+
+
+@register(tensor.PadOp)
+def _pad(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tensor.PadOp)
+    block = single_block(op.region)
+    for o in block.ops:
+        if any(a in block.args for a in o.operands):
+            raise compile_error(op, "tensor.pad with an index-dependent padding value is not supported")
+    term = g.emit_block_body(block)
+    value = g.v(term.operands[0])
+    low = mixed(g, op.static_low, op.low)
+    high = mixed(g, op.static_high, op.high)
+    widths = ", ".join(f"({lo}, {hi})" for lo, hi in zip(low, high))
+    g.assign(op, f"_np.pad({g.v(op.source)}, ({widths}{',' if len(low) == 1 else ''}), constant_values={value})")

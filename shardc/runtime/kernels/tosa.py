@@ -1,0 +1,177 @@
+"""tosa: numpy broadcasting (TOSA requires equal ranks and broadcasts size-1 dims, a
+subset of numpy's rule)."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects import tosa
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.ir import Operation
+
+from shardc.runtime import helpers
+from shardc.runtime.compile import FunctionBuilder, compile_error, register, single_block
+from shardc.runtime.dtypes import np_dtype
+from shardc.runtime.kernels._common import elem, shape_of
+from shardc.runtime.kernels.arith import dt_expr
+
+
+def _by_mro(table: dict, op: Operation):  # type: ignore[type-arg]
+    """Table lookup along the op's class hierarchy (shardc's tosa overlay subclasses xDSL's)."""
+    for cls in type(op).__mro__:
+        if cls in table:
+            return table[cls]
+    raise KeyError(type(op))
+
+
+def _rdt(g: FunctionBuilder, op: Operation) -> str:
+    return dt_expr(g, np_dtype(elem(op.results[0].type)))
+
+
+@register(tosa.ConstOp)
+def _const(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tosa.ConstOp)
+    t = op.output.type
+    arr = helpers.dense_to_array(op.values, tuple(shape_of(t)), np_dtype(elem(t)))
+    g.bind(op.output, g.const(arr, "tcst"))
+
+
+@register(tosa.AddOp, tosa.SubOp)
+def _addsub(op: Operation, g: FunctionBuilder) -> None:
+    a, b = g.vs(op.operands)
+    sym = "+" if isinstance(op, tosa.AddOp) else "-"
+    if np_dtype(elem(op.results[0].type)) == np.bool_:
+        raise compile_error(op, "tosa add/sub on i1 is not supported")
+    g.assign(op, f"_np.asarray({a} {sym} {b})")
+
+
+def _mul_shift(a: np.ndarray, b: np.ndarray, shift: np.ndarray, dt: np.dtype) -> np.ndarray:
+    s = int(np.asarray(shift).reshape(-1)[0]) if np.size(shift) else 0
+    if dt.kind == "f" or s == 0:
+        return np.asarray(a * b).astype(dt, copy=False)
+    wide = a.astype(np.int64) * b.astype(np.int64)
+    wide = (wide + (1 << (s - 1))) >> s
+    return wide.astype(dt)
+
+
+@register(tosa.MulOp)
+def _mul(op: Operation, g: FunctionBuilder) -> None:
+    a, b, shift = g.vs(op.operands)
+    g.assign(op, f"{g.const(_mul_shift, 'tosa_mul')}({a}, {b}, {shift}, {_rdt(g, op)})")
+
+
+def _attr_value(attr: object) -> object:
+    if isinstance(attr, IntegerAttr | FloatAttr):
+        return attr.value.data
+    raise TypeError(attr)
+
+
+def _clamp(x: np.ndarray, lo: object, hi: object, propagate: bool) -> np.ndarray:
+    r = np.minimum(np.maximum(x, x.dtype.type(lo)), x.dtype.type(hi))
+    if not propagate and x.dtype.kind == "f":
+        r = np.where(np.isnan(x), x.dtype.type(lo), r)
+    return r
+
+
+@register(tosa.ClampOp)
+def _clamp_emit(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tosa.ClampOp)
+    lo, hi = _attr_value(op.min_val), _attr_value(op.max_val)
+    propagate = "IGNORE" not in str(op.nan_mode).upper()
+    g.assign(op, f"{g.const(_clamp, 'clamp')}({g.v(op.input)}, {lo!r}, {hi!r}, {propagate})")
+
+
+@register(tosa.ReciprocalOp)
+def _reciprocal(op: Operation, g: FunctionBuilder) -> None:
+    x = g.v(op.operands[0])
+    g.assign(op, f"_np.reciprocal({x})")
+
+
+@register(tosa.SinOp, tosa.CosOp)
+def _trig(op: Operation, g: FunctionBuilder) -> None:
+    fn = "sin" if isinstance(op, tosa.SinOp) else "cos"
+    g.assign(op, f"_np.{fn}({g.v(op.operands[0])})")
+
+
+_REDUCE = {
+    tosa.ReduceSumOp: "_np.add.reduce",
+    tosa.ReduceProductOp: "_np.multiply.reduce",
+    tosa.ReduceMaxOp: "_np.maximum.reduce",
+    tosa.ReduceMinOp: "_np.minimum.reduce",
+    tosa.ReduceAllOp: "_np.logical_and.reduce",
+    tosa.ReduceAnyOp: "_np.logical_or.reduce",
+}
+
+
+@register(*_REDUCE)
+def _reduce(op: Operation, g: FunctionBuilder) -> None:
+    axis = op.axis.value.data  # type: ignore[attr-defined]
+    fn = _by_mro(_REDUCE, op)
+    nan = op.properties.get("nan_mode")
+    if nan is not None and "IGNORE" in str(nan).upper():
+        fn = {"_np.maximum.reduce": "_np.fmax.reduce", "_np.minimum.reduce": "_np.fmin.reduce"}.get(fn, fn)
+    g.assign(op, f"{fn}({g.v(op.operands[0])}, axis={axis}, keepdims=True).astype({_rdt(g, op)}, copy=False)")
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, azp: np.ndarray, bzp: np.ndarray, dt: np.dtype) -> np.ndarray:
+    if dt.kind in "iu":
+        a = a.astype(dt) - np.asarray(azp).astype(dt).reshape(-1)[0]
+        b = b.astype(dt) - np.asarray(bzp).astype(dt).reshape(-1)[0]
+    return np.matmul(a, b).astype(dt, copy=False)
+
+
+@register(tosa.MatMulOp)
+def _matmul_emit(op: Operation, g: FunctionBuilder) -> None:
+    a, b, azp, bzp = g.vs(op.operands)
+    g.assign(op, f"{g.const(_matmul, 'tosa_matmul')}({a}, {b}, {azp}, {bzp}, {_rdt(g, op)})")
+
+
+@register(tosa.ConcatOp)
+def _concat(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tosa.ConcatOp)
+    names = g.vs(op.tensors)
+    g.assign(op, f"_np.concatenate(({', '.join(names)},), axis={op.axis.value.data})")
+
+
+def _rescale(x, mult, shift, izp, ozp, dt, double_round, in_unsigned, out_unsigned):  # type: ignore[no-untyped-def]
+    v = (helpers.uview(x, x.dtype) if in_unsigned else x).astype(np.int64) - np.asarray(izp).astype(np.int64).reshape(-1)[0]
+    m = np.asarray(mult).astype(np.int64)
+    s = np.asarray(shift).astype(np.int64)
+    rnd = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
+    if double_round:
+        rnd = rnd + np.where(s > 31, np.where(v >= 0, 1 << 30, -(1 << 30)), 0)
+    r = (v * m + rnd) >> s
+    r = r + np.asarray(ozp).astype(np.int64).reshape(-1)[0]
+    target = helpers.UNSIGNED[dt] if out_unsigned else dt
+    info = np.iinfo(target)
+    r = np.clip(r, info.min, info.max).astype(target)
+    return r.view(dt) if out_unsigned else r
+
+
+@register(tosa.RescaleOp)
+def _rescale_emit(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, tosa.RescaleOp)
+    x, mult, shift, izp, ozp = g.vs(op.operands)
+    double = "DOUBLE" in str(op.rounding_mode).upper()
+    g.assign(
+        op,
+        f"{g.const(_rescale, 'rescale')}({x}, {mult}, {shift}, {izp}, {ozp}, {_rdt(g, op)}, {double}, "
+        f"{op.input_unsigned.value.data != 0}, {op.output_unsigned.value.data != 0})",
+    )
+
+
+@register(tosa.IfOp)
+def _if(op: Operation, g: FunctionBuilder) -> None:
+    cond = g.v(op.operands[0])
+    outs = [g.res(op, i) for i in range(len(op.results))]
+    g.emit(f"if {cond}.reshape(-1)[0]:")
+    for k, region in enumerate(op.regions):
+        if k == 1:
+            g.emit("else:")
+        with g.indented():
+            block = single_block(region)
+            for a, v in zip(block.args, op.operands[1:]):
+                g.bind(a, g.v(v))
+            term = g.emit_block_body(block)
+            vals = g.vs(term.operands)
+            if outs:
+                g.emit(f"{', '.join(outs)} = {', '.join(vals)}")
