@@ -1,0 +1,317 @@
+"""`convert-shard-to-mpi`: lower every shard op to the mpi dialect plus memref,
+bufferization, arith, scf, affine, tensor and linalg, as MLIR's ShardToMPI does.
+
+The phases, in order:
+1. `get_sharding` becomes the `shard.sharding` that annotates its source;
+2. `all_slice` and `process_multi_index` go through the shard lowering patterns
+   (`shardc.lowering.{all_slice,process_multi_index}`) when those are available;
+3. one pattern per op kind (`shard_to_mpi_collectives`, `shard_to_mpi_indices`);
+4. `shard.grid_shape` of static grids folds to constants;
+5. `!shard.sharding` values become three tensors (split axes, halo sizes, sharded dims
+   offsets), in function signatures, calls and returns too;
+6. any shard op left but `shard.grid` is an error at its location.
+
+A module attribute `#dlti.map<"MPI:comm_world_rank" = N>` specialises the lowering
+for rank N: process indices, neighbours, communicator colors/keys and halo offsets
+become constants, so shapes are static. Patterns never leave a shard op half-lowered:
+an unsupported input raises a located diagnostic and the pass fails.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, tensor
+from xdsl.dialects.linalg import ops as linalg
+from xdsl.rewriter import InsertPoint
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    DenseIntOrFPElementsAttr,
+    FunctionType,
+    ModuleOp,
+    TensorType,
+    i16,
+    i64,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
+
+from shardc.dialects import shard
+from shardc.lowering.shard_to_mpi_builder import Emitter, fail, static_grid_shape
+from shardc.lowering.shard_to_mpi_collectives import COLLECTIVE_PATTERNS
+from shardc.lowering.shard_to_mpi_indices import INDEX_PATTERNS, fold_grid_shape
+
+Lowering = Callable[[Operation, PatternRewriter], None]
+
+SHARDING_TENSOR_TYPES: tuple[TensorType, TensorType, TensorType] = (
+    TensorType(i16, [DYNAMIC_INDEX, DYNAMIC_INDEX]),
+    TensorType(i64, [DYNAMIC_INDEX, DYNAMIC_INDEX]),
+    TensorType(i64, [DYNAMIC_INDEX, DYNAMIC_INDEX]),
+)
+"""What a `!shard.sharding` becomes: split axes (-1 padded), halo sizes (one row of
+two per split dimension), sharded dims offsets (one row per split dimension)."""
+
+
+class _Dispatch(RewritePattern):
+    """Applies the lowering registered for the op's class, if any."""
+
+    def __init__(self, table: dict[type[Operation], Lowering]):
+        self.table = table
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        lowering = self.table.get(type(op))
+        if lowering is not None:
+            lowering(op, rewriter)
+
+
+def _run(module: ModuleOp, patterns: Sequence[RewritePattern]) -> None:
+    PatternRewriteWalker(
+        GreedyRewritePatternApplier(list(patterns), dce_enabled=False),
+        apply_recursively=True,
+    ).rewrite_module(module)
+
+
+# =========================================================================================
+# get_sharding, sharding
+# =========================================================================================
+
+
+def lower_get_sharding(op: shard.GetShardingOp, rewriter: PatternRewriter) -> None:
+    """The sharding of a value annotated by `shard.shard`."""
+    annotation = op.source.owner
+    if isinstance(annotation, shard.ShardOp) and isinstance(
+        annotation.sharding.owner, shard.ShardingOp
+    ):
+        rewriter.replace(op, [], [annotation.sharding])
+        return
+    raise _illegal(op)
+
+
+def sharding_tensors(op: shard.ShardingOp, rewriter: PatternRewriter) -> list[SSAValue]:
+    """The three tensors of a sharding, built before `op` (upstream's layout)."""
+    e = Emitter(rewriter, op)
+    split_axes = op.split_axes.as_tuple()
+    width = max((len(a) for a in split_axes), default=0)
+    axes_t = e.emit(tensor.EmptyOp([], TensorType(i16, [len(split_axes), width]))).results[0]
+    fill = e.const(-1, i16)
+    axes_t = e.emit(linalg.FillOp([fill], [axes_t], [axes_t.type])).results[0]
+    split_dims = [i for i, axes in enumerate(split_axes) if axes]
+    for i in split_dims:
+        row_t = TensorType(i16, [len(split_axes[i])])
+        row = e.emit(
+            arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(row_t, list(split_axes[i])))
+        ).results[0]
+        axes_t = _insert_row(e, row, axes_t, i)
+
+    halos = _mixed_i64(e, op.static_halo_sizes.get_values(), op.dynamic_halo_sizes)
+    if halos:
+        halo_t = e.emit(
+            tensor.FromElementsOp.create(
+                operands=halos, result_types=[TensorType(i64, [len(split_dims), 2])]
+            )
+        ).results[0]
+    else:
+        halo_t = e.emit(tensor.EmptyOp([], TensorType(i64, [0, 0]))).results[0]
+
+    offsets = _mixed_i64(
+        e, op.static_sharded_dims_offsets.get_values(), op.dynamic_sharded_dims_offsets
+    )
+    if offsets:
+        grid = shard.lookup_grid(op, op.grid)
+        if grid is None:
+            raise fail(op, "Missing grid symbol.")
+        shape = static_grid_shape(op, grid)
+        counts = [_count(shape, split_axes[i]) for i in split_dims]
+        width = max(counts) + 1
+        offs_t = e.emit(tensor.EmptyOp([], TensorType(i64, [len(split_dims), width]))).results[0]
+        fill = e.const(DYNAMIC_INDEX, i64)
+        offs_t = e.emit(linalg.FillOp([fill], [offs_t], [offs_t.type])).results[0]
+        pos = 0
+        for row, count in enumerate(counts):
+            values = offsets[pos : pos + count + 1]
+            pos += count + 1
+            vals = e.emit(
+                tensor.FromElementsOp.create(
+                    operands=values, result_types=[TensorType(i64, [count + 1])]
+                )
+            ).results[0]
+            offs_t = _insert_row(e, vals, offs_t, row)
+    else:
+        offs_t = e.emit(tensor.EmptyOp([], TensorType(i64, [0, 0]))).results[0]
+
+    return [
+        e.emit(tensor.CastOp(v, t)).results[0]
+        for v, t in zip((axes_t, halo_t, offs_t), SHARDING_TENSOR_TYPES)
+    ]
+
+
+def _count(shape: Sequence[int], axes: Sequence[int]) -> int:
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+def _mixed_i64(e: Emitter, static: Sequence[int], dynamic: Sequence[SSAValue]) -> list[SSAValue]:
+    values = iter(dynamic)
+    return [next(values) if s == DYNAMIC_INDEX else e.const(s, i64) for s in static]
+
+
+def _insert_row(e: Emitter, row: SSAValue, into: SSAValue, index: int) -> SSAValue:
+    row_t = row.type
+    assert isinstance(row_t, TensorType)
+    op = tensor.InsertSliceOp.get(
+        row, into, static_offsets=[index, 0], static_sizes=[1, row_t.get_shape()[0]],
+        static_strides=[1, 1],
+    )
+    return e.emit(op).results[0]
+
+
+# =========================================================================================
+# !shard.sharding in signatures, calls and returns
+# =========================================================================================
+
+
+def _is_sharding(t: Attribute) -> bool:
+    return isinstance(t, shard.ShardingType)
+
+
+def _expand_types(types: Sequence[Attribute]) -> list[Attribute]:
+    out: list[Attribute] = []
+    for t in types:
+        out.extend(SHARDING_TENSOR_TYPES if _is_sharding(t) else [t])
+    return out
+
+
+class ShardingConversion:
+    """Gives every `!shard.sharding` value its three tensors: results of sharding ops,
+    function arguments and results, call operands and results; then drops the old."""
+
+    def __init__(self, module: ModuleOp):
+        self.module = module
+        self.parts: dict[SSAValue, list[SSAValue]] = {}
+        self.dead: list[Operation] = []
+
+    def run(self) -> None:
+        for op in list(self.module.walk()):
+            if isinstance(op, func.FuncOp):
+                self._signature(op)
+            elif isinstance(op, shard.ShardingOp):
+                self.parts[op.result] = sharding_tensors(op, PatternRewriter(op))
+                self.dead.append(op)
+            elif isinstance(op, func.ReturnOp) and any(_is_sharding(v.type) for v in op.operands):
+                op.operands = self._expand(list(op.operands), op)
+            elif isinstance(op, func.CallOp) and any(
+                _is_sharding(v.type) for v in (*op.operands, *op.results)
+            ):
+                self._call(op)
+        for op in reversed(self.dead):
+            for result in op.results:
+                for use in list(result.uses):
+                    raise _illegal(use.operation)
+            op.detach()
+            op.erase()
+        for op in self.module.walk():
+            if isinstance(op, func.FuncOp) and op.body.blocks:
+                block = op.body.blocks[0]
+                for arg in [a for a in block.args if _is_sharding(a.type)]:
+                    if arg.uses:
+                        raise _illegal(next(iter(arg.uses)).operation)
+                    block.erase_arg(arg)
+
+    def _expand(self, values: Sequence[SSAValue], user: Operation) -> list[SSAValue]:
+        out: list[SSAValue] = []
+        for v in values:
+            if not _is_sharding(v.type):
+                out.append(v)
+            elif v in self.parts:
+                out.extend(self.parts[v])
+            else:
+                raise _illegal(user)
+        return out
+
+    def _signature(self, f: func.FuncOp) -> None:
+        ftype = f.function_type
+        if not any(_is_sharding(t) for t in (*ftype.inputs.data, *ftype.outputs.data)):
+            return
+        f.function_type = FunctionType.from_lists(
+            _expand_types(ftype.inputs.data), _expand_types(ftype.outputs.data)
+        )
+        if not f.body.blocks:
+            return
+        block = f.body.blocks[0]
+        for arg in [a for a in block.args if _is_sharding(a.type)]:
+            self.parts[arg] = [
+                block.insert_arg(t, arg.index + 1 + k)
+                for k, t in enumerate(SHARDING_TENSOR_TYPES)
+            ]
+
+    def _call(self, op: func.CallOp) -> None:
+        operands = self._expand(list(op.operands), op)
+        new = func.CallOp(op.callee, operands, _expand_types([r.type for r in op.results]))
+        PatternRewriter(op).insert(new, InsertPoint.before(op))
+        results = iter(new.results)
+        for r in op.results:
+            if _is_sharding(r.type):
+                self.parts[r] = [next(results) for _ in SHARDING_TENSOR_TYPES]
+            else:
+                r.replace_by(next(results))
+        self.dead.append(op)
+
+
+def _illegal(op: Operation) -> Exception:
+    return fail(op, f"failed to legalize operation '{op.name}' that was explicitly marked illegal")
+
+
+# =========================================================================================
+# The pass
+# =========================================================================================
+
+
+def _upstream_patterns() -> list[RewritePattern]:
+    """The shard lowering patterns of `all_slice` and `process_multi_index`
+    (shardc.lowering.{all_slice,process_multi_index}), when those modules exist."""
+    found: list[RewritePattern] = []
+    for module_name, cls_name in (
+        ("all_slice", "AllSliceOpLowering"),
+        ("process_multi_index", "ProcessMultiIndexOpLowering"),
+    ):
+        try:
+            cls = getattr(importlib.import_module(f"shardc.lowering.{module_name}"), cls_name)
+        except (ImportError, AttributeError):
+            continue
+        found.append(cls())
+    return found
+
+
+def _leftovers(module: ModuleOp) -> None:
+    for op in module.walk():
+        if op.dialect_name() == "shard" and not isinstance(op, shard.GridOp | shard.GridShapeOp):
+            raise _illegal(op)
+
+
+@dataclass(frozen=True)
+class ConvertShardToMPIPass(ModulePass):
+    """Lower the shard dialect to mpi (MLIR's `convert-shard-to-mpi`)."""
+
+    name = "convert-shard-to-mpi"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        _run(op, [_Dispatch({shard.GetShardingOp: lower_get_sharding})])
+        upstream = _upstream_patterns()
+        if upstream:
+            _run(op, upstream)
+        table: dict[type[Operation], Lowering] = {**COLLECTIVE_PATTERNS, **INDEX_PATTERNS}
+        _run(op, [_Dispatch(table)])
+        _run(op, [_Dispatch({shard.GridShapeOp: fold_grid_shape})])
+        ShardingConversion(op).run()
+        _leftovers(op)

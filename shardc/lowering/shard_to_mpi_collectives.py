@@ -1,0 +1,461 @@
+"""Lowering of the shard collectives to mpi ops on contiguous memrefs.
+
+all_reduce, all_gather and reduce_scatter follow upstream's patterns. The mpi dialect
+has no bcast/gather/scatter/reduce/alltoall, so those are built from what it has, with
+their exact semantics: reduce is an allreduce, gather an allgather (results on non-root
+processes are undefined, so computing them everywhere is valid); broadcast, scatter,
+all_to_all and shift gather every process's buffer and pick the part this process
+receives. send/recv are mpi.send/mpi.recv within the group's communicator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from xdsl.dialects import arith, cf, tensor
+from xdsl.dialects.linalg import ops as linalg
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    TensorType,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
+
+from shardc.dialects import memref, mpi, shard
+from shardc.dialects.shard import ReductionKind
+from shardc.lowering.shard_to_mpi_builder import (
+    Emitter,
+    Idx,
+    fail,
+    grid_of,
+    group_shape,
+    group_size,
+    static_grid_shape,
+)
+
+SEND_RECV_TAG = 0
+"""The MPI tag of lowered shard.send/shard.recv pairs."""
+
+_MPI_REDUCTION: dict[ReductionKind, mpi.ReductionOp] = {
+    ReductionKind.SUM: mpi.ReductionOp.MPI_SUM,
+    ReductionKind.AVERAGE: mpi.ReductionOp.MPI_SUM,  # then divided by the group size
+    ReductionKind.PRODUCT: mpi.ReductionOp.MPI_PROD,
+    ReductionKind.MIN: mpi.ReductionOp.MPI_MIN,
+    ReductionKind.MAX: mpi.ReductionOp.MPI_MAX,
+    ReductionKind.BITWISE_AND: mpi.ReductionOp.MPI_BAND,
+    ReductionKind.BITWISE_OR: mpi.ReductionOp.MPI_BOR,
+    ReductionKind.BITWISE_XOR: mpi.ReductionOp.MPI_BXOR,
+}
+
+_STATIC_CONTIGUOUS = "Expected static shaped memref in contiguous row-major layout."
+
+
+# =========================================================================================
+# Shared pieces
+# =========================================================================================
+
+
+class _Collective:
+    """What every collective pattern starts from: emitter, grid shape, group axes."""
+
+    def __init__(self, op: shard.CollectiveOp, rewriter: PatternRewriter):
+        self.op = op
+        self.e = Emitter(rewriter, op)
+        self.grid = grid_of(op, op.grid)
+        self.shape = static_grid_shape(op, self.grid)
+        self.axes = list(op.grid_axes_tuple)
+        self.size = group_size(self.shape, self.axes)
+
+    def comm(self, axes: Sequence[int] | None = None) -> SSAValue:
+        return self.e.communicator(self.grid, self.shape, self.axes if axes is None else axes)
+
+    def my_index(self, axes: Sequence[int] | None = None) -> Idx:
+        axes = self.axes if axes is None else axes
+        return self.e.linear_index_in_group(self.grid, self.shape, axes)
+
+    def static_type(self, value: SSAValue) -> tuple[tuple[int, ...], Attribute]:
+        t = value.type
+        if not isinstance(t, TensorType | MemRefType) or any(d < 0 for d in t.get_shape()):
+            raise fail(self.op, _STATIC_CONTIGUOUS)
+        return tuple(t.get_shape()), t.get_element_type()
+
+    def finish(self, rewriter: PatternRewriter, buffer: SSAValue) -> None:
+        """Replace the op by `buffer`, as a tensor when its result is one."""
+        result = buffer
+        if isinstance(self.op.results[0].type, TensorType) and isinstance(
+            buffer.type, MemRefType
+        ):
+            result = self.e.to_tensor(buffer)
+        elif isinstance(self.op.results[0].type, MemRefType) and isinstance(
+            buffer.type, TensorType
+        ):
+            result = self.e.to_buffer(buffer, read_only=False)
+        rewriter.replace(self.op, [], [result])
+
+    def root_index(self, root: DenseArrayBase, dynamic: Sequence[SSAValue]) -> Idx:
+        values = iter(dynamic)
+        index = [next(values) if r < 0 else r for r in root.get_values()]
+        return self.e.linearize_in_group(index, group_shape(self.shape, self.axes))
+
+    def gather_all(self, source: SSAValue) -> tuple[SSAValue, tuple[int, ...], Attribute]:
+        """mpi.allgather of `source` into a fresh `group size x shape` buffer."""
+        shape, elem = self.static_type(source)
+        buffer = self.e.contiguous(self.op, source)
+        comm = self.comm()
+        gathered = self.e.alloc([self.size, *shape], elem)
+        self.e.emit(mpi.AllGatherOp(buffer, gathered, comm))
+        return gathered, shape, elem
+
+    def pick(self, gathered: SSAValue, index: Idx, shape: Sequence[int], elem: Attribute,
+             axis: int | None = None, part: Idx = 0, part_size: int = 0) -> SSAValue:
+        """A contiguous copy of `gathered[index]` (or of part `part` of it along `axis`)."""
+        sizes = list(shape)
+        offsets: list[Idx] = [index] + [0] * len(shape)
+        if axis is not None:
+            sizes[axis] = part_size
+            offsets[axis + 1] = self.e.mul(part, part_size)
+        view = self.e.subview(gathered, offsets, [1, *sizes], drop_leading=1)
+        out = self.e.alloc(sizes, elem)
+        self.e.copy(view, out)
+        return out
+
+
+def _check_kind(op: Operation, kind: ReductionKind) -> mpi.ReductionOp:
+    if kind not in _MPI_REDUCTION:
+        raise fail(
+            op,
+            f"Reduction kind '{kind.value}' cannot be lowered to MPI: it has no MPI "
+            "predefined operation.",
+        )
+    return _MPI_REDUCTION[kind]
+
+
+def _divide(e: Emitter, buffer: SSAValue, by: int) -> SSAValue:
+    """`buffer / by` element-wise, as a tensor (the average of a summed reduction)."""
+    t = buffer.type
+    assert isinstance(t, MemRefType)
+    elem = t.get_element_type()
+    value = e.to_tensor(buffer)
+    ttype = TensorType(elem, t.get_shape())
+    if isinstance(elem, IntegerType | IndexType):
+        splat = DenseIntOrFPElementsAttr.from_list(ttype, [by])
+        divisor = e.emit(arith.ConstantOp(splat)).results[0]
+        return e.emit(arith.DivSIOp(value, divisor)).results[0]
+    splat = DenseIntOrFPElementsAttr.from_list(ttype, [float(by)])
+    divisor = e.emit(arith.ConstantOp(splat)).results[0]
+    return e.emit(arith.DivfOp(value, divisor)).results[0]
+
+
+def _reassociation(groups: Sequence[Sequence[int]]) -> Attribute:
+    return memref.reassociation_attr(groups)
+
+
+def _move_first_to(e: Emitter, value: SSAValue, axis: int) -> SSAValue:
+    """Transpose a tensor `[n, d0, ..., dk]` to `[d0, .., d(axis-1), n, d(axis) ...]` and
+    collapse `n` into the next dim: what follows an allgather along a non-leading axis."""
+    t = value.type
+    assert isinstance(t, TensorType)
+    shape = list(t.get_shape())
+    elem = t.get_element_type()
+    perm = list(range(1, axis + 1)) + [0] + list(range(axis + 1, len(shape)))
+    permuted = [shape[p] for p in perm]
+    init = e.emit(tensor.EmptyOp([], TensorType(elem, permuted))).results[0]
+    moved = e.emit(
+        linalg.TransposeOp(value, init, DenseArrayBase.from_list(i64, perm))
+    ).results[0]
+    groups = [[i] for i in range(axis)] + [[axis, axis + 1]]
+    groups += [[i] for i in range(axis + 2, len(permuted))]
+    out_shape = permuted[:axis] + [permuted[axis] * permuted[axis + 1]] + permuted[axis + 2 :]
+    collapse = tensor.CollapseShapeOp.create(
+        operands=[moved],
+        result_types=[TensorType(elem, out_shape)],
+        properties={"reassociation": _reassociation(groups)},
+    )
+    return e.emit(collapse).results[0]
+
+
+def _collapse_leading(e: Emitter, buffer: SSAValue) -> SSAValue:
+    """memref `[n, d0, ...]` -> `[n * d0, ...]`."""
+    t = buffer.type
+    assert isinstance(t, MemRefType)
+    shape = list(t.get_shape())
+    groups = [[0, 1]] + [[i] for i in range(2, len(shape))]
+    op = memref.CollapseShapeOp.create(
+        operands=[buffer],
+        result_types=[MemRefType(t.get_element_type(), [shape[0] * shape[1], *shape[2:]])],
+        properties={"reassociation": _reassociation(groups)},
+    )
+    return e.emit(op).results[0]
+
+
+def _gathered_along(c: _Collective, gathered: SSAValue, axis: int) -> SSAValue:
+    """Concatenate the gathered `[n, ...]` buffer along `axis` (memref or tensor)."""
+    if axis == 0:
+        return _collapse_leading(c.e, gathered)
+    return _move_first_to(c.e, c.e.to_tensor(gathered), axis)
+
+
+# =========================================================================================
+# Patterns, one per op kind
+# =========================================================================================
+
+
+def lower_all_reduce(op: shard.AllReduceOp | shard.ReduceOp, rewriter: PatternRewriter) -> None:
+    """Copy into a fresh buffer of the result type, then allreduce in place."""
+    c = _Collective(op, rewriter)
+    kind = ReductionKind(op.reduction.data)
+    reduction = _check_kind(op, kind)
+    source = c.e.as_memref(op.input)
+    c.static_type(source)
+    out_shape, out_elem = c.static_type(op.result)
+    buffer = c.e.alloc(list(out_shape), out_elem)
+    c.e.linalg_copy(source, buffer)
+    comm = c.comm()
+    c.e.emit(mpi.AllReduceOp(buffer, buffer, reduction, comm))
+    if kind is ReductionKind.AVERAGE:
+        c.finish(rewriter, _divide(c.e, buffer, c.size))
+        return
+    c.finish(rewriter, buffer)
+
+
+def _check_gather_shapes(op: Operation, in_shape: Sequence[int], out_shape: Sequence[int],
+                         axis: int) -> int:
+    if any(i != o for d, (i, o) in enumerate(zip(in_shape, out_shape)) if d != axis):
+        raise fail(op, "Result and input shapes must match along non-gather axes.")
+    if in_shape[axis] == 0:
+        raise fail(op, "Input size along the gather axis must be non-zero.")
+    if out_shape[axis] % in_shape[axis]:
+        raise fail(
+            op,
+            "Result size along the gather axis must be an exact multiple of the input "
+            "size along the gather axis.",
+        )
+    return out_shape[axis] // in_shape[axis]
+
+
+def lower_all_gather(op: shard.AllGatherOp | shard.GatherOp, rewriter: PatternRewriter) -> None:
+    """mpi.allgather stacks the buffers on a new leading axis; move it to the gather
+    axis and merge. shard.gather computes the root's result on every process."""
+    c = _Collective(op, rewriter)
+    axis = op.gather_axis.value.data
+    in_shape, _ = c.static_type(op.input)
+    out_shape, _ = c.static_type(op.result)
+    n = _check_gather_shapes(op, in_shape, out_shape, axis)
+    if n == 1:
+        rewriter.replace(op, [], [op.input])
+        return
+    source = c.e.contiguous(op, op.input)
+    comm = c.comm()
+    _assert_comm_size(c.e, comm, n)
+    gathered = c.e.alloc([n, *in_shape], c.static_type(source)[1])
+    c.e.emit(mpi.AllGatherOp(source, gathered, comm))
+    c.finish(rewriter, _gathered_along(c, gathered, axis))
+
+
+def _assert_comm_size(e: Emitter, comm: SSAValue, n: int) -> None:
+    size = e.emit(mpi.CommSizeOp(comm)).results[0]
+    size = e.emit(arith.IndexCastOp(size, IndexType())).results[0]
+    ok = e.emit(arith.CmpiOp(size, e.index(n), "eq")).results[0]
+    e.emit(
+        cf.AssertOp(
+            ok,
+            "Expected number of ranks in the communicator to match the output size along "
+            "the gather axis divided by the input size along the gather axis.",
+        )
+    )
+
+
+def lower_reduce_scatter(op: shard.ReduceScatterOp, rewriter: PatternRewriter) -> None:
+    """mpi.reduce_scatter_block scatters along the leading axis: for another scatter
+    axis, split it in (ranks, part) and bring the ranks axis to the front first."""
+    c = _Collective(op, rewriter)
+    axis = op.scatter_axis.value.data
+    reduction = _check_kind(op, ReductionKind(op.reduction.data))
+    in_shape, elem = c.static_type(op.input)
+    out_shape, _ = c.static_type(op.result)
+    if any(i != o for d, (i, o) in enumerate(zip(in_shape, out_shape)) if d != axis):
+        raise fail(op, "Result and input shapes must match along non-scatter axes.")
+    if out_shape[axis] == 0:
+        raise fail(op, "Output size along the scatter axis must be non-zero.")
+    if in_shape[axis] % out_shape[axis]:
+        raise fail(
+            op,
+            "Input size along the scatter axis must be an exact multiple of the output "
+            "size along the scatter axis.",
+        )
+    n = in_shape[axis] // out_shape[axis]
+    if n != c.size:
+        raise fail(
+            op,
+            f"Expected the scatter factor ({n}) to match the number of devices along "
+            f"grid_axes ({c.size}).",
+        )
+    comm = c.comm()
+    if axis == 0:
+        source = c.e.contiguous(op, op.input)
+    else:
+        source = _ranks_first(c.e, op.input, axis, n)
+    output = c.e.alloc(list(out_shape), elem)
+    c.e.emit(mpi.ReduceScatterBlockOp(source, output, reduction, comm))
+    if isinstance(op.result.type, MemRefType) and axis != 0:
+        c.e.dealloc(source)
+    c.finish(rewriter, output)
+
+
+def _ranks_first(e: Emitter, value: SSAValue, axis: int, n: int) -> SSAValue:
+    """A contiguous buffer `[n, d0, .., d(axis)/n, ...]` of `value`."""
+    if isinstance(value.type, MemRefType):
+        value = e.to_tensor(value)
+    t = value.type
+    assert isinstance(t, TensorType)
+    shape, elem = list(t.get_shape()), t.get_element_type()
+    expanded = shape[:axis] + [n, shape[axis] // n] + shape[axis + 1 :]
+    groups = [[i] for i in range(axis)] + [[axis, axis + 1]]
+    groups += [[i + 1] for i in range(axis + 1, len(shape))]
+    expand = tensor.ExpandShapeOp.create(
+        operands=[value],
+        result_types=[TensorType(elem, expanded)],
+        properties={
+            "reassociation": _reassociation(groups),
+            "static_output_shape": DenseArrayBase.from_list(i64, expanded),
+        },
+    )
+    value = e.emit(expand).results[0]
+    perm = [axis] + [i for i in range(len(expanded)) if i != axis]
+    permuted = [expanded[p] for p in perm]
+    init = e.emit(tensor.EmptyOp([], TensorType(elem, permuted))).results[0]
+    value = e.emit(linalg.TransposeOp(value, init, DenseArrayBase.from_list(i64, perm))).results[0]
+    view = e.to_buffer(value)
+    buffer = e.alloc(permuted, elem)
+    e.linalg_copy(view, buffer)
+    return buffer
+
+
+def lower_broadcast(op: shard.BroadcastOp, rewriter: PatternRewriter) -> None:
+    """Every process takes the root's buffer out of an allgather."""
+    c = _Collective(op, rewriter)
+    root = c.root_index(op.root, op.root_dynamic)
+    gathered, shape, elem = c.gather_all(op.input)
+    c.finish(rewriter, c.pick(gathered, root, shape, elem))
+
+
+def lower_scatter(op: shard.ScatterOp, rewriter: PatternRewriter) -> None:
+    """Every process takes its part (along scatter_axis) of the root's buffer."""
+    c = _Collective(op, rewriter)
+    axis = op.scatter_axis.value.data
+    out_shape, _ = c.static_type(op.result)
+    root = c.root_index(op.root, op.root_dynamic)
+    mine = c.my_index()
+    gathered, shape, elem = c.gather_all(op.input)
+    if shape[axis] != out_shape[axis] * c.size:
+        raise fail(op, "Input size along the scatter axis must be the result size times the group size.")
+    c.finish(rewriter, c.pick(gathered, root, shape, elem, axis, mine, out_shape[axis]))
+
+
+def lower_all_to_all(op: shard.AllToAllOp, rewriter: PatternRewriter) -> None:
+    """Process i receives part i (along split_axis) of every buffer, concatenated along
+    concat_axis in group order: out of an allgather, take that part of every entry."""
+    c = _Collective(op, rewriter)
+    split = op.split_axis.value.data
+    concat = op.concat_axis.value.data
+    mine = c.my_index()
+    gathered, shape, elem = c.gather_all(op.input)
+    part = shape[split] // c.size
+    sizes = [c.size, *shape]
+    sizes[split + 1] = part
+    offsets: list[Idx] = [0] * len(sizes)
+    offsets[split + 1] = c.e.mul(mine, part)
+    view = c.e.subview(gathered, offsets, sizes)
+    parts = c.e.alloc(sizes, elem)
+    c.e.copy(view, parts)
+    c.finish(rewriter, _gathered_along(c, parts, concat))
+
+
+def lower_shift(op: shard.ShiftOp, rewriter: PatternRewriter) -> None:
+    """Along shift_axis, process c receives the buffer of c - offset (modulo the axis
+    size with rotate; without it, a process with no source keeps its own buffer, its
+    result being undefined)."""
+    c = _Collective(op, rewriter)
+    axis = op.shift_axis.value.data
+    offset = op.offset.value.data
+    n = c.shape[axis]
+    coord = c.e.process_multi_index(c.grid)[axis]
+    gathered, shape, elem = _gather_along(c, op.input, [axis])
+    source: Idx
+    if op.rotate is not None:
+        source = c.e.remsi(c.e.add(c.e.sub(coord, offset % n), n), n)
+    else:
+        shifted = c.e.sub(coord, offset)
+        low = c.e.cmp("sge", shifted, 0)
+        high = c.e.cmp("slt", shifted, n)
+        valid = _and(c.e, low, high)
+        source = c.e.select(valid, shifted, coord)
+    c.finish(rewriter, c.pick(gathered, source, shape, elem))
+
+
+def _gather_along(c: _Collective, value: SSAValue, axes: list[int]):  # type: ignore[no-untyped-def]
+    shape, elem = c.static_type(value)
+    buffer = c.e.contiguous(c.op, value)
+    comm = c.comm(axes)
+    gathered = c.e.alloc([group_size(c.shape, axes), *shape], elem)
+    c.e.emit(mpi.AllGatherOp(buffer, gathered, comm))
+    return gathered, shape, elem
+
+
+def _and(e: Emitter, a: bool | SSAValue, b: bool | SSAValue) -> bool | SSAValue:
+    if isinstance(a, bool):
+        return b if a else False
+    if isinstance(b, bool):
+        return a if b else False
+    return e.emit(arith.AndIOp(a, b)).results[0]
+
+
+def lower_send(op: shard.SendOp, rewriter: PatternRewriter) -> None:
+    """mpi.send to the destination's rank in the group; the result is the input."""
+    c = _Collective(op, rewriter)
+    dest = c.root_index(op.destination, op.destination_dynamic)
+    buffer = c.e.contiguous(op, op.input)
+    comm = c.comm()
+    tag = c.e.const(SEND_RECV_TAG, i32)
+    c.e.emit(mpi.SendOp(buffer, tag, c.e.i32(dest), comm))
+    rewriter.replace(op, [], [op.input])
+
+
+def lower_recv(op: shard.RecvOp, rewriter: PatternRewriter) -> None:
+    """mpi.recv from the source's rank in the group into a fresh buffer."""
+    c = _Collective(op, rewriter)
+    if op.source is None:
+        raise fail(
+            op,
+            "shard.recv without a source cannot be lowered: the mpi dialect has no "
+            "MPI_ANY_SOURCE.",
+        )
+    source = c.root_index(op.source, op.source_dynamic)
+    shape, elem = c.static_type(op.result)
+    buffer = c.e.alloc(list(shape), elem)
+    comm = c.comm()
+    tag = c.e.const(SEND_RECV_TAG, i32)
+    c.e.emit(mpi.RecvOp(buffer, tag, c.e.i32(source), comm))
+    c.finish(rewriter, buffer)
+
+
+COLLECTIVE_PATTERNS: dict[type[Operation], Callable[..., None]] = {
+    shard.AllReduceOp: lower_all_reduce,
+    shard.ReduceOp: lower_all_reduce,
+    shard.AllGatherOp: lower_all_gather,
+    shard.GatherOp: lower_all_gather,
+    shard.ReduceScatterOp: lower_reduce_scatter,
+    shard.BroadcastOp: lower_broadcast,
+    shard.ScatterOp: lower_scatter,
+    shard.AllToAllOp: lower_all_to_all,
+    shard.ShiftOp: lower_shift,
+    shard.SendOp: lower_send,
+    shard.RecvOp: lower_recv,
+}
+

@@ -1,0 +1,61 @@
+"""convert-shard-to-mpi in-process: DLTI keys, get_sharding, no shard op left."""
+
+from __future__ import annotations
+
+import pytest
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import DiagnosticException
+
+from shardc.context import make_context
+from shardc.lowering.shard_to_mpi import ConvertShardToMPIPass
+from shardc.lowering.shard_to_mpi_builder import world_rank
+
+
+def lower(text: str):
+    ctx = make_context()
+    module = Parser(ctx, text).parse_module()
+    ConvertShardToMPIPass().apply(ctx, module)
+    module.verify()
+    return module
+
+
+@pytest.mark.parametrize("key", ["MPI:comm_world_rank", "MPI:comm_world-rank"])
+def test_rank_keys(key: str) -> None:
+    module = Parser(make_context(), f'module attributes {{dlti.map = #dlti.map<"{key}" = 5>}} {{}}').parse_module()
+    assert world_rank(module) == 5
+
+
+
+
+def test_shard_annotation_left_is_an_error() -> None:
+    with pytest.raises(DiagnosticException, match="failed to legalize operation 'shard.shard'"):
+        lower(
+            """
+            shard.grid @g(shape = 2)
+            func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
+              %s = shard.sharding @g split_axes = [[0]] : !shard.sharding
+              %0 = shard.shard %a to %s : tensor<4xf32>
+              return %0 : tensor<4xf32>
+            }
+            """
+        )
+
+
+def test_only_grids_remain() -> None:
+    module = lower(
+        """
+        module attributes {dlti.map = #dlti.map<"MPI:comm_world_rank" = 3>} {
+          shard.grid @g(shape = 2x2)
+          func.func @f(%a: tensor<4x2xf32>) -> (tensor<4x2xf32>, tensor<8x2xf32>, index) {
+            %0 = shard.all_reduce %a on @g grid_axes = [1] reduction = average : tensor<4x2xf32> -> tensor<4x2xf32>
+            %1 = shard.all_gather %0 on @g grid_axes = [0] gather_axis = 0 : tensor<4x2xf32> -> tensor<8x2xf32>
+            %2 = shard.process_linear_index on @g : index
+            return %0, %1, %2 : tensor<4x2xf32>, tensor<8x2xf32>, index
+          }
+        }
+        """
+    )
+    names = {op.name for op in module.walk()}
+    assert {n for n in names if n.startswith("shard.")} == {"shard.grid"}
+    assert {"mpi.allreduce", "mpi.allgather", "arith.divf"} <= names
+    assert "mpi.comm_rank" not in names  # rank 3 is a constant
