@@ -3,8 +3,9 @@ the shard->MPI lowering needs (`module_rank`).
 
 mlir-opt accepts both `#dlti.map<"key" = value>` and `#dlti.map<#dlti.dl_entry<"key",
 value>>` (and an empty `#dlti.map<>`) and prints the first form; xDSL's parser only
-takes the first, non-empty form. A module carrying `dlti.map = #dlti.map<
-"MPI:comm_world-rank" = 1 : i32>` tells the MPI lowering which rank it compiles for.
+takes the first, non-empty form. A module carrying `mpi.dlti = #dlti.map<
+"MPI:comm_world_rank" = 1 : i32>` tells the MPI lowering which rank it compiles for
+(trunk's key; the hyphenated `"MPI:comm_world-rank"` is read too).
 
 https://mlir.llvm.org/docs/Dialects/DLTIDialect/
 """
@@ -24,8 +25,10 @@ from shardc.dialects.overlays import extend_dialect
 
 DataLayoutEntryAttr = xdlti.DataLayoutEntryAttr
 
-MPI_RANK_KEY = "MPI:comm_world-rank"
-MPI_SIZE_KEY = "MPI:comm_world-size"
+MPI_RANK_KEY = "MPI:comm_world_rank"
+MPI_SIZE_KEY = "MPI:comm_world_size"
+# Spellings accepted on input besides trunk's.
+_ALIASES = {MPI_RANK_KEY: "MPI:comm_world-rank", MPI_SIZE_KEY: "MPI:comm_world-size"}
 
 
 def _key_text(key: Attribute) -> str:
@@ -127,10 +130,15 @@ def query(op: Operation, key: str) -> Attribute | None:
     return None
 
 
+def _query_mpi(module: Operation, key: str) -> Attribute | None:
+    value = query(module, key)
+    return query(module, _ALIASES[key]) if value is None else value
+
+
 def module_rank(module: Operation) -> int | None:
-    """The MPI rank a module is compiled for (`"MPI:comm_world-rank"` in its DLTI
+    """The MPI rank a module is compiled for (`"MPI:comm_world_rank"` in its DLTI
     attributes), None when unspecified. A non-integer value is an IR error."""
-    value = query(module, MPI_RANK_KEY)
+    value = _query_mpi(module, MPI_RANK_KEY)
     if value is None:
         return None
     if not isinstance(value, IntegerAttr):
@@ -139,8 +147,8 @@ def module_rank(module: Operation) -> int | None:
 
 
 def module_size(module: Operation) -> int | None:
-    """`"MPI:comm_world-size"`, when a module records it; None otherwise."""
-    value = query(module, MPI_SIZE_KEY)
+    """`"MPI:comm_world_size"`, when a module records it; None otherwise."""
+    value = _query_mpi(module, MPI_SIZE_KEY)
     return value.value.data if isinstance(value, IntegerAttr) else None
 
 
