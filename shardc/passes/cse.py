@@ -1,0 +1,206 @@
+"""`cse`: common subexpression elimination as mlir-opt does it (mlir/lib/Transforms/CSE.cpp).
+
+xDSL's driver matches MLIR's on single-block regions (scoped known-op tables, regions
+before their op, read-only ops merged when no write lies between them in one block) but
+skips regions with several blocks. MLIR walks those along the dominator tree: an op is
+replaced by an equivalent one in a dominating block. This pass adds that walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, Region
+from xdsl.passes import ModulePass
+from xdsl.traits import IsolatedFromAbove, IsTerminator
+from xdsl.transforms.common_subexpression_elimination import (
+    CSEDriver,
+    KnownOps,
+    OperationInfo,
+)
+
+from shardc.passes.folding import is_commutative, is_trivially_dead
+
+
+def _successors(block: Block) -> Sequence[Block]:
+    last = block.last_op
+    return tuple(last.successors) if last is not None else ()
+
+
+def dominator_tree(region: Region) -> dict[Block, list[Block]]:
+    """Children of each reachable block in the dominator tree of `region` (iterative
+    algorithm of Cooper, Harvey and Kennedy over reverse post-order)."""
+    entry = region.blocks.first
+    assert entry is not None
+    order: list[Block] = []
+    seen = {entry}
+    stack: list[tuple[Block, int]] = [(entry, 0)]
+    while stack:
+        block, index = stack.pop()
+        succs = _successors(block)
+        if index < len(succs):
+            stack.append((block, index + 1))
+            succ = succs[index]
+            if succ not in seen:
+                seen.add(succ)
+                stack.append((succ, 0))
+        else:
+            order.append(block)
+    order.reverse()
+    number = {b: i for i, b in enumerate(order)}
+    preds: dict[Block, list[Block]] = {b: [] for b in order}
+    for b in order:
+        for s in _successors(b):
+            preds[s].append(b)
+    idom: dict[Block, Block] = {entry: entry}
+
+    def intersect(a: Block, b: Block) -> Block:
+        while a is not b:
+            while number[a] > number[b]:
+                a = idom[a]
+            while number[b] > number[a]:
+                b = idom[b]
+        return a
+
+    changed = True
+    while changed:
+        changed = False
+        for b in order[1:]:
+            new: Block | None = None
+            for p in preds[b]:
+                if p in idom:
+                    new = p if new is None else intersect(p, new)
+            if new is not None and idom.get(b) is not new:
+                idom[b] = new
+                changed = True
+    children: dict[Block, list[Block]] = {b: [] for b in order}
+    for b in order[1:]:
+        children[idom[b]].append(b)
+    return children
+
+
+class _Info(OperationInfo):
+    """Op equivalence as MLIR's OperationEquivalence: the operands of commutative ops
+    compare as a multiset."""
+
+    def _operands(self) -> object:
+        operands = self.op.operands
+        if is_commutative(self.op):
+            return frozenset((id(v), sum(1 for w in operands if w is v)) for v in operands)
+        return tuple(operands)
+
+    def __hash__(self) -> int:
+        op = self.op
+        return hash(
+            (
+                self.name,
+                sum(hash(i) for i in op.attributes.items()),
+                sum(hash(i) for i in op.properties.items()),
+                hash(op.result_types),
+                hash(self._operands()),
+            )
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Info)
+            and self.name == other.name
+            and self.op.attributes == other.op.attributes
+            and self.op.properties == other.op.properties
+            and self._operands() == other._operands()
+            and self.op.result_types == other.op.result_types
+            and all(
+                s.is_structurally_equivalent(o)
+                for s, o in zip(self.op.regions, other.op.regions, strict=True)
+            )
+        )
+
+
+class _KnownOps(KnownOps):
+    """xDSL's KnownOps keyed by `_Info`."""
+
+    def __init__(self, known_ops: KnownOps | None = None):
+        super().__init__(known_ops)
+
+    def __getitem__(self, k: Operation) -> Operation:
+        return self._known_ops[_Info(k)]
+
+    def __setitem__(self, k: Operation, v: Operation) -> None:
+        self._known_ops[_Info(k)] = v
+
+    def __contains__(self, k: Operation) -> bool:
+        return _Info(k) in self._known_ops
+
+    def get(self, k: Operation, default: object = None):  # type: ignore[override]
+        return self._known_ops.get(_Info(k), default)
+
+    def pop(self, k: Operation) -> Operation:
+        return self._known_ops.pop(_Info(k))
+
+
+class _DominanceCSEDriver(CSEDriver):
+    def __post_init__(self) -> None:
+        self._known_ops = _KnownOps()
+
+    def _simplify_operation(self, op: Operation) -> None:
+        # MLIR's trivially-dead test (allocations of unused results are dead)
+        if not op.has_trait(IsTerminator) and is_trivially_dead(op):
+            self._mark_erasure(op)
+            return
+        super()._simplify_operation(op)
+
+    def _simplify_region(self, region: Region) -> None:
+        if region.blocks.first is not None and region.blocks.first.next_block is None:
+            outer = self._known_ops
+            self._known_ops = _KnownOps(outer)
+            self._simplify_block(region.blocks.first)
+            self._known_ops = outer
+            return
+        self._simplify_cfg_region(region)
+
+    def _simplify_block(self, block: Block) -> None:
+        # xDSL's block walk opens blank scopes as plain KnownOps; keep ours
+        for op in block.ops:
+            if op.regions:
+                if op.has_trait(IsolatedFromAbove, value_if_unregistered=True):
+                    outer = self._known_ops
+                    self._known_ops = _KnownOps()
+                    for region in op.regions:
+                        self._simplify_region(region)
+                    self._known_ops = outer
+                else:
+                    for region in op.regions:
+                        self._simplify_region(region)
+            self._simplify_operation(op)
+
+    def _simplify_cfg_region(self, region: Region) -> None:
+        first = region.blocks.first
+        if first is None:
+            return
+        children = dominator_tree(region)
+        # Depth-first over the dominator tree, one scope of known ops per block.
+        outer = self._known_ops
+        stack: list[tuple[Block, KnownOps, bool]] = [(first, outer, False)]
+        while stack:
+            block, scope, done = stack.pop()
+            if done:
+                continue
+            self._known_ops = _KnownOps(scope)
+            self._simplify_block(block)
+            inner = self._known_ops
+            for child in reversed(children[block]):
+                stack.append((child, inner, False))
+        self._known_ops = outer
+
+
+@dataclass(frozen=True)
+class CSEPass(ModulePass):
+    """Eliminate common sub-expressions, along the dominator tree in CFG regions."""
+
+    name = "cse"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        _DominanceCSEDriver().simplify(op)
