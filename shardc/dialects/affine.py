@@ -10,7 +10,9 @@ https://mlir.llvm.org/docs/Dialects/Affine/
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
 from xdsl.dialects import affine as xaffine
@@ -18,10 +20,13 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     AffineMapAttr,
+    AffineSetAttr,
+    FunctionType,
     BoolAttr,
     DenseArrayBase,
     IndexType,
     IntegerAttr,
+    MemRefType,
     UnitAttr,
     i1,
     i64,
@@ -33,14 +38,34 @@ from xdsl.dialects.utils.dynamic_index_list import (
     split_dynamic_index_list,
 )
 from xdsl.interfaces import HasFolderInterface
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from collections.abc import Callable
+
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+    AffineSymExpr,
+)
+from xdsl.ir.affine import AffineSet
+from xdsl.parser.affine_parser import AffineParser
+from xdsl.parser import UnresolvedOperand
+from xdsl.utils.exceptions import ParseError
+from xdsl.utils.lexer import Span
+from xdsl.utils.mlir_lexer import MLIRToken, MLIRTokenKind
 from xdsl.irdl import (
+    AnyAttr,
+    VarConstraint,
     AttrSizedOperandSegments,
     IRDLOperation,
     irdl_op_definition,
     operand_def,
     opt_prop_def,
     prop_def,
+    region_def,
     result_def,
     traits_def,
     var_operand_def,
@@ -48,7 +73,14 @@ from xdsl.irdl import (
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import ConstantLike, Pure
+from xdsl.traits import (
+    ConstantLike,
+    IsTerminator,
+    Pure,
+    RecursiveMemoryEffect,
+    RecursivelySpeculatable,
+    SingleBlockImplicitTerminator,
+)
 from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.overlays import extend_dialect
@@ -374,6 +406,440 @@ class MinOp(_MinMaxOp, xaffine.MinOp):
     result = result_def(IndexType())
 
 
+# ---------------------------------------------------------------------------
+# Affine expressions built as MLIR builds them
+# ---------------------------------------------------------------------------
+#
+# xDSL's AffineExpr operators simplify at construction, but differently from MLIR: they
+# distribute `(d0 + d1) * 4` into `d0 * 4 + d1 * 4`. `MLIRAffineParser` builds the
+# binary nodes itself with MLIR's construction-time rules (AffineExpr.cpp's simplifyAdd
+# / simplifyMul / simplifyFloorDiv / simplifyCeilDiv / simplifyMod, the common cases), so
+# a parsed map prints back as mlir-opt prints it.
+
+_Kind = AffineBinaryOpKind
+
+
+def _const(e: AffineExpr) -> int | None:
+    return e.value if isinstance(e, AffineConstantExpr) else None
+
+
+def _symbolic_or_constant(e: AffineExpr) -> bool:
+    return not any(isinstance(x, AffineDimExpr) for x in e.dfs())
+
+
+def _is_bin(e: AffineExpr, kind: AffineBinaryOpKind) -> bool:
+    return isinstance(e, AffineBinaryOpExpr) and e.kind is kind
+
+
+def _divisor(e: AffineExpr) -> int:
+    """MLIR's getLargestKnownDivisor."""
+    if isinstance(e, AffineConstantExpr):
+        return abs(e.value)
+    if not isinstance(e, AffineBinaryOpExpr):
+        return 1
+    lhs, rhs = _divisor(e.lhs), _divisor(e.rhs)
+    if e.kind is _Kind.Mul:
+        return lhs * rhs
+    if e.kind in (_Kind.Add, _Kind.Mod):
+        return math.gcd(lhs, rhs)
+    c = _const(e.rhs)
+    return lhs // c if c and lhs % c == 0 else 1
+
+
+def _coefficient(e: AffineExpr) -> tuple[AffineExpr, int]:
+    """`x * c` as (x, c); anything else as (e, 1)."""
+    if isinstance(e, AffineBinaryOpExpr) and e.kind is _Kind.Mul:
+        c = _const(e.rhs)
+        if c is not None:
+            return e.lhs, c
+    return e, 1
+
+
+def mlir_add(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
+    lc, rc = _const(lhs), _const(rhs)
+    if lc is not None and rc is not None:
+        return AffineConstantExpr(lc + rc)
+    if lc is not None or (_symbolic_or_constant(lhs) and not _symbolic_or_constant(rhs)):
+        return mlir_add(rhs, lhs)
+    if rc == 0:
+        return lhs
+    if isinstance(lhs, AffineBinaryOpExpr) and lhs.kind is _Kind.Add:
+        inner = _const(lhs.rhs)
+        if inner is not None and rc is not None:
+            return mlir_add(lhs.lhs, AffineConstantExpr(inner + rc))
+    (first, c1), (second, c2) = _coefficient(lhs), _coefficient(rhs)
+    if first == second:
+        return mlir_mul(first, AffineConstantExpr(c1 + c2))
+    if isinstance(lhs, AffineBinaryOpExpr) and lhs.kind is _Kind.Add and _const(lhs.rhs) is not None:
+        return mlir_add(mlir_add(lhs.lhs, rhs), lhs.rhs)
+    if (
+        isinstance(rhs, AffineBinaryOpExpr)
+        and rhs.kind is _Kind.Mul
+        and isinstance(rhs.lhs, AffineBinaryOpExpr)
+        and rhs.lhs.kind is _Kind.FloorDiv
+        and (q := _const(rhs.lhs.rhs)) is not None
+        and _const(rhs.rhs) == -q
+        and rhs.lhs.lhs == lhs
+    ):
+        return mlir_div_mod(_Kind.Mod, lhs, AffineConstantExpr(q))
+    if isinstance(rhs, AffineBinaryOpExpr) and rhs.kind is _Kind.Add and _const(rhs.rhs) is not None:
+        return mlir_add(mlir_add(lhs, rhs.lhs), rhs.rhs)
+    return AffineBinaryOpExpr(_Kind.Add, lhs, rhs)
+
+
+def mlir_mul(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
+    lc, rc = _const(lhs), _const(rhs)
+    if lc is not None and rc is not None:
+        return AffineConstantExpr(lc * rc)
+    if _symbolic_or_constant(lhs) or _symbolic_or_constant(rhs):
+        if not _symbolic_or_constant(rhs) or lc is not None:
+            return mlir_mul(rhs, lhs)
+    if rc == 1:
+        return lhs
+    if rc == 0:
+        return rhs
+    if isinstance(lhs, AffineBinaryOpExpr) and lhs.kind is _Kind.Mul:
+        inner = _const(lhs.rhs)
+        if inner is not None:
+            if rc is not None:
+                return mlir_mul(lhs.lhs, AffineConstantExpr(inner * rc))
+            return mlir_mul(mlir_mul(lhs.lhs, rhs), lhs.rhs)
+    return AffineBinaryOpExpr(_Kind.Mul, lhs, rhs)
+
+
+def mlir_div_mod(kind: AffineBinaryOpKind, lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
+    lc, rc = _const(lhs), _const(rhs)
+    if lc is not None and rc is not None and rc != 0:
+        if kind is _Kind.FloorDiv:
+            return AffineConstantExpr(lc // rc)
+        if kind is _Kind.CeilDiv:
+            return AffineConstantExpr(-(-lc // rc))
+        return AffineConstantExpr(lc % abs(rc))
+    if rc is None or rc < 1:
+        return AffineBinaryOpExpr(kind, lhs, rhs)
+    if rc == 1:
+        return AffineConstantExpr(0) if kind is _Kind.Mod else lhs
+    if not isinstance(lhs, AffineBinaryOpExpr):
+        return AffineBinaryOpExpr(kind, lhs, rhs)
+    c = _const(lhs.rhs)
+    if kind is _Kind.Mod:
+        if _divisor(lhs) % rc == 0:
+            return AffineConstantExpr(0)
+        if lhs.kind is _Kind.Add:
+            if _divisor(lhs.lhs) % rc == 0:
+                return mlir_div_mod(kind, lhs.rhs, rhs)
+            if _divisor(lhs.rhs) % rc == 0:
+                return mlir_div_mod(kind, lhs.lhs, rhs)
+        if lhs.kind is _Kind.Mod and c is not None and c % rc == 0:
+            return mlir_div_mod(kind, lhs.lhs, rhs)
+        return AffineBinaryOpExpr(kind, lhs, rhs)
+    if lhs.kind is _Kind.Mul and c is not None and c % rc == 0:
+        return mlir_mul(lhs.lhs, AffineConstantExpr(c // rc))
+    if kind is _Kind.FloorDiv:
+        if lhs.kind is _Kind.Add and (
+            _divisor(lhs.lhs) % rc == 0 or _divisor(lhs.rhs) % rc == 0
+        ):
+            return mlir_add(mlir_div_mod(kind, lhs.lhs, rhs), mlir_div_mod(kind, lhs.rhs, rhs))
+    return AffineBinaryOpExpr(kind, lhs, rhs)
+
+
+_BUILDERS = {
+    "+": mlir_add,
+    "-": lambda a, b: mlir_add(a, mlir_mul(b, AffineConstantExpr(-1))),
+    "*": mlir_mul,
+    "floordiv": lambda a, b: mlir_div_mod(_Kind.FloorDiv, a, b),
+    "ceildiv": lambda a, b: mlir_div_mod(_Kind.CeilDiv, a, b),
+    "mod": lambda a, b: mlir_div_mod(_Kind.Mod, a, b),
+}
+
+
+class MLIRAffineParser(AffineParser):
+    """xDSL's affine parser building expressions with MLIR's simplifications, plus
+    MLIR's `[%i + symbol(%n)]` SSA-id maps (ids are dimensions unless in `symbol()`)."""
+
+    def _create_binop_expr(self, lhs: AffineExpr, rhs: AffineExpr, binop: MLIRToken) -> AffineExpr:
+        build = _BUILDERS.get(binop.text)
+        if build is None:
+            raise ParseError(binop.span, f"Unknown binary operator {binop.text}")
+        if binop.text in ("*",) and not (_symbolic_or_constant(lhs) or _symbolic_or_constant(rhs)):
+            raise ParseError(binop.span, "non-affine expression: at least one of the multiply operands has to be either a constant or symbolic")
+        return build(lhs, rhs)
+
+    def _parse_primary(self, parse_optional_bare_id: Callable[[], AffineExpr | None]) -> AffineExpr:
+        if self._current_token.kind is MLIRTokenKind.MINUS:
+            self._consume_token()
+            return mlir_mul(self._parse_primary(parse_optional_bare_id), AffineConstantExpr(-1))
+        return super()._parse_primary(parse_optional_bare_id)
+
+    def parse_ssa_id_map(self) -> tuple[AffineMap, list[Span], list[Span]]:
+        """`[exprs]` over SSA ids: the map (dims, then symbols) and the spans of the
+        dimension and symbol operands in order of first use."""
+        dims: dict[str, int] = {}
+        syms: dict[str, int] = {}
+        dim_spans: list[Span] = []
+        sym_spans: list[Span] = []
+
+        def ssa_id() -> AffineExpr | None:
+            is_symbol = False
+            if self._current_token.kind is MLIRTokenKind.BARE_IDENT and self._current_token.text == "symbol":
+                self._consume_token()
+                self._parse_token(MLIRTokenKind.L_PAREN, "expected '('")
+                is_symbol = True
+            token = self._parse_optional_token(MLIRTokenKind.PERCENT_IDENT)
+            if token is None:
+                if is_symbol:
+                    self.raise_error("expected SSA operand")
+                return None
+            table, spans = (syms, sym_spans) if is_symbol else (dims, dim_spans)
+            if token.text not in table:
+                table[token.text] = len(table)
+                spans.append(token.span)
+            if is_symbol:
+                self._parse_token(MLIRTokenKind.R_PAREN, "expected ')'")
+                return AffineSymExpr(table[token.text])
+            return AffineDimExpr(table[token.text])
+
+        exprs = self.parse_comma_separated_list(
+            self.Delimiter.SQUARE, lambda: self._parse_affine_expr(ssa_id)
+        )
+        return AffineMap(len(dims), len(syms), tuple(exprs)), dim_spans, sym_spans
+
+
+def parse_affine_map_of_ssa_ids(parser: Parser) -> tuple[AffineMap, list[SSAValue]]:
+    """`[%i + 1, symbol(%n)]` with MLIR's meaning, its operands resolved as index."""
+    affine = MLIRAffineParser(parser._parser_state)  # pyright: ignore[reportPrivateUsage]
+    m, dim_spans, sym_spans = affine.parse_ssa_id_map()
+    parser._resume_from(affine._parser_state)  # pyright: ignore[reportPrivateUsage]
+    operands = [
+        parser.resolve_operand(UnresolvedOperand(span, 0), IndexType())
+        for span in (*dim_spans, *sym_spans)
+    ]
+    return m, operands
+
+
+def _parse_access(parser: Parser) -> tuple[SSAValue, AffineMapAttr, list[SSAValue], MemRefType]:
+    """`%memref[<exprs of SSA ids>] : type`; each SSA id becomes a map dimension, as in
+    MLIR (xDSL's parser makes them symbols, which mlir-opt rejects in generic form)."""
+    memref = parser.parse_unresolved_operand()
+    m, indices = parse_affine_map_of_ssa_ids(parser)
+    parser.parse_punctuation(":")
+    pos = parser.pos
+    memref_type = parser.parse_type()
+    if not isinstance(memref_type, MemRefType):
+        parser.raise_error("expected memref type", at_position=pos)
+    return parser.resolve_operand(memref, memref_type), AffineMapAttr(m), list(indices), memref_type
+
+
+def _print_access(printer: Printer, memref: SSAValue, m: AffineMap, indices: Sequence[SSAValue]) -> None:
+    """`%m[%i + 1, symbol(%s)] : memref<...>`, MLIR's printAffineMapOfSSAIds."""
+    from shardc.ir.printer import affine_expr_text
+
+    printer.print_operand(memref)
+    n = m.num_dims
+    dims = [f"\0{i}\0" for i in range(n)]
+    syms = [f"symbol(\0{n + i}\0)" for i in range(m.num_symbols)]
+    text = "[" + ", ".join(affine_expr_text(r, dims, syms) for r in m.results) + "]"
+    for i, part in enumerate(text.split("\0")):
+        if i % 2:
+            printer.print_operand(indices[int(part)])
+        else:
+            printer.print_string(part)
+    printer.print_string(" : ")
+    printer.print_attribute(memref.type)
+
+
+def _verify_access(op: Operation, memref: SSAValue, m: AffineMap, indices: Sequence[SSAValue]) -> None:
+    assert isinstance(memref.type, MemRefType)
+    if len(m.results) != memref.type.get_num_dims():
+        raise _error(op, "affine map num results must equal memref rank")
+    if m.num_dims + m.num_symbols != len(indices):
+        raise _error(op, "expects as many subscripts as affine map inputs")
+
+
+@irdl_op_definition
+class LoadOp(xaffine.LoadOp):
+    """xDSL's affine.load, with the subscripts as map dimensions (MLIR's form)."""
+
+    T: ClassVar = VarConstraint("T", AnyAttr())
+
+    memref = operand_def(MemRefType.constr(T))
+    indices = var_operand_def(IndexType)
+    result = result_def(T)
+    map = prop_def(AffineMapAttr)
+
+    def verify_(self) -> None:
+        _verify_access(self, self.memref, self.map.data, self.indices)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LoadOp:
+        memref, m, indices, memref_type = _parse_access(parser)
+        attrs = parser.parse_optional_attr_dict()
+        op = cls(memref, indices, m, memref_type.get_element_type())
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        _print_access(printer, self.memref, self.map.data, self.indices)
+        printer.print_op_attributes(self.attributes)
+
+
+@irdl_op_definition
+class StoreOp(xaffine.StoreOp):
+    """xDSL's affine.store, with the subscripts as map dimensions (MLIR's form)."""
+
+    T: ClassVar = VarConstraint("T", AnyAttr())
+
+    value = operand_def(T)
+    memref = operand_def(MemRefType.constr(T))
+    indices = var_operand_def(IndexType)
+    map = prop_def(AffineMapAttr)
+
+    def verify_(self) -> None:
+        _verify_access(self, self.memref, self.map.data, self.indices)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> StoreOp:
+        value = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        memref, m, indices, memref_type = _parse_access(parser)
+        attrs = parser.parse_optional_attr_dict()
+        op = cls(parser.resolve_operand(value, memref_type.get_element_type()), memref, indices, m)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.value)
+        printer.print_string(", ")
+        _print_access(printer, self.memref, self.map.data, self.indices)
+        printer.print_op_attributes(self.attributes)
+
+
+def _ensure_yield(region: Region) -> None:
+    """MLIR's ensureTerminator: an empty `{}` gets a block ending in `affine.yield`."""
+    if not region.blocks:
+        region.add_block(Block())
+    block = region.blocks.first
+    assert block is not None
+    if block.last_op is None or not block.last_op.has_trait(IsTerminator):
+        block.add_op(xaffine.YieldOp.get())
+
+
+def _parse_dim_and_symbol_list(parser: Parser) -> tuple[list[SSAValue], int]:
+    """`(%d0, %d1)[%s0]`: the operands and the number of dimensions."""
+    dims = parser.parse_comma_separated_list(
+        parser.Delimiter.PAREN, lambda: parser.parse_operand(IndexType())
+    )
+    syms = parser.parse_optional_comma_separated_list(
+        parser.Delimiter.SQUARE, lambda: parser.parse_operand(IndexType())
+    )
+    return [*dims, *(syms or [])], len(dims)
+
+
+def _print_dim_and_symbol_list(printer: Printer, operands: Sequence[SSAValue], num_dims: int) -> None:
+    printer.print_string("(")
+    printer.print_list(operands[:num_dims], printer.print_operand)
+    printer.print_string(")")
+    if len(operands) > num_dims:
+        printer.print_string("[")
+        printer.print_list(operands[num_dims:], printer.print_operand)
+        printer.print_string("]")
+
+
+@irdl_op_definition
+class IfOp(xaffine.IfOp):
+    """xDSL's affine.if with MLIR's custom syntax: `affine.if #set(%d)[%s] -> (t) {...}
+    else {...}`; the yields of result-less regions are implicit."""
+
+    args = var_operand_def(IndexType)
+    res = var_result_def()
+    condition = prop_def(AffineSetAttr)
+    then_region = region_def("single_block")
+    else_region = region_def()
+
+    traits = traits_def(
+        RecursiveMemoryEffect(),
+        RecursivelySpeculatable(),
+        SingleBlockImplicitTerminator(xaffine.YieldOp),
+    )
+
+    def verify_(self) -> None:
+        s = self.condition.data
+        if len(self.args) != s.num_dims + s.num_symbols:
+            raise _error(
+                self,
+                "operand count and condition integer set dimension and symbol count must match",
+            )
+        if len(self.else_region.blocks) > 1:
+            raise _error(self, "expects region #1 to have 0 or 1 blocks")
+        for region in (self.then_region, self.else_region):
+            block = region.blocks.first
+            if block is None:
+                if self.res:
+                    raise _error(self, "must have an else block if defining values")
+                continue
+            last = block.last_op
+            if isinstance(last, xaffine.YieldOp):
+                if len(last.arguments) != len(self.res):
+                    raise _error(
+                        self,
+                        f"parent of yield must have same number of results as the yield operands",
+                    )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> IfOp:
+        pos = parser.pos
+        condition = parser.parse_attribute()
+        if not isinstance(condition, AffineSetAttr):
+            parser.raise_error("expected integer set", at_position=pos)
+        operands, num_dims = _parse_dim_and_symbol_list(parser)
+        if num_dims != condition.data.num_dims:
+            parser.raise_error("dim operand count and integer set dim count must match")
+        if len(operands) - num_dims != condition.data.num_symbols:
+            parser.raise_error("symbol operand count and integer set symbol count must match")
+        result_types: list[Attribute] = []
+        if parser.parse_optional_punctuation("->") is not None:
+            result_types = parser.parse_optional_comma_separated_list(
+                parser.Delimiter.PAREN, parser.parse_type
+            ) or [parser.parse_type()]
+        then_region = parser.parse_region()
+        _ensure_yield(then_region)
+        else_region = Region()
+        if parser.parse_optional_keyword("else") is not None:
+            else_region = parser.parse_region()
+            _ensure_yield(else_region)
+        attrs = parser.parse_optional_attr_dict()
+        return cls.build(
+            operands=[operands],
+            result_types=[result_types],
+            properties={"condition": condition},
+            attributes=attrs,
+            regions=[then_region, else_region],
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_attribute(self.condition)
+        _print_dim_and_symbol_list(printer, self.args, self.condition.data.num_dims)
+        if self.res:
+            printer.print_string(" -> ")
+            types = self.result_types
+            if len(types) == 1 and not isinstance(types[0], FunctionType):
+                printer.print_attribute(types[0])
+            else:
+                printer.print_string("(")
+                printer.print_list(types, printer.print_attribute)
+                printer.print_string(")")
+        printer.print_string(" ")
+        terminators = bool(self.res)
+        printer.print_region(self.then_region, False, True, terminators)
+        if self.else_region.blocks:
+            printer.print_string(" else ")
+            printer.print_region(self.else_region, False, True, terminators)
+        printer.print_op_attributes(self.attributes)
+
+
 class AffineConstantMaterialization(ConstantMaterializationInterface):
     """Folded index values become `arith.constant`, as in MLIR's affine dialect."""
 
@@ -385,6 +851,17 @@ class AffineConstantMaterialization(ConstantMaterializationInterface):
 
 Affine = extend_dialect(
     xaffine.Affine,
-    [DelinearizeIndexOp, LinearizeIndexOp, MaxOp, MinOp],
+    [DelinearizeIndexOp, LinearizeIndexOp, MaxOp, MinOp, LoadOp, StoreOp, IfOp],
     interfaces=[AffineConstantMaterialization()],
 )
+
+
+class MLIRAffineParsing:
+    """Parser mixin: `affine_map<...>` / `affine_set<...>` built as MLIR builds them
+    (mix into a `Parser` subclass: `class P(MLIRAffineParsing, Parser)`)."""
+
+    def parse_affine_map(self) -> AffineMap:
+        return MLIRAffineParser(self._parser_state).parse_affine_map()  # type: ignore[attr-defined]
+
+    def parse_affine_set(self) -> AffineSet:
+        return MLIRAffineParser(self._parser_state).parse_affine_set()  # type: ignore[attr-defined]

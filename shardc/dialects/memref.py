@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from xdsl.dialects import memref as xmemref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    I64,
     ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    StringAttr,
+    SymbolNameConstraint,
+    SymbolRefAttr,
+    TensorType,
+    UnitAttr,
     DenseArrayBase,
     IndexType,
     IntegerAttr,
@@ -30,6 +37,7 @@ from xdsl.irdl import (
     BaseAttr,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -44,7 +52,13 @@ from xdsl.irdl.declarative_assembly_format import (
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, NoMemoryEffect
+from xdsl.traits import (
+    MemoryAllocEffect,
+    MemoryReadEffect,
+    MemoryWriteEffect,
+    NoMemoryEffect,
+    SymbolOpInterface,
+)
 from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.overlays import extend_dialect
@@ -214,11 +228,126 @@ class ExpandShapeOp(xmemref.ExpandShapeOp):
     )
 
 
+@irdl_op_definition
+class GlobalOp(xmemref.GlobalOp):
+    """xDSL's memref.global with MLIR's syntax: `memref.global "private" constant @g :
+    memref<4xf32> = dense<...>`, `= uninitialized`, or no initializer (a declaration)."""
+
+    sym_name = prop_def(SymbolNameConstraint())
+    sym_visibility = opt_prop_def(StringAttr)
+    type = prop_def(MemRefType)
+    initial_value = opt_prop_def(UnitAttr | DenseIntOrFPElementsAttr)
+    constant = opt_prop_def(UnitAttr)
+    alignment = opt_prop_def(IntegerAttr[I64])
+
+    traits = traits_def(SymbolOpInterface(), MemoryAllocEffect())
+
+    def verify_(self) -> None:
+        ty = self.type
+        init = self.initial_value
+        if isinstance(init, DenseIntOrFPElementsAttr):
+            expected = TensorType(ty.element_type, ty.get_shape())
+            if init.type != expected:
+                raise _error(
+                    self,
+                    f"initial value expected to be of type {expected}, but was of type "
+                    f"{init.type}",
+                )
+        if self.alignment is not None:
+            value = self.alignment.value.data
+            if value <= 0 or value & (value - 1):
+                raise _error(
+                    self,
+                    "attribute 'alignment' failed to satisfy constraint: 64-bit signless "
+                    "integer attribute whose value is positive and whose value is a power "
+                    "of two > 0",
+                )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GlobalOp:
+        props: dict[str, Attribute] = {}
+        if (visibility := parser.parse_optional_str_literal()) is not None:
+            props["sym_visibility"] = StringAttr(visibility)
+        if parser.parse_optional_keyword("constant") is not None:
+            props["constant"] = UnitAttr()
+        props["sym_name"] = parser.parse_symbol_name()
+        parser.parse_punctuation(":")
+        pos = parser.pos
+        ty = parser.parse_type()
+        if not isinstance(ty, MemRefType):
+            parser.raise_error("type should be static shaped memref", at_position=pos)
+        props["type"] = ty
+        if parser.parse_optional_punctuation("=") is not None:
+            if parser.parse_optional_keyword("uninitialized") is not None:
+                props["initial_value"] = UnitAttr()
+            else:
+                parser.parse_keyword("dense")
+                props["initial_value"] = parser.parse_dense_int_or_fp_elements_attr(
+                    TensorType(ty.element_type, ty.get_shape())
+                )
+        attrs = parser.parse_optional_attr_dict()
+        for name in ("alignment",):
+            if name in attrs:
+                props[name] = attrs.pop(name)
+        return cls.build(properties=props, attributes=attrs)
+
+    def print(self, printer: Printer) -> None:
+        if self.sym_visibility is not None:
+            printer.print_string(" ")
+            printer.print_string_literal(self.sym_visibility.data)
+        if self.constant is not None:
+            printer.print_string(" constant")
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(" : ")
+        printer.print_attribute(self.type)
+        init = self.initial_value
+        if isinstance(init, UnitAttr):
+            printer.print_string(" = uninitialized")
+        elif init is not None:
+            printer.print_string(" = ")
+            init.print_without_type(printer)
+        attrs = dict(self.attributes)
+        if self.alignment is not None:
+            attrs["alignment"] = self.alignment
+        printer.print_op_attributes(attrs)
+
+
+@irdl_op_definition
+class GetGlobalOp(xmemref.GetGlobalOp):
+    """xDSL's memref.get_global, with MLIR's check that the global exists and matches."""
+
+    memref = result_def(MemRefType)
+    name_ = prop_def(SymbolRefAttr, prop_name="name")
+
+    traits = traits_def(NoMemoryEffect())
+
+    print = Operation.print
+    parse = Operation.__dict__["parse"]
+
+    assembly_format = "$name `:` type($memref) attr-dict"
+
+    def verify_(self) -> None:
+        from xdsl.traits import SymbolTable
+
+        found = SymbolTable.lookup_symbol(self, self.name_)
+        name = self.name_.root_reference.data
+        if not isinstance(found, xmemref.GlobalOp):
+            raise _error(self, f"'{name}' does not reference a valid global memref")
+        if found.type != self.memref.type:
+            raise _error(
+                self,
+                f"result type '{self.memref.type}' does not match type '{found.type}' of the "
+                f"global memref @{name}",
+            )
+
+
 def reassociation_attr(groups: Sequence[Sequence[int]]) -> ArrayAttr[ArrayAttr[IntegerAttr]]:
     """The `reassociation` property for collapse_shape / expand_shape."""
     return ArrayAttr(ArrayAttr(IntegerAttr(i, i64) for i in g) for g in groups)
 
 
 MemRef = extend_dialect(
-    xmemref.MemRef, [CopyOp, CastOp, CollapseShapeOp, ExpandShapeOp]
+    xmemref.MemRef,
+    [CopyOp, CastOp, CollapseShapeOp, ExpandShapeOp, GlobalOp, GetGlobalOp],
 )

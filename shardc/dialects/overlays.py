@@ -67,6 +67,24 @@ def _linalg() -> Dialect:
     return Linalg
 
 
+def _func() -> Dialect:
+    from shardc.dialects.func import Func
+
+    return Func
+
+
+def _tensor() -> Dialect:
+    from shardc.dialects.tensor import Tensor
+
+    return Tensor
+
+
+def _scf() -> Dialect:
+    from shardc.dialects.scf import SCF
+
+    return SCF
+
+
 def overlay_dialects() -> dict[str, Callable[[], Dialect]]:
     """Overlay factories by dialect name; each imports its module only when loaded."""
     return {
@@ -74,4 +92,8 @@ def overlay_dialects() -> dict[str, Callable[[], Dialect]]:
         "affine": _affine,
         "memref": _memref,
         "dlti": _dlti,
+        "func": _func,
+        "tensor": _tensor,
+        "scf": _scf,
+        "linalg": _linalg,
     }

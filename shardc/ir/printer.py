@@ -29,13 +29,12 @@ arrays elide `: i64` / `: f64` on their elements as MLIR does.
 Known differences left (xDSL does not hold what MLIR prints from, or lacks the op):
 * `loc(...)` trailing locations with `--mlir-print-debuginfo` print xDSL's way, without
   `#loc` aliases;
-* ops xDSL lacks or parses without custom syntax (tensor.generate, tensor.rank,
-  scf.forall, scf.parallel, memref.global, affine.if, linalg.map, the short
-  `linalg.reduce { arith.addf }` form) cannot be printed like mlir-opt;
-* affine expressions print as xDSL stores them; xDSL distributes products over sums
-  (`(d0 + d1) * 4` becomes `d0 * 4 + d1 * 4`) where MLIR keeps them;
-* generic form only: xDSL builds the body of linalg named ops (`linalg.matmul`) as
-  `mulf` then `addf(%mul, %acc)` where MLIR writes `addf(%acc, %mul)`;
+* affine expressions in `affine_map<...>`/`affine_set<...>` are built by xDSL's parser,
+  which distributes `(d0 + d1) * 4` into `d0 * 4 + d1 * 4`; a parser that mixes in
+  `shardc.dialects.affine.MLIRAffineParsing` builds them as MLIR does (the affine ops'
+  `[%i + symbol(%n)]` subscripts always are);
+* generic form only: xDSL builds the body of linalg.matmul as `addf(%mul, %acc)` where
+  MLIR writes `addf(%acc, %mul)` (our linalg.batch_matmul follows MLIR);
 * an empty `scf.index_switch` default region (`default {}`) is parsed by xDSL without
   the implicit `scf.yield` MLIR inserts.
 """
@@ -241,7 +240,7 @@ def _index_constant_name(op: Operation) -> Sequence[str | None]:
 _RESULT_NAMES["memref.extract_strided_metadata"] = _strided_metadata_names
 _RESULT_NAMES["index.constant"] = _index_constant_name
 _BLOCK_ARG_NAMES["linalg.generic"] = _linalg_in_out
-_BLOCK_ARG_NAMES["linalg.map"] = _linalg_in_out
+_BLOCK_ARG_NAMES["linalg.map"] = lambda op, region: _linalg_in_out(op, region)[:-1] + ("init",)
 _BLOCK_ARG_NAMES["linalg.reduce"] = _linalg_in_init
 
 
@@ -411,20 +410,30 @@ class _Namer:
 # ---------------------------------------------------------------------------
 
 
-def _affine_expr(e: AffineExpr, strong: bool = False) -> str:
+def _affine_expr(
+    e: AffineExpr,
+    strong: bool = False,
+    dims: Sequence[str] | None = None,
+    syms: Sequence[str] | None = None,
+) -> str:
+    """MLIR's printAffineExpr; `dims`/`syms` replace `dN`/`sN` (SSA names in affine ops)."""
     if isinstance(e, AffineDimExpr):
-        return f"d{e.position}"
+        return dims[e.position] if dims is not None else f"d{e.position}"
     if isinstance(e, AffineSymExpr):
-        return f"s{e.position}"
+        return syms[e.position] if syms is not None else f"s{e.position}"
     if isinstance(e, AffineConstantExpr):
         return str(e.value)
     assert isinstance(e, AffineBinaryOpExpr)
+
+    def sub(x: AffineExpr, s: bool = False) -> str:
+        return _affine_expr(x, s, dims, syms)
+
     lhs, rhs, kind = e.lhs, e.rhs, e.kind
     if kind is not AffineBinaryOpKind.Add:
         if kind is AffineBinaryOpKind.Mul and isinstance(rhs, AffineConstantExpr) and rhs.value == -1:
-            text = "-" + _affine_expr(lhs, True)
+            text = "-" + sub(lhs, True)
         else:
-            text = f"{_affine_expr(lhs, True)} {_BINOP[kind]} {_affine_expr(rhs, True)}"
+            text = f"{sub(lhs, True)} {_BINOP[kind]} {sub(rhs, True)}"
         return f"({text})" if strong else text
     text: str | None = None
     if (
@@ -434,15 +443,22 @@ def _affine_expr(e: AffineExpr, strong: bool = False) -> str:
     ):
         c = rhs.rhs.value
         if c == -1:
-            inner = _affine_expr(rhs.lhs, isinstance(rhs.lhs, AffineBinaryOpExpr) and rhs.lhs.kind is AffineBinaryOpKind.Add)
-            text = f"{_affine_expr(lhs)} - {inner}"
+            inner = sub(rhs.lhs, isinstance(rhs.lhs, AffineBinaryOpExpr) and rhs.lhs.kind is AffineBinaryOpKind.Add)
+            text = f"{sub(lhs)} - {inner}"
         elif c < -1:
-            text = f"{_affine_expr(lhs)} - {_affine_expr(rhs.lhs, True)} * {-c}"
+            text = f"{sub(lhs)} - {sub(rhs.lhs, True)} * {-c}"
     if text is None and isinstance(rhs, AffineConstantExpr) and rhs.value < 0:
-        text = f"{_affine_expr(lhs)} - {-rhs.value}"
+        text = f"{sub(lhs)} - {-rhs.value}"
     if text is None:
-        text = f"{_affine_expr(lhs)} + {_affine_expr(rhs)}"
+        text = f"{sub(lhs)} + {sub(rhs)}"
     return f"({text})" if strong else text
+
+
+def affine_expr_text(
+    e: AffineExpr, dims: Sequence[str] | None = None, syms: Sequence[str] | None = None
+) -> str:
+    """An affine expression as MLIR prints it, with optional names for dims/symbols."""
+    return _affine_expr(e, False, dims, syms)
 
 
 _BINOP = {
@@ -984,11 +1000,54 @@ def _print_affine_apply_like(printer: MLIRPrinter, op: Operation) -> None:
     printer.print_op_attributes(op.attributes)
 
 
+def _print_scf_reduce(printer: MLIRPrinter, op: Operation) -> None:
+    """scf.reduce: `(%a, %b : f32, f32) {...}, {...}`; MLIR leaves the space before the
+    (possibly empty) region list."""
+    if op.operands:
+        printer.print_string("(")
+        printer.print_list(op.operands, printer.print_operand)
+        printer.print_string(" : ")
+        printer.print_list(op.operand_types, printer.print_attribute)
+        printer.print_string(")")
+    printer.print_string(" ")
+    printer.print_list(op.regions, printer.print_region)
+    printer.print_op_attributes(op.attributes)
+
+
+_OP_PRINTERS["scf.reduce"] = _print_scf_reduce
 for _name in ("tensor.collapse_shape", "tensor.expand_shape", "memref.collapse_shape", "memref.expand_shape"):
     _OP_PRINTERS[_name] = _print_reshape
 _OP_PRINTERS["linalg.transpose"] = _print_linalg_dims_op("permutation")
 _OP_PRINTERS["linalg.broadcast"] = _print_linalg_dims_op("dimensions")
-_OP_PRINTERS["linalg.reduce"] = _print_linalg_reduce
+def _print_linalg_reduce_short(printer: MLIRPrinter, op: Operation) -> None:
+    """linalg.reduce built from xDSL's class prints as shardc's overlay prints it
+    (with the short `{ arith.addf }` form)."""
+    from shardc.dialects.linalg import ReduceOp
+
+    ReduceOp.print(op, printer)  # type: ignore[arg-type]
+
+
+_OP_PRINTERS["linalg.reduce"] = _print_linalg_reduce_short
+
+
+def _overlay_printer(module: str, cls_name: str) -> OpPrinterFn:
+    """Print an op built from xDSL's class with the overlay's printer (same fields)."""
+
+    def print_op(printer: MLIRPrinter, op: Operation) -> None:
+        import importlib
+
+        getattr(importlib.import_module(module), cls_name).print(op, printer)
+
+    return print_op
+
+
+for _name, _module, _cls in (
+    ("func.func", "shardc.dialects.func", "FuncOp"),
+    ("affine.load", "shardc.dialects.affine", "LoadOp"),
+    ("affine.store", "shardc.dialects.affine", "StoreOp"),
+    ("scf.execute_region", "shardc.dialects.scf", "ExecuteRegionOp"),
+):
+    _OP_PRINTERS[_name] = _overlay_printer(_module, _cls)
 _OP_PRINTERS["scf.index_switch"] = _print_index_switch
 for _name in ("affine.apply", "affine.min", "affine.max"):
     _OP_PRINTERS[_name] = _print_affine_apply_like

@@ -18,7 +18,6 @@ func.func @index(%i: index) -> index {
   return %1 : index
 }
 // -----
-// ORACLE-GENERIC-XFAIL: the affine dialect stores affine.load/store maps over symbols, not dims
 func.func @loops(%m: memref<4x8xf32>) {
   affine.for %k = 0 to 4 {
     affine.for %l = 0 to 8 step 2 {
@@ -27,4 +26,17 @@ func.func @loops(%m: memref<4x8xf32>) {
     }
   }
   return
+}
+// -----
+func.func @symbols_and_ifs(%m: memref<4x8xf32>, %i: index, %j: index, %x: f32) -> f32 {
+  affine.for %k = 0 to 4 {
+    %v = affine.load %m[%k + symbol(%i), (%k + %j) * 2] : memref<4x8xf32>
+    affine.store %v, %m[symbol(%i), %k floordiv 2 - 1] : memref<4x8xf32>
+  }
+  %0 = affine.if affine_set<(d0)[s0] : (d0 - s0 >= 0)>(%i)[%j] -> f32 {
+    affine.yield %x : f32
+  } else {
+    affine.yield %x : f32
+  }
+  return %0 : f32
 }

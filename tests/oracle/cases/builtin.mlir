@@ -23,7 +23,6 @@ func.func @many_results() -> (i32, i32, i32) {
   return %0#0, %0#1, %1 : i32, i32, i32
 }
 // -----
-// ORACLE-XFAIL: xDSL has no affine.if
 func.func @sets(%i: index) {
   affine.if affine_set<(d0) : (d0 - 2 >= 0, d0 == 0)>(%i) {
   }

@@ -50,3 +50,15 @@ module {
     }
   }
 }
+// -----
+func.func private @nothing()
+func.func private @typed(i32 {a.b}, f32) -> (i32 {a.r = 1 : i64})
+func.func private @fnres() -> ((i32) -> i32) attributes {x}
+func.func nested @n() attributes {sym.z = 1} {
+  return
+}
+func.func @indirect(%a: i32, %f: (i32) -> i32) -> i32 {
+  %0 = call_indirect %f(%a) : (i32) -> i32
+  %g = func.constant @indirect : (i32, (i32) -> i32) -> i32
+  return %0 : i32
+}

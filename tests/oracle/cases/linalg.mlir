@@ -67,3 +67,25 @@ func.func @contract(%a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %c: tensor<4x4xf32
   } -> tensor<4x4xf32>
   return %1 : tensor<4x4xf32>
 }
+// -----
+func.func @map_reduce_batch(%a: tensor<2x4x8xf32>, %b: tensor<2x8x16xf32>, %c: tensor<2x4x16xf32>, %x: tensor<8xf32>, %y: tensor<8xf32>, %r: tensor<2x4xf32>) -> tensor<8xf32> {
+  %0 = linalg.batch_matmul ins(%a, %b : tensor<2x4x8xf32>, tensor<2x8x16xf32>) outs(%c : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %1 = linalg.map { arith.addf } ins(%x, %y : tensor<8xf32>, tensor<8xf32>) outs(%x : tensor<8xf32>)
+  %2 = linalg.map ins(%x : tensor<8xf32>) outs(%y : tensor<8xf32>)
+    (%in: f32, %out: f32) {
+      %e = math.exp %in : f32
+      linalg.yield %e : f32
+    }
+  %3 = linalg.map ins(%x : tensor<8xf32>) outs(%y : tensor<8xf32>)
+    (%in: f32, %out: f32) {
+      %e = arith.addf %in, %out : f32
+      linalg.yield %e : f32
+    }
+  %4 = linalg.reduce { arith.maximumf } ins(%a : tensor<2x4x8xf32>) outs(%r : tensor<2x4xf32>) dimensions = [2]
+  %5 = linalg.reduce ins(%a : tensor<2x4x8xf32>) outs(%r : tensor<2x4xf32>) dimensions = [2]
+    (%in: f32, %init: f32) {
+      %s = arith.addf %in, %init : f32
+      linalg.yield %s : f32
+    }
+  return %1 : tensor<8xf32>
+}

@@ -20,7 +20,6 @@ func.func @views(%m: memref<4x8xf32>, %i: index) {
   return
 }
 // -----
-// ORACLE-XFAIL: xDSL's memref.global has no custom syntax
 memref.global "private" constant @g : memref<4xf32> = dense<[1.0, 2.0, 3.0, 4.0]>
 memref.global @h : memref<2xi32> = uninitialized
 func.func @globals() -> memref<4xf32> {

@@ -49,7 +49,6 @@ func.func @switch(%i: index, %x: f32) -> f32 {
   return %0 : f32
 }
 // -----
-// ORACLE-XFAIL: xDSL's scf.parallel has no custom syntax
 func.func @parallel(%lb: index, %ub: index) {
   scf.parallel (%x, %y) = (%lb, %lb) to (%ub, %ub) step (%ub, %ub) {
     scf.reduce
@@ -60,11 +59,38 @@ func.func @parallel(%lb: index, %ub: index) {
   return
 }
 // -----
-// ORACLE-XFAIL: xDSL has no scf.forall
 func.func @forall(%t: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = scf.forall (%x, %y) in (4, 8) shared_outs(%o = %t) -> (tensor<4x8xf32>) {
     scf.forall.in_parallel {
     }
   }
   return %0 : tensor<4x8xf32>
+}
+// -----
+func.func @forall_forms(%t: tensor<4x8xf32>, %n: index) -> tensor<4x8xf32> {
+  %0 = scf.forall (%x, %y) in (4, %n) shared_outs(%o = %t) -> (tensor<4x8xf32>) {
+    %s = tensor.extract_slice %o[%x, %y] [1, 1] [1, 1] : tensor<4x8xf32> to tensor<1x1xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %s into %o[%x, %y] [1, 1] [1, 1] : tensor<1x1xf32> into tensor<4x8xf32>
+    }
+  }
+  scf.forall (%x) = (%n) to (8) step (2) {
+    %c = arith.constant 0 : index
+  } {mapping = [#gpu.thread<x>]}
+  return %0 : tensor<4x8xf32>
+}
+// -----
+func.func @parallel_reduce(%lb: index, %ub: index, %f: f32, %g: i32) -> (f32, i32) {
+  %0:2 = scf.parallel (%x) = (%lb) to (%ub) step (%ub) init (%f, %g) -> (f32, i32) {
+    scf.reduce(%f, %g : f32, i32) {
+    ^bb0(%a: f32, %b: f32):
+      %s = arith.addf %a, %b : f32
+      scf.reduce.return %s : f32
+    }, {
+    ^bb0(%a: i32, %b: i32):
+      %s = arith.addi %a, %b : i32
+      scf.reduce.return %s : i32
+    }
+  } {foo}
+  return %0#0, %0#1 : f32, i32
 }

@@ -49,3 +49,25 @@ func.func @max_min(%i: index, %s: index) -> (index, index) {
   %1 = affine.min affine_map<(d0)[s0] -> (d0 * 2, s0 - 1)>(%i)[%s]
   return %0, %1 : index, index
 }
+
+// -----
+
+// Subscripts are map dimensions unless wrapped in symbol().
+
+// CHECK-LABEL: func.func @subscripts(
+// CHECK: affine.load %arg0[%arg4 + symbol(%arg1), %arg4 * 2 + %arg2] : memref<4x8xf32>
+// CHECK: affine.store %{{.*}}, %arg0[symbol(%arg1), %arg4 floordiv 2 - 1] : memref<4x8xf32>
+// CHECK: %0 = affine.if #set(%arg1)[%arg2] -> f32 {
+// CHECK: } else {
+func.func @subscripts(%m: memref<4x8xf32>, %i: index, %j: index, %x: f32) -> f32 {
+  affine.for %k = 0 to 4 {
+    %v = affine.load %m[%k + symbol(%i), %k * 2 + %j] : memref<4x8xf32>
+    affine.store %v, %m[symbol(%i), %k floordiv 2 - 1] : memref<4x8xf32>
+  }
+  %0 = affine.if affine_set<(d0)[s0] : (d0 - s0 >= 0)>(%i)[%j] -> f32 {
+    affine.yield %x : f32
+  } else {
+    affine.yield %x : f32
+  }
+  return %0 : f32
+}

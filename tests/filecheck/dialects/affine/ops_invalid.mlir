@@ -37,3 +37,19 @@ func.func @max_no_results(%i: index) {
   %0 = affine.max affine_map<(d0) -> ()>(%i)
   return
 }
+
+// -----
+
+func.func @rank(%m: memref<4x8xf32>, %i: index) {
+  // expected-error @+1 {{'affine.load' op affine map num results must equal memref rank}}
+  %0 = "affine.load"(%m, %i) <{map = affine_map<(d0) -> (d0)>}> : (memref<4x8xf32>, index) -> f32
+  return
+}
+
+// -----
+
+func.func @subscripts(%m: memref<4x8xf32>, %i: index) {
+  // expected-error @+1 {{'affine.load' op expects as many subscripts as affine map inputs}}
+  %0 = "affine.load"(%m, %i) <{map = affine_map<(d0, d1) -> (d0, d1)>}> : (memref<4x8xf32>, index) -> f32
+  return
+}

@@ -56,3 +56,17 @@ func.func @views(%n: index, %o: index) {
   memref.dealloc %a : memref<?x8xf32>
   return
 }
+
+// -----
+
+// CHECK: memref.global "private" constant @g : memref<2xf32> = dense<[1.000000e+00, 2.000000e+00]>
+// CHECK: memref.global @h : memref<2xi32> = uninitialized
+// CHECK: memref.global "private" @k : memref<2xi32> {alignment = 64 : i64}
+// CHECK: %0 = memref.get_global @g : memref<2xf32>
+memref.global "private" constant @g : memref<2xf32> = dense<[1.0, 2.0]>
+memref.global @h : memref<2xi32> = uninitialized
+memref.global "private" @k : memref<2xi32> {alignment = 64 : i64}
+func.func @globals() -> memref<2xf32> {
+  %0 = memref.get_global @g : memref<2xf32>
+  return %0 : memref<2xf32>
+}

@@ -37,3 +37,17 @@ func.func @cast_strides(%a: memref<3x2xi32>) {
   %0 = memref.cast %a : memref<3x2xi32> to memref<3x2xi32, strided<[4, 1]>>
   return
 }
+
+// -----
+
+memref.global "private" @k : memref<2xi32>
+func.func @f() {
+  // expected-error @+1 {{'memref.get_global' op result type 'memref<3xi32>' does not match type 'memref<2xi32>' of the global memref @k}}
+  %0 = memref.get_global @k : memref<3xi32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'memref.global' op attribute 'alignment' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive and whose value is a power of two > 0}}
+memref.global "private" @k : memref<2xi32> {alignment = 3}
