@@ -12,9 +12,26 @@ from xdsl.passes import ModulePass
 
 # pass name -> "module:ClassName"
 PASSES: dict[str, str] = {
-    "canonicalize": "xdsl.transforms.canonicalize:CanonicalizePass",
-    "cse": "xdsl.transforms.common_subexpression_elimination:CommonSubexpressionElimination",
+    # MLIR's generic passes, with MLIR's greedy driver and CSE semantics.
+    "canonicalize": "shardc.passes.canonicalize:CanonicalizePass",
+    "cse": "shardc.passes.cse:CSEPass",
     "dce": "xdsl.transforms.dead_code_elimination:DeadCodeElimination",
+    "inline": "shardc.passes.inline:InlinePass",
+    # The shard pipeline.
+    "sharding-propagation": "shardc.passes.sharding_propagation:ShardingPropagationPass",
+    "shard-partition": "shardc.passes.partition:ShardPartitionPass",
+    "shard-simplify": "shardc.passes.simplify:ShardSimplifyPass",
+    "convert-shard-to-mpi": "shardc.lowering.shard_to_mpi:ConvertShardToMPIPass",
+    # mlir-opt's test passes, so MLIR-style lit tests run unchanged.
+    "test-grid-simplifications": "shardc.passes.test_shard_passes:TestGridSimplificationsPass",
+    "test-grid-all-slice-op-lowering": (
+        "shardc.passes.test_shard_passes:TestGridAllSliceOpLoweringPass"
+    ),
+    "test-grid-process-multi-index-op-lowering": (
+        "shardc.passes.test_shard_passes:TestGridProcessMultiIndexOpLoweringPass"
+    ),
+    "test-single-fold": "shardc.passes.test_shard_passes:TestSingleFoldPass",
+    "test-grid-resharding-partition": "shardc.passes.test_resharding:TestReshardingPass",
 }
 
 

@@ -1,23 +1,60 @@
-"""`shardc-opt`: a drop-in for mlir-opt on the shard dialect, built on xDSL's opt main."""
+"""`shardc-opt`: a drop-in for mlir-opt on the shard dialect, built on xDSL's opt main.
 
+What it adds to xDSL's driver:
+- mlir-opt command lines (`shardc.tools.argv`): pass flags, `--pass-pipeline`, one-dash
+  long flags, typed pass options;
+- file locations on every parsed op (`shardc.ir.locations`), MLIR-style diagnostics on
+  stderr (`shardc.ir.diagnostics`), verification op by op (`shardc.ir.verifier`);
+- `--split-input-file` and `--verify-diagnostics` with MLIR's semantics;
+- no Python traceback for any input: exit code 0 or 1 with a diagnostic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
 import sys
+import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass
 from io import StringIO
 
-from xdsl.dialects.builtin import ModuleOp
-
+from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.utils.exceptions import DiagnosticException, MultipleSpansParseError, ParseError
+from xdsl.utils.lexer import Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from shardc.context import register_dialects
+from shardc.ir import diagnostics
+from shardc.ir.diagnostics import Diagnostic, DiagnosticEngine, DiagnosticError, Severity
+from shardc.ir.locations import LocatingParser, SourceFile, file_loc
 from shardc.ir.printer import print_module
 from shardc.passes import all_passes
+from shardc.tools.argv import TOOL, ExitRequest, OptArgs, UsageError, parse_argv, xdsl_argv
+
+
+
+@dataclass
+class Chunk:
+    text: str
+    start: int
+    """Offset of the chunk in the whole input."""
+    module_loc: tuple[int, int]
+    """Line and column MLIR gives the implicit module of this chunk."""
 
 
 class ShardcOptMain(xDSLOptMain):
     version_format = "shardc-opt (shardc, on xdsl {xdsl_version})"
 
     def __init__(self, args: Sequence[str] | None = None):
-        super().__init__(description="shardc modular optimizer driver", args=args)
+        argv = list(sys.argv[1:] if args is None else args)
+        self.opt_args: OptArgs = parse_argv(argv, all_passes())
+        super().__init__(description="shardc modular optimizer driver", args=xdsl_argv(self.opt_args))
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser):
+        arg_parser.allow_abbrev = False
+        super().register_all_arguments(arg_parser)
 
     def register_all_dialects(self):
         register_dialects(self.ctx)
@@ -25,6 +62,9 @@ class ShardcOptMain(xDSLOptMain):
     def register_all_passes(self):
         for name, factory in all_passes().items():
             self.register_pass(name, factory)
+
+    def setup_pipeline(self):
+        self.pipeline = PassPipeline(tuple(self.opt_args.passes))
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         if self.args.target != "mlir":
@@ -35,10 +75,198 @@ class ShardcOptMain(xDSLOptMain):
         )
         return output.getvalue()
 
+    # -- the driver ----------------------------------------------------------------------
+
+    def run(self) -> int:  # type: ignore[override]
+        """Process the input; return the exit code (0 or 1)."""
+        opts = self.opt_args
+        name, text = _read_input(opts.input_file)
+        engine = DiagnosticEngine(stream=sys.stderr, print_op_on_diagnostic=not opts.verify_diagnostics)
+        engine.add_source(SourceFile(name, text))
+        checker = None
+        if opts.verify_diagnostics:
+            from shardc.ir.verify_diagnostics import DiagnosticVerifier
+
+            checker = DiagnosticVerifier(engine, only_expected=opts.verify_only_expected)
+        self.engine = engine
+        to_stdout = opts.output_file is None or opts.output_file == "-"
+        pieces: list[str] = []
+        ok = True
+        with diagnostics.engine_scope(engine):
+            if opts.split_input_file:
+                chunks = split_input(text, name, engine, opts.split_marker)
+            else:
+                chunks = [Chunk(text, 0, (0, 0))]
+            for index, chunk in enumerate(chunks):
+                out = self.process_chunk(chunk, name, text)
+                ok = ok and out is not None
+                piece = out or ""
+                if opts.split_input_file and piece and not piece.endswith("\n\n"):
+                    piece += "\n"
+                if index > 0:
+                    piece = opts.split_marker + "\n" + piece
+                pieces.append(piece)
+                if to_stdout:
+                    sys.stdout.write(piece)
+            if checker is not None:
+                ok = checker.verify()
+        if to_stdout:
+            sys.stdout.flush()
+        elif ok:
+            assert opts.output_file is not None
+            try:
+                with open(opts.output_file, "w") as f:
+                    f.write("".join(pieces))
+            except OSError as exc:
+                raise UsageError(f"{TOOL}: cannot open output file '{opts.output_file}': {exc.strerror}") from None
+        return 0 if ok else 1
+
+    def process_chunk(self, chunk: Chunk, name: str, whole: str) -> str | None:
+        """Parse, verify, run the passes and print one chunk; None if it failed."""
+        opts = self.opt_args
+        module = self.parse_chunk_text(chunk, name, whole)
+        if module is None:
+            return None
+        from shardc.ir.verifier import report_crash, verify
+
+        if not opts.disable_verify and not verify(module):
+            return None
+        for pass_ in self.pipeline.passes:
+            if opts.print_ir_before_all:
+                self._dump("Before", pass_, module)
+            if not self._apply(pass_, module):
+                return None
+            if opts.print_ir_after_all:
+                self._dump("After", pass_, module)
+            if opts.verify_each and not opts.disable_verify and not verify(module):
+                return None
+        try:
+            return self.output_resulting_program(module)
+        except Exception as exc:  # noqa: BLE001 - a printer bug must not end in a traceback
+            report_crash(module, "the printer", exc)
+            return None
+
+    def parse_chunk_text(self, chunk: Chunk, name: str, whole: str) -> ModuleOp | None:
+        # Pad the chunk so that offsets in it are offsets of the whole input: locations
+        # and diagnostics then name the lines of the file, as mlir-opt reports them.
+        line_start = whole.rfind("\n", 0, chunk.start) + 1
+        padding = "\n" * whole.count("\n", 0, chunk.start) + " " * (chunk.start - line_start)
+        parser: LocatingParser | None = None
+        try:
+            parser = LocatingParser(self.ctx, padding + chunk.text, name, module_loc=chunk.module_loc)
+            return parser.parse_module(not self.opt_args.no_implicit_module)
+        except ParseError as exc:
+            diagnostics.current_engine().emit(_parse_diagnostic(name, exc))
+        except DiagnosticError as exc:
+            diagnostics.report_exception(exc)
+        except Exception as exc:  # noqa: BLE001 - dialect parser bugs become diagnostics
+            from shardc.ir.verifier import report_crash
+
+            where = parser.loc_at(parser.current_offset) if parser is not None else None
+            if isinstance(exc, DiagnosticException):
+                diagnostics.emit(where, Severity.ERROR, str(exc))
+            else:
+                report_crash(where, "the parser", exc)
+        return None
+
+    def _apply(self, pass_: ModulePass, module: ModuleOp) -> bool:
+        from shardc.ir.verifier import report_crash
+
+        try:
+            pass_.apply(self.ctx, module)
+            return True
+        except DiagnosticError as exc:
+            diagnostics.report_exception(exc)
+        except DiagnosticException as exc:
+            diagnostics.emit(None, Severity.ERROR, str(exc) or f"pass '{pass_.name}' failed")
+        except Exception as exc:  # noqa: BLE001 - pass bugs become diagnostics
+            report_crash(module, f"pass '{pass_.name}'", exc)
+        return False
+
+    def _dump(self, when: str, pass_: ModulePass, module: ModuleOp) -> None:
+        header = f"// -----// IR Dump {when} {type(pass_).__name__} ({pass_.name}) //----- //\n"
+        try:
+            body = self.output_resulting_program(module)
+        except Exception as exc:  # noqa: BLE001
+            body = f"<cannot print: {exc}>\n"
+        sys.stderr.write(header + body + "\n")
+
+
+def _span_loc(name: str, span: Span) -> FileLineColLoc:
+    where = span.get_location()
+    return file_loc(name, where.line, where.col)
+
+
+def _parse_diagnostic(name: str, exc: ParseError) -> Diagnostic:
+    diag = Diagnostic(Severity.ERROR, exc.msg, _span_loc(name, exc.span))
+    if isinstance(exc, MultipleSpansParseError):
+        for span, message in exc.refs:
+            text = message or (exc.ref_text or "see").rstrip(":")
+            diag.attach_note(text, _span_loc(name, span))
+    return diag
+
+
+def _read_input(path: str) -> tuple[str, str]:
+    """The buffer name mlir-opt would use, and the decoded contents."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read()
+            return "<stdin>", data.decode("utf-8", errors="replace")
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise UsageError(f"{TOOL}: cannot open input file '{path}': {exc.strerror}") from None
+    return path, data.decode("utf-8", errors="replace")
+
+
+def split_input(text: str, name: str, engine: DiagnosticEngine, marker: str = "// -----") -> list[Chunk]:
+    """Split on `marker` as mlir-opt 22 does, warning about near misses (the marker
+    short of its last two characters, as in `// ----`, or a marker ending the input)."""
+    probe = marker[:-2]
+    tail = marker[-2:]
+    source = engine.sources[name]
+    raw = text.split(probe)
+    chunks: list[Chunk] = []
+    start = 0
+    end = len(raw[0])
+    for piece in raw[1:]:
+        piece_start = end + len(probe)
+        if piece.startswith(tail) and len(piece) > len(tail) and piece[len(tail)] != "0":
+            chunks.append(Chunk(text[start:end], start, (0, 0)))
+            start = piece_start + len(tail)
+        else:
+            out = StringIO()
+            engine.print_message(out, name, *source.line_col(piece_start), Severity.WARNING, "near miss with file split marker")
+            engine.write(out.getvalue())
+        end = piece_start + len(piece)
+    chunks.append(Chunk(text[start:end], start, (0, 0)))
+    for chunk in chunks[1:]:
+        chunk.module_loc = source.line_col(chunk.start)
+    return chunks
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ShardcOptMain(args=sys.argv[1:] if argv is None else argv).run()
-    return 0
+    """Run shardc-opt; return its exit code. Never raises, except SystemExit from
+    xDSL's own argument parser (turned into exit code 1)."""
+    try:
+        return ShardcOptMain(args=sys.argv[1:] if argv is None else argv).run()
+    except ExitRequest as request:
+        sys.stdout.write(request.text)
+        return 0
+    except UsageError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 1
+    except SystemExit as exc:
+        return 0 if exc.code in (0, None) else 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # noqa: BLE001 - the last line of defence
+        sys.stderr.write(f"{TOOL}: internal error: {type(exc).__name__}: {exc} (please report)\n")
+        if os.environ.get("SHARDC_DEBUG"):
+            traceback.print_exc()
+        return 1
 
 
 if __name__ == "__main__":

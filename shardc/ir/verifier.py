@@ -1,0 +1,174 @@
+"""The IR verifier shardc-opt runs after parsing and after each pass.
+
+xDSL's `Operation.verify()` raises on the first failure without saying which op failed;
+this verifier walks the IR in MLIR's order (OperationVerifier) and calls each op's own
+checks, so every error is reported at the failing op's location:
+
+- an op's invariants are checked before its regions (MLIR's "on entrance");
+- inside one isolated-from-above op the walk stops at the first error; sibling
+  isolated ops (functions in a module) are all verified, as mlir-opt does;
+- block structure (terminators, successors) and same-block dominance use MLIR's texts.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import ModuleOp, UnregisteredOp
+from xdsl.ir import Attribute, Block, Operation
+from xdsl.traits import IsolatedFromAbove, IsTerminator, NoTerminator
+from xdsl.utils.exceptions import DiagnosticException
+
+from shardc.ir import diagnostics
+from shardc.ir.diagnostics import DiagnosticError, Severity, current_engine
+
+
+def verify(op: Operation) -> bool:
+    """Verify `op` and everything nested; emit diagnostics; True when valid."""
+    if not _verify_tree(op):
+        return False
+    return _verify_dominance(op)
+
+
+def _report(op: Operation, exc: Exception) -> None:
+    if isinstance(exc, DiagnosticError):
+        current_engine().emit(exc.diagnostic)
+    elif isinstance(exc, DiagnosticException):
+        diagnostics.emit(op, Severity.ERROR, str(exc))
+    else:
+        report_crash(op, f"the verifier of '{op.name}'", exc)
+
+
+def report_crash(target: Operation | Attribute | None, where: str, exc: BaseException) -> None:
+    """Turn a Python exception raised by dialect or pass code into a located error."""
+    text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    current_engine().crashes.append(f"{where}: {text}")
+    diagnostics.emit(target, Severity.ERROR, f"internal error in {where}: {text} (please report)")
+
+
+# -- structure ---------------------------------------------------------------------------
+
+
+def _is_isolated(op: Operation) -> bool:
+    return bool(op.regions) and op.has_trait(IsolatedFromAbove)
+
+
+def _may_lack_terminator(block: Block) -> bool:
+    region = block.parent
+    if region is None:
+        return True
+    if len(region.blocks) != 1:
+        return False
+    parent = region.parent
+    return parent is None or isinstance(parent, UnregisteredOp) or parent.has_trait(NoTerminator)
+
+
+def _verify_tree(op: Operation) -> bool:
+    if not _on_entrance(op):
+        return False
+    for region in op.regions:
+        for block in region.blocks:
+            if not _block_on_entrance(block):
+                return False
+            for child in block.ops:
+                if not _is_isolated(child) and not _verify_tree(child):
+                    return False
+            if not _block_on_exit(block):
+                return False
+    # Isolated children are verified independently: report the errors of each.
+    results = [
+        _verify_tree(child) and _verify_dominance(child)
+        for region in op.regions
+        for block in region.blocks
+        for child in block.ops
+        if _is_isolated(child)
+    ]
+    return all(results)
+
+
+def _on_entrance(op: Operation) -> bool:
+    if any(type(operand).__name__ == "ErasedSSAValue" for operand in op.operands):
+        diagnostics.emit(op, Severity.ERROR, "null operand found")
+        return False
+    if isinstance(op, UnregisteredOp):
+        return True
+    try:
+        op.verify_()
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a diagnostic
+        _report(op, exc)
+        return False
+    return True
+
+
+def _block_on_entrance(block: Block) -> bool:
+    if block.first_op is None:
+        if _may_lack_terminator(block):
+            return True
+        parent = block.parent.parent if block.parent is not None else None
+        diagnostics.emit(
+            parent.location if parent is not None else None,
+            Severity.ERROR,
+            "empty block: expect at least a terminator",
+        )
+        return False
+    last = block.last_op
+    for op in block.ops:
+        if op.successors and op is not last:
+            diagnostics.emit(
+                op, Severity.ERROR, "operation with block successors must terminate its parent block"
+            )
+            return False
+    return True
+
+
+def _block_on_exit(block: Block) -> bool:
+    last = block.last_op
+    if last is None:
+        return True
+    for successor in last.successors:
+        if successor.parent is not block.parent:
+            diagnostics.emit(
+                last, Severity.ERROR, f"'{last.name}' op branching to block of a different region"
+            )
+            return False
+    if _may_lack_terminator(block):
+        return True
+    if isinstance(last, UnregisteredOp) or last.has_trait(IsTerminator):
+        return True
+    diagnostics.emit(last, Severity.ERROR, f"block with no terminator, has {_short(last)}")
+    return False
+
+
+def _short(op: Operation) -> str:
+    text = diagnostics.op_text(op, generic=False)
+    return text.splitlines()[0] if text else f"'{op.name}'"
+
+
+# -- dominance (within a block) ------------------------------------------------------------
+
+
+def _verify_dominance(op: Operation) -> bool:
+    """Uses of a value defined later in the same block (the common dominance error)."""
+    if isinstance(op, ModuleOp) and not op.regions:
+        return True
+    worklist = [op]
+    while worklist:
+        current = worklist.pop()
+        for region in current.regions:
+            for block in region.blocks:
+                graph = isinstance(current, ModuleOp)
+                position = {o: i for i, o in enumerate(block.ops)} if not graph else {}
+                for index, inner in enumerate(block.ops):
+                    if not graph:
+                        for number, operand in enumerate(inner.operands):
+                            owner = getattr(operand, "op", None)
+                            if isinstance(owner, Operation) and position.get(owner, -1) >= index:
+                                diag = diagnostics.make(
+                                    inner, Severity.ERROR, f"operand #{number} does not dominate this use"
+                                )
+                                diag.attach_note(
+                                    "operand defined here (op in the same block)", owner.location
+                                )
+                                current_engine().emit(diag)
+                                return False
+                    if inner.regions and not _is_isolated(inner):
+                        worklist.append(inner)
+    return True

@@ -1,0 +1,591 @@
+"""`shardc-run`: execute an MLIR program on N devices.
+
+    mpiexec -n 4 shardc-run prog.mlir --entry f --input x=x.npy --input y=random:seed=0 --output out/
+    shardc-run prog.mlir --simulate 4 ...          # N ranks as threads of one process
+
+A program whose entry arguments or results carry shardings (`shard.shard` on block
+arguments / returned values of the unpartitioned program) is partitioned first
+(`--pipeline`, default: the passes of sharding-propagation, shard-partition,
+canonicalize, cse that shardc-opt has); global inputs are then cut into each rank's
+shard by those shardings (halos and uneven offsets included) and results put back
+together, so the user deals in global arrays only. A program without shardings runs as
+it is: each input is replicated, or given per rank with `{rank}` in its file name, and
+results are written per rank.
+
+Errors: IR problems are MLIR-style diagnostics; command-line and input problems one
+line; a rank that raises ends the whole job (exit 1) with its message on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.ir import Attribute, BlockArgument, SSAValue
+from xdsl.utils.exceptions import DiagnosticException, ParseError
+
+TOOL = "shardc-run"
+DEFAULT_PIPELINE = ("sharding-propagation", "shard-partition", "canonicalize", "cse")
+
+
+class UserError(Exception):
+    """A command-line or input problem: reported as one line, exit code 1."""
+
+
+class _Reported(Exception):
+    """An IR problem whose diagnostic is already printed."""
+
+
+class _ArgParser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        raise UserError(message)
+
+
+def _arg_parser() -> argparse.ArgumentParser:
+    p = _ArgParser(prog=TOOL, description="Run an MLIR program on N devices (mpiexec, or simulated ranks).", allow_abbrev=False)
+    p.add_argument("program", help="the .mlir file")
+    p.add_argument("--entry", help="function to call (default: the only public function, or @main)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=SPEC", help="argument NAME (or its index) from SPEC: a .npy file ({rank} in the path: one file per rank), random[:seed=S,low=L,high=H], zeros, ones, or a number")
+    p.add_argument("--output", metavar="DIR", help="write results as DIR/result<i>.npy (per rank: result<i>.rank<r>.npy)")
+    p.add_argument("--simulate", type=int, metavar="N", help="run N ranks as threads of this process instead of under MPI")
+    p.add_argument("--pipeline", help="passes to run first, in mlir-opt pass-pipeline syntax ('' for none)")
+    p.add_argument("--timing", action="store_true", help="print per-rank times")
+    p.add_argument("--emit-python", metavar="FILE", help="write the generated Python source to FILE")
+    return p
+
+
+# ---------------------------------------------------------------------------------------
+# The program: parsed, boundary shardings read, partitioned, compiled
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Boundary:
+    """An entry argument or result as the user sees it: its global type and sharding."""
+
+    label: str
+    type: Attribute
+    sharding: Any = None  # RuntimeSharding | None
+
+
+@dataclass
+class Program:
+    module: ModuleOp
+    entry: str
+    args: list[Boundary]
+    results: list[Boundary]
+    sharded: bool
+    compiled: Any = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _parse(path: str) -> ModuleOp:
+    from shardc.context import make_context
+    from shardc.ir import diagnostics
+    from shardc.ir.locations import LocatingParser
+    from shardc.ir.verifier import verify
+    from shardc.tools.opt import _parse_diagnostic  # pyright: ignore[reportPrivateUsage]
+
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise UserError(f"cannot read '{path}': {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"cannot read '{path}': not a text file") from None
+    try:
+        module = LocatingParser(make_context(), text, path).parse_module()
+    except ParseError as e:
+        diagnostics.current_engine().emit(_parse_diagnostic(path, e))
+        raise _Reported() from None
+    except DiagnosticException as e:
+        sys.stderr.write(f"{path}: error: {e}\n")
+        raise _Reported() from None
+    if not verify(module):
+        raise _Reported()
+    return module
+
+
+def _functions(module: ModuleOp) -> list[func.FuncOp]:
+    return [op for op in module.walk() if isinstance(op, func.FuncOp) and op.body.blocks]
+
+
+def _entry(module: ModuleOp, name: str | None) -> func.FuncOp:
+    funcs = _functions(module)
+    names = [f.sym_name.data for f in funcs]
+    if name is not None:
+        for f in funcs:
+            if f.sym_name.data == name.lstrip("@"):
+                return f
+        raise UserError(f"no function @{name.lstrip('@')} in the program (functions: {', '.join('@' + n for n in names) or 'none'})")
+    public = [f for f in funcs if f.sym_visibility is None or f.sym_visibility.data == "public"]
+    if len(public) == 1:
+        return public[0]
+    for f in funcs:
+        if f.sym_name.data == "main":
+            return f
+    raise UserError(f"--entry is needed: the program has functions {', '.join('@' + n for n in names) or '(none)'}")
+
+
+def _static_sharding(value: SSAValue, what: str) -> Any:
+    from shardc.dialects.shard import ShardingOp, lookup_grid
+    from shardc.runtime.sharding import RuntimeSharding
+
+    op = value.owner
+    if not isinstance(op, ShardingOp):
+        raise UserError(f"{what}: its sharding is not defined by a shard.sharding op")
+    if op.dynamic_halo_sizes or op.dynamic_sharded_dims_offsets:
+        raise UserError(f"{what}: dynamic halo sizes or offsets on the function boundary are not supported")
+    grid = lookup_grid(op, op.grid)
+    if grid is None:
+        raise UserError(f"{what}: no shard.grid named {op.grid}")
+    return RuntimeSharding(
+        op.grid.string_value(),
+        grid.shape_tuple,
+        op.split_axes_tuple,
+        tuple(op.static_halo_sizes.get_values()),
+        tuple(op.static_sharded_dims_offsets.get_values()),
+    )
+
+
+def _arg_sharding(arg: BlockArgument, label: str) -> Any:
+    from shardc.dialects.shard import ShardOp
+
+    annots = [u.operation for u in arg.uses if isinstance(u.operation, ShardOp) and u.operation.src is arg]
+    annots.sort(key=lambda s: s.for_users)  # the value's own sharding first
+    return _static_sharding(annots[0].sharding, label) if annots else None
+
+
+def _result_sharding(value: SSAValue, label: str) -> Any:
+    from shardc.dialects.shard import ShardOp
+
+    owner = value.owner
+    return _static_sharding(owner.sharding, label) if isinstance(owner, ShardOp) else None
+
+
+def _label(arg: BlockArgument) -> str:
+    return f"%{arg.name_hint}" if arg.name_hint else f"argument #{arg.index}"
+
+
+def _boundaries(f: func.FuncOp) -> tuple[list[Boundary], list[Boundary]]:
+    block = f.body.blocks.first
+    assert block is not None
+    args = [Boundary(_label(a), a.type, _arg_sharding(a, f"input {_label(a)}")) for a in block.args]
+    ret = block.last_op
+    results: list[Boundary] = []
+    if isinstance(ret, func.ReturnOp):
+        results = [Boundary(f"result{i}", v.type, _result_sharding(v, f"result #{i}")) for i, v in enumerate(ret.arguments)]
+    return args, results
+
+
+def _pipeline_text(text: str | None, sharded: bool) -> str:
+    from shardc.passes import all_passes
+
+    if text is None:
+        if not sharded:
+            return ""
+        table = all_passes()
+        if "shard-partition" not in table:
+            raise UserError("the program has sharding annotations but shardc-opt has no 'shard-partition' pass to partition it (give --pipeline)")
+        return "builtin.module(" + ",".join(p for p in DEFAULT_PIPELINE if p in table) + ")"
+    text = text.strip()
+    if text and "(" not in text.split(",")[0].split("{")[0]:
+        text = f"builtin.module({text})"  # a bare pass list
+    return text
+
+
+def _run_pipeline(module: ModuleOp, text: str) -> None:
+    from shardc.context import make_context
+    from shardc.ir import diagnostics
+    from shardc.ir.diagnostics import DiagnosticError
+    from shardc.ir.verifier import report_crash, verify
+    from shardc.passes import all_passes
+    from shardc.tools.argv import UsageError, instantiate, parse_pipeline
+
+    try:
+        passes = [instantiate(spec, all_passes()) for spec in parse_pipeline(text)] if text else []
+    except UsageError as e:
+        raise UserError(str(e).removeprefix("shardc-opt: ")) from None
+    ctx = make_context()
+    for p in passes:
+        try:
+            p.apply(ctx, module)
+        except DiagnosticError as e:
+            diagnostics.report_exception(e)
+            raise _Reported() from None
+        except DiagnosticException as e:
+            diagnostics.emit(None, diagnostics.Severity.ERROR, str(e))
+            raise _Reported() from None
+        except Exception as e:  # noqa: BLE001 - a pass bug becomes a diagnostic
+            report_crash(module, f"pass '{p.name}'", e)
+            raise _Reported() from None
+        if not verify(module):
+            raise _Reported()
+
+
+def prepare(args: argparse.Namespace) -> Program:
+    from shardc.dialects.shard import ShardOp
+    from shardc.runtime import compile_module
+
+    t0 = time.perf_counter()
+    module = _parse(args.program)
+    entry = _entry(module, args.entry)
+    in_b, out_b = _boundaries(entry)
+    sharded = any(b.sharding is not None for b in [*in_b, *out_b]) or any(isinstance(op, ShardOp) for op in entry.walk())
+    t1 = time.perf_counter()
+    _run_pipeline(module, _pipeline_text(args.pipeline, sharded))
+    entry = _entry(module, entry.sym_name.data)
+    t2 = time.perf_counter()
+    try:
+        compiled = compile_module(module, Path(args.program).name)
+    except DiagnosticException as e:
+        sys.stderr.write(f"{TOOL}: error: {e}\n")
+        raise _Reported() from None
+    t3 = time.perf_counter()
+    prog = Program(module, entry.sym_name.data, in_b, out_b, sharded, compiled)
+    prog.timings = {"parse": t1 - t0, "pipeline": t2 - t1, "compile": t3 - t2}
+    return prog
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs
+# ---------------------------------------------------------------------------------------
+
+
+def _np_type(t: Attribute) -> tuple[np.dtype, tuple[int, ...] | None]:
+    """(dtype, shape with -1 for dynamic dims) of a shaped type; shape None for a scalar."""
+    from shardc.runtime.dtypes import np_dtype
+
+    if isinstance(t, TensorType | MemRefType):
+        return np_dtype(t.get_element_type()), tuple(t.get_shape())
+    return np_dtype(t), None
+
+
+def _describe(dtype: np.dtype, shape: tuple[int, ...] | None) -> str:
+    if shape is None:
+        return f"a {dtype} scalar"
+    return f"shape ({', '.join('?' if s < 0 else str(s) for s in shape)}{',' if len(shape) == 1 else ''}) of {dtype}"
+
+
+@dataclass
+class InputSpec:
+    label: str
+    make: Callable[[int], Any]
+    """rank -> the value for that rank (global array for sharded arguments)."""
+    per_rank: bool = False
+
+
+def _parse_options(text: str, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in filter(None, text.split(",")):
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise UserError(f"{what}: expected key=value, got '{part}'")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _random(opts: dict[str, str], dtype: np.dtype, shape: tuple[int, ...] | None, what: str) -> Any:
+    unknown = set(opts) - {"seed", "low", "high"}
+    if unknown:
+        raise UserError(f"{what}: unknown random option(s) {', '.join(sorted(unknown))} (seed, low, high)")
+    try:
+        seed = int(opts.get("seed", "0"))
+        low = float(opts["low"]) if "low" in opts else None
+        high = float(opts["high"]) if "high" in opts else None
+    except ValueError:
+        raise UserError(f"{what}: random options must be numbers") from None
+    if shape is not None and any(s < 0 for s in shape):
+        raise UserError(f"{what}: cannot make random data for a dynamic shape; give a .npy file")
+    rng = np.random.default_rng(seed)
+    size = shape if shape is not None else ()
+    if dtype == np.bool_:
+        a = rng.random(size) < 0.5
+    elif dtype.kind in "iu":
+        a = rng.integers(int(low if low is not None else -10), int(high if high is not None else 10), size=size).astype(dtype)
+    elif low is not None or high is not None:
+        a = rng.uniform(low if low is not None else 0.0, high if high is not None else 1.0, size=size).astype(dtype)
+    else:
+        a = rng.standard_normal(size).astype(dtype)
+    return a if shape is not None else a[()]
+
+
+def _check(value: Any, dtype: np.dtype, shape: tuple[int, ...] | None, what: str) -> Any:
+    if shape is None:
+        arr = np.asarray(value)
+        if arr.ndim != 0:
+            raise UserError(f"{what}: expected a scalar, got an array of shape {arr.shape}")
+        return arr.astype(dtype)[()]
+    arr = np.asarray(value)
+    if arr.dtype != dtype:
+        raise UserError(f"{what}: expected {_describe(dtype, shape)}, got elements of {arr.dtype}")
+    if arr.ndim != len(shape) or any(s >= 0 and s != a for s, a in zip(shape, arr.shape)):
+        raise UserError(f"{what}: expected {_describe(dtype, shape)}, got shape {tuple(arr.shape)}")
+    return arr
+
+
+def _load_npy(path: str, what: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UserError(f"{what}: no such file '{path}'") from None
+    except (OSError, ValueError) as e:
+        raise UserError(f"{what}: cannot read '{path}' as a .npy file ({e})") from None
+
+
+def _input_spec(spec: str, b: Boundary, world: int) -> InputSpec:
+    dtype, shape = _np_type(b.type)
+    what = f"input {b.label}"
+    kind, _, rest = spec.partition(":")
+    if kind == "random":
+        opts = _parse_options(rest, what)
+        value = _random(opts, dtype, shape, what)
+        return InputSpec(b.label, lambda r: value)
+    if kind in ("zeros", "ones") and not rest:
+        if shape is not None and any(s < 0 for s in shape):
+            raise UserError(f"{what}: cannot make {kind} for a dynamic shape; give a .npy file")
+        value = (np.zeros if kind == "zeros" else np.ones)(shape or (), dtype)
+        return InputSpec(b.label, lambda r: value if shape is not None else value[()])
+    if spec.endswith(".npy") or "/" in spec or os.path.exists(spec):
+        if "{rank}" in spec:
+            if b.sharding is not None:
+                raise UserError(f"{what}: is sharded: give one global array, not one file per rank")
+            return InputSpec(b.label, lambda r: _check(_load_npy(spec.replace("{rank}", str(r)), what), dtype, shape, what), per_rank=True)
+        value = _check(_load_npy(spec, what), dtype, shape, what)
+        return InputSpec(b.label, lambda r: value)
+    try:
+        number = int(spec) if spec.lstrip("+-").isdigit() else float(spec)
+    except ValueError:
+        raise UserError(f"{what}: bad input spec '{spec}' (a .npy file, random[:seed=S], zeros, ones or a number)") from None
+    if shape is not None:
+        raise UserError(f"{what}: expected {_describe(dtype, shape)}, got the number {spec}")
+    value = _check(number, dtype, None, what)
+    return InputSpec(b.label, lambda r: value)
+
+
+def input_specs(prog: Program, given: Sequence[str], world: int) -> list[InputSpec]:
+    by_name: dict[str, str] = {}
+    for item in given:
+        name, eq, spec = item.partition("=")
+        if not eq or not name or not spec:
+            raise UserError(f"bad --input '{item}': expected NAME=SPEC")
+        by_name[name.strip().lstrip("%")] = spec.strip()
+    specs: list[InputSpec] = []
+    used: set[str] = set()
+    for k, b in enumerate(prog.args):
+        keys = [b.label.lstrip("%"), str(k), f"arg{k}"]
+        key = next((x for x in keys if x in by_name), None)
+        if key is None:
+            raise UserError(f"missing --input for {b.label} ({_describe(*_np_type(b.type))})")
+        used.add(key)
+        specs.append(_input_spec(by_name[key], b, world))
+    extra = set(by_name) - used
+    if extra:
+        names = ", ".join(b.label for b in prog.args) or "none"
+        raise UserError(f"--input {sorted(extra)[0]}: @{prog.entry} has no such argument (arguments: {names})")
+    return specs
+
+
+def _grid_of(sh: Any, world: int) -> tuple[int, ...]:
+    from shardc.runtime.sharding import resolve_grid
+
+    return resolve_grid(sh.grid_shape, world)
+
+
+def local_inputs(prog: Program, specs: Sequence[InputSpec], rank: int, world: int) -> list[Any]:
+    from shardc.runtime.comm import CommError, delinearize
+
+    out: list[Any] = []
+    for b, s in zip(prog.args, specs):
+        value = s.make(rank)
+        if b.sharding is not None:
+            try:
+                grid = _grid_of(b.sharding, world)
+                value = np.ascontiguousarray(b.sharding.local_part(value, grid, delinearize(rank, grid)))
+            except CommError as e:
+                raise UserError(f"input {b.label}: {e}") from None
+        out.append(value)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Outputs
+# ---------------------------------------------------------------------------------------
+
+
+def assemble(prog: Program, per_rank: Sequence[Sequence[Any]], world: int) -> list[tuple[str, Any, bool]]:
+    """(name, value, is_global) per result: sharded results put together, replicated
+    ones from rank 0; in a program without shardings every rank's value is kept."""
+    out: list[tuple[str, Any, bool]] = []
+    for i, b in enumerate(prog.results):
+        if b.sharding is not None:
+            grid = _grid_of(b.sharding, world)
+            out.append((b.label, b.sharding.assemble([np.asarray(r[i]) for r in per_rank], grid), True))
+        elif prog.sharded or world == 1:
+            out.append((b.label, per_rank[0][i], True))
+        else:
+            for r, vals in enumerate(per_rank):
+                out.append((f"{b.label}.rank{r}", vals[i], False))
+    return out
+
+
+def _summary(value: Any) -> str:
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        return f"{arr.dtype} {arr[()]!r}"
+    body = np.array2string(arr, threshold=20, edgeitems=3, max_line_width=100)
+    return f"{arr.dtype} {arr.shape}\n{body}"
+
+
+def write_outputs(results: list[tuple[str, Any, bool]], out_dir: str | None) -> None:
+    if out_dir is None:
+        for name, value, _ in results:
+            print(f"{name}: {_summary(value)}")
+        return
+    try:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        for name, value, _ in results:
+            np.save(Path(out_dir) / f"{name}.npy", np.asarray(value))
+    except OSError as e:
+        raise UserError(f"cannot write to '{out_dir}': {e.strerror}") from None
+
+
+def _as_results(value: Any, n: int) -> tuple[Any, ...]:
+    if n == 1 and not isinstance(value, tuple):
+        return (value,)
+    if value is None:
+        return ()
+    return tuple(value) if isinstance(value, tuple) else (value,)
+
+
+def _print_timing(prog: Program, runs: Sequence[float]) -> None:
+    t = prog.timings
+    print(f"{TOOL}: parse {t['parse'] * 1e3:.1f} ms, pipeline {t['pipeline'] * 1e3:.1f} ms, compile {t['compile'] * 1e3:.1f} ms")
+    for r, s in enumerate(runs):
+        print(f"{TOOL}: rank {r}: run {s * 1e3:.3f} ms")
+
+
+# ---------------------------------------------------------------------------------------
+# Drivers
+# ---------------------------------------------------------------------------------------
+
+
+def _call(prog: Program, local: Sequence[Any]) -> tuple[tuple[Any, ...], float]:
+    t0 = time.perf_counter()
+    value = prog.compiled.call(prog.entry, *local)
+    return _as_results(value, len(prog.results)), time.perf_counter() - t0
+
+
+def run_simulated(args: argparse.Namespace) -> int:
+    from shardc.runtime.comm import RankFailed
+    from shardc.runtime.comm import run_simulated as simulate
+
+    n = args.simulate
+    if n < 1:
+        raise UserError("--simulate needs at least 1 rank")
+    prog = prepare(args)
+    _emit_python(prog, args)
+    specs = input_specs(prog, args.input, n)
+    per_rank = [local_inputs(prog, specs, r, n) for r in range(n)]
+    try:
+        outs = simulate(n, lambda *a: _call(prog, a), per_rank_args=per_rank)
+    except RankFailed as e:
+        sys.stderr.write(f"{TOOL}: {e}\n")
+        return 1
+    results = assemble(prog, [o[0] for o in outs], n)
+    if args.timing:
+        _print_timing(prog, [o[1] for o in outs])
+    write_outputs(results, args.output)
+    return 0
+
+
+def _emit_python(prog: Program, args: argparse.Namespace) -> None:
+    if args.emit_python:
+        try:
+            Path(args.emit_python).write_text(prog.compiled.source)
+        except OSError as e:
+            raise UserError(f"cannot write '{args.emit_python}': {e.strerror}") from None
+
+
+def run_mpi(args: argparse.Namespace) -> int:
+    from mpi4py import MPI
+
+    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
+
+    world = MPI.COMM_WORLD
+    rank, n = world.Get_rank(), world.Get_size()
+    # Every rank prepares the same program; rank 0 alone reports what went wrong.
+    error: str | None = None
+    quiet = contextlib.redirect_stderr(io.StringIO()) if rank else contextlib.nullcontext()
+    prog = None
+    local: list[Any] = []
+    with quiet:
+        try:
+            prog = prepare(args)
+            if rank == 0:
+                _emit_python(prog, args)
+            local = local_inputs(prog, input_specs(prog, args.input, n), rank, n)
+        except UserError as e:
+            error = f"{TOOL}: error: {e}"
+        except _Reported:
+            error = ""
+    errors = world.allgather(error)
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        if rank == 0 and first:
+            sys.stderr.write(first + "\n")
+        return 1
+    assert prog is not None
+    comm = MPIComm(world)
+    with abort_on_error(world), use_comm(comm):
+        world.Barrier()
+        values, seconds = _call(prog, local)
+    gathered = world.gather((values, seconds), root=0)
+    if rank == 0:
+        assert gathered is not None
+        with abort_on_error(world):
+            results = assemble(prog, [g[0] for g in gathered], n)
+            if args.timing:
+                _print_timing(prog, [g[1] for g in gathered])
+            try:
+                write_outputs(results, args.output)
+            except UserError as e:
+                sys.stderr.write(f"{TOOL}: error: {e}\n")
+                world.Abort(1)
+    world.Barrier()
+    return 0
+
+
+def _under_mpi() -> bool:
+    return any(v in os.environ for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _arg_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        if args.simulate is None and _under_mpi():
+            return run_mpi(args)
+        if args.simulate is None:
+            args.simulate = 1
+        return run_simulated(args)
+    except UserError as e:
+        sys.stderr.write(f"{TOOL}: error: {e}\n")
+        return 1
+    except _Reported:
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
