@@ -1,0 +1,138 @@
+"""Reverse-mode automatic differentiation over the builder's tape.
+
+Why at the builder level rather than as a pass over the forward IR: the tape keeps what
+the builder knew when it emitted each op (the einsum spec, the elementwise op's name and
+constant, which operand is broadcast), so every vector-Jacobian product is again an
+einsum or an elementwise op of the same family, written with the same builder. A pass
+would first have to recover all of that from affine maps and region bodies. The
+backward IR therefore stays in the same einsum-style form as the forward IR, and the
+sharding passes split it the same way (a contraction's gradient w.r.t. a weight
+contracts over the batch letters, which becomes the data-parallel gradient reduction).
+
+Primitives and their VJPs (g is the output cotangent, in the output's letters):
+  einsum  d x_i = einsum(out, other operands -> x_i)  (also sums, transposes, broadcasts)
+  map     the elementwise derivative, then summed over the letters x_i was broadcast on
+  mask    the same mask with 0 as fill
+  max, onehot  not differentiated: max only shifts softmax/logsumexp (shift-invariant),
+               onehot reads integer tokens
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from shardc.training.ir_builder import FuncBuilder, Node, Value, parse_spec
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+# name -> VJP for input i: (fb, node, i, g, in_specs, out_spec) -> cotangent in out letters
+MapVJP = Callable[[FuncBuilder, Node, int, Value, list[str], str], Value]
+
+
+def _ew(so: str, *specs: str) -> str:
+    return f"{','.join(specs)}->{so}"
+
+
+def _vjp_add(fb: FuncBuilder, n: Node, i: int, g: Value, si: list[str], so: str) -> Value:
+    return g
+
+
+def _vjp_sub(fb: FuncBuilder, n: Node, i: int, g: Value, si: list[str], so: str) -> Value:
+    return g if i == 0 else fb.unary("neg", so, g)
+
+
+def _vjp_mul(fb: FuncBuilder, n: Node, i: int, g: Value, si: list[str], so: str) -> Value:
+    j = 1 - i
+    return fb.mul(_ew(so, so, si[j]), g, n.inputs[j])
+
+
+def _vjp_div(fb: FuncBuilder, n: Node, i: int, g: Value, si: list[str], so: str) -> Value:
+    if i == 0:
+        return fb.div(_ew(so, so, si[1]), g, n.inputs[1])
+    go = fb.mul(_ew(so, so, so), g, n.output)
+    return fb.unary("neg", so, fb.div(_ew(so, so, si[1]), go, n.inputs[1]))
+
+
+def _unary_vjp(fn: Callable[[FuncBuilder, Node, Value, str], Value]) -> MapVJP:
+    return lambda fb, n, i, g, si, so: fn(fb, n, g, so)
+
+
+MAP_VJPS: dict[str, MapVJP] = {
+    "add": _vjp_add,
+    "sub": _vjp_sub,
+    "mul": _vjp_mul,
+    "div": _vjp_div,
+    "neg": _unary_vjp(lambda fb, n, g, s: fb.unary("neg", s, g)),
+    "scale": _unary_vjp(lambda fb, n, g, s: fb.unary("scale", s, g, float(n.attrs["c"]))),  # type: ignore[arg-type]
+    "shift": _unary_vjp(lambda fb, n, g, s: g),
+    "square": _unary_vjp(lambda fb, n, g, s: fb.unary("scale", s, fb.mul(_ew(s, s, s), g, n.inputs[0]), 2.0)),
+    "exp": _unary_vjp(lambda fb, n, g, s: fb.mul(_ew(s, s, s), g, n.output)),
+    "log": _unary_vjp(lambda fb, n, g, s: fb.div(_ew(s, s, s), g, n.inputs[0])),
+    "tanh": _unary_vjp(
+        lambda fb, n, g, s: fb.mul(
+            _ew(s, s, s), g, fb.unary("shift", s, fb.unary("neg", s, fb.unary("square", s, n.output)), 1.0)
+        )
+    ),
+    "sqrt": _unary_vjp(lambda fb, n, g, s: fb.div(_ew(s, s, s), fb.unary("scale", s, g, 0.5), n.output)),
+    "rsqrt": _unary_vjp(
+        lambda fb, n, g, s: fb.mul(
+            _ew(s, s, s),
+            g,
+            fb.unary("scale", s, fb.mul(_ew(s, s, s), n.output, fb.unary("square", s, n.output)), -0.5),
+        )
+    ),
+}
+
+
+def _sum_to(fb: FuncBuilder, g: Value, so: str, si: str) -> Value:
+    """Sum a cotangent in letters `so` down to an operand broadcast from letters `si`."""
+    return g if so == si else fb.einsum(f"{so}->{si}", g)
+
+
+def vjp(fb: FuncBuilder, node: Node, i: int, g: Value) -> Value:
+    """The cotangent of `node.inputs[i]` given the output cotangent `g`."""
+    si, so = parse_spec(node.spec)
+    x = node.inputs[i]
+    if node.kind == "einsum":
+        others = [(s, v) for j, (s, v) in enumerate(zip(si, node.inputs)) if j != i]
+        spec = ",".join([so, *(s for s, _ in others)]) + "->" + si[i]
+        return fb.einsum(spec, g, *(v for _, v in others), sizes=dict(zip(si[i], x.shape)))
+    if node.kind == "map":
+        rule = MAP_VJPS[str(node.attrs["op"])]
+        return _sum_to(fb, rule(fb, node, i, g, si, so), so, si[i])
+    if node.kind == "mask":
+        return fb.causal_mask(so, g, str(node.attrs["query"]), str(node.attrs["key"]), fill=0.0)
+    raise ValueError(f"no derivative for a {node.kind!r} node")
+
+
+DIFFERENTIABLE = ("einsum", "map", "mask")
+
+
+def grad(fb: FuncBuilder, loss: Value, wrt: Sequence[Value]) -> list[Value]:
+    """Emit the gradients of the 0-d `loss` w.r.t. each of `wrt` (zeros where it does not
+    depend on one). Walks a snapshot of the tape backwards; the VJPs append to it."""
+    if loss.shape != ():
+        raise ValueError(f"grad needs a 0-d loss, got shape {loss.shape}")
+    active: set[int] = {id(v) for v in wrt}
+    tape = list(fb.tape)
+    for node in tape:
+        if node.kind in DIFFERENTIABLE and any(id(x) in active for x in node.inputs):
+            active.add(id(node.output))
+    cot: dict[int, Value] = {id(loss): Value(fb.filled([], 1.0), fb)}
+
+    def accumulate(x: Value, g: Value) -> None:
+        prev = cot.get(id(x))
+        if prev is None:
+            cot[id(x)] = g
+        else:
+            s = LETTERS[: len(x.shape)]
+            cot[id(x)] = fb.add(f"{s},{s}->{s}", prev, g)
+
+    for node in reversed(tape):
+        g = cot.get(id(node.output))
+        if g is None or node.kind not in DIFFERENTIABLE:
+            continue
+        for i, x in enumerate(node.inputs):
+            if id(x) in active:
+                accumulate(x, vjp(fb, node, i, g))
+    return [cot[id(v)] if id(v) in cot else Value(fb.zeros(v.shape), fb) for v in wrt]

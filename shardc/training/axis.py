@@ -1,0 +1,258 @@
+"""Logical axes, the sharding plan and policy, and the three layouts of a parameter.
+
+A model names the dimensions of its parameters (`n_embd`, `heads`, `vocab`, ...); a
+`ShardingPlan` says which names may be split: its TP rules over the `shard` mesh axis
+(the layout the model computes in), its ZeRO rules over `batch` (extra splitting of
+optimizer state and, with FSDP, of stored parameters). Without explicit ZeRO rules the
+TP-split names are split over batch too. The execution's `ShardingPolicy` picks which
+layouts are used:
+
+  compute  TP rules only                       forward and backward
+  update   compute + ZeRO rules if zero        optimizer step, moments
+  storage  update if fsdp, else compute        parameters and accumulated grads between steps
+
+A dimension split over both axes is split over `shard` first, then `batch` within each
+shard piece (`("shard", "batch")`, MLIR `split_axes = [[1, 0]]`), so a device's update
+piece lies inside its compute piece: going from compute to update layout only needs
+communication across batch replicas.
+
+`validate_state` checks every state array (parameters, accumulated gradients, the two
+AdamW moments) against the grid before anything is allocated: a dimension split k ways
+must divide by k, and failures name the state path, shape and partition spec.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.ir import SSAValue
+
+from shardc.dialects.shard import ShardingOp, ShardOp
+from shardc.training.mesh import BATCH, SHARD, Grid
+
+MeshAxes = tuple[str, ...]
+
+
+class PartitionSpec(tuple[MeshAxes | None, ...]):
+    """Per tensor dimension, the mesh axes it is split over (major first), or None."""
+
+    def __new__(cls, *dims: MeshAxes | str | None) -> PartitionSpec:
+        norm: list[MeshAxes | None] = []
+        for d in dims:
+            if d is None or d == ():
+                norm.append(None)
+            elif isinstance(d, str):
+                norm.append((d,))
+            else:
+                norm.append(tuple(d))
+        return super().__new__(cls, norm)
+
+    def __repr__(self) -> str:
+        return "PartitionSpec(" + ", ".join(repr(d) for d in self) + ")"
+
+    __str__ = __repr__
+
+    def pieces(self, grid: Grid, dim: int) -> int:
+        axes = self[dim]
+        return math.prod(grid.axis_size(a) for a in axes) if axes else 1
+
+    def split_axes(self) -> list[list[int]]:
+        """MLIR `split_axes` (grid axis indices per dimension), trailing empties trimmed
+        down to one entry (MLIR's parser rejects `split_axes = []`)."""
+        out = [[Grid.axis_index(a) for a in (d or ())] for d in self]
+        while len(out) > 1 and not out[-1]:
+            out.pop()
+        return out or [[]]
+
+
+class ShardingConfigError(ValueError):
+    """An invalid policy or plan."""
+
+
+class ShardingValidationError(ValueError):
+    """State arrays that do not divide over the grid; `failures` has one line each."""
+
+    def __init__(self, failures: Sequence[str]):
+        super().__init__("\n".join(failures))
+        self.failures = list(failures)
+
+
+@dataclass(frozen=True)
+class ShardingPlan:
+    """Logical-axis rules of a model: `tp_rules` map names to `shard`, `zero_rules` to
+    `batch` (None: the names the TP rules split)."""
+
+    tp_rules: Mapping[str, str] = field(default_factory=dict)
+    zero_rules: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        for name, axis in self.tp_rules.items():
+            if axis != SHARD:
+                raise ShardingConfigError(f"TP rule {name!r} -> {axis!r}: TP rules map onto {SHARD!r}")
+        for name, axis in (self.zero_rules or {}).items():
+            if axis != BATCH:
+                raise ShardingConfigError(f"ZeRO rule {name!r} -> {axis!r}: ZeRO rules map onto {BATCH!r}")
+
+    def zero(self) -> Mapping[str, str]:
+        if self.zero_rules is not None:
+            return self.zero_rules
+        return {name: BATCH for name in self.tp_rules}
+
+
+# GPT: attention heads and the MLP hidden dimension are split for TP; the vocabulary is
+# kept whole for TP (the tied embedding/LM head) but may be split for ZeRO storage.
+GPT_PLAN = ShardingPlan(
+    tp_rules={"heads": SHARD, "n_mlp": SHARD},
+    zero_rules={"heads": BATCH, "n_mlp": BATCH, "vocab": BATCH},
+)
+
+
+@dataclass(frozen=True)
+class ShardingPolicy:
+    """How an execution uses the plan: TP degree, ZeRO (optimizer state and updates split
+    over batch) and FSDP (stored parameters split over batch too; requires ZeRO)."""
+
+    tp: int = 1
+    zero: bool = True
+    fsdp: bool = False
+
+    def __post_init__(self) -> None:
+        if self.tp < 1:
+            raise ShardingConfigError(f"tp must be positive, got {self.tp}")
+        if self.fsdp and not self.zero:
+            raise ShardingConfigError("fsdp=True requires zero=True")
+
+
+@dataclass(frozen=True)
+class ParamLayouts:
+    storage: PartitionSpec
+    compute: PartitionSpec
+    update: PartitionSpec
+
+
+def _assign(axes: Sequence[str], rules: Mapping[str, str], base: Sequence[MeshAxes]) -> list[MeshAxes]:
+    """Add each rule's mesh axis to the first dimension whose name it matches, unless the
+    array already uses that mesh axis (a mesh axis splits an array at most once)."""
+    out = [tuple(b) for b in base]
+    used = {a for b in out for a in b}
+    for i, name in enumerate(axes):
+        mesh_axis = rules.get(name)
+        if mesh_axis is not None and mesh_axis not in used:
+            out[i] = (*out[i], mesh_axis)
+            used.add(mesh_axis)
+    return out
+
+
+def resolve(axes: Sequence[str], plan: ShardingPlan, policy: ShardingPolicy) -> ParamLayouts:
+    """The storage, compute and update partition specs of a parameter with logical `axes`."""
+    compute = _assign(axes, plan.tp_rules, [()] * len(axes))
+    update = _assign(axes, plan.zero(), compute) if policy.zero else compute
+    storage = update if policy.fsdp else compute
+    return ParamLayouts(PartitionSpec(*storage), PartitionSpec(*compute), PartitionSpec(*update))
+
+
+# ---------------------------------------------------------------------------------------
+# The abstract training state
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateArray:
+    path: str
+    shape: tuple[int, ...]
+    spec: PartitionSpec
+    itemsize: int = 4
+
+    def local_shape(self, grid: Grid) -> tuple[int, ...]:
+        return tuple(n // self.spec.pieces(grid, i) for i, n in enumerate(self.shape))
+
+    def local_bytes(self, grid: Grid) -> int:
+        return math.prod(self.local_shape(grid)) * self.itemsize
+
+    def check(self, grid: Grid) -> str | None:
+        """The failure line, or None when every split dimension divides."""
+        for i, n in enumerate(self.shape):
+            k = self.spec.pieces(grid, i)
+            if n % k:
+                return (
+                    f"state {self.path} of shape {self.shape} with partition spec {self.spec} "
+                    f"does not fit grid {grid}: dimension {i} of size {n} is split {k} ways"
+                )
+        return None
+
+
+class _HasAxes:  # the part of gpt.ParamSpec used here (path, shape, axes)
+    path: str
+    shape: tuple[int, ...]
+    axes: tuple[str, ...]
+
+
+def abstract_state(params: Iterable[_HasAxes], plan: ShardingPlan, policy: ShardingPolicy, itemsize: int = 4) -> list[StateArray]:
+    """Every persistent array of the training state with its layout: parameters and the
+    gradient accumulator in storage layout, AdamW's moments in update layout."""
+    state: list[StateArray] = []
+    params = list(params)
+    for kind in ("params", "grads", "opt_state/mu", "opt_state/nu"):
+        for p in params:
+            lay = resolve(p.axes, plan, policy)
+            spec = lay.update if kind.startswith("opt_state") else lay.storage
+            state.append(StateArray(f"{kind}/{p.path}", tuple(p.shape), spec, itemsize))
+    return state
+
+
+def validate_state(state: Iterable[StateArray], grid: Grid) -> None:
+    """Raise ShardingValidationError listing every array that does not divide."""
+    failures = [f for s in state if (f := s.check(grid)) is not None]
+    if failures:
+        raise ShardingValidationError(failures)
+
+
+def validate_layouts(params: Iterable[_HasAxes], plan: ShardingPlan, policy: ShardingPolicy, grid: Grid) -> None:
+    """Check the storage, compute and update layouts of every parameter (the state) before
+    anything is allocated. Compute layouts are implied: they split a subset of what the
+    update layout splits."""
+    if policy.tp != grid.shard:
+        raise ShardingConfigError(f"policy tp={policy.tp} does not match the grid {grid}")
+    validate_state(abstract_state(params, plan, policy), grid)
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Per-rank persistent bytes of the training state."""
+
+    params: int
+    grads: int
+    opt_state: int
+
+    @property
+    def total(self) -> int:
+        return self.params + self.grads + self.opt_state
+
+
+def per_rank_bytes(params: Iterable[_HasAxes], plan: ShardingPlan, policy: ShardingPolicy, grid: Grid, itemsize: int = 4) -> StateBytes:
+    """Bytes each rank keeps between steps, assuming the layouts divide (validate first)."""
+    totals = {"params": 0, "grads": 0, "opt_state": 0}
+    for s in abstract_state(params, plan, policy, itemsize):
+        totals[s.path.split("/")[0]] += s.local_bytes(grid)
+    return StateBytes(**totals)
+
+
+# ---------------------------------------------------------------------------------------
+# Shard annotations
+# ---------------------------------------------------------------------------------------
+
+
+def sharding_op(grid: Grid, spec: PartitionSpec) -> ShardingOp:
+    return ShardingOp(grid.name, spec.split_axes())
+
+
+def annotate(fb: object, value: SSAValue, grid: Grid, spec: PartitionSpec, for_users: bool = False) -> SSAValue:
+    """Append `shard.sharding` + `shard.shard` for `value` to the builder `fb` (anything with
+    `add_op`) and return the annotated value."""
+    sharding = sharding_op(grid, spec)
+    fb.add_op(sharding)  # type: ignore[attr-defined]
+    shard = ShardOp(value, sharding.result, annotate_for_users=for_users)
+    fb.add_op(shard)  # type: ignore[attr-defined]
+    return shard.result

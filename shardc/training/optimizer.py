@@ -1,0 +1,74 @@
+"""AdamW in IR: elementwise linalg.generics per parameter (the two moments, then the
+parameter), so the update runs wherever the parameter's update layout puts it with no
+communication of its own.
+
+Scalars come in as function arguments: the learning rate (a schedule lives in the
+trainer), the step count (bias correction `1 - beta^step`), and the gradient scale (1 / accumulation steps, so accumulated
+gradient sums become means). Weight decay is decoupled (`p * (1 - lr * wd)`, as
+torch.optim.AdamW) and applies only to the parameters `ParamSpec.decay` marks: the
+matrices, not biases or layernorm gains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, math
+from xdsl.ir import SSAValue
+
+from shardc.training.ir_builder import Body, FuncBuilder, Value
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+@dataclass(frozen=True)
+class AdamWConfig:
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+
+
+@dataclass(frozen=True)
+class StepScalars:
+    """The per-call scalar arguments of the update."""
+
+    lr: Value
+    step: Value
+    grad_scale: Value
+
+
+def adamw_update(fb: FuncBuilder, cfg: AdamWConfig, s: StepScalars, p: Value, g: Value, m: Value, v: Value, decay: bool) -> tuple[Value, Value, Value]:
+    """(p', m', v') for one parameter: three elementwise generics (one per result; a
+    multi-result generic would do, but xDSL 0.75 cannot parse one back). The bias
+    corrections are computed inside the body from the scalar step: every op of the
+    step is then a linalg.generic, which sharding-propagation handles (it rejects scalar
+    arith ops outside them, as upstream does)."""
+    x = LETTERS[: len(p.shape)]
+
+    def moment(beta: float, square: bool) -> Value:
+        def body(b: Body, a: Sequence[SSAValue]) -> list[SSAValue]:
+            gs, ga, ma = a[:3]
+            grad = b.mul(ga, gs)
+            if square:
+                grad = b.mul(grad, grad)
+            return [b.add(b.mul(b.const(beta), ma), b.mul(b.const(1.0 - beta), grad))]
+
+        return Value(fb.generic(f",{x},{x}->{x}", [s.grad_scale, g, m if not square else v], [fb.ft], body)[0], fb)
+
+    m1, v1 = moment(cfg.beta1, False), moment(cfg.beta2, True)
+
+    def update(b: Body, a: Sequence[SSAValue]) -> list[SSAValue]:
+        lr, step, pa, ma, va = a[:5]
+        t = b.add_op(arith.SIToFPOp(step, b.ft))
+        one = b.const(1.0)
+        bc1 = b.sub(one, b.add_op(math.PowFOp(b.const(cfg.beta1), t)))
+        bc2 = b.sub(one, b.add_op(math.PowFOp(b.const(cfg.beta2), t)))
+        upd = b.div(b.div(ma, bc1), b.add(b.sqrt(b.div(va, bc2)), b.const(cfg.eps)))
+        if decay and cfg.weight_decay:
+            pa = b.mul(pa, b.sub(one, b.mul(lr, b.const(cfg.weight_decay))))
+        return [b.sub(pa, b.mul(lr, upd))]
+
+    p1 = fb.generic(f",,{x},{x},{x}->{x}", [s.lr, s.step, p, m1, v1], [fb.ft], update)[0]
+    return Value(p1, fb), m1, v1
