@@ -6,9 +6,11 @@ The phases, in order:
 2. `all_slice` and `process_multi_index` go through the shard lowering patterns
    (`shardc.lowering.{all_slice,process_multi_index}`) when those are available;
 3. one pattern per op kind (`shard_to_mpi_collectives`, `shard_to_mpi_indices`);
-4. `shard.grid_shape` of static grids folds to constants;
-5. `!shard.sharding` values become three tensors (split axes, halo sizes, sharded dims
+4. `!shard.sharding` values become three tensors (split axes, halo sizes, sharded dims
    offsets), in function signatures, calls and returns too;
+5. `shard.grid_shape` of static grids folds to constants, with upstream's folding
+   patterns under the greedy driver (`shardc.passes.greedy`), which also folds and
+   uniques the constants of the whole module;
 6. any shard op left but `shard.grid` is an error at its location.
 
 A module attribute `#dlti.map<"MPI:comm_world_rank" = N>` specialises the lowering
@@ -48,7 +50,9 @@ from xdsl.pattern_rewriter import (
 from shardc.dialects import shard
 from shardc.lowering.shard_to_mpi_builder import Emitter, fail, static_grid_shape
 from shardc.lowering.shard_to_mpi_collectives import COLLECTIVE_PATTERNS
-from shardc.lowering.shard_to_mpi_indices import INDEX_PATTERNS, fold_grid_shape
+from shardc.lowering.shard_to_mpi_indices import INDEX_PATTERNS
+from shardc.passes.greedy import apply_patterns_greedily
+from shardc.passes.simplify import folding_patterns
 
 Lowering = Callable[[Operation, PatternRewriter], None]
 
@@ -312,6 +316,7 @@ class ConvertShardToMPIPass(ModulePass):
             _run(op, upstream)
         table: dict[type[Operation], Lowering] = {**COLLECTIVE_PATTERNS, **INDEX_PATTERNS}
         _run(op, [_Dispatch(table)])
-        _run(op, [_Dispatch({shard.GridShapeOp: fold_grid_shape})])
         ShardingConversion(op).run()
+        # Upstream's last step: the folding patterns under the greedy driver.
+        apply_patterns_greedily(op, folding_patterns(), ctx=ctx)
         _leftovers(op)

@@ -35,14 +35,10 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import DiagnosticException
 
 from shardc.dialects import affine, memref, mpi, shard
+from shardc.dialects.dlti import module_rank
 from shardc.ir import diagnostics
 
 Idx: TypeAlias = int | SSAValue
-
-MPI_RANK_KEYS = ("MPI:comm_world_rank", "MPI:comm_world-rank")
-"""DLTI keys that fix the world rank: trunk's (also folded by mpi.comm_rank's
-canonicalization) and the spelling `shardc.dialects.dlti.module_rank` reads."""
-
 
 def fail(op: Operation | None, message: str) -> DiagnosticException:
     """An error located at `op` (`error: message`), for the caller to raise; the tool
@@ -51,20 +47,9 @@ def fail(op: Operation | None, message: str) -> DiagnosticException:
 
 
 def world_rank(op: Operation) -> int | None:
-    """The world rank the enclosing module is specialised for (DLTI), None if unknown."""
-    current: Operation | None = op
-    while current is not None:
-        for attr in current.attributes.values():
-            entries = getattr(attr, "entries", None)
-            if entries is None or not attr.name.startswith("dlti."):
-                continue
-            for entry in entries:
-                key = getattr(getattr(entry, "key", None), "data", None)
-                value = getattr(entry, "value", None)
-                if key in MPI_RANK_KEYS and isinstance(value, IntegerAttr):
-                    return value.value.data
-        current = current.parent_op()
-    return None
+    """The world rank the enclosing module is specialised for (its DLTI
+    `"MPI:comm_world_rank"`, the hyphenated spelling read too), None if unknown."""
+    return module_rank(op)
 
 
 def constant_of(value: Idx) -> int | None:

@@ -267,19 +267,6 @@ def _nonnegative(e: Emitter, rank: SSAValue, zero: SSAValue) -> bool | SSAValue:
     return e.emit(arith.CmpiOp(rank, zero, "sge")).results[0]
 
 
-def fold_grid_shape(op: shard.GridShapeOp, rewriter: PatternRewriter) -> None:
-    """shard.grid_shape of a static grid: constants (upstream's folding pattern)."""
-    grid = shard.lookup_grid(op, op.grid)
-    if grid is None:
-        return
-    shape = grid.shape_tuple
-    axes = op.axes.get_values() or tuple(range(grid.rank))
-    if any(shape[a] is None for a in axes):
-        return
-    e = Emitter(rewriter, op)
-    _replace(rewriter, op, e, [shape[a] for a in axes])  # type: ignore[misc]
-
-
 INDEX_PATTERNS: dict[type[Operation], Callable[..., None]] = {
     shard.ProcessLinearIndexOp: lower_process_linear_index,
     shard.ProcessMultiIndexOp: lower_process_multi_index,

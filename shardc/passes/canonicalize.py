@@ -1,671 +1,60 @@
-"""`canonicalize`: MLIR's greedy pattern rewrite driver, so that our output equals
-mlir-opt's op for op (mlir/lib/Transforms/Utils/GreedyPatternRewriteDriver.cpp).
+"""`canonicalize`: folding, canonicalization patterns, constant uniquing and dead code
+removal under MLIR's greedy driver (`shardc.passes.greedy`), with mlir-opt's options, so
+that our output equals mlir-opt's op for op.
 
-xDSL's own walker differs in ways that show in the output (constants are neither uniqued
-nor hoisted, the worklist is filled and refilled in another order). This driver follows
-MLIR's algorithm:
-
-- every iteration starts with an empty worklist filled by a walk of the IR (pre-order and
-  reversed when `top-down`, post-order otherwise); constants met on the way are uniqued
-  and moved to the front of the entry block of their isolated-from-above region;
-- ops are popped last-in first-out: trivially dead ops are erased, otherwise the op is
-  folded (folded attributes materialised right before it), otherwise its canonicalization
-  patterns are tried in order;
-- the rewriter reports to the driver as MLIR's listener does: inserted and modified ops
-  (with their ancestors) are pushed, erased ops are dropped and the defining ops of their
-  operands pushed when at most one other user remains, nested ops erased one by one;
-- after the worklist drains, unreachable blocks and dead ops are removed from the regions
-  (region simplification); all of this repeats until nothing changes or `max-iterations`.
+Each op's patterns are those its traits give (xDSL's) followed by those the registry
+(`shardc.passes.fold_registry`) adds for MLIR patterns xDSL's dialects lack; its folder is
+the registry's, falling back to xDSL's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from xdsl.context import Context
-from xdsl.dialects import cf
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Attribute, Block, ErasedSSAValue, Operation, Region, SSAValue
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
-from xdsl.rewriter import InsertPoint, Rewriter
-from xdsl.traits import ConstantLike, HasCanonicalizationPatternsTrait, IsTerminator
+from xdsl.pattern_rewriter import RewritePattern
+from xdsl.traits import HasCanonicalizationPatternsTrait
 from xdsl.utils.exceptions import PassFailedException
 
-from shardc.passes.folding import (
-    OperationFolder,
-    is_trivially_dead,
-    materialize_constant,
-    op_constant_value,
-    try_fold,
-    would_be_trivially_dead,
-)
-
-NO_LIMIT = -1
-
-
-# -----------------------------------------------------------------------------------------
-# Worklist
-# -----------------------------------------------------------------------------------------
-
-
-class Worklist:
-    """LIFO list of ops with set semantics and O(1) removal (removed slots become None)."""
-
-    __slots__ = ("_list", "_map")
-
-    def __init__(self) -> None:
-        self._list: list[Operation | None] = []
-        self._map: dict[Operation, int] = {}
-
-    def clear(self) -> None:
-        self._list.clear()
-        self._map.clear()
-
-    def __bool__(self) -> bool:
-        items = self._list
-        while items and items[-1] is None:
-            items.pop()
-        return bool(items)
-
-    def __contains__(self, op: Operation) -> bool:
-        return op in self._map
-
-    def push(self, op: Operation) -> None:
-        if op not in self._map:
-            self._map[op] = len(self._list)
-            self._list.append(op)
-
-    def pop(self) -> Operation:
-        items = self._list
-        while (op := items.pop()) is None:
-            pass
-        del self._map[op]
-        return op
-
-    def remove(self, op: Operation) -> None:
-        index = self._map.pop(op, None)
-        if index is not None:
-            self._list[index] = None
-
-    def reverse(self) -> None:
-        self._list.reverse()
-        self._map = {op: i for i, op in enumerate(self._list) if op is not None}
-
-
-# -----------------------------------------------------------------------------------------
-# The rewriter patterns see: every change is reported to the driver the way MLIR's
-# RewriterBase reports it to its listener.
-# -----------------------------------------------------------------------------------------
-
-
-class DriverRewriter(PatternRewriter):
-    """A PatternRewriter whose notifications follow MLIR's RewriterBase."""
-
-    def __init__(self, driver: GreedyDriver, start: InsertPoint):
-        super().__init__(start)
-        self._driver = driver
-        self.operation_insertion_handler.append(driver.add_to_worklist)
-        self.operation_modification_handler.append(driver.add_to_worklist)
-
-    def reset(self, op: Operation) -> None:
-        self.has_done_action = False
-        self._current_operation = op
-        self.insertion_point = InsertPoint.before(op)
-        self.name_hint = None
-
-    def erase(self, op: Operation, safe_erase: bool = True) -> None:
-        self.has_done_action = True
-        self._driver.notify_erase_tree(op)
-        Rewriter.erase_op(op, safe_erase=safe_erase)
-
-    def replace_all_uses_with(
-        self, from_value: SSAValue, to_value: SSAValue | None, safe_erase: bool = True
-    ) -> None:
-        if from_value is to_value:
-            return
-        users = [use.operation for use in from_value.uses]
-        if to_value is None:
-            from_value.erase(safe_erase=safe_erase)
-        else:
-            from_value.replace_all_uses_with(to_value)
-        if users:
-            self.has_done_action = True
-        for user in users:
-            self.handle_operation_modification(user)
-        if to_value is None:
-            self.has_done_action = True
-
-    def inline_block(
-        self,
-        block: Block,
-        insertion_point: InsertPoint,
-        arg_values: Sequence[SSAValue] = (),
-    ) -> None:
-        self.has_done_action = True
-        for arg, value in zip(block.args, arg_values, strict=False):
-            self.replace_all_uses_with(arg, value)
-        moved = list(block.ops)
-        Rewriter.inline_block(block, insertion_point)
-        for op in moved:
-            self.handle_operation_insertion(op)
-
-
-# -----------------------------------------------------------------------------------------
-# The driver
-# -----------------------------------------------------------------------------------------
-
-
-@dataclass
-class GreedyConfig:
-    """MLIR's GreedyRewriteConfig, the parts the canonicalizer sets."""
-
-    top_down: bool = True
-    region_simplify: Literal["disabled", "normal", "aggressive"] = "normal"
-    max_iterations: int = 10
-    max_num_rewrites: int = NO_LIMIT
-    fold: bool = True
-    cse_constants: bool = True
-
+from shardc.passes.fold_registry import registered_patterns, replaces_native_patterns
+from shardc.passes.greedy import NO_LIMIT, GreedyRewriteConfig, apply_patterns_greedily
 
 PatternFilter = Callable[[RewritePattern], bool]
 
 
 @dataclass
-class GreedyDriver:
-    """Simplifies one isolated-from-above region to a fixpoint."""
+class CanonicalizationPatterns:
+    """Every op's canonicalization patterns (MLIR collects them from all loaded ops),
+    optionally filtered, cached per op class."""
 
-    ctx: Context
-    scope: Region
-    config: GreedyConfig = field(default_factory=GreedyConfig)
     pattern_filter: PatternFilter | None = None
-
-    worklist: Worklist = field(default_factory=Worklist, init=False)
-    _patterns: dict[type[Operation], tuple[RewritePattern, ...]] = field(
-        default_factory=dict[type[Operation], tuple[RewritePattern, ...]], init=False
+    _cache: dict[type[Operation], tuple[RewritePattern, ...]] = field(
+        default_factory=dict[type[Operation], tuple[RewritePattern, ...]]
     )
-    _erasing: set[Operation] = field(default_factory=set[Operation], init=False)
 
-    # ---- worklist maintenance (the listener side) -------------------------------------
-
-    def add_to_worklist(self, op: Operation) -> None:
-        """Push `op` and its ancestors below the scope; ops outside the scope are ignored."""
-        ancestors = [op]
-        while True:
-            block = op.parent
-            region = block.parent if block is not None else None
-            if region is self.scope:
-                for ancestor in ancestors:
-                    self.worklist.push(ancestor)
-                return
-            if region is None or (parent := region.parent) is None:
-                return
-            op = parent
-            ancestors.append(op)
-
-    def _add_operand_defs(self, op: Operation) -> None:
-        """Push the defining ops of `op`'s operands that will have at most one user left
-        once `op` (and the ops being erased with it) are gone."""
-        erasing = self._erasing
-        for operand in op.operands:
-            owner = operand.owner
-            if not isinstance(owner, Operation):
-                continue
-            other: Operation | None = None
-            more = False
-            for use in operand.uses:
-                user = use.operation
-                if user is op or user is other or user in erasing:
-                    continue
-                if other is None:
-                    other = user
-                    continue
-                more = True
-                break
-            if not more:
-                self.add_to_worklist(owner)
-
-    def _notify_erased(self, op: Operation) -> None:
-        self._add_operand_defs(op)
-        self.worklist.remove(op)
-
-    def notify_erase_tree(self, op: Operation) -> None:
-        """The notifications of MLIR's `eraseOp`: nested ops first (regions backwards,
-        successor blocks before predecessors, ops backwards), then `op`."""
-        if not op.regions:
-            self._notify_erased(op)
-            return
-        outer = not self._erasing
-        try:
-            self._erase_tree(op)
-        finally:
-            if outer:
-                self._erasing.clear()
-
-    def _erase_tree(self, op: Operation) -> None:
-        for region in reversed(op.regions):
-            for block in _post_order(region):
-                for nested in reversed(list(block.ops)):
-                    self._erase_tree(nested)
-        self._notify_erased(op)
-        self._erasing.add(op)
-
-    # ---- pattern lookup -----------------------------------------------------------------
-
-    def patterns_for(self, op: Operation) -> tuple[RewritePattern, ...]:
+    def patterns_for(self, op: Operation) -> Sequence[RewritePattern]:
         key = type(op)
-        patterns = self._patterns.get(key)
+        patterns = self._cache.get(key)
         if patterns is None:
-            found = [
-                p
-                for trait in op.get_traits_of_type(HasCanonicalizationPatternsTrait)
-                for p in trait.get_patterns(key)
-            ]
+            found = (
+                []
+                if replaces_native_patterns(key)
+                else [
+                    p
+                    for trait in op.get_traits_of_type(HasCanonicalizationPatternsTrait)
+                    for p in trait.get_patterns(key)
+                ]
+            )
+            found.extend(registered_patterns(key))
             if self.pattern_filter is not None:
                 found = [p for p in found if self.pattern_filter(p)]
-            patterns = self._patterns[key] = tuple(found)
+            patterns = self._cache[key] = tuple(found)
         return patterns
-
-    # ---- the main loop --------------------------------------------------------------------
-
-    def simplify(self) -> bool:
-        """Run to a fixpoint; returns whether it converged."""
-        config = self.config
-        iteration = 0
-        rewriter = DriverRewriter(self, InsertPoint.at_start(Block()))
-        continue_rewrites = False
-        while True:
-            iteration += 1
-            if config.max_iterations != NO_LIMIT and iteration > config.max_iterations:
-                break
-            self.worklist.clear()
-            self._populate(rewriter)
-            continue_rewrites = self._process_worklist(rewriter)
-            if config.region_simplify != "disabled":
-                continue_rewrites |= simplify_regions([self.scope])
-            if not continue_rewrites:
-                break
-        return not continue_rewrites
-
-    def _populate(self, rewriter: DriverRewriter) -> None:
-        def replace(op: Operation, values: Sequence[SSAValue]) -> None:
-            rewriter.reset(op)
-            rewriter.replace(op, [], list(values))
-
-        folder = OperationFolder(replace)
-        cse = self.config.cse_constants
-
-        def known_constant(op: Operation) -> bool:
-            """True when `op` was a duplicate constant and is gone."""
-            if not cse:
-                return False
-            value = op_constant_value(op)
-            return value is not None and not folder.insert_known_constant(op, value)
-
-        if self.config.top_down:
-            worklist = self.worklist
-
-            def visit_pre(op: Operation) -> bool:
-                if known_constant(op):
-                    return False
-                self.add_to_worklist(op)
-                return True
-
-            _walk_pre_order(self.scope, visit_pre)
-            worklist.reverse()
-        else:
-
-            def visit_post(op: Operation) -> None:
-                if not known_constant(op):
-                    self.add_to_worklist(op)
-
-            _walk_post_order(self.scope, visit_post)
-
-    def _process_worklist(self, rewriter: DriverRewriter) -> bool:
-        changed = False
-        num_rewrites = 0
-        limit = self.config.max_num_rewrites
-        worklist = self.worklist
-        while worklist and (limit == NO_LIMIT or num_rewrites < limit):
-            op = worklist.pop()
-            rewriter.reset(op)
-
-            if is_trivially_dead(op):
-                rewriter.erase(op)
-                changed = True
-                continue
-
-            if self.config.fold and not op.has_trait(
-                ConstantLike, value_if_unregistered=False
-            ):
-                folded = self._fold(op, rewriter)
-                if folded:
-                    changed = True
-                    continue
-
-            applied = False
-            for pattern in self.patterns_for(op):
-                try:
-                    pattern.match_and_rewrite(op, rewriter)
-                except Exception as err:  # a broken pattern: report it on the op
-                    op.emit_error(
-                        f"Error while applying pattern: {err}", underlying_error=err
-                    )
-                if rewriter.has_done_action:
-                    applied = True
-                    break
-            if applied:
-                changed = True
-                num_rewrites += 1
-        return changed
-
-    def _fold(self, op: Operation, rewriter: DriverRewriter) -> bool:
-        result = try_fold(op)
-        if result is None:
-            return False
-        if result.values is None:  # folded in place
-            self.add_to_worklist(op)
-            return True
-        replacements: list[SSAValue] = []
-        created: list[Operation] = []
-        for value, old in zip(result.values, op.results, strict=True):
-            if isinstance(value, SSAValue):
-                replacements.append(value)
-                continue
-            assert isinstance(value, Attribute)
-            constant = materialize_constant(self.ctx, op, value, old.type)
-            if constant is None:
-                for made in reversed(created):
-                    rewriter.erase(made)
-                return False
-            rewriter.insert(constant, InsertPoint.before(op))
-            created.append(constant)
-            replacements.append(constant.results[0])
-        rewriter.replace(op, [], replacements)
-        return True
-
-
-# -----------------------------------------------------------------------------------------
-# Walks with MLIR's iteration rules (the next op is taken before visiting one)
-# -----------------------------------------------------------------------------------------
-
-
-def _walk_pre_order(region: Region, visit: Callable[[Operation], bool]) -> None:
-    for block in list(region.blocks):
-        op = block.first_op
-        while op is not None:
-            following = op.next_op
-            if visit(op):
-                for nested in op.regions:
-                    _walk_pre_order(nested, visit)
-            op = following
-
-
-def _walk_post_order(region: Region, visit: Callable[[Operation], None]) -> None:
-    for block in list(region.blocks):
-        op = block.first_op
-        while op is not None:
-            following = op.next_op
-            for nested in op.regions:
-                _walk_post_order(nested, visit)
-            visit(op)
-            op = following
-
-
-def _post_order(region: Region) -> Iterable[Block]:
-    """Blocks in post-order of the successor graph, repeated over the unvisited blocks
-    until all are listed (how MLIR's eraseOp visits a region)."""
-    seen: set[Block] = set()
-    order: list[Block] = []
-    for start in region.blocks:
-        if start in seen:
-            continue
-        seen.add(start)
-        stack: list[tuple[Block, Iterable[Block]]] = [(start, iter(_successors(start)))]
-        while stack:
-            block, successors = stack[-1]
-            for succ in successors:
-                if succ not in seen:
-                    seen.add(succ)
-                    stack.append((succ, iter(_successors(succ))))
-                    break
-            else:
-                stack.pop()
-                order.append(block)
-    return order
-
-
-def _successors(block: Block) -> Sequence[Block]:
-    last = block.last_op
-    return tuple(last.successors) if last is not None else ()
-
-
-# -----------------------------------------------------------------------------------------
-# Region simplification (mlir/lib/Transforms/Utils/RegionUtils.cpp): the "normal" level,
-# unreachable blocks and dead ops / block arguments. Its notifications need not reach the
-# worklist: the next iteration starts from a fresh one.
-# -----------------------------------------------------------------------------------------
-
-
-def simplify_regions(regions: Sequence[Region]) -> bool:
-    erased_blocks = erase_unreachable_blocks(regions)
-    erased_dead = run_region_dce(regions)
-    return erased_blocks or erased_dead
-
-
-def _reachable(region: Region) -> set[Block]:
-    entry = region.blocks.first
-    assert entry is not None
-    seen = {entry}
-    stack = [entry]
-    while stack:
-        for succ in _successors(stack.pop()):
-            if succ not in seen:
-                seen.add(succ)
-                stack.append(succ)
-    return seen
-
-
-def erase_unreachable_blocks(regions: Sequence[Region]) -> bool:
-    erased = False
-    worklist = list(regions)
-    while worklist:
-        region = worklist.pop()
-        first = region.blocks.first
-        if first is None:
-            continue
-        if first.next_block is None:
-            worklist.extend(r for op in first.ops for r in op.regions)
-            continue
-        reachable = _reachable(region)
-        for block in list(region.blocks):
-            if block not in reachable:
-                region.erase_block(block, safe_erase=False)
-                erased = True
-                continue
-            worklist.extend(r for op in block.ops for r in op.regions)
-    return erased
-
-
-def _successor_operands(op: Operation) -> list[list[int]] | None:
-    """Operand indices forwarded to each successor's arguments, for the branch ops we
-    know (MLIR's BranchOpInterface); None for other terminators."""
-    if isinstance(op, cf.BranchOp):
-        return [list(range(len(op.operands)))]
-    if isinstance(op, cf.ConditionalBranchOp):
-        n_then = len(op.then_arguments)
-        return [
-            list(range(1, 1 + n_then)),
-            list(range(1 + n_then, 1 + n_then + len(op.else_arguments))),
-        ]
-    return None
-
-
-class _Liveness:
-    def __init__(self) -> None:
-        self.live: set[Operation | SSAValue] = set()
-        self.changed = False
-
-    def mark(self, item: Operation | SSAValue) -> None:
-        if item not in self.live:
-            self.live.add(item)
-            self.changed = True
-
-    def use_known_dead(self, op: Operation, index: int) -> bool:
-        forwarded = _successor_operands(op)
-        if forwarded is None:
-            return False
-        for succ, indices in zip(op.successors, forwarded):
-            if index in indices:
-                return succ.args[indices.index(index)] not in self.live
-        return False
-
-    def value(self, value: SSAValue) -> None:
-        if value in self.live:
-            return
-        for use in value.uses:
-            if self.use_known_dead(use.operation, use.index):
-                continue
-            if use.operation in self.live:
-                self.mark(value)
-                return
-
-    def terminator(self, op: Operation) -> None:
-        self.mark(op)
-        forwarded = _successor_operands(op)
-        for i, succ in enumerate(op.successors):
-            count = len(succ.args) if forwarded is None else 0
-            for arg in succ.args[:count]:
-                self.mark(arg)
-
-    def op(self, op: Operation) -> None:
-        for region in op.regions:
-            self.region(region)
-        if op.has_trait(IsTerminator, value_if_unregistered=True):
-            self.terminator(op)
-            return
-        if op in self.live:
-            return
-        if not would_be_trivially_dead(op):
-            self.mark(op)
-            return
-        for result in op.results:
-            self.value(result)
-            if result in self.live:
-                self.mark(op)
-
-    def region(self, region: Region) -> None:
-        entry = region.blocks.first
-        if entry is None:
-            return
-        for block in _reachable_post_order(entry):
-            for op in reversed(list(block.ops)):
-                self.op(op)
-            if block is not entry:
-                for arg in block.args:
-                    self.value(arg)
-
-
-def _reachable_post_order(entry: Block) -> list[Block]:
-    seen = {entry}
-    order: list[Block] = []
-    stack: list[tuple[Block, Iterable[Block]]] = [(entry, iter(_successors(entry)))]
-    while stack:
-        block, successors = stack[-1]
-        for succ in successors:
-            if succ not in seen:
-                seen.add(succ)
-                stack.append((succ, iter(_successors(succ))))
-                break
-        else:
-            stack.pop()
-            order.append(block)
-    return order
-
-
-def run_region_dce(regions: Sequence[Region]) -> bool:
-    liveness = _Liveness()
-    liveness.changed = True
-    while liveness.changed:
-        liveness.changed = False
-        for region in regions:
-            liveness.region(region)
-    return _delete_dead(regions, liveness)
-
-
-def _delete_dead(regions: Sequence[Region], liveness: _Liveness) -> bool:
-    erased = False
-    for region in regions:
-        entry = region.blocks.first
-        if entry is None:
-            continue
-        single = entry.next_block is None
-        for block in _reachable_post_order(entry):
-            if not single and (term := block.last_op) is not None:
-                erased |= _drop_dead_successor_operands(term, liveness)
-            for op in reversed(list(block.ops)):
-                if op not in liveness.live:
-                    erased = True
-                    for result in op.results:
-                        for use in list(result.uses):
-                            use.operation.operands[use.index] = ErasedSSAValue(
-                                result.type, result
-                            )
-                    block.erase_op(op, safe_erase=False)
-                else:
-                    erased |= _delete_dead(op.regions, liveness)
-        for block in list(region.blocks)[1:]:
-            for arg in reversed(block.args):
-                if arg not in liveness.live:
-                    block.erase_arg(arg, safe_erase=False)
-    return erased
-
-
-def _drop_dead_successor_operands(term: Operation, liveness: _Liveness) -> bool:
-    forwarded = _successor_operands(term)
-    if forwarded is None:
-        return False
-    keep: list[list[SSAValue]] = []
-    dropped = False
-    for succ, indices in zip(term.successors, forwarded):
-        values = [term.operands[i] for i in indices]
-        live = [v for v, a in zip(values, succ.args) if a in liveness.live]
-        dropped |= len(live) != len(values)
-        keep.append(live)
-    if not dropped:
-        return False
-    if isinstance(term, cf.BranchOp):
-        new: Operation = cf.BranchOp(term.successor, *keep[0])
-    else:
-        assert isinstance(term, cf.ConditionalBranchOp)
-        new = cf.ConditionalBranchOp(
-            term.cond, term.then_block, keep[0], term.else_block, keep[1]
-        )
-    new.attributes.update(term.attributes)
-    Rewriter.replace_op(term, new)
-    liveness.live.add(new)
-    return True
-
-
-# -----------------------------------------------------------------------------------------
-# The pass
-# -----------------------------------------------------------------------------------------
-
-
-def apply_patterns_greedily(
-    ctx: Context,
-    op: Operation,
-    config: GreedyConfig | None = None,
-    pattern_filter: PatternFilter | None = None,
-) -> bool:
-    """Canonicalize the regions of `op` (isolated from above); returns convergence."""
-    converged = True
-    for region in op.regions:
-        driver = GreedyDriver(ctx, region, config or GreedyConfig(), pattern_filter)
-        converged &= driver.simplify()
-    return converged
 
 
 @dataclass(frozen=True)
@@ -684,13 +73,14 @@ class CanonicalizePass(ModulePass):
     enable_patterns: tuple[str, ...] = ()
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        config = GreedyConfig(
+        config = GreedyRewriteConfig(
             top_down=self.top_down,
             region_simplify=self.region_simplify,
             max_iterations=self.max_iterations,
             max_num_rewrites=self.max_num_rewrites,
         )
-        converged = apply_patterns_greedily(ctx, op, config, self._filter())
+        patterns = CanonicalizationPatterns(self._filter())
+        converged = apply_patterns_greedily(op, patterns, config=config, ctx=ctx)
         if self.test_convergence and not converged:
             raise PassFailedException("canonicalizer failed to converge")
 

@@ -32,12 +32,22 @@ from xdsl.traits import (
     SymbolOpInterface,
 )
 
+from shardc.passes.fold_registry import (
+    registered_constant,
+    registered_effect_free,
+    registered_folder,
+    registered_materializer,
+)
+
 
 def constant_value(value: SSAValue) -> Attribute | None:
     """The attribute of `value` if a ConstantLike op defines it (MLIR's `m_Constant`)."""
     if not isinstance(value, OpResult):
         return None
     op = value.op
+    value_of = registered_constant(type(op))
+    if value_of is not None:
+        return value_of(op)
     if not op.has_trait(ConstantLike, value_if_unregistered=False):
         return None
     trait = op.get_trait(HasFolder)
@@ -70,6 +80,8 @@ def might_be_isolated(op: Operation) -> bool:
 def _own_effects_are_droppable(op: Operation) -> bool | None:
     """Whether `op`'s own (non-recursive) effects are only reads or allocations of its
     own results; None when it declares no effects at all."""
+    if registered_effect_free(type(op)):
+        return True
     traits = [
         t for t in op.get_traits_of_type(MemoryEffect)
         if not isinstance(t, RecursiveMemoryEffect)
@@ -124,6 +136,8 @@ def is_memory_effect_free(op: Operation) -> bool:
     """MLIR's `isMemoryEffectFree`: no effects, nested ones included for recursive ops."""
     if isinstance(op, UnregisteredOp):
         return False
+    if registered_effect_free(type(op)):
+        return True
     traits = op.get_traits_of_type(MemoryEffect)
     if not traits:
         return False
@@ -216,12 +230,19 @@ def _arith_identity_fold(op: Operation) -> Sequence[SSAValue | Attribute] | None
 
 
 def try_fold(op: Operation) -> FoldResult | None:
-    """MLIR's `Operation::fold`: the op's folder, then its traits' folders (for
-    commutative ops: constants to the right, in place)."""
-    folded = _arith_identity_fold(op)
-    if folded is None:
-        trait = op.get_trait(HasFolder)
-        folded = trait.fold(op) if trait is not None else None
+    """MLIR's `Operation::fold`: the op's folder (the registry's, which replaces xDSL's
+    where there is one), then its traits' folders (for commutative ops: constants to
+    the right, in place)."""
+    folder = registered_folder(type(op))
+    if folder is not None:
+        folded = folder(op)
+    else:
+        folded = _arith_identity_fold(op)
+        if folded is None:
+            trait = op.get_trait(HasFolder)
+            folded = trait.fold(op) if trait is not None else None
+    if folded is not None and len(folded) == 0 and op.results:
+        return FoldResult(None)  # updated in place
     if folded is not None and not (
         len(folded) == 1 and len(op.results) == 1 and folded[0] is op.results[0]
     ):
@@ -234,9 +255,15 @@ def try_fold(op: Operation) -> FoldResult | None:
 
 
 def materialize_constant(
-    ctx: Context, op: Operation, value: Attribute, type: Attribute
+    ctx: Context | None, op: Operation, value: Attribute, type: Attribute
 ) -> Operation | None:
-    """The op's dialect's `materializeConstant` (xDSL's ConstantMaterializationInterface)."""
+    """The op's dialect's `materializeConstant`: the registry's, else xDSL's
+    ConstantMaterializationInterface of the dialect loaded in `ctx`."""
+    materializer = registered_materializer(op.dialect_name())
+    if materializer is not None:
+        return materializer(value, type)
+    if ctx is None:
+        return None
     dialect = ctx.get_optional_dialect(op.dialect_name())
     if dialect is None:
         return None
@@ -312,3 +339,28 @@ class OperationFolder:
         self._scopes[key] = op
         self._owned.add(op)
         return True
+
+    def get_or_create(
+        self,
+        region: Region,
+        value: Attribute,
+        type: Attribute,
+        make: Callable[[], Operation | None],
+    ) -> Operation | None:
+        """`getOrCreateConstant`: the known constant of `value` in `region`, else `make()`
+        placed at the front of the region's entry block and remembered."""
+        for (scope, _, known_value, known_type), known in self._scopes.items():
+            if scope == id(region) and known_value == value and known_type == type:
+                return known
+        new = make()
+        if new is None:
+            return None
+        entry = region.blocks.first
+        assert entry is not None
+        if entry.first_op is None:
+            entry.add_op(new)
+        else:
+            entry.insert_op_before(new, entry.first_op)
+        self._scopes[(id(region), new.dialect_name(), value, type)] = new
+        self._owned.add(new)
+        return new

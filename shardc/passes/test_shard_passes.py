@@ -5,6 +5,7 @@ MLIR-style lit tests run unchanged against shardc-opt (upstream's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -14,14 +15,14 @@ from xdsl.passes import ModulePass
 from xdsl.traits import ConstantLike
 
 from shardc.lowering import all_slice_lowering_patterns, process_multi_index_lowering_patterns
-from shardc.passes.simplify import (
-    ConstantFolder,
-    apply_patterns_greedily,
-    fold,
+from shardc.passes.folding import (
+    OperationFolder,
     insertion_region,
     materialize_constant,
-    simplification_patterns,
+    try_fold,
 )
+from shardc.passes.greedy import apply_patterns_greedily
+from shardc.passes.simplify import simplification_patterns
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class TestGridSimplificationsPass(ModulePass):
     name = "test-grid-simplifications"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        apply_patterns_greedily(op, simplification_patterns(), ctx)
+        apply_patterns_greedily(op, simplification_patterns(), ctx=ctx)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class TestGridAllSliceOpLoweringPass(ModulePass):
     name = "test-grid-all-slice-op-lowering"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        apply_patterns_greedily(op, all_slice_lowering_patterns(), ctx)
+        apply_patterns_greedily(op, all_slice_lowering_patterns(), ctx=ctx)
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class TestGridProcessMultiIndexOpLoweringPass(ModulePass):
     name = "test-grid-process-multi-index-op-lowering"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        apply_patterns_greedily(op, process_multi_index_lowering_patterns(), ctx)
+        apply_patterns_greedily(op, process_multi_index_lowering_patterns(), ctx=ctx)
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,13 @@ class TestSingleFoldPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         constants: list[Operation] = []
 
-        def erase(dead: Operation, values: list[SSAValue]) -> None:
+        def erase(dead: Operation, values: Sequence[SSAValue]) -> None:
             for old, new in zip(dead.results, values, strict=True):
                 old.replace_all_uses_with(new)
             dead.detach()
             dead.erase()
 
-        folder = ConstantFolder(erase)
+        folder = OperationFolder(erase)
         for each in reversed(list(op.walk())):
             if each is op:
                 continue
@@ -83,20 +84,21 @@ class TestSingleFoldPass(ModulePass):
 
 
 def _fold_once(
-    ctx: Context, op: Operation, folder: ConstantFolder, constants: list[Operation]
+    ctx: Context, op: Operation, folder: OperationFolder, constants: list[Operation]
 ) -> None:
     """MLIR's `OperationFolder::tryToFold` on one op."""
     block = op.parent_block()
     if block is None:
         return
-    if folder.owns(op):
-        if block.first_op is not op and not folder.owns(op.prev_op):
+    if folder.is_owned(op):
+        if block.first_op is not op and not folder.is_owned(op.prev_op):
             op.detach()
             block.insert_op_before(op, block.first_op)  # pyright: ignore[reportArgumentType]
         return
-    result = fold(op)
-    if not result:
+    folded = try_fold(op)
+    if folded is None or folded.values is None:
         return
+    result = folded.values
     region = insertion_region(block)
     values: list[SSAValue] = []
     for item, res in zip(result, op.results, strict=True):

@@ -3,8 +3,8 @@ normalisation (so op order, constant order and what got erased all count).
 
 Hand-written cases cover arith folds, constants in loops, effects, CFG simplification,
 shard collectives and shardings, mpi; generated programs (seeded) mix constants, folds,
-dead ops and scf regions using only ops whose patterns xDSL and MLIR share. Cases that
-differ because a dialect lacks one of MLIR's patterns are xfail with the reason.
+dead ops and scf regions. REGISTRY_CASES need the MLIR folders and patterns that xDSL's
+dialects lack and `shardc.passes.fold_registry` adds (each labelled with what it needs).
 """
 
 from __future__ import annotations
@@ -185,9 +185,9 @@ func.func @mpi(%m: memref<10xf32>) -> i32 {
 """,
 }
 
-XFAIL_CASES: dict[str, tuple[str, str]] = {
+REGISTRY_CASES: dict[str, tuple[str, str]] = {
     "a1": (
-        "arith.subi x, c is not rewritten to arith.addi x, -c (xDSL arith lacks the pattern)",
+        "scf.for iter_args, arith folders (addi of subi, index_cast of a constant)",
         """\
 func.func @consts_in_loops(%lb: index, %ub: index, %x: i32) -> i32 {
   %c1 = arith.constant 1 : index
@@ -223,7 +223,7 @@ func.func @nested_if(%c: i1, %x: i32) -> i32 {
 """,
     ),
     "b1": (
-        "(x + c1) + c2 is not reassociated (xDSL arith lacks AddIAddConstant and friends)",
+        "(x + c1) + c2 reassociated (AddIAddConstant and friends)",
         """\
 func.func @order(%x: i32) -> (i32, i32, i32, i32, i32) {
   %c3 = arith.constant 3 : i32
@@ -267,7 +267,7 @@ func.func @chain(%x: index) -> index {
 """,
     ),
     "b2": (
-        "scf.if yielding constants is not turned into arith.select (xDSL scf lacks the pattern)",
+        "scf.if to arith.select, scf.if on a constant",
         """\
 func.func @deep(%n: index, %x: f32) -> f32 {
   %c0 = arith.constant 0 : index
@@ -315,7 +315,7 @@ func.func @const_cond(%x: i32) -> i32 {
 """,
     ),
     "f1": (
-        "affine.apply does not fold constant operands into its map (affine overlay)",
+        "affine.apply: constant operands into the map, dims promoted to symbols",
         """\
 func.func @delin(%i: index) -> (index, index, index) {
   %c0 = arith.constant 0 : index
@@ -334,7 +334,7 @@ func.func @affine_apply(%i: index) -> index {
 """,
     ),
     "a4": (
-        "tensor.dim of a static dim and tosa.add/sub of zero are not folded (tensor, tosa overlay)",
+        "tensor.dim of a static dim; tosa.const merged, tosa.add/sub of zero",
         """\
 func.func @tensors(%t: tensor<4x8xf32>) -> (tensor<4x8xf32>, index) {
   %c1 = arith.constant 1 : index
@@ -480,15 +480,14 @@ def test_cases_bottom_up(name: str) -> None:
     check(CASES[name], "canonicalize", "canonicalize=top-down=false", top_down=False)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(reason=reason, strict=False))
-        for name, (reason, _) in sorted(XFAIL_CASES.items())
-    ],
-)
-def test_dialect_gaps(name: str) -> None:
-    check(XFAIL_CASES[name][1], "canonicalize")
+@pytest.mark.parametrize("name", sorted(REGISTRY_CASES))
+def test_registry_patterns(name: str) -> None:
+    check(REGISTRY_CASES[name][1], "canonicalize")
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY_CASES))
+def test_registry_patterns_bottom_up(name: str) -> None:
+    check(REGISTRY_CASES[name][1], "canonicalize", "canonicalize=top-down=false", top_down=False)
 
 
 _CSE_GAPS = {"a4": "tosa.const is not known to be free of effects, so identical ones stay"}
@@ -503,28 +502,14 @@ _CSE_GAPS = {"a4": "tosa.const is not known to be free of effects, so identical 
             if name in _CSE_GAPS
             else [],
         )
-        for name in sorted(XFAIL_CASES)
+        for name in sorted(REGISTRY_CASES)
     ],
 )
-def test_cse_on_gap_cases(name: str) -> None:
-    check(XFAIL_CASES[name][1], "cse")
+def test_cse_on_registry_cases(name: str) -> None:
+    check(REGISTRY_CASES[name][1], "cse")
 
 
-_GENERATED_GAPS = {37: "arith.maxsi %x, %x is not folded (xDSL arith lacks the folder)"}
-
-
-@pytest.mark.parametrize(
-    "seed",
-    [
-        pytest.param(
-            seed,
-            marks=[pytest.mark.xfail(reason=_GENERATED_GAPS[seed], strict=False)]
-            if seed in _GENERATED_GAPS
-            else [],
-        )
-        for seed in range(40)
-    ],
-)
+@pytest.mark.parametrize("seed", range(40))
 def test_generated(seed: int) -> None:
     text = gen_program(seed)
     check(text, "canonicalize")

@@ -26,7 +26,8 @@ from shardc.context import make_context
 from shardc.ir.printer import print_module
 from shardc.lowering import all_slice_lowering_patterns, process_multi_index_lowering_patterns
 from shardc.passes import test_shard_passes as helpers
-from shardc.passes.simplify import ShardSimplifyPass, apply_patterns_greedily
+from shardc.passes.greedy import apply_patterns_greedily
+from shardc.passes.simplify import ShardSimplifyPass
 from shardc.testing.normalize import normalize_ssa_names
 from shardc.testing.oracle import find_mlir_opt, run_mlir_opt
 
@@ -193,4 +194,4 @@ class FoldOnly(ModulePass):
     name = "fold-only"
 
     def apply(self, ctx, op):  # type: ignore[no-untyped-def]
-        apply_patterns_greedily(op, [], ctx)
+        apply_patterns_greedily(op, [], ctx=ctx)

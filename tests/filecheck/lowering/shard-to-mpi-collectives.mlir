@@ -8,12 +8,13 @@ module attributes {dlti.map = #dlti.map<"MPI:comm_world_rank" = 7>} {
   // CHECK-LABEL: func.func @all_reduce_sub_grid(
   // CHECK-SAME: %[[ARG:.*]]: tensor<3x4xf32>
   func.func @all_reduce_sub_grid(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32> {
+    // Constants are uniqued and hoisted to the function entry (as mlir-opt does).
+    // CHECK-DAG: %[[COLOR:.*]] = arith.constant 2 : i32
+    // CHECK-DAG: %[[KEY:.*]] = arith.constant 1 : i32
     // CHECK: %[[IN:.*]] = bufferization.to_buffer %[[ARG]] read_only : tensor<3x4xf32> to memref<3x4xf32>
     // CHECK: %[[BUF:.*]] = memref.alloc() : memref<3x4xf32>
     // CHECK: linalg.copy ins(%[[IN]] : memref<3x4xf32>) outs(%[[BUF]] : memref<3x4xf32>)
     // CHECK: %[[WORLD:.*]] = mpi.comm_world : !mpi.comm
-    // CHECK-DAG: %[[COLOR:.*]] = arith.constant 2 : i32
-    // CHECK-DAG: %[[KEY:.*]] = arith.constant 1 : i32
     // CHECK: %[[COMM:.*]] = mpi.comm_split(%[[WORLD]], %[[COLOR]], %[[KEY]]) : !mpi.comm
     // CHECK: mpi.allreduce(%[[BUF]], %[[BUF]], MPI_MAX, %[[COMM]]) : memref<3x4xf32>, memref<3x4xf32>
     // CHECK: %[[OUT:.*]] = bufferization.to_tensor %[[BUF]] restrict : memref<3x4xf32> to tensor<3x4xf32>
@@ -54,9 +55,9 @@ module attributes {dlti.map = #dlti.map<"MPI:comm_world_rank" = 7>} {
   // average: a sum, then a division by the group size (4 along axis 1).
   // CHECK-LABEL: func.func @all_reduce_average(
   func.func @all_reduce_average(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32> {
+    // CHECK: %[[N:.*]] = arith.constant dense<4.000000e+00> : tensor<3x4xf32>
     // CHECK: mpi.allreduce(%[[BUF:.*]], %[[BUF]], MPI_SUM, %{{.*}})
     // CHECK: %[[SUM:.*]] = bufferization.to_tensor %[[BUF]] restrict
-    // CHECK: %[[N:.*]] = arith.constant dense<4.000000e+00> : tensor<3x4xf32>
     // CHECK: %[[AVG:.*]] = arith.divf %[[SUM]], %[[N]] : tensor<3x4xf32>
     // CHECK: return %[[AVG]]
     %0 = shard.all_reduce %arg0 on @grid grid_axes = [1] reduction = average : tensor<3x4xf32> -> tensor<3x4xf32>
@@ -179,9 +180,9 @@ module attributes {dlti.map = #dlti.map<"MPI:comm_world_rank" = 7>} {
 
   // CHECK-LABEL: func.func @send_recv(
   func.func @send_recv(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32> {
-    // CHECK: %[[TAG:.*]] = arith.constant 0 : i32
-    // CHECK-NEXT: %[[DEST:.*]] = arith.constant 2 : i32
-    // CHECK-NEXT: mpi.send(%{{.*}}, %[[TAG]], %[[DEST]], %{{.*}}) : memref<3x4xf32>, i32, i32
+    // CHECK-DAG: %[[TAG:.*]] = arith.constant 0 : i32
+    // CHECK-DAG: %[[DEST:.*]] = arith.constant 2 : i32
+    // CHECK: mpi.send(%{{.*}}, %[[TAG]], %[[DEST]], %{{.*}}) : memref<3x4xf32>, i32, i32
     // CHECK: %[[BUF:.*]] = memref.alloc() : memref<3x4xf32>
     // CHECK: mpi.recv(%[[BUF]], %{{.*}}, %{{.*}}, %{{.*}}) : memref<3x4xf32>, i32, i32
     %0 = shard.send %arg0 on @grid grid_axes = [1] destination = [2] : (tensor<3x4xf32>) -> tensor<3x4xf32>

@@ -13,7 +13,8 @@ from xdsl.parser import Parser
 
 from shardc.context import make_context
 from shardc.ir.printer import print_module
-from shardc.passes.canonicalize import CanonicalizePass, Worklist
+from shardc.passes.canonicalize import CanonicalizePass
+from shardc.passes.greedy import Worklist
 from shardc.passes.cse import CSEPass
 from shardc.testing.normalize import normalize_ssa_names
 
@@ -272,3 +273,38 @@ def test_speed_linear(benchmark_size: int = 4000):
     start = time.perf_counter()
     CanonicalizePass().apply(ctx, module)
     assert time.perf_counter() - start < 20
+
+
+def test_registry_is_looked_up_through_the_mro_without_touching_xdsl_classes():
+    from xdsl.dialects import arith, scf
+    from xdsl.traits import HasCanonicalizationPatternsTrait
+
+    from shardc.passes.canonicalize import CanonicalizationPatterns
+    from shardc.passes.fold_registry import registered_folder, registered_patterns
+
+    class MyAddi(arith.AddiOp):  # a subclass, as our overlays define
+        pass
+
+    assert registered_folder(MyAddi) is registered_folder(arith.AddiOp) is not None
+    names = [type(p).__name__ for p in registered_patterns(MyAddi)]
+    assert names[0] == "AddIAddConstant"
+    # xDSL's own classes keep their traits; scf.for's xDSL patterns are replaced.
+    assert all(
+        type(t).__module__.startswith("xdsl")
+        for t in arith.AddiOp.get_traits_of_type(HasCanonicalizationPatternsTrait)
+    )
+    loop = scf.ForOp.__new__(scf.ForOp)
+    kinds = [type(p).__name__ for p in CanonicalizationPatterns().patterns_for(loop)]
+    assert kinds == ["ForOpIterArgsFolder", "SimplifyTrivialLoops"]
+
+
+def test_subi_reassociation_keeps_only_common_overflow_flags():
+    text = """
+    func.func @f(%x: i32) -> i32 {
+      %c2 = arith.constant 2 : i32
+      %c5 = arith.constant 5 : i32
+      %a = arith.subi %x, %c2 overflow<nsw, nuw> : i32
+      %b = arith.subi %a, %c5 overflow<nsw> : i32
+      return %b : i32
+    }"""
+    assert "arith.subi %v0, %v1 overflow<nsw> : i32" in run(text, CanonicalizePass())

@@ -14,10 +14,10 @@ from shardc.context import make_context
 from shardc.dialects import shard
 from shardc.ir.printer import print_module
 from shardc.lowering import all_op_lowering_patterns
+from shardc.passes.folding import try_fold
+from shardc.passes.greedy import apply_patterns_greedily
 from shardc.passes.simplify import (
     ShardSimplifyPass,
-    apply_patterns_greedily,
-    fold,
     gather_slice_cancel,
     is_endomorphism,
     simplification_patterns,
@@ -124,7 +124,7 @@ func.func @f() -> index {
     (query,) = ops_of(module, shard.GridShapeOp)
     assert isinstance(query, shard.GridShapeOp)
     query.grid = shard.FlatSymbolRefAttr("missing")  # pyright: ignore[reportAttributeAccessIssue]
-    apply_patterns_greedily(module, simplification_patterns(), make_context())
+    apply_patterns_greedily(module, simplification_patterns(), ctx=make_context())
     assert len(ops_of(module, shard.GridShapeOp)) == 1
 
 
@@ -140,7 +140,7 @@ func.func @f(%x: tensor<4xf32>) -> (index, tensor<2xf32>) {
     for op in module.walk():
         if isinstance(op, shard.ProcessMultiIndexOp | shard.AllSliceOp):
             op.grid = shard.FlatSymbolRefAttr("missing")  # pyright: ignore[reportAttributeAccessIssue]
-    apply_patterns_greedily(module, all_op_lowering_patterns(), make_context())
+    apply_patterns_greedily(module, all_op_lowering_patterns(), ctx=make_context())
     assert ops_of(module, shard.ProcessMultiIndexOp) and ops_of(module, shard.AllSliceOp)
 
 
@@ -152,11 +152,19 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %0 : tensor<4xf32>
 }
 """)
-    apply_patterns_greedily(module, all_op_lowering_patterns(), make_context())
+    apply_patterns_greedily(module, all_op_lowering_patterns(), ctx=make_context())
     text = printed(module)
     assert "shard." not in text.replace("shard.grid @g", "")
     assert "tensor.extract_slice %arg0[0] [4] [1]" in text.replace("%c4", "4").replace("%c0", "0")
     module.verify()
+
+
+def fold(op: Operation) -> list[object] | None:
+    """The driver's fold of `op`: None, [] when changed in place, else the values."""
+    result = try_fold(op)
+    if result is None:
+        return None
+    return [] if result.values is None else list(result.values)
 
 
 def index(v: int) -> arith.ConstantOp:
@@ -209,7 +217,7 @@ func.func @f(%i: index) -> (index, index) {
   return %1, %c1_0 : index, index
 }
 """)
-    apply_patterns_greedily(module, [], make_context())
+    apply_patterns_greedily(module, [], ctx=make_context())
     body = ops_of(module, func.FuncOp)[0].body.blocks[0]  # pyright: ignore[reportAttributeAccessIssue]
     kinds = [op.name for op in body.ops]
     assert kinds == ["arith.constant", "arith.addi", "func.return"]

@@ -1,0 +1,128 @@
+"""Folders, canonicalization patterns and constant materializers that MLIR attaches to
+foreign ops and xDSL's dialects lack, kept in a registry instead of on xDSL's classes.
+
+MLIR gives every op its `fold` and `getCanonicalizationPatterns`; xDSL's dialects have
+some of them. Mutating xDSL's classes (`OpTraits.add_trait`) would change them for every
+user of the process, so, like the ShardingInterface registry, these are looked up by op
+class through the MRO:
+
+- `registered_folder(cls)`: the folder of the nearest class in the MRO that has one. It
+  replaces xDSL's `HasFolder` for that op: it is MLIR's folder, and xDSL's may fold what
+  MLIR's does not;
+- `registered_patterns(cls)`: the patterns registered on every class of the MRO, most
+  derived first, tried after the op's own trait patterns;
+- `registered_materializer(dialect)`: a dialect's `materializeConstant` where xDSL's
+  dialect has no ConstantMaterializationInterface.
+
+The registrations themselves live in `shardc.passes.canonicalization` (one module per
+dialect) and are imported on the first lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.pattern_rewriter import RewritePattern
+
+FoldResult = Sequence[SSAValue | Attribute] | None
+"""None: no fold; an empty sequence: updated in place; else one value per result
+(Attributes are constants still to be materialised)."""
+
+Folder = Callable[[Operation], FoldResult]
+Materializer = Callable[[Attribute, Attribute], Operation | None]
+"""(value, type) -> an op producing it, or None."""
+
+_FOLDERS: dict[type[Operation], Folder] = {}
+_PATTERNS: dict[type[Operation], list[RewritePattern]] = {}
+_MATERIALIZERS: dict[str, Materializer] = {}
+_CONSTANTS: dict[type[Operation], Callable[[Operation], Attribute | None]] = {}
+_EFFECT_FREE: set[type[Operation]] = set()
+_REPLACED: set[type[Operation]] = set()
+_loaded = False
+
+F = TypeVar("F", bound=Callable[..., FoldResult])
+T = TypeVar("T")
+
+
+def register_folder(*classes: type[Operation]) -> Callable[[F], F]:
+    """Decorator: `fn(op)` is the folder of `classes` (and of their subclasses)."""
+
+    def add(fn: F) -> F:
+        for cls in classes:
+            _FOLDERS[cls] = fn
+        return fn
+
+    return add
+
+
+def register_patterns(
+    cls: type[Operation], *patterns: RewritePattern, replace_native: bool = False
+) -> None:
+    """Append canonicalization patterns to `cls` (and its subclasses). With
+    `replace_native`, the patterns xDSL's traits give `cls` are not used: they are not
+    MLIR's and would run first."""
+    _PATTERNS.setdefault(cls, []).extend(patterns)
+    if replace_native:
+        _REPLACED.add(cls)
+
+
+def register_constant(cls: type[Operation], value: Callable[[Operation], Attribute | None]) -> None:
+    """`cls` is ConstantLike (MLIR's `m_Constant` matches it); `value(op)` is its value."""
+    _CONSTANTS[cls] = value
+
+
+def register_effect_free(*classes: type[Operation]) -> None:
+    """`classes` have no memory effect (MLIR declares them Pure; xDSL's do not)."""
+    _EFFECT_FREE.update(classes)
+
+
+def register_materializer(dialect: str, fn: Materializer) -> None:
+    _MATERIALIZERS[dialect] = fn
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        import shardc.passes.canonicalization  # noqa: F401  (registers on import)
+
+
+def registered_folder(cls: type[Operation]) -> Folder | None:
+    return _first(_FOLDERS, cls)
+
+
+def registered_patterns(cls: type[Operation]) -> tuple[RewritePattern, ...]:
+    _load()
+    found: list[RewritePattern] = []
+    for klass in cls.__mro__:
+        found.extend(_PATTERNS.get(klass, ()))  # pyright: ignore[reportArgumentType]
+    return tuple(found)
+
+
+def _first(table: dict[type[Operation], T], cls: type[Operation]) -> T | None:
+    _load()
+    for klass in cls.__mro__:
+        if klass in table:
+            return table[klass]  # pyright: ignore[reportArgumentType]
+    return None
+
+
+def registered_constant(cls: type[Operation]) -> Callable[[Operation], Attribute | None] | None:
+    return _first(_CONSTANTS, cls)
+
+
+def registered_effect_free(cls: type[Operation]) -> bool:
+    _load()
+    return any(klass in _EFFECT_FREE for klass in cls.__mro__)
+
+
+def replaces_native_patterns(cls: type[Operation]) -> bool:
+    _load()
+    return any(klass in _REPLACED for klass in cls.__mro__)
+
+
+def registered_materializer(dialect: str) -> Materializer | None:
+    _load()
+    return _MATERIALIZERS.get(dialect)

@@ -1,0 +1,672 @@
+"""MLIR's greedy pattern rewrite driver (GreedyPatternRewriteDriver.cpp), the one driver
+every shardc pass that rewrites to a fixpoint runs under: `canonicalize`, `shard-simplify`,
+the `test-grid-*` helper passes and the last phase of `convert-shard-to-mpi`.
+
+xDSL's own walker differs in ways that show in the output (constants are neither uniqued
+nor hoisted, the worklist is filled and refilled in another order). This driver follows
+MLIR's algorithm:
+
+- every iteration starts with an empty worklist filled by a walk of the IR (pre-order and
+  reversed when `top_down`, post-order otherwise); constants met on the way are uniqued
+  and moved to the front of the entry block of their isolated-from-above region;
+- ops are popped last-in first-out: trivially dead ops are erased, otherwise the op is
+  folded (folded attributes materialised right before it), otherwise its patterns are
+  tried in order;
+- the rewriter reports to the driver as MLIR's listener does: inserted and modified ops
+  (with their ancestors) are pushed, erased ops are dropped and the defining ops of their
+  operands pushed when at most one other user remains, nested ops erased one by one;
+- after the worklist drains, unreachable blocks and dead ops are removed from the regions
+  (region simplification); all of this repeats until nothing changes or `max_iterations`.
+
+Patterns come from a `PatternProvider`: a plain sequence of patterns is tried on every op
+(`applyPatternsGreedily(op, patterns)`); `canonicalization_patterns()` gives each op its
+own (`canonicalize`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from xdsl.context import Context
+from xdsl.dialects import cf
+from xdsl.ir import Attribute, Block, ErasedSSAValue, Operation, Region, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import ConstantLike, IsTerminator
+from xdsl.utils.exceptions import DiagnosticException
+
+from shardc.passes.folding import (
+    OperationFolder,
+    is_trivially_dead,
+    materialize_constant,
+    op_constant_value,
+    try_fold,
+    would_be_trivially_dead,
+)
+
+NO_LIMIT = -1
+
+
+# -----------------------------------------------------------------------------------------
+# Worklist
+# -----------------------------------------------------------------------------------------
+
+
+class Worklist:
+    """LIFO list of ops with set semantics and O(1) removal (removed slots become None)."""
+
+    __slots__ = ("_list", "_map")
+
+    def __init__(self) -> None:
+        self._list: list[Operation | None] = []
+        self._map: dict[Operation, int] = {}
+
+    def clear(self) -> None:
+        self._list.clear()
+        self._map.clear()
+
+    def __bool__(self) -> bool:
+        items = self._list
+        while items and items[-1] is None:
+            items.pop()
+        return bool(items)
+
+    def __contains__(self, op: Operation) -> bool:
+        return op in self._map
+
+    def push(self, op: Operation) -> None:
+        if op not in self._map:
+            self._map[op] = len(self._list)
+            self._list.append(op)
+
+    def pop(self) -> Operation:
+        items = self._list
+        while (op := items.pop()) is None:
+            pass
+        del self._map[op]
+        return op
+
+    def remove(self, op: Operation) -> None:
+        index = self._map.pop(op, None)
+        if index is not None:
+            self._list[index] = None
+
+    def reverse(self) -> None:
+        self._list.reverse()
+        self._map = {op: i for i, op in enumerate(self._list) if op is not None}
+
+
+# -----------------------------------------------------------------------------------------
+# The rewriter patterns see: every change is reported to the driver the way MLIR's
+# RewriterBase reports it to its listener.
+# -----------------------------------------------------------------------------------------
+
+
+class DriverRewriter(PatternRewriter):
+    """A PatternRewriter whose notifications follow MLIR's RewriterBase."""
+
+    def __init__(self, driver: GreedyDriver, start: InsertPoint):
+        super().__init__(start)
+        self._driver = driver
+        self.operation_insertion_handler.append(driver.add_to_worklist)
+        self.operation_modification_handler.append(driver.add_to_worklist)
+
+    def reset(self, op: Operation) -> None:
+        self.has_done_action = False
+        self._current_operation = op
+        self.insertion_point = InsertPoint.before(op)
+        self.name_hint = None
+
+    def erase(self, op: Operation, safe_erase: bool = True) -> None:
+        self.has_done_action = True
+        self._driver.notify_erase_tree(op)
+        Rewriter.erase_op(op, safe_erase=safe_erase)
+
+    def replace_all_uses_with(
+        self, from_value: SSAValue, to_value: SSAValue | None, safe_erase: bool = True
+    ) -> None:
+        if from_value is to_value:
+            return
+        users = [use.operation for use in from_value.uses]
+        if to_value is None:
+            from_value.erase(safe_erase=safe_erase)
+        else:
+            from_value.replace_all_uses_with(to_value)
+        if users:
+            self.has_done_action = True
+        for user in users:
+            self.handle_operation_modification(user)
+        if to_value is None:
+            self.has_done_action = True
+
+    def inline_block(
+        self,
+        block: Block,
+        insertion_point: InsertPoint,
+        arg_values: Sequence[SSAValue] = (),
+    ) -> None:
+        self.has_done_action = True
+        for arg, value in zip(block.args, arg_values, strict=False):
+            self.replace_all_uses_with(arg, value)
+        moved = list(block.ops)
+        Rewriter.inline_block(block, insertion_point)
+        for op in moved:
+            self.handle_operation_insertion(op)
+
+
+# -----------------------------------------------------------------------------------------
+# The driver
+# -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GreedyRewriteConfig:
+    """MLIR's GreedyRewriteConfig. Its defaults are `applyPatternsGreedily`'s (bottom-up);
+    the canonicalizer sets `top_down=True`."""
+
+    top_down: bool = False
+    """useTopDownTraversal: seed the worklist in pre-order rather than post-order."""
+    region_simplify: Literal["disabled", "normal", "aggressive"] = "normal"
+    """Erase unreachable blocks and dead ops/arguments after each drained worklist."""
+    max_iterations: int = 10
+    """Fill-and-drain rounds before giving up (NO_LIMIT for none)."""
+    max_num_rewrites: int = NO_LIMIT
+    """Successful pattern applications per round (NO_LIMIT for none)."""
+    fold: bool = True
+    """Try the op's folder before its patterns."""
+    cse_constants: bool = True
+    """Unique and hoist constants while seeding the worklist."""
+
+
+class PatternProvider(Protocol):
+    """Which patterns to try on an op, in order (MLIR's FrozenRewritePatternSet)."""
+
+    def patterns_for(self, op: Operation) -> Sequence[RewritePattern]: ...
+
+
+@dataclass(frozen=True)
+class PatternList:
+    """The same patterns for every op (patterns that match any root)."""
+
+    patterns: tuple[RewritePattern, ...]
+
+    def patterns_for(self, op: Operation) -> Sequence[RewritePattern]:
+        return self.patterns
+
+
+@dataclass
+class GreedyDriver:
+    """Simplifies one isolated-from-above region to a fixpoint."""
+
+    ctx: Context | None
+    scope: Region
+    patterns: PatternProvider
+    config: GreedyRewriteConfig = field(default_factory=GreedyRewriteConfig)
+
+    worklist: Worklist = field(default_factory=Worklist, init=False)
+    _erasing: set[Operation] = field(default_factory=set[Operation], init=False)
+
+    # ---- worklist maintenance (the listener side) -------------------------------------
+
+    def add_to_worklist(self, op: Operation) -> None:
+        """Push `op` and its ancestors below the scope; ops outside the scope are ignored."""
+        ancestors = [op]
+        while True:
+            block = op.parent
+            region = block.parent if block is not None else None
+            if region is self.scope:
+                for ancestor in ancestors:
+                    self.worklist.push(ancestor)
+                return
+            if region is None or (parent := region.parent) is None:
+                return
+            op = parent
+            ancestors.append(op)
+
+    def _add_operand_defs(self, op: Operation) -> None:
+        """Push the defining ops of `op`'s operands that will have at most one user left
+        once `op` (and the ops being erased with it) are gone."""
+        erasing = self._erasing
+        for operand in op.operands:
+            owner = operand.owner
+            if not isinstance(owner, Operation):
+                continue
+            other: Operation | None = None
+            more = False
+            for use in operand.uses:
+                user = use.operation
+                if user is op or user is other or user in erasing:
+                    continue
+                if other is None:
+                    other = user
+                    continue
+                more = True
+                break
+            if not more:
+                self.add_to_worklist(owner)
+
+    def _notify_erased(self, op: Operation) -> None:
+        self._add_operand_defs(op)
+        self.worklist.remove(op)
+
+    def notify_erase_tree(self, op: Operation) -> None:
+        """The notifications of MLIR's `eraseOp`: nested ops first (regions backwards,
+        successor blocks before predecessors, ops backwards), then `op`."""
+        if not op.regions:
+            self._notify_erased(op)
+            return
+        outer = not self._erasing
+        try:
+            self._erase_tree(op)
+        finally:
+            if outer:
+                self._erasing.clear()
+
+    def _erase_tree(self, op: Operation) -> None:
+        for region in reversed(op.regions):
+            for block in _post_order(region):
+                for nested in reversed(list(block.ops)):
+                    self._erase_tree(nested)
+        self._notify_erased(op)
+        self._erasing.add(op)
+
+    # ---- the main loop --------------------------------------------------------------------
+
+    def simplify(self) -> bool:
+        """Run to a fixpoint; returns whether it converged."""
+        config = self.config
+        iteration = 0
+        rewriter = DriverRewriter(self, InsertPoint.at_start(Block()))
+        continue_rewrites = False
+        while True:
+            iteration += 1
+            if config.max_iterations != NO_LIMIT and iteration > config.max_iterations:
+                break
+            self.worklist.clear()
+            self._populate(rewriter)
+            continue_rewrites = self._process_worklist(rewriter)
+            if config.region_simplify != "disabled":
+                continue_rewrites |= simplify_regions([self.scope])
+            if not continue_rewrites:
+                break
+        return not continue_rewrites
+
+    def _populate(self, rewriter: DriverRewriter) -> None:
+        def replace(op: Operation, values: Sequence[SSAValue]) -> None:
+            rewriter.reset(op)
+            rewriter.replace(op, [], list(values))
+
+        folder = OperationFolder(replace)
+        cse = self.config.cse_constants
+
+        def known_constant(op: Operation) -> bool:
+            """True when `op` was a duplicate constant and is gone."""
+            if not cse:
+                return False
+            value = op_constant_value(op)
+            return value is not None and not folder.insert_known_constant(op, value)
+
+        if self.config.top_down:
+            worklist = self.worklist
+
+            def visit_pre(op: Operation) -> bool:
+                if known_constant(op):
+                    return False
+                self.add_to_worklist(op)
+                return True
+
+            _walk_pre_order(self.scope, visit_pre)
+            worklist.reverse()
+        else:
+
+            def visit_post(op: Operation) -> None:
+                if not known_constant(op):
+                    self.add_to_worklist(op)
+
+            _walk_post_order(self.scope, visit_post)
+
+    def _process_worklist(self, rewriter: DriverRewriter) -> bool:
+        changed = False
+        num_rewrites = 0
+        limit = self.config.max_num_rewrites
+        worklist = self.worklist
+        while worklist and (limit == NO_LIMIT or num_rewrites < limit):
+            op = worklist.pop()
+            rewriter.reset(op)
+
+            if is_trivially_dead(op):
+                rewriter.erase(op)
+                changed = True
+                continue
+
+            if self.config.fold and not op.has_trait(
+                ConstantLike, value_if_unregistered=False
+            ):
+                folded = self._fold(op, rewriter)
+                if folded:
+                    changed = True
+                    continue
+
+            applied = False
+            for pattern in self.patterns.patterns_for(op):
+                try:
+                    pattern.match_and_rewrite(op, rewriter)
+                except DiagnosticException:
+                    raise
+                except Exception as err:  # a broken pattern: report it on the op
+                    op.emit_error(
+                        f"Error while applying pattern: {err}", underlying_error=err
+                    )
+                if rewriter.has_done_action:
+                    applied = True
+                    break
+            if applied:
+                changed = True
+                num_rewrites += 1
+        return changed
+
+    def _fold(self, op: Operation, rewriter: DriverRewriter) -> bool:
+        result = try_fold(op)
+        if result is None:
+            return False
+        if result.values is None:  # folded in place
+            self.add_to_worklist(op)
+            return True
+        replacements: list[SSAValue] = []
+        created: list[Operation] = []
+        for value, old in zip(result.values, op.results, strict=True):
+            if isinstance(value, SSAValue):
+                replacements.append(value)
+                continue
+            assert isinstance(value, Attribute)
+            constant = materialize_constant(self.ctx, op, value, old.type)
+            if constant is None:
+                for made in reversed(created):
+                    rewriter.erase(made)
+                return False
+            rewriter.insert(constant, InsertPoint.before(op))
+            created.append(constant)
+            replacements.append(constant.results[0])
+        rewriter.replace(op, [], replacements)
+        return True
+
+
+# -----------------------------------------------------------------------------------------
+# Walks with MLIR's iteration rules (the next op is taken before visiting one)
+# -----------------------------------------------------------------------------------------
+
+
+def _walk_pre_order(region: Region, visit: Callable[[Operation], bool]) -> None:
+    for block in list(region.blocks):
+        op = block.first_op
+        while op is not None:
+            following = op.next_op
+            if visit(op):
+                for nested in op.regions:
+                    _walk_pre_order(nested, visit)
+            op = following
+
+
+def _walk_post_order(region: Region, visit: Callable[[Operation], None]) -> None:
+    for block in list(region.blocks):
+        op = block.first_op
+        while op is not None:
+            following = op.next_op
+            for nested in op.regions:
+                _walk_post_order(nested, visit)
+            visit(op)
+            op = following
+
+
+def _post_order(region: Region) -> Iterable[Block]:
+    """Blocks in post-order of the successor graph, repeated over the unvisited blocks
+    until all are listed (how MLIR's eraseOp visits a region)."""
+    return _post_order_from(region.blocks)
+
+
+def _post_order_from(starts: Iterable[Block]) -> list[Block]:
+    """Depth-first post-order of the successor graph from each of `starts` in turn,
+    skipping blocks already listed."""
+    seen: set[Block] = set()
+    order: list[Block] = []
+    for start in starts:
+        if start in seen:
+            continue
+        seen.add(start)
+        stack: list[tuple[Block, Iterable[Block]]] = [(start, iter(_successors(start)))]
+        while stack:
+            block, successors = stack[-1]
+            for succ in successors:
+                if succ not in seen:
+                    seen.add(succ)
+                    stack.append((succ, iter(_successors(succ))))
+                    break
+            else:
+                stack.pop()
+                order.append(block)
+    return order
+
+
+def _successors(block: Block) -> Sequence[Block]:
+    last = block.last_op
+    return tuple(last.successors) if last is not None else ()
+
+
+# -----------------------------------------------------------------------------------------
+# Region simplification (mlir/lib/Transforms/Utils/RegionUtils.cpp): the "normal" level,
+# unreachable blocks and dead ops / block arguments. Its notifications need not reach the
+# worklist: the next iteration starts from a fresh one.
+# -----------------------------------------------------------------------------------------
+
+
+def simplify_regions(regions: Sequence[Region]) -> bool:
+    erased_blocks = erase_unreachable_blocks(regions)
+    erased_dead = run_region_dce(regions)
+    return erased_blocks or erased_dead
+
+
+def _reachable(region: Region) -> set[Block]:
+    entry = region.blocks.first
+    assert entry is not None
+    seen = {entry}
+    stack = [entry]
+    while stack:
+        for succ in _successors(stack.pop()):
+            if succ not in seen:
+                seen.add(succ)
+                stack.append(succ)
+    return seen
+
+
+def erase_unreachable_blocks(regions: Sequence[Region]) -> bool:
+    erased = False
+    worklist = list(regions)
+    while worklist:
+        region = worklist.pop()
+        first = region.blocks.first
+        if first is None:
+            continue
+        if first.next_block is None:
+            worklist.extend(r for op in first.ops for r in op.regions)
+            continue
+        reachable = _reachable(region)
+        for block in list(region.blocks):
+            if block not in reachable:
+                region.erase_block(block, safe_erase=False)
+                erased = True
+                continue
+            worklist.extend(r for op in block.ops for r in op.regions)
+    return erased
+
+
+def _successor_operands(op: Operation) -> list[list[int]] | None:
+    """Operand indices forwarded to each successor's arguments, for the branch ops we
+    know (MLIR's BranchOpInterface); None for other terminators."""
+    if isinstance(op, cf.BranchOp):
+        return [list(range(len(op.operands)))]
+    if isinstance(op, cf.ConditionalBranchOp):
+        n_then = len(op.then_arguments)
+        return [
+            list(range(1, 1 + n_then)),
+            list(range(1 + n_then, 1 + n_then + len(op.else_arguments))),
+        ]
+    return None
+
+
+class _Liveness:
+    def __init__(self) -> None:
+        self.live: set[Operation | SSAValue] = set()
+        self.changed = False
+
+    def mark(self, item: Operation | SSAValue) -> None:
+        if item not in self.live:
+            self.live.add(item)
+            self.changed = True
+
+    def use_known_dead(self, op: Operation, index: int) -> bool:
+        forwarded = _successor_operands(op)
+        if forwarded is None:
+            return False
+        for succ, indices in zip(op.successors, forwarded):
+            if index in indices:
+                return succ.args[indices.index(index)] not in self.live
+        return False
+
+    def value(self, value: SSAValue) -> None:
+        if value in self.live:
+            return
+        for use in value.uses:
+            if self.use_known_dead(use.operation, use.index):
+                continue
+            if use.operation in self.live:
+                self.mark(value)
+                return
+
+    def terminator(self, op: Operation) -> None:
+        self.mark(op)
+        forwarded = _successor_operands(op)
+        for i, succ in enumerate(op.successors):
+            count = len(succ.args) if forwarded is None else 0
+            for arg in succ.args[:count]:
+                self.mark(arg)
+
+    def op(self, op: Operation) -> None:
+        for region in op.regions:
+            self.region(region)
+        if op.has_trait(IsTerminator, value_if_unregistered=True):
+            self.terminator(op)
+            return
+        if op in self.live:
+            return
+        if not would_be_trivially_dead(op):
+            self.mark(op)
+            return
+        for result in op.results:
+            self.value(result)
+            if result in self.live:
+                self.mark(op)
+
+    def region(self, region: Region) -> None:
+        entry = region.blocks.first
+        if entry is None:
+            return
+        for block in _reachable_post_order(entry):
+            for op in reversed(list(block.ops)):
+                self.op(op)
+            if block is not entry:
+                for arg in block.args:
+                    self.value(arg)
+
+
+def _reachable_post_order(entry: Block) -> list[Block]:
+    return _post_order_from((entry,))
+
+
+def run_region_dce(regions: Sequence[Region]) -> bool:
+    liveness = _Liveness()
+    liveness.changed = True
+    while liveness.changed:
+        liveness.changed = False
+        for region in regions:
+            liveness.region(region)
+    return _delete_dead(regions, liveness)
+
+
+def _delete_dead(regions: Sequence[Region], liveness: _Liveness) -> bool:
+    erased = False
+    for region in regions:
+        entry = region.blocks.first
+        if entry is None:
+            continue
+        single = entry.next_block is None
+        for block in _reachable_post_order(entry):
+            if not single and (term := block.last_op) is not None:
+                erased |= _drop_dead_successor_operands(term, liveness)
+            for op in reversed(list(block.ops)):
+                if op not in liveness.live:
+                    erased = True
+                    for result in op.results:
+                        for use in list(result.uses):
+                            use.operation.operands[use.index] = ErasedSSAValue(
+                                result.type, result
+                            )
+                    block.erase_op(op, safe_erase=False)
+                else:
+                    erased |= _delete_dead(op.regions, liveness)
+        for block in list(region.blocks)[1:]:
+            for arg in reversed(block.args):
+                if arg not in liveness.live:
+                    block.erase_arg(arg, safe_erase=False)
+    return erased
+
+
+def _drop_dead_successor_operands(term: Operation, liveness: _Liveness) -> bool:
+    forwarded = _successor_operands(term)
+    if forwarded is None:
+        return False
+    keep: list[list[SSAValue]] = []
+    dropped = False
+    for succ, indices in zip(term.successors, forwarded):
+        values = [term.operands[i] for i in indices]
+        live = [v for v, a in zip(values, succ.args) if a in liveness.live]
+        dropped |= len(live) != len(values)
+        keep.append(live)
+    if not dropped:
+        return False
+    if isinstance(term, cf.BranchOp):
+        new: Operation = cf.BranchOp(term.successor, *keep[0])
+    else:
+        assert isinstance(term, cf.ConditionalBranchOp)
+        new = cf.ConditionalBranchOp(
+            term.cond, term.then_block, keep[0], term.else_block, keep[1]
+        )
+    new.attributes.update(term.attributes)
+    Rewriter.replace_op(term, new)
+    liveness.live.add(new)
+    return True
+
+
+
+# -----------------------------------------------------------------------------------------
+# Entry point
+# -----------------------------------------------------------------------------------------
+
+
+def apply_patterns_greedily(
+    op: Operation,
+    patterns: PatternProvider | Sequence[RewritePattern],
+    *,
+    config: GreedyRewriteConfig | None = None,
+    ctx: Context | None = None,
+) -> bool:
+    """MLIR's `applyPatternsGreedily`: simplify each region of `op` (isolated from above)
+    to a fixpoint. `ctx` gives the dialects' constant materializers. Returns whether
+    every region converged."""
+    provider = PatternList(tuple(patterns)) if isinstance(patterns, Sequence) else patterns
+    converged = True
+    for region in op.regions:
+        driver = GreedyDriver(ctx, region, provider, config or GreedyRewriteConfig())
+        converged &= driver.simplify()
+    return converged
