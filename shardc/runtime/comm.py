@@ -222,7 +222,8 @@ class Comm(ABC):
     def send(self, x: np.ndarray, grid: Grid, axes: Axes, destination: Sequence[int] | int) -> None: ...
 
     @abstractmethod
-    def recv(self, like: np.ndarray, grid: Grid, axes: Axes, source: Sequence[int] | int) -> np.ndarray: ...
+    def recv(self, like: np.ndarray, grid: Grid, axes: Axes, source: Sequence[int] | int | None) -> np.ndarray:
+        """Receive from in-group device `source` (None: from any device of the group)."""
 
     @abstractmethod
     def sendrecv(self, x: np.ndarray | None, dest: int | None, like: np.ndarray, source: int | None) -> np.ndarray | None:
@@ -253,6 +254,15 @@ class Comm(ABC):
 
     @abstractmethod
     def barrier(self) -> None: ...
+
+    def trusted(self) -> Comm:
+        """This comm for calls whose inputs are known to agree across the group (static
+        shapes in the IR): the MPI comm then skips its shape/dtype header exchange."""
+        return self
+
+    @abstractmethod
+    def mpi_backend(self) -> Any:
+        """The backend of the `mpi` dialect's ops on this communicator (see `MPIP2P`)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -307,7 +317,7 @@ class SimulatedWorld:
         self.cond = threading.Condition()
         self.slots: dict[tuple[Any, ...], _Slot] = {}
         self.counters: dict[tuple[int, tuple[Any, ...]], int] = {}
-        self.mail: dict[tuple[int, int], list[np.ndarray]] = {}
+        self.mail: dict[tuple[Any, ...], list[np.ndarray]] = {}
         self.failed: tuple[int, BaseException] | None = None
 
     def fail(self, rank: int, exc: BaseException) -> None:
@@ -341,16 +351,26 @@ class SimulatedWorld:
                 del self.slots[skey]
             return out
 
-    def post(self, src: int, dst: int, x: np.ndarray) -> None:
+    def post(self, src: int, dst: int, x: np.ndarray, channel: Any = None) -> None:
         with self.cond:
-            self.mail.setdefault((src, dst), []).append(np.array(x, copy=True))
+            self.mail.setdefault((src, dst, channel), []).append(np.array(x, copy=True))
             self.cond.notify_all()
 
-    def take(self, src: int, dst: int, what: str) -> np.ndarray:
+    def take(self, src: int, dst: int, what: str, channel: Any = None) -> np.ndarray:
         with self.cond:
-            box = self.mail.setdefault((src, dst), [])
+            box = self.mail.setdefault((src, dst, channel), [])
             self._wait(lambda: bool(box), dst, what)
             return box.pop(0)
+
+    def take_any(self, sources: Sequence[int], dst: int, what: str, channel: Any = None) -> tuple[int, np.ndarray]:
+        """The first message from any of `sources` (lowest rank first when several wait)."""
+        with self.cond:
+            boxes = [(s, self.mail.setdefault((s, dst, channel), [])) for s in sources]
+            self._wait(lambda: any(boxes[i][1] for i in range(len(boxes))), dst, what)
+            for s, box in boxes:
+                if box:
+                    return s, box.pop(0)
+            raise AssertionError("unreachable")
 
 
 class SimulatedComm(Comm):
@@ -422,8 +442,13 @@ class SimulatedComm(Comm):
     def send(self, x: np.ndarray, grid: Grid, axes: Axes, destination: Sequence[int] | int) -> None:
         self.world.post(self.rank, self._peer(grid, axes, destination), np.asarray(x))
 
-    def recv(self, like: np.ndarray, grid: Grid, axes: Axes, source: Sequence[int] | int) -> np.ndarray:
-        got = self.world.take(self._peer(grid, axes, source), self.rank, "recv")
+    def recv(self, like: np.ndarray, grid: Grid, axes: Axes, source: Sequence[int] | int | None) -> np.ndarray:
+        if source is None:
+            grid, axes = tuple(grid), tuple(axes)
+            members = [m for m in group_members(grid, axes, self._coords(grid)) if m != self.rank]
+            _, got = self.world.take_any(members, self.rank, "recv")
+        else:
+            got = self.world.take(self._peer(grid, axes, source), self.rank, "recv")
         _check_same([np.asarray(like), got], [self.rank, -1], "recv")
         return got
 
@@ -436,6 +461,12 @@ class SimulatedComm(Comm):
 
     def barrier(self) -> None:
         self.world.exchange(self.rank, list(range(self.size)), ("barrier",), None, "barrier")
+
+    def mpi_backend(self) -> SimulatedMPI:
+        backend = getattr(self, "_mpi", None)
+        if backend is None:
+            backend = self._mpi = SimulatedMPI(self.world, self.rank)
+        return backend
 
 
 def _check_same(arrays: Sequence[np.ndarray], members: Sequence[int], what: str) -> None:
@@ -503,12 +534,24 @@ class MPIComm(Comm):
         self.checked = checked if checked is not None else os.environ.get("SHARDC_COMM_CHECK", "1") != "0"
         self._subs: dict[tuple[Grid, Axes], Any] = {}
 
+    def trusted(self) -> MPIComm:
+        if not self.checked:
+            return self
+        twin = getattr(self, "_twin", None)
+        if twin is None:
+            twin = self._twin = MPIComm(self.comm, checked=False)
+            twin._subs = self._subs  # one sub-communicator cache for both
+        return twin
+
     def sub(self, grid: Grid, axes: Axes) -> Any:
         key = (tuple(grid), tuple(axes))
         c = self._subs.get(key)
         if c is None:
             _check_axes(*key)
             coords = self._coords(key[0])
+            if key[1] == tuple(range(len(key[0]))):  # the whole grid in world order
+                self._subs[key] = self.comm
+                return self.comm
             c = self.comm.Split(group_color(key[0], key[1], coords), in_group_index(key[0], key[1], coords))
             self._subs[key] = c
         return c
@@ -556,8 +599,11 @@ class MPIComm(Comm):
 
     def all_gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int) -> np.ndarray:
         c, x = self._prep(x, grid, axes, "all_gather")
-        buf = np.empty((c.Get_size(), *x.shape), dtype=x.dtype)
+        n = c.Get_size()
+        buf = np.empty((n, *x.shape), dtype=x.dtype)
         c.Allgather(x, buf)
+        if gather_axis == 0:  # the pieces are already in place: a free reshape
+            return buf.reshape((n * x.shape[0], *x.shape[1:]))
         return np.concatenate(list(buf), axis=gather_axis)
 
     def all_to_all(self, x: np.ndarray, grid: Grid, axes: Axes, split_axis: int, concat_axis: int) -> np.ndarray:
@@ -614,10 +660,11 @@ class MPIComm(Comm):
         c = self.sub(tuple(grid), tuple(axes))
         c.Send(np.ascontiguousarray(x), dest=self._root_index(tuple(grid), tuple(axes), destination), tag=17)
 
-    def recv(self, like: np.ndarray, grid: Grid, axes: Axes, source: Sequence[int] | int) -> np.ndarray:
+    def recv(self, like: np.ndarray, grid: Grid, axes: Axes, source: Sequence[int] | int | None) -> np.ndarray:
         c = self.sub(tuple(grid), tuple(axes))
         buf = np.empty(np.shape(like), dtype=np.asarray(like).dtype)
-        c.Recv(buf, source=self._root_index(tuple(grid), tuple(axes), source), tag=17)
+        src = self.mpi.ANY_SOURCE if source is None else self._root_index(tuple(grid), tuple(axes), source)
+        c.Recv(buf, source=src, tag=17)
         return buf
 
     def sendrecv(self, x: np.ndarray | None, dest: int | None, like: np.ndarray, source: int | None) -> np.ndarray | None:
@@ -636,6 +683,12 @@ class MPIComm(Comm):
 
     def barrier(self) -> None:
         self.comm.Barrier()
+
+    def mpi_backend(self) -> MPIP2P:
+        backend = getattr(self, "_p2p", None)
+        if backend is None:
+            backend = self._p2p = MPIP2P(self.comm)
+        return backend
 
 
 def mpi_op(kind: str, dtype: np.dtype) -> Any:
@@ -687,19 +740,65 @@ def abort_on_error(comm: Any = None) -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------------------------
-# Thin mpi4py layer for the mpi dialect (buffer calls on numpy arrays)
+# Backends of the mpi dialect: mpi4py, and an MPI-like world over simulated ranks
 # ---------------------------------------------------------------------------------------
+#
+# Communicator handles are opaque to the kernels: mpi4py `Comm` objects, or `SimGroup`s.
+# Reductions are named by MLIR's `MPI_ReductionOpEnum` names (MPI_SUM, ...). Every call
+# that MLIR gives a `!mpi.retval` returns MPI_SUCCESS (0); failures raise.
+
+MPI_SUCCESS = 0
+
+_MPI_COMBINE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "MPI_MAX": np.maximum,
+    "MPI_MIN": np.minimum,
+    "MPI_SUM": np.add,
+    "MPI_PROD": np.multiply,
+    "MPI_BAND": np.bitwise_and,
+    "MPI_BOR": np.bitwise_or,
+    "MPI_BXOR": np.bitwise_xor,
+}
+_MPI_LOGICAL = {"MPI_LAND": np.logical_and, "MPI_LOR": np.logical_or, "MPI_LXOR": np.logical_xor}
+
+
+def mpi_reduce_list(parts: Sequence[np.ndarray], op: str) -> np.ndarray:
+    """Reference reduction of an MPI predefined op over contributions in rank order."""
+    dtype = parts[0].dtype
+    if op in _MPI_LOGICAL:
+        fn = _MPI_LOGICAL[op]
+        acc = parts[0] != 0
+        for p in parts[1:]:
+            acc = fn(acc, p != 0)
+        return acc.astype(dtype)
+    if op not in _MPI_COMBINE:
+        raise CommError(f"reduction {op} is not supported by the runtime")
+    if op.startswith("MPI_B") and dtype.kind == "f":
+        raise CommError(f"reduction {op} needs an integer element type, got {dtype}")
+    fn = _MPI_COMBINE[op]
+    if dtype == np.bool_:
+        fn = {"MPI_SUM": np.logical_or, "MPI_PROD": np.logical_and}.get(op, fn)
+    acc = np.array(parts[0], copy=True)
+    for p in parts[1:]:
+        acc = fn(acc, p).astype(dtype, copy=False)
+    return acc
+
+
+def _write(dst: np.ndarray, flat: np.ndarray, what: str) -> None:
+    if dst.size != flat.size:
+        raise CommError(f"{what}: the receive buffer has {dst.size} elements, {flat.size} arrived")
+    dst[...] = flat.reshape(dst.shape)
 
 
 class MPIP2P:
-    """What `mpi.*` ops need, over mpi4py communicators; all calls return MPI_SUCCESS (0)
-    so kernels can produce `!mpi.retval` results."""
+    """The mpi dialect over mpi4py buffer calls on numpy arrays (memrefs)."""
 
-    SUCCESS = 0
+    SUCCESS = MPI_SUCCESS
 
-    @staticmethod
-    def comm_world() -> Any:
-        return _mpi().COMM_WORLD
+    def __init__(self, world: Any = None):
+        self.world = world
+
+    def comm_world(self) -> Any:
+        return self.world if self.world is not None else _mpi().COMM_WORLD
 
     @staticmethod
     def comm_rank(comm: Any) -> int:
@@ -709,9 +808,22 @@ class MPIP2P:
     def comm_size(comm: Any) -> int:
         return comm.Get_size()
 
-    @staticmethod
-    def comm_split(comm: Any, color: int, key: int) -> Any:
-        return comm.Split(color, key)
+    def comm_split(self, comm: Any, color: int, key: int, site: object = None) -> Any:
+        """`MPI_Comm_split`, cached per call site: when every member of `comm` calls a
+        site again with the arguments it used before (one cheap allreduce tells), the
+        sub-communicator made then is reused instead of splitting again."""
+        MPI = _mpi()
+        cache = self.__dict__.setdefault("_splits", {})
+        k = (site, comm.py2f(), color, key)
+        hit = np.array([k in cache], dtype=np.int32)
+        if site is not None:
+            comm.Allreduce(MPI.IN_PLACE, hit, op=MPI.MIN)
+            if hit[0]:
+                return cache[k]
+        new = comm.Split(color if color >= 0 else MPI.UNDEFINED, key)
+        if site is not None:
+            cache[k] = new
+        return new
 
     @staticmethod
     def send(comm: Any, buf: np.ndarray, dest: int, tag: int) -> int:
@@ -744,22 +856,163 @@ class MPIP2P:
         return 0
 
     @staticmethod
-    def allreduce(comm: Any, send: np.ndarray, recv: np.ndarray, kind: str) -> int:
-        out = np.empty_like(recv, order="C")
-        comm.Allreduce(np.ascontiguousarray(send), out, op=mpi_op(kind, send.dtype))
-        recv[...] = out
+    def _op(op: str) -> Any:
+        MPI = _mpi()
+        if op not in _MPI_COMBINE and op not in _MPI_LOGICAL:
+            raise CommError(f"reduction {op} is not supported by the runtime")
+        return getattr(MPI, op[4:])
+
+    @classmethod
+    def allreduce(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> int:
+        src = np.ascontiguousarray(send)
+        if recv.flags.c_contiguous and not np.shares_memory(src, recv):
+            comm.Allreduce(src, recv, op=cls._op(op))
+        else:
+            out = np.empty_like(recv, order="C")
+            comm.Allreduce(src, out, op=cls._op(op))
+            recv[...] = out
         return 0
 
     @staticmethod
     def allgather(comm: Any, send: np.ndarray, recv: np.ndarray) -> int:
+        if recv.flags.c_contiguous:
+            comm.Allgather(np.ascontiguousarray(send), recv)
+        else:
+            out = np.empty_like(recv, order="C")
+            comm.Allgather(np.ascontiguousarray(send), out)
+            recv[...] = out
+        return 0
+
+    @classmethod
+    def reduce_scatter_block(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> int:
         out = np.empty_like(recv, order="C")
-        comm.Allgather(np.ascontiguousarray(send), out)
+        comm.Reduce_scatter_block(np.ascontiguousarray(send), out, op=cls._op(op))
         recv[...] = out
         return 0
 
     @staticmethod
-    def reduce_scatter_block(comm: Any, send: np.ndarray, recv: np.ndarray, kind: str) -> int:
-        out = np.empty_like(recv, order="C")
-        comm.Reduce_scatter_block(np.ascontiguousarray(send), out, op=mpi_op(kind, send.dtype))
-        recv[...] = out
+    def barrier(comm: Any) -> int:
+        comm.Barrier()
+        return 0
+
+
+@dataclass(frozen=True)
+class SimGroup:
+    """A simulated communicator: its members' world ranks in group-rank order."""
+
+    members: tuple[int, ...]
+    ident: tuple[Any, ...]
+
+
+class _Request:
+    def __init__(self, complete: Callable[[], None] | None = None):
+        self.complete = complete
+
+    def wait(self) -> None:
+        if self.complete is not None:
+            self.complete()
+            self.complete = None
+
+
+class SimulatedMPI:
+    """The mpi dialect on simulated ranks: communicators are `SimGroup`s, messages go
+    through the world's mailboxes (matched by communicator and tag, in order)."""
+
+    SUCCESS = MPI_SUCCESS
+
+    def __init__(self, world: SimulatedWorld, rank: int):
+        self.world = world
+        self.rank = rank
+        self._splits: dict[tuple[Any, ...], int] = {}
+
+    def comm_world(self) -> SimGroup:
+        return SimGroup(tuple(range(self.world.size)), ("world",))
+
+    def _me(self, comm: SimGroup | None) -> int:
+        if comm is None:
+            raise CommError("operation on MPI_COMM_NULL")
+        if self.rank not in comm.members:
+            raise CommError(f"rank {self.rank} is not a member of the communicator")
+        return comm.members.index(self.rank)
+
+    def comm_rank(self, comm: SimGroup) -> int:
+        return self._me(comm)
+
+    def comm_size(self, comm: SimGroup) -> int:
+        self._me(comm)
+        return len(comm.members)
+
+    def comm_split(self, comm: SimGroup, color: int, key: int, site: object = None) -> SimGroup | None:
+        self._me(comm)
+        seq = self._splits.get(comm.ident, 0)
+        self._splits[comm.ident] = seq + 1
+        parts = self.world.exchange(self.rank, comm.members, ("split", comm.ident), (color, key), "comm_split")
+        if color < 0:
+            return None
+        mine = sorted((k, i) for i, (c, k) in enumerate(parts) if c == color)
+        return SimGroup(tuple(comm.members[i] for _, i in mine), (*comm.ident, "split", seq, color))
+
+    def _peer(self, comm: SimGroup, r: int, what: str) -> int:
+        self._me(comm)
+        if not 0 <= r < len(comm.members):
+            raise CommError(f"{what}: rank {r} out of range for a communicator of size {len(comm.members)}")
+        return comm.members[r]
+
+    def send(self, comm: SimGroup, buf: np.ndarray, dest: int, tag: int) -> int:
+        self.world.post(self.rank, self._peer(comm, dest, "send"), np.asarray(buf), channel=(comm.ident, tag))
+        return 0
+
+    def recv(self, comm: SimGroup, buf: np.ndarray, source: int, tag: int) -> int:
+        got = self.world.take(self._peer(comm, source, "recv"), self.rank, "recv", channel=(comm.ident, tag))
+        _write(buf, got.reshape(-1), "recv")
+        return 0
+
+    def isend(self, comm: SimGroup, buf: np.ndarray, dest: int, tag: int) -> _Request:
+        self.send(comm, buf, dest, tag)
+        return _Request()
+
+    def irecv(self, comm: SimGroup, buf: np.ndarray, source: int, tag: int) -> _Request:
+        self._peer(comm, source, "irecv")
+        return _Request(lambda: self.recv(comm, buf, source, tag))
+
+    @staticmethod
+    def wait(request: _Request) -> int:
+        request.wait()
+        return 0
+
+    def _collect(self, comm: SimGroup, x: np.ndarray | None, what: str) -> list[Any]:
+        self._me(comm)
+        value = None if x is None else np.array(x, copy=True)
+        parts = self.world.exchange(self.rank, comm.members, ("mpi", comm.ident), (what, value), what)
+        names = {p[0] for p in parts}
+        if len(names) != 1:
+            raise CommError(f"rank {self.rank}: mismatched collectives in one communicator: {sorted(names)}")
+        return [p[1] for p in parts]
+
+    def allreduce(self, comm: SimGroup, send: np.ndarray, recv: np.ndarray, op: str) -> int:
+        parts = self._collect(comm, send, "allreduce")
+        _check_same(parts, list(comm.members), "allreduce")
+        _write(recv, mpi_reduce_list(parts, op).reshape(-1), "allreduce")
+        return 0
+
+    def allgather(self, comm: SimGroup, send: np.ndarray, recv: np.ndarray) -> int:
+        parts = self._collect(comm, send, "allgather")
+        _check_same(parts, list(comm.members), "allgather")
+        _write(recv, np.concatenate([p.reshape(-1) for p in parts]), "allgather")
+        return 0
+
+    def reduce_scatter_block(self, comm: SimGroup, send: np.ndarray, recv: np.ndarray, op: str) -> int:
+        parts = self._collect(comm, send, "reduce_scatter_block")
+        _check_same(parts, list(comm.members), "reduce_scatter_block")
+        flat = mpi_reduce_list(parts, op).reshape(-1)
+        n = len(comm.members)
+        if flat.size % n:
+            raise CommError(f"reduce_scatter_block: {flat.size} elements do not split in {n} blocks")
+        block = flat.size // n
+        me = self._me(comm)
+        _write(recv, flat[me * block : (me + 1) * block], "reduce_scatter_block")
+        return 0
+
+    def barrier(self, comm: SimGroup) -> int:
+        self._collect(comm, None, "barrier")
         return 0

@@ -281,6 +281,7 @@ class CompiledModule:
     source: str
     functions: dict[str, Callable[..., object]] = field(default_factory=dict)
     signatures: dict[str, func.FuncOp] = field(default_factory=dict)
+    _arg_specs: dict[str, list[ArgSpec]] = field(default_factory=dict, repr=False)
 
     def __getitem__(self, name: str) -> Callable[..., object]:
         try:
@@ -292,8 +293,12 @@ class CompiledModule:
         """Call with argument conversion (lists/scalars to the declared types) and numpy
         floating-point warnings silenced (IEEE results, as MLIR)."""
         fn = self[name]
-        sig = self.signatures[name]
-        conv = [_convert_arg(a, t, name, k) for k, (a, t) in enumerate(zip(args, sig.function_type.inputs.data, strict=True))]
+        specs = self._arg_specs.get(name)
+        if specs is None:
+            specs = self._arg_specs[name] = [_arg_spec(t) for t in self.signatures[name].function_type.inputs.data]
+        if len(args) != len(specs):
+            raise RuntimeExecutionError(f"runtime: @{name} takes {len(specs)} arguments, got {len(args)}")
+        conv = [_convert_arg(a, spec, name, k) for k, (a, spec) in enumerate(zip(args, specs))]
         with np.errstate(all="ignore"):
             return fn(*conv)
 
@@ -301,21 +306,30 @@ class CompiledModule:
         return self.source
 
 
-def _convert_arg(value: object, t: object, fname: str, k: int) -> object:
+ArgSpec = tuple[np.dtype, tuple[int, ...]] | tuple[None, object]
+"""(dtype, shape) of a shaped argument type, or (None, the scalar type)."""
+
+
+def _arg_spec(t: object) -> ArgSpec:
     from xdsl.dialects.builtin import MemRefType, TensorType
 
-    from shardc.runtime.dtypes import np_dtype, to_scalar
+    from shardc.runtime.dtypes import np_dtype
 
     if isinstance(t, TensorType | MemRefType):
-        dt = np_dtype(t.get_element_type())
-        arr = value if isinstance(value, np.ndarray) and value.dtype == dt else np.asarray(value, dtype=dt)
-        shape = t.get_shape()
-        if len(shape) != arr.ndim or any(s >= 0 and s != a for s, a in zip(shape, arr.shape)):
-            raise RuntimeExecutionError(
-                f"runtime: @{fname} argument #{k}: expected shape {tuple(shape)} (-1 = dynamic), got {arr.shape}"
-            )
-        return arr
-    return to_scalar(value, t)  # type: ignore[arg-type]
+        return np_dtype(t.get_element_type()), tuple(t.get_shape())
+    return None, t
+
+
+def _convert_arg(value: object, spec: ArgSpec, fname: str, k: int) -> object:
+    from shardc.runtime.dtypes import to_scalar
+
+    dt, shape = spec
+    if dt is None:
+        return to_scalar(value, shape)  # type: ignore[arg-type]
+    arr = value if isinstance(value, np.ndarray) and value.dtype == dt else np.asarray(value, dtype=dt)
+    if len(shape) != arr.ndim or any(s >= 0 and s != a for s, a in zip(shape, arr.shape)):  # type: ignore[arg-type]
+        raise RuntimeExecutionError(f"runtime: @{fname} argument #{k}: expected shape {shape} (-1 = dynamic), got {arr.shape}")
+    return arr
 
 
 def _func_pyname(cg: ModuleCodegen, sym: str) -> str:

@@ -52,3 +52,23 @@ def _index(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, linalg.IndexOp)
     name = g.define(op.result, vec=True)
     g.emit(f"{name} = _ix[{op.dim.value.data}]")
+
+
+# shardc's linalg overlay: linalg.map (batch_matmul is a named structured op, above).
+from shardc.dialects import linalg as slinalg  # noqa: E402
+
+
+@register(slinalg.MapOp)
+def _map(op: Operation, g: FunctionBuilder) -> None:
+    """Elementwise: identity maps over the init's shape; the mapper's arguments are the
+    inputs' elements followed by the init's (trunk's form), so it runs like a generic."""
+    assert isinstance(op, slinalg.MapOp)
+    t = op.init.type
+    assert isinstance(t, ShapedType)
+    rank = len(t.get_shape())
+    block = single_block(op.mapper)
+    n = len(op.inputs)
+    if len(block.args) == n:  # the older form without the init's argument
+        raise compile_error(op, "linalg.map whose mapper takes no init argument is not supported")
+    ident: Map = tuple(range(rank))
+    emit_structured(op, g, list(op.inputs), [op.init], [ident] * (n + 1), ["parallel"] * rank, block)

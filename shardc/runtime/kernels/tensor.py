@@ -142,3 +142,51 @@ def _pad(op: Operation, g: FunctionBuilder) -> None:
     high = mixed(g, op.static_high, op.high)
     widths = ", ".join(f"({lo}, {hi})" for lo, hi in zip(low, high))
     g.assign(op, f"_np.pad({g.v(op.source)}, ({widths}{',' if len(low) == 1 else ''}), constant_values={value})")
+
+
+# shardc's tensor overlay: rank, generate (parallel_insert_slice is part of scf.forall).
+from shardc.dialects import tensor as stensor  # noqa: E402
+from shardc.runtime.compile import CompileError  # noqa: E402
+
+
+@register(stensor.RankOp)
+def _rank(op: Operation, g: FunctionBuilder) -> None:
+    g.assign(op, f"_np.ndim({g.v(op.operands[0])})")
+
+
+@register(stensor.GenerateOp)
+def _generate(op: Operation, g: FunctionBuilder) -> None:
+    """The body runs once on whole index grids (vectorized); a body that cannot (say, a
+    gather through tensor.extract) runs once per element."""
+    assert isinstance(op, stensor.GenerateOp)
+    t = op.result.type
+    shape = shape_tuple(g, t, list(op.dynamic_extents))
+    dt = dt_expr(g, np_dtype(elem(t)))
+    block = single_block(op.body)
+    r = g.res(op)
+    mark = (len(g.lines), dict(g.names), set(g.vec_values))
+    try:
+        grid = g.fresh("ix")
+        g.emit(f"{grid} = _np.indices({shape}, dtype=_np.int64)")
+        saved = g.vector
+        g.vector = True
+        g.bind_block_args(block, [f"{grid}[{k}]" for k in range(len(block.args))], vec=True)
+        term = g.emit_block_body(block)
+        g.vector = saved
+        g.emit(f"{r} = _np.broadcast_to(_np.asarray({g.v(term.operands[0])}, dtype={dt}), {shape}).copy()")
+        return
+    except CompileError:
+        g.vector = False
+        del g.lines[mark[0] :]
+        g.names.clear()
+        g.names.update(mark[1])
+        g.vec_values.clear()
+        g.vec_values.update(mark[2])
+    r = g.res(op, vec=False)
+    g.emit(f"{r} = _np.empty({shape}, dtype={dt})")
+    idx = g.fresh("i")
+    g.emit(f"for {idx} in _np.ndindex(*{shape}):")
+    with g.indented():
+        g.bind_block_args(block, [f"{idx}[{k}]" for k in range(len(block.args))])
+        term = g.emit_block_body(block)
+        g.emit(f"{r}[{idx}] = {g.v(term.operands[0])}")

@@ -175,3 +175,148 @@ def _if(op: Operation, g: FunctionBuilder) -> None:
             vals = g.vs(term.operands)
             if outs:
                 g.emit(f"{', '.join(outs)} = {', '.join(vals)}")
+
+
+# ---------------------------------------------------------------------------------------
+# shardc's tosa overlay (`shardc.dialects.tosa`): the ops xDSL lacks
+# ---------------------------------------------------------------------------------------
+
+from shardc.dialects import tosa as stosa  # noqa: E402
+from shardc.runtime.kernels.math import _erf  # noqa: E402  # pyright: ignore[reportPrivateUsage]
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return (1 / (1 + np.exp(-x))).astype(x.dtype, copy=False)
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return (1 / np.sqrt(x)).astype(x.dtype, copy=False)
+
+
+def _clz(x: np.ndarray) -> np.ndarray:
+    bits = x.dtype.itemsize * 8
+    u = helpers.uview(x, x.dtype).astype(np.uint64)
+    n = np.zeros(x.shape, dtype=np.int64)
+    for b in range(bits):  # vectorised over the array, one pass per bit
+        n += (u >> np.uint64(b)) != 0
+    return (bits - n).astype(x.dtype)
+
+
+_UNARY_EXPR = {
+    stosa.AbsOp: "_np.abs({x})",
+    stosa.BitwiseNotOp: "_np.invert({x})",
+    stosa.CeilOp: "_np.ceil({x})",
+    stosa.ExpOp: "_np.exp({x})",
+    stosa.FloorOp: "_np.floor({x})",
+    stosa.LogOp: "_np.log({x})",
+    stosa.TanhOp: "_np.tanh({x})",
+    stosa.LogicalNotOp: "_np.logical_not({x})",
+}
+_UNARY_FN = {stosa.ErfOp: _erf, stosa.SigmoidOp: _sigmoid, stosa.RsqrtOp: _rsqrt, stosa.ClzOp: _clz}
+
+
+@register(*_UNARY_EXPR)
+def _unary_expr(op: Operation, g: FunctionBuilder) -> None:
+    g.assign(op, _by_mro(_UNARY_EXPR, op).format(x=g.v(op.operands[0])))
+
+
+@register(*_UNARY_FN)
+def _unary_fn(op: Operation, g: FunctionBuilder) -> None:
+    fn = _by_mro(_UNARY_FN, op)
+    g.assign(op, f"{g.const(fn, fn.__name__.strip('_'))}({g.v(op.operands[0])})")
+
+
+def _negate(x: np.ndarray, izp: np.ndarray, ozp: np.ndarray) -> np.ndarray:
+    if x.dtype.kind == "f":
+        return -x
+    i = int(np.asarray(izp).reshape(-1)[0])
+    o = int(np.asarray(ozp).reshape(-1)[0])
+    info = np.iinfo(x.dtype)
+    return np.clip(-(x.astype(np.int64) - i) + o, info.min, info.max).astype(x.dtype)
+
+
+@register(stosa.NegateOp)
+def _negate_emit(op: Operation, g: FunctionBuilder) -> None:
+    x, izp, ozp = g.vs(op.operands)
+    g.assign(op, f"{g.const(_negate, 'tosa_negate')}({x}, {izp}, {ozp})")
+
+
+def _cast(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """TOSA's cast: float to int rounds half to even and saturates; int to int wraps;
+    to bool is `!= 0`."""
+    if dt == np.bool_:
+        return x != 0
+    if x.dtype.kind == "f" and dt.kind in "iu":
+        info = np.iinfo(dt)
+        r = np.clip(np.rint(x.astype(np.float64)), info.min, info.max)
+        return np.where(np.isnan(r), 0, r).astype(dt)
+    return x.astype(dt)
+
+
+@register(stosa.CastOp)
+def _cast_emit(op: Operation, g: FunctionBuilder) -> None:
+    g.assign(op, f"{g.const(_cast, 'tosa_cast')}({g.v(op.operands[0])}, {_rdt(g, op)})")
+
+
+_BINARY_EXPR = {
+    stosa.PowOp: "_np.power({a}, {b})",
+    stosa.BitwiseAndOp: "_np.bitwise_and({a}, {b})",
+    stosa.BitwiseOrOp: "_np.bitwise_or({a}, {b})",
+    stosa.BitwiseXorOp: "_np.bitwise_xor({a}, {b})",
+    stosa.LogicalAndOp: "_np.logical_and({a}, {b})",
+    stosa.LogicalOrOp: "_np.logical_or({a}, {b})",
+    stosa.LogicalXorOp: "_np.logical_xor({a}, {b})",
+    stosa.EqualOp: "_np.equal({a}, {b})",
+    stosa.GreaterOp: "_np.greater({a}, {b})",
+    stosa.GreaterEqualOp: "_np.greater_equal({a}, {b})",
+}
+_BINARY_HELPER = {
+    stosa.IntDivOp: helpers.divsi_a,
+    stosa.LogicalLeftShiftOp: helpers.shli_a,
+    stosa.LogicalRightShiftOp: helpers.shrui_a,
+}
+
+
+@register(*_BINARY_EXPR)
+def _binary_expr(op: Operation, g: FunctionBuilder) -> None:
+    a, b = g.vs(op.operands)
+    g.assign(op, "_np.asarray(" + _by_mro(_BINARY_EXPR, op).format(a=a, b=b) + ")")
+
+
+@register(*_BINARY_HELPER)
+def _binary_helper(op: Operation, g: FunctionBuilder) -> None:
+    a, b = g.vs(op.operands)
+    fn = _by_mro(_BINARY_HELPER, op)
+    g.assign(op, f"{g.const(fn, fn.__name__)}({a}, {b}, {_rdt(g, op)})")
+
+
+@register(stosa.MaximumOp, stosa.MinimumOp)
+def _minmax(op: Operation, g: FunctionBuilder) -> None:
+    a, b = g.vs(op.operands)
+    ignore = "IGNORE" in str(op.properties.get("nan_mode", "")).upper()
+    fn = ("fmax" if ignore else "maximum") if isinstance(op, stosa.MaximumOp) else ("fmin" if ignore else "minimum")
+    g.assign(op, f"_np.{fn}({a}, {b})")
+
+
+@register(stosa.SelectOp)
+def _select(op: Operation, g: FunctionBuilder) -> None:
+    c, a, b = g.vs(op.operands)
+    g.assign(op, f"_np.where({c}, {a}, {b}).astype({_rdt(g, op)}, copy=False)")
+
+
+@register(stosa.ConstShapeOp)
+def _const_shape(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, stosa.ConstShapeOp)
+    g.bind(op.output, repr(op.get_shape()))
+
+
+@register(stosa.ReshapeOp)
+def _reshape(op: Operation, g: FunctionBuilder) -> None:
+    x, shape = g.vs(op.operands)
+    g.assign(op, f"_np.reshape({x}, {shape})")
+
+
+@register(stosa.TransposeOp)
+def _transpose(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, stosa.TransposeOp)
+    g.assign(op, f"_np.transpose({g.v(op.input1)}, {tuple(op.perms.get_values())!r})")

@@ -1,0 +1,132 @@
+"""mpi: MLIR's mpi dialect on the current comm's MPI backend (`Comm.mpi_backend()`):
+mpi4py under mpiexec, an MPI-like world over simulated ranks otherwise, so lowered
+programs run in one process too.
+
+`!mpi.comm` values are backend handles, `!mpi.request` backend requests, `!mpi.retval`
+the MPI return code (MPI_SUCCESS, 0: a failing call raises instead of returning a code).
+`mpi.init`/`mpi.finalize` are no-ops: mpi4py initialises MPI on import and finalizes it
+at exit, and a program may run more than once in one process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.ir import Operation
+
+from shardc.dialects import mpi
+from shardc.runtime.comm import current_comm
+from shardc.runtime.compile import FunctionBuilder, compile_error, register
+
+
+def backend() -> Any:
+    return current_comm().mpi_backend()
+
+
+def _retval(op: Operation, g: FunctionBuilder, expr: str = "0") -> None:
+    rv = getattr(op, "retval", None)
+    if rv is not None:
+        g.bind(rv, expr)
+
+
+def _b(g: FunctionBuilder) -> str:
+    return f"{g.const(backend, 'mpi_backend')}()"
+
+
+def _call(op: Operation, g: FunctionBuilder, method: str, args: list[str]) -> None:
+    """`backend.method(args)` whose return code is the op's retval (when it has one)."""
+    call = f"{_b(g)}.{method}({', '.join(args)})"
+    rv = getattr(op, "retval", None)
+    if rv is None:
+        g.emit(call)
+    else:
+        g.emit(f"{g.define(rv)} = {call}")
+
+
+@register(mpi.InitOp, mpi.FinalizeOp)
+def _init(op: Operation, g: FunctionBuilder) -> None:
+    _retval(op, g)
+
+
+@register(mpi.CommWorldOp)
+def _comm_world(op: Operation, g: FunctionBuilder) -> None:
+    g.assign(op, f"{_b(g)}.comm_world()")
+
+
+@register(mpi.CommRankOp, mpi.CommSizeOp)
+def _comm_query(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, mpi.CommRankOp | mpi.CommSizeOp)
+    method = "comm_rank" if isinstance(op, mpi.CommRankOp) else "comm_size"
+    value = op.rank if isinstance(op, mpi.CommRankOp) else op.size
+    g.emit(f"{g.define(value)} = {_b(g)}.{method}({g.v(op.comm)})")
+    _retval(op, g)
+
+
+@register(mpi.CommSplitOp)
+def _comm_split(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, mpi.CommSplitOp)
+    site = g.const(object(), "split_site")  # the cache key of this op (MPI backend)
+    g.emit(f"{g.define(op.newcomm)} = {_b(g)}.comm_split({g.v(op.comm)}, {g.v(op.color)}, {g.v(op.key)}, {site})")
+    _retval(op, g)
+
+
+@register(mpi.SendOp, mpi.RecvOp)
+def _p2p(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, mpi.SendOp | mpi.RecvOp)
+    peer = op.dest if isinstance(op, mpi.SendOp) else op.source
+    method = "send" if isinstance(op, mpi.SendOp) else "recv"
+    _call(op, g, method, [g.v(op.comm), g.v(op.ref), g.v(peer), g.v(op.tag)])
+
+
+@register(mpi.ISendOp, mpi.IRecvOp)
+def _ip2p(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, mpi.ISendOp | mpi.IRecvOp)
+    peer = op.dest if isinstance(op, mpi.ISendOp) else op.source
+    method = "isend" if isinstance(op, mpi.ISendOp) else "irecv"
+    g.emit(f"{g.define(op.req)} = {_b(g)}.{method}({g.v(op.comm)}, {g.v(op.ref)}, {g.v(peer)}, {g.v(op.tag)})")
+    _retval(op, g)
+
+
+@register(mpi.WaitOp)
+def _wait(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, mpi.WaitOp)
+    _call(op, g, "wait", [g.v(op.req)])
+
+
+@register(mpi.BarrierOp)
+def _barrier(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, mpi.BarrierOp)
+    _call(op, g, "barrier", [g.v(op.comm)])
+
+
+def _reduction(op: Operation) -> str:
+    kind = mpi._reduction_op_of(op.op)  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
+    if kind is None or kind.name in ("MPI_OP_NULL", "MPI_MINLOC", "MPI_MAXLOC", "MPI_REPLACE"):
+        raise compile_error(op, f"reduction {kind.name if kind else op.op} is not supported by the runtime")  # type: ignore[attr-defined]
+    return kind.name
+
+
+@register(mpi.AllReduceOp, mpi.ReduceScatterBlockOp)
+def _reduce(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, mpi.AllReduceOp | mpi.ReduceScatterBlockOp)
+    method = "allreduce" if isinstance(op, mpi.AllReduceOp) else "reduce_scatter_block"
+    _call(op, g, method, [g.v(op.comm), g.v(op.sendbuf), g.v(op.recvbuf), repr(_reduction(op))])
+
+
+@register(mpi.AllGatherOp)
+def _allgather(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, mpi.AllGatherOp)
+    _call(op, g, "allgather", [g.v(op.comm), g.v(op.sendbuf), g.v(op.recvbuf)])
+
+
+@register(mpi.ErrorClassOp)
+def _error_class(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, mpi.ErrorClassOp)
+    g.bind(op.errclass, g.v(op.val))  # the runtime's codes are error classes already
+
+
+@register(mpi.RetvalCheckOp)
+def _retval_check(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, mpi.RetvalCheckOp)
+    code = op.errclass.data.code
+    g.assign(op, f"({g.v(op.val)} == {code})")

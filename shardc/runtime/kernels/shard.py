@@ -1,0 +1,388 @@
+"""shard: collectives and process queries on the current `Comm` (`comm.current_comm()`).
+
+Each op becomes one call of a function below with its static attributes as literals;
+the grid is the `shard.grid` the op names, its dynamic dimensions resolved from the
+world size. In a partitioned program `shard.shard` is an identity and `!shard.sharding`
+values are `RuntimeSharding` objects.
+
+Where MLIR leaves a result undefined (gather/reduce on non-root devices, shift without a
+source) the comm returns zeros (gather) or the local input (reduce, shift). `shift` by
+`offset` moves data `offset` positions up the axis, like `np.roll`: device i receives
+from device i - offset (MLIR's example, offset 2 of 4 with rotate, reads the same
+either way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.dialects.builtin import DenseArrayBase, MemRefType, ShapedType
+from xdsl.ir import Operation, SSAValue
+
+from shardc.dialects import shard
+from shardc.runtime.comm import Comm, CommError, current_comm, group_members, in_group_index
+from shardc.runtime.compile import FunctionBuilder, compile_error, register
+from shardc.runtime.dtypes import np_dtype
+from shardc.runtime.kernels._common import elem, mixed
+from shardc.runtime.kernels.arith import dt_expr
+from shardc.runtime.sharding import RuntimeSharding, resolve_grid
+
+GridShape = tuple[int | None, ...]
+
+# ---------------------------------------------------------------------------------------
+# Run-time functions the generated code calls
+# ---------------------------------------------------------------------------------------
+
+
+def _comm(trusted: bool) -> Comm:
+    c = current_comm()
+    return c.trusted() if trusted else c
+
+
+def _grid(shape: GridShape) -> tuple[int, ...]:
+    return resolve_grid(shape, current_comm().size)
+
+
+def grid_shape(shape: GridShape, axes: tuple[int, ...]) -> tuple[int, ...]:
+    g = _grid(shape)
+    return tuple(g[a] for a in axes) if axes else g
+
+
+def process_multi_index(shape: GridShape, axes: tuple[int, ...]) -> tuple[int, ...]:
+    c = current_comm()
+    return c.process_multi_index(resolve_grid(shape, c.size), axes or None)
+
+
+def process_linear_index(shape: GridShape) -> int:
+    c = current_comm()
+    return c.process_linear_index(resolve_grid(shape, c.size))
+
+
+def neighbors(shape: GridShape, device: Sequence[int], axes: tuple[int, ...]) -> tuple[int, int]:
+    """World ranks of the previous and next device of `device` along `axes` (-1: none)."""
+    g = _grid(shape)
+    if len(device) != len(g):
+        raise CommError(f"neighbors_linear_indices: {len(device)} indices for a grid of rank {len(g)}")
+    k = in_group_index(g, axes, device)
+    members = group_members(g, axes, device)
+    down = members[k - 1] if k > 0 else -1
+    up = members[k + 1] if k + 1 < len(members) else -1
+    return down, up
+
+
+def make_sharding(grid: str, shape: GridShape, split_axes: tuple[tuple[int, ...], ...], halos: Sequence[int], offsets: Sequence[int]) -> RuntimeSharding:
+    return RuntimeSharding(grid, shape, split_axes, tuple(int(h) for h in halos), tuple(int(o) for o in offsets))
+
+
+def shard_shape(dims: Sequence[int], sharding: RuntimeSharding, device: Sequence[int]) -> tuple[int, ...]:
+    g = _grid(sharding.grid_shape)
+    return sharding.local_shape([int(d) for d in dims], g, [int(d) for d in device])
+
+
+def all_reduce(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], kind: str, dt: np.dtype, trusted: bool = False) -> np.ndarray:
+    c = _comm(trusted)
+    return c.all_reduce(np.asarray(x).astype(dt, copy=False), resolve_grid(shape, c.size), axes, kind)
+
+
+def all_gather(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], axis: int, trusted: bool = False) -> np.ndarray:
+    c = _comm(trusted)
+    return c.all_gather(x, resolve_grid(shape, c.size), axes, axis)
+
+
+def all_slice(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], axis: int) -> np.ndarray:
+    c = current_comm()
+    return c.all_slice(x, resolve_grid(shape, c.size), axes, axis)
+
+
+def all_to_all(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], split: int, concat: int, trusted: bool = False) -> np.ndarray:
+    c = _comm(trusted)
+    return c.all_to_all(x, resolve_grid(shape, c.size), axes, split, concat)
+
+
+def reduce_scatter(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], axis: int, kind: str, dt: np.dtype, trusted: bool = False) -> np.ndarray:
+    c = _comm(trusted)
+    return c.reduce_scatter(np.asarray(x).astype(dt, copy=False), resolve_grid(shape, c.size), axes, axis, kind)
+
+
+def broadcast(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], root: Sequence[int], trusted: bool = False) -> np.ndarray:
+    c = _comm(trusted)
+    return c.broadcast(x, resolve_grid(shape, c.size), axes, [int(r) for r in root])
+
+
+def gather(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], axis: int, root: Sequence[int], trusted: bool = False) -> np.ndarray:
+    c = _comm(trusted)
+    return c.gather(x, resolve_grid(shape, c.size), axes, axis, [int(r) for r in root])
+
+
+def reduce(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], root: Sequence[int], kind: str, dt: np.dtype, trusted: bool = False) -> np.ndarray:
+    c = _comm(trusted)
+    return c.reduce(np.asarray(x).astype(dt, copy=False), resolve_grid(shape, c.size), axes, [int(r) for r in root], kind)
+
+
+def scatter(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], axis: int, root: Sequence[int], trusted: bool = False) -> np.ndarray:
+    c = _comm(trusted)
+    return c.scatter(x, resolve_grid(shape, c.size), axes, axis, [int(r) for r in root])
+
+
+def send(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], dest: Sequence[int]) -> np.ndarray:
+    c = current_comm()
+    c.send(x, resolve_grid(shape, c.size), axes, [int(d) for d in dest])
+    return x
+
+
+def recv(like: np.ndarray, shape: GridShape, axes: tuple[int, ...], source: Sequence[int] | None) -> np.ndarray:
+    c = current_comm()
+    return c.recv(like, resolve_grid(shape, c.size), axes, None if source is None else [int(s) for s in source])
+
+
+def shift(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], axis: int, offset: int, rotate: bool) -> np.ndarray:
+    c = current_comm()
+    return c.shift(x, resolve_grid(shape, c.size), axes, axis, offset, rotate)
+
+
+def update_halo(x: np.ndarray, shape: GridShape, split_axes: tuple[tuple[int, ...], ...], halos: Sequence[int], in_place: bool) -> np.ndarray:
+    """Fill the halos of `x` from the neighbours' cores, split dims from the last to the
+    first; the blocks exchanged for a dim span the halos of the dims after it (already
+    updated) and the cores of the dims before it, so corners come out right."""
+    c = current_comm()
+    g = resolve_grid(shape, c.size)
+    me = c.process_multi_index(g)
+    arr = x if in_place else np.array(x, copy=True)
+    split = [d for d, axes in enumerate(split_axes) if axes]
+    if not halos:
+        return arr
+    if len(halos) != 2 * len(split):
+        raise CommError(f"update_halo: {len(halos)} halo sizes for {len(split)} split dimensions")
+    core = [slice(None)] * arr.ndim
+    for k, d in enumerate(split):
+        lo, hi = int(halos[2 * k]), int(halos[2 * k + 1])
+        core[d] = slice(lo, arr.shape[d] - hi)
+    for k in reversed(range(len(split))):
+        d = split[k]
+        lo, hi = int(halos[2 * k]), int(halos[2 * k + 1])
+        down, up = neighbors(shape, me, split_axes[d])
+        n = arr.shape[d]
+
+        def block(start: int, stop: int) -> tuple[slice, ...]:
+            idx = list(core)
+            idx[d] = slice(start, stop)
+            return tuple(idx)
+
+        if hi > 0:  # my upper halo comes from the core start of the device above
+            got = c.sendrecv(arr[block(lo, lo + hi)] if down >= 0 else None, down if down >= 0 else None, arr[block(n - hi, n)], up if up >= 0 else None)
+            if got is not None:
+                arr[block(n - hi, n)] = got
+        if lo > 0:  # my lower halo comes from the core end of the device below
+            got = c.sendrecv(arr[block(n - hi - lo, n - hi)] if up >= 0 else None, up if up >= 0 else None, arr[block(0, lo)], down if down >= 0 else None)
+            if got is not None:
+                arr[block(0, lo)] = got
+        core[d] = slice(None)
+    return arr
+
+
+# ---------------------------------------------------------------------------------------
+# Emitters
+# ---------------------------------------------------------------------------------------
+
+
+def _grid_shape(op: Operation, symbol: object) -> GridShape:
+    grid = shard.lookup_grid(op, symbol)  # type: ignore[arg-type]
+    if grid is None:
+        raise compile_error(op, f"no shard.grid named {symbol}")
+    return grid.shape_tuple
+
+
+def _call(g: FunctionBuilder, fn: object, args: Sequence[object]) -> str:
+    return f"{g.const(fn, getattr(fn, '__name__', 'shard'))}({', '.join(str(a) for a in args)})"
+
+
+def _tuple(xs: Sequence[object]) -> str:
+    return "(" + "".join(f"{x}, " for x in xs).rstrip(" ") + ")"
+
+
+def _mixed_list(g: FunctionBuilder, static: DenseArrayBase | None, dynamic: Sequence[SSAValue]) -> str:
+    if static is None:
+        return "None"
+    return "[" + ", ".join(mixed(g, static, dynamic)) + "]"
+
+
+def _kind(op: Operation) -> str:
+    kind = str(op.reduction.data.value)  # type: ignore[attr-defined]
+    if kind == "generic":
+        raise compile_error(op, "reduction kind 'generic' cannot be executed")
+    return kind
+
+
+def _rdt(g: FunctionBuilder, op: Operation) -> str:
+    return dt_expr(g, np_dtype(elem(op.results[0].type)))
+
+
+@register(shard.GridOp)
+def _grid_op(op: Operation, g: FunctionBuilder) -> None:
+    del op, g  # a symbol: nothing runs
+
+
+@register(shard.GridShapeOp, shard.ProcessMultiIndexOp)
+def _grid_query(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.GridShapeOp | shard.ProcessMultiIndexOp)
+    fn = grid_shape if isinstance(op, shard.GridShapeOp) else process_multi_index
+    shape = _grid_shape(op, op.grid)
+    names = [g.res(op, i) for i in range(len(op.results))]
+    if names:
+        g.emit(f"{', '.join(names)}, = {_call(g, fn, [repr(shape), repr(op.axes.get_values())])}")
+
+
+@register(shard.ProcessLinearIndexOp)
+def _linear_index(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.ProcessLinearIndexOp)
+    g.assign(op, _call(g, process_linear_index, [repr(_grid_shape(op, op.grid))]))
+
+
+@register(shard.NeighborsLinearIndicesOp)
+def _neighbors(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.NeighborsLinearIndicesOp)
+    down, up = g.res(op, 0), g.res(op, 1)
+    args = [repr(_grid_shape(op, op.grid)), _tuple(g.vs(op.device)), repr(op.split_axes.get_values())]
+    g.emit(f"{down}, {up} = {_call(g, neighbors, args)}")
+
+
+@register(shard.ShardingOp)
+def _sharding(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.ShardingOp)
+    grid = op.grid.string_value()
+    shape = _grid_shape(op, op.grid)
+    axes = op.split_axes_tuple
+    halos = mixed(g, op.static_halo_sizes, list(op.dynamic_halo_sizes))
+    offsets = mixed(g, op.static_sharded_dims_offsets, list(op.dynamic_sharded_dims_offsets))
+    if not op.dynamic_halo_sizes and not op.dynamic_sharded_dims_offsets:
+        value = make_sharding(grid, shape, axes, [int(h) for h in halos], [int(o) for o in offsets])
+        g.bind(op.result, g.const(value, "sharding"))
+        return
+    g.assign(op, _call(g, make_sharding, [repr(grid), repr(shape), repr(axes), f"[{', '.join(halos)}]", f"[{', '.join(offsets)}]"]))
+
+
+@register(shard.GetShardingOp)
+def _get_sharding(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.GetShardingOp)
+    owner = op.source.owner
+    if not isinstance(owner, shard.ShardOp):
+        raise compile_error(op, "the source of shard.get_sharding must be defined by shard.shard")
+    g.bind(op.result, g.v(owner.sharding))
+
+
+@register(shard.ShardOp)
+def _shard(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.ShardOp)
+    g.bind(op.result, g.v(op.src))  # local values are already laid out
+
+
+@register(shard.ShardShapeOp)
+def _shard_shape(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.ShardShapeOp)
+    dims = _mixed_list(g, op.dims, list(op.dims_dynamic))
+    device = _mixed_list(g, op.device, list(op.device_dynamic))
+    names = [g.res(op, i) for i in range(len(op.results))]
+    if names:
+        g.emit(f"{', '.join(names)}, = {_call(g, shard_shape, [dims, g.v(op.sharding), device])}")
+
+
+def _common(op: shard.CollectiveOp, g: FunctionBuilder) -> list[str]:
+    return [g.v(op.operands[0]), repr(_grid_shape(op, op.grid)), repr(op.grid_axes_tuple)]
+
+
+def _trusted(op: Operation) -> str:
+    """`trusted=True` when the input's shape is static: every device then passes the same
+    shape and dtype, and the MPI comm needs no header exchange to check it."""
+    t = op.operands[0].type
+    static = isinstance(t, ShapedType) and all(d >= 0 for d in t.get_shape())
+    return f"trusted={static}"
+
+
+def _root(g: FunctionBuilder, op: Operation) -> str:
+    return _mixed_list(g, op.root, list(op.root_dynamic))  # type: ignore[attr-defined]
+
+
+@register(shard.AllReduceOp)
+def _all_reduce(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.AllReduceOp)
+    g.assign(op, _call(g, all_reduce, [*_common(op, g), repr(_kind(op)), _rdt(g, op), _trusted(op)]))
+
+
+@register(shard.AllGatherOp)
+def _all_gather(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.AllGatherOp)
+    g.assign(op, _call(g, all_gather, [*_common(op, g), op.gather_axis.value.data, _trusted(op)]))
+
+
+@register(shard.AllSliceOp)
+def _all_slice(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.AllSliceOp)
+    g.assign(op, _call(g, all_slice, [*_common(op, g), op.slice_axis.value.data]))
+
+
+@register(shard.AllToAllOp)
+def _all_to_all(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.AllToAllOp)
+    g.assign(op, _call(g, all_to_all, [*_common(op, g), op.split_axis.value.data, op.concat_axis.value.data, _trusted(op)]))
+
+
+@register(shard.ReduceScatterOp)
+def _reduce_scatter(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.ReduceScatterOp)
+    g.assign(op, _call(g, reduce_scatter, [*_common(op, g), op.scatter_axis.value.data, repr(_kind(op)), _rdt(g, op), _trusted(op)]))
+
+
+@register(shard.BroadcastOp)
+def _broadcast(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.BroadcastOp)
+    g.assign(op, _call(g, broadcast, [*_common(op, g), _root(g, op), _trusted(op)]))
+
+
+@register(shard.GatherOp)
+def _gather(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.GatherOp)
+    g.assign(op, _call(g, gather, [*_common(op, g), op.gather_axis.value.data, _root(g, op), _trusted(op)]))
+
+
+@register(shard.ReduceOp)
+def _reduce(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.ReduceOp)
+    g.assign(op, _call(g, reduce, [*_common(op, g), _root(g, op), repr(_kind(op)), _rdt(g, op), _trusted(op)]))
+
+
+@register(shard.ScatterOp)
+def _scatter(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.ScatterOp)
+    g.assign(op, _call(g, scatter, [*_common(op, g), op.scatter_axis.value.data, _root(g, op), _trusted(op)]))
+
+
+@register(shard.SendOp)
+def _send(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.SendOp)
+    dest = _mixed_list(g, op.destination, list(op.destination_dynamic))
+    g.assign(op, _call(g, send, [*_common(op, g), dest]))
+
+
+@register(shard.RecvOp)
+def _recv(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.RecvOp)
+    source = _mixed_list(g, op.source, list(op.source_dynamic))
+    g.assign(op, _call(g, recv, [*_common(op, g), source]))
+
+
+@register(shard.ShiftOp)
+def _shift(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.ShiftOp)
+    args = [*_common(op, g), op.shift_axis.value.data, op.offset.value.data, op.rotate is not None]
+    g.assign(op, _call(g, shift, args))
+
+
+@register(shard.UpdateHaloOp)
+def _update_halo(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, shard.UpdateHaloOp)
+    halos = "[" + ", ".join(mixed(g, op.static_halo_sizes, list(op.halo_sizes))) + "]"
+    in_place = isinstance(op.destination.type, MemRefType)  # a memref is updated in place
+    args = [g.v(op.destination), repr(_grid_shape(op, op.grid)), repr(op.split_axes.as_tuple()), halos, in_place]
+    g.assign(op, _call(g, update_halo, args))
+
