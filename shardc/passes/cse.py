@@ -22,7 +22,7 @@ from xdsl.transforms.common_subexpression_elimination import (
     OperationInfo,
 )
 
-from shardc.passes.folding import is_commutative, is_trivially_dead
+from shardc.passes.folding import is_commutative, is_memory_effect_free, is_trivially_dead
 
 
 def _successors(block: Block) -> Sequence[Block]:
@@ -149,6 +149,17 @@ class _DominanceCSEDriver(CSEDriver):
         # MLIR's trivially-dead test (allocations of unused results are dead)
         if not op.has_trait(IsTerminator) and is_trivially_dead(op):
             self._mark_erasure(op)
+            return
+        if (
+            not op.has_trait(IsTerminator)
+            and is_memory_effect_free(op)
+            and not any(len(region.blocks) > 1 for region in op.regions)
+        ):
+            # Effect-free by MLIR's rules (the fold registry knows ops xDSL does not).
+            if existing := self._known_ops.get(op):
+                self._replace_and_delete(op, existing)
+            else:
+                self._known_ops[op] = op
             return
         super()._simplify_operation(op)
 

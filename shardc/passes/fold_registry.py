@@ -38,7 +38,7 @@ _FOLDERS: dict[type[Operation], Folder] = {}
 _PATTERNS: dict[type[Operation], list[RewritePattern]] = {}
 _MATERIALIZERS: dict[str, Materializer] = {}
 _CONSTANTS: dict[type[Operation], Callable[[Operation], Attribute | None]] = {}
-_EFFECT_FREE: set[type[Operation]] = set()
+_EFFECT_FREE: dict[type[Operation], Callable[[Operation], bool] | None] = {}
 _REPLACED: set[type[Operation]] = set()
 _loaded = False
 
@@ -73,9 +73,14 @@ def register_constant(cls: type[Operation], value: Callable[[Operation], Attribu
     _CONSTANTS[cls] = value
 
 
-def register_effect_free(*classes: type[Operation]) -> None:
-    """`classes` have no memory effect (MLIR declares them Pure; xDSL's do not)."""
-    _EFFECT_FREE.update(classes)
+def register_effect_free(
+    *classes: type[Operation], when: Callable[[Operation], bool] | None = None
+) -> None:
+    """`classes` have no memory effect (MLIR declares them Pure; xDSL's do not); with
+    `when`, only the ops it accepts (MLIR's effects that depend on operand types, as
+    linalg's: none on tensors, reads and writes on memrefs)."""
+    for cls in classes:
+        _EFFECT_FREE[cls] = when
 
 
 def register_materializer(dialect: str, fn: Materializer) -> None:
@@ -113,9 +118,13 @@ def registered_constant(cls: type[Operation]) -> Callable[[Operation], Attribute
     return _first(_CONSTANTS, cls)
 
 
-def registered_effect_free(cls: type[Operation]) -> bool:
+def registered_effect_free(op: Operation) -> bool:
     _load()
-    return any(klass in _EFFECT_FREE for klass in cls.__mro__)
+    for klass in type(op).__mro__:
+        if klass in _EFFECT_FREE:
+            when = _EFFECT_FREE[klass]
+            return when is None or when(op)
+    return False
 
 
 def replaces_native_patterns(cls: type[Operation]) -> bool:

@@ -80,7 +80,7 @@ def might_be_isolated(op: Operation) -> bool:
 def _own_effects_are_droppable(op: Operation) -> bool | None:
     """Whether `op`'s own (non-recursive) effects are only reads or allocations of its
     own results; None when it declares no effects at all."""
-    if registered_effect_free(type(op)):
+    if registered_effect_free(op):
         return True
     traits = [
         t for t in op.get_traits_of_type(MemoryEffect)
@@ -136,7 +136,7 @@ def is_memory_effect_free(op: Operation) -> bool:
     """MLIR's `isMemoryEffectFree`: no effects, nested ones included for recursive ops."""
     if isinstance(op, UnregisteredOp):
         return False
-    if registered_effect_free(type(op)):
+    if registered_effect_free(op):
         return True
     traits = op.get_traits_of_type(MemoryEffect)
     if not traits:

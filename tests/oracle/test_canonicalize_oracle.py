@@ -490,21 +490,7 @@ def test_registry_patterns_bottom_up(name: str) -> None:
     check(REGISTRY_CASES[name][1], "canonicalize", "canonicalize=top-down=false", top_down=False)
 
 
-_CSE_GAPS = {"a4": "tosa.const is not known to be free of effects, so identical ones stay"}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=[pytest.mark.xfail(reason=_CSE_GAPS[name], strict=False)]
-            if name in _CSE_GAPS
-            else [],
-        )
-        for name in sorted(REGISTRY_CASES)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(REGISTRY_CASES))
 def test_cse_on_registry_cases(name: str) -> None:
     check(REGISTRY_CASES[name][1], "cse")
 

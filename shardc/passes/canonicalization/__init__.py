@@ -2,6 +2,6 @@
 one module per dialect; importing this package registers them in
 `shardc.passes.fold_registry`."""
 
-from shardc.passes.canonicalization import affine, arith, scf, shard, tensor, tosa
+from shardc.passes.canonicalization import affine, arith, linalg, scf, shard, tensor, tosa
 
-__all__ = ["affine", "arith", "scf", "shard", "tensor", "tosa"]
+__all__ = ["affine", "arith", "linalg", "scf", "shard", "tensor", "tosa"]
