@@ -1,22 +1,33 @@
 """Sharding of arith.constant: a tensor constant takes the sharding of its result
-annotation (propagation never invents one); a scalar constant stays replicated."""
+annotation (propagation never invents one); a scalar constant stays replicated.
+
+Partitioned, a splat tensor constant becomes the splat of its local shard type; a scalar
+is cloned. Upstream gives up on other dense constants; we clone them when they are fully
+replicated (every process holds the whole value) and report an error when split.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from xdsl.dialects import arith
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
 from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
+from shardc.dialects.shard import Sharding
 from shardc.interfaces.sharding import (
+    Partitioner,
     ShardingInfo,
     ShardingInterface,
     ShardingOption,
+    clone_op,
+    local_type,
     ranked_tensor_rank,
     register_sharding_interface,
 )
+from shardc.ir import diagnostics
 
 
 class ConstantSharding(ShardingInterface):
@@ -39,6 +50,42 @@ class ConstantSharding(ShardingInterface):
         if ranked_tensor_rank(op.results[0].type) is not None:
             return ShardingOption([list(axes) for axes in result.split_axes], result.grid)
         return ShardingOption([], result.grid)
+
+    def partition(
+        self,
+        op: Operation,
+        operands: Sequence[SSAValue],
+        operand_shardings: Sequence[Sharding | None],
+        result_shardings: Sequence[Sharding | None],
+        partitioner: Partitioner,
+    ) -> None:
+        assert isinstance(op, arith.ConstantOp)
+        value = op.value
+        (sharding,) = result_shardings
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            partitioner.insert(clone_op(op, partitioner.mapping))
+            return
+        if sharding is None:
+            raise diagnostics.op_error(
+                op,
+                "cannot partition a tensor constant whose result is not used by exactly "
+                "one shard.shard",
+            )
+        if not value.is_splat():
+            if not sharding.is_fully_replicated:
+                raise diagnostics.op_error(
+                    op, "cannot partition a dense constant that is split and not a splat"
+                )
+            partitioner.insert(clone_op(op, partitioner.mapping))
+            return
+        grid = partitioner.grid(op, sharding.grid)
+        new_type = local_type(op.result.type, grid, sharding, "result #0", op)
+        assert isinstance(new_type, TensorType)
+        splat = DenseIntOrFPElementsAttr.from_list(new_type, [value.get_values()[0]])
+        new = arith.ConstantOp(splat, new_type)
+        new.location = op.location
+        partitioner.insert(new)
+        partitioner.mapping[op.result] = new.result
 
 
 def register() -> None:

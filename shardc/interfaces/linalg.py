@@ -6,22 +6,65 @@ ops whose result maps are projected permutations can be sharded. The reduction k
 the reduction loops comes from the combiner in the body (`arith.addf` -> sum, ...).
 linalg.reduce and linalg.broadcast are not structured ops in xDSL, so their loop nests
 are spelled out here.
+
+Partitioning (upstream's `partition`): with no reduction loop on a split grid axis the op
+runs as it is on the local shards. A reduction over split axes keeps the init only on the
+lead process of each reduction group (the others start from the combiner's neutral
+element), then combines the partial results with `shard.all_reduce` of the combiner's kind.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
-from xdsl.dialects.linalg.ops import BroadcastOp, ReduceOp
-from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.ir import Block, BlockArgument, Operation
-from xdsl.ir.affine import AffineDimExpr, AffineMap
+import math
+from collections.abc import Sequence
 
+from xdsl.dialects import affine, arith, scf, tensor
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    SymbolRefAttr,
+    TensorType,
+)
+from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
+from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+    AffineSymExpr,
+)
+
+from shardc.dialects.shard import (
+    DYNAMIC,
+    AllReduceOp,
+    GridShapeOp,
+    ProcessMultiIndexOp,
+    ReductionKindAttr,
+    Sharding,
+    grid_axes_attr,
+)
 from shardc.interfaces.sharding import (
+    LoopShardingConflict,
+    Partitioner,
     ReductionKind,
     ShardingInterface,
+    grid_axis_assignment_for_loop_iterators,
+    is_at_least_one_reduction_iterator_sharded,
+    partition_trivially_shardable,
     ranked_tensor_rank,
+    reduction_grid_axes,
     register_sharding_interface,
+    type_text,
 )
+from shardc.ir import diagnostics
 
 _COMBINER_KINDS: dict[str, ReductionKind] = {
     "arith.addf": ReductionKind.SUM,
@@ -107,6 +150,16 @@ class StructuredOpSharding(ShardingInterface):
         count = sum(t == IteratorType.REDUCTION for t in self.get_loop_iterator_types(op))
         return [reduction_kind(op)] * count
 
+    def partition(
+        self,
+        op: Operation,
+        operands: Sequence[SSAValue],
+        operand_shardings: Sequence[Sharding | None],
+        result_shardings: Sequence[Sharding | None],
+        partitioner: Partitioner,
+    ) -> None:
+        _partition(self, op, operands, operand_shardings, result_shardings, partitioner)
+
 
 class ReduceOpSharding(StructuredOpSharding):
     """linalg.reduce: a loop per input dimension, `dimensions` reduced."""
@@ -136,6 +189,227 @@ class BroadcastOpSharding(StructuredOpSharding):
         added = set(op.dimensions.get_values())
         kept = [d for d in range(rank) if d not in added]
         return [IteratorType.PARALLEL] * rank, [_projection(rank, kept), AffineMap.identity(rank)]
+
+
+# =========================================================================================
+# Partitioning
+# =========================================================================================
+
+
+def _partition(
+    impl: StructuredOpSharding,
+    op: Operation,
+    operands: Sequence[SSAValue],
+    operand_shardings: Sequence[Sharding | None],
+    result_shardings: Sequence[Sharding | None],
+    partitioner: Partitioner,
+) -> None:
+    maps = impl.get_indexing_maps(op)[: len(op.operands)]
+    if not all(m.is_projected_permutation() for m in maps):
+        raise diagnostics.op_error(
+            op, "supports indexing maps that are only projected permutation."
+        )
+    loops = impl.get_loop_iterator_types(op)
+    try:
+        assignment = grid_axis_assignment_for_loop_iterators(operand_shardings, loops, maps)
+    except LoopShardingConflict as e:
+        raise diagnostics.error(op, str(e)) from None
+    if not is_at_least_one_reduction_iterator_sharded(loops, assignment):
+        new = partition_trivially_shardable(
+            op, operands, operand_shardings, result_shardings, partitioner
+        )
+        _check_inits_match_results(new)
+        return
+    grid = next(
+        (s.grid for s in (*operand_shardings, *result_shardings) if s is not None), None
+    )
+    assert grid is not None
+    axes = reduction_grid_axes(loops, assignment)
+    inits = _inits(op)
+    if len(inits) != 1:
+        raise diagnostics.op_error(
+            op, "partitioning a reduction over split grid axes supports one init only"
+        )
+    init_index = len(op.operands) - 1
+    new_operands = list(operands)
+    new_operands[init_index] = _lead_process_init(
+        op, operands[init_index], axes, grid, partitioner
+    )
+    # The op's own operand map, so that the pass-wide one keeps mapping the init.
+    internal = dict(zip(op.operands, new_operands))
+    partitioned = partition_trivially_shardable(
+        op, new_operands, operand_shardings, result_shardings, partitioner, internal
+    )
+    _check_inits_match_results(partitioned)
+    kind = reduction_kind(op)
+    for result, local, sharding in zip(op.results, partitioned.results, result_shardings):
+        reduce_grid = sharding.grid if sharding is not None else grid
+        all_reduce = AllReduceOp.create(
+            operands=[local],
+            result_types=[local.type],
+            properties={
+                "grid": SymbolRefAttr(reduce_grid),
+                "grid_axes": grid_axes_attr(axes),
+                "reduction": ReductionKindAttr(kind),
+            },
+        )
+        all_reduce.location = op.location
+        partitioner.insert(all_reduce)
+        partitioner.mapping[result] = all_reduce.result
+
+
+def _check_inits_match_results(op: Operation) -> None:
+    """The local init and result types must agree (MLIR's verifier message): they do not
+    when the result's annotation splits differently from the init's."""
+    inits = _inits(op)
+    first = len(op.operands) - len(inits)
+    for i, (init, result) in enumerate(zip(inits, op.results)):
+        if init.type != result.type:
+            raise diagnostics.op_error(
+                op,
+                f"expected type of operand #{first + i} ('{type_text(init.type)}') to match "
+                f"type of corresponding result ('{type_text(result.type)}')",
+            )
+
+
+def _lead_process_init(
+    op: Operation, init: SSAValue, axes: Sequence[int], grid: str, partitioner: Partitioner
+) -> SSAValue:
+    """`scf.if` on "linear index in the reduction group is 0": the init there, a tensor
+    filled with the combiner's neutral element elsewhere (upstream's
+    createDestinationPassingStyleInitOperand)."""
+    neutral = _neutral_element(op)
+    if neutral is None:
+        raise diagnostics.op_error(
+            op,
+            "cannot partition a reduction over split grid axes: its combiner has no "
+            "neutral element",
+        )
+    loc = op.location
+    index = ProcessMultiIndexOp(grid, axes)
+    sizes = GridShapeOp(grid, axes)
+    for new in (index, sizes):
+        new.location = loc
+        partitioner.insert(new)
+    linear = _linearize(list(index.results), list(sizes.results), partitioner, loc)
+    zero = partitioner.insert(arith.ConstantOp(IntegerAttr(0, IndexType())))
+    is_lead = partitioner.insert(arith.CmpiOp(linear, zero.result, "eq"))
+    then_block = Block([scf.YieldOp(init)])
+    else_block = Block()
+    assert isinstance(init.type, TensorType)
+    dynamic: list[SSAValue] = []
+    for dim, size in enumerate(init.type.get_shape()):
+        if size == DYNAMIC:
+            c = else_block.add_op(arith.ConstantOp(IntegerAttr(dim, IndexType())))
+            d = tensor.DimOp(init, c)
+            else_block.add_op(d)
+            dynamic.append(d.result)
+    empty = tensor.EmptyOp(dynamic, TensorType(neutral.type, init.type.get_shape()))
+    constant = arith.ConstantOp(neutral)
+    fill = FillOp([constant.result], [empty.tensor], [init.type])
+    for new in (empty, constant, fill):
+        else_block.add_op(new)
+    else_block.add_op(scf.YieldOp(fill.results[0]))
+    if_op = scf.IfOp(is_lead.result, [init.type], [then_block], [else_block])
+    for new in (zero, is_lead, if_op, *then_block.ops, *else_block.ops):
+        new.location = loc
+    partitioner.insert(if_op)
+    return if_op.results[0]
+
+
+_FLOAT_NEUTRAL: dict[str, float] = {
+    "arith.addf": 0.0,
+    "arith.mulf": 1.0,
+    "arith.maximumf": -math.inf,
+    "arith.minimumf": math.inf,
+    "arith.maxnumf": -math.nan,
+    "arith.minnumf": math.nan,
+}
+
+
+def _int_neutral(name: str, width: int) -> int | None:
+    all_ones, smin, smax = -1, -(1 << (width - 1)), (1 << (width - 1)) - 1
+    return {
+        "arith.addi": 0,
+        "arith.ori": 0,
+        "arith.xori": 0,
+        "arith.andi": all_ones,
+        "arith.maxui": 0,
+        "arith.minui": all_ones,
+        "arith.maxsi": smin,
+        "arith.minsi": smax,
+        "arith.muli": 1,
+    }.get(name)
+
+
+def _neutral_element(op: Operation) -> FloatAttr | IntegerAttr | None:
+    """MLIR's `arith::getNeutralElement` of the combiner of output 0."""
+    combiner = combiner_op(op)
+    if combiner is None or not combiner.results:
+        return None
+    type_: Attribute = combiner.results[0].type
+    if isinstance(type_, AnyFloat) and combiner.name in _FLOAT_NEUTRAL:
+        return FloatAttr(_FLOAT_NEUTRAL[combiner.name], type_)
+    if isinstance(type_, IntegerType):
+        value = _int_neutral(combiner.name, type_.width.data)
+        if value is not None:
+            return IntegerAttr(value, type_)
+    return None
+
+
+def _sym(i: int) -> AffineExpr:
+    return AffineSymExpr(i)
+
+
+def _mul(a: AffineExpr, b: AffineExpr) -> AffineExpr:
+    return AffineBinaryOpExpr(AffineBinaryOpKind.Mul, a, b)
+
+
+def _add(a: AffineExpr, b: AffineExpr) -> AffineExpr:
+    return AffineBinaryOpExpr(AffineBinaryOpKind.Add, a, b)
+
+
+def _apply(
+    expr: AffineExpr, operands: Sequence[SSAValue], partitioner: Partitioner, loc
+) -> SSAValue:
+    map_ = AffineMap(0, len(operands), (expr,))
+    apply = partitioner.insert(affine.ApplyOp(operands, AffineMapAttr(map_)))
+    apply.location = loc
+    return apply.result
+
+
+def _linearize(
+    index: list[SSAValue], sizes: list[SSAValue], partitioner: Partitioner, loc
+) -> SSAValue:
+    """The row-major linear index of `index` in a group of shape `sizes`, spelled as MLIR's
+    `affine::linearizeIndex` leaves it (composed and simplified affine.apply ops, with
+    the stride products it does not erase) for up to four axes."""
+    s = _sym
+    n = len(index)
+    if n == 1:
+        return index[0]
+    if n == 2:
+        return _apply(_add(_mul(s(0), s(1)), s(2)), [index[0], sizes[1], index[1]], partitioner, loc)
+    if n == 3:
+        _apply(_mul(s(0), s(1)), [sizes[1], sizes[2]], partitioner, loc)
+        expr = _add(_add(_mul(s(1), s(2)), s(3)), _mul(s(0), _mul(s(2), s(4))))
+        return _apply(expr, [index[0], index[1], sizes[2], index[2], sizes[1]], partitioner, loc)
+    if n == 4:
+        _apply(_mul(_mul(s(1), s(2)), s(0)), sizes[1:], partitioner, loc)
+        _apply(_mul(s(0), s(1)), sizes[2:], partitioner, loc)
+        s36 = _mul(s(3), s(6))
+        expr = _add(
+            _add(_add(_mul(s(2), s(3)), s(4)), _mul(s(0), _mul(s36, s(5)))), _mul(s(1), s36)
+        )
+        operands = [index[0], index[1], index[2], sizes[3], index[3], sizes[1], sizes[2]]
+        return _apply(expr, operands, partitioner, loc)
+    # More axes: the same value, strides as products of the trailing sizes.
+    expr: AffineExpr = s(0)
+    operands = [index[0]]
+    for k in range(1, n):
+        expr = _add(_mul(expr, s(len(operands))), s(len(operands) + 1))
+        operands += [sizes[k], index[k]]
+    return _apply(expr, operands, partitioner, loc)
 
 
 def register() -> None:

@@ -16,7 +16,9 @@ of each reduction loop. From that the shared algorithms below derive, as upstrea
 * `default_add_sharding_annotations`: the `shard.sharding`/`shard.shard` ops that make the
   IR say so (incl. `annotate_for_users` on operands).
 
-`partition` is the hook the partition pass calls to emit an op on local shards.
+`partition` is the hook the partition pass calls to emit an op on local shards, with the
+helpers upstream's implementations share (`partition_trivially_shardable`,
+`partition_fully_replicated`, `local_type`, the loop-to-grid-axes assignment).
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Iterator
+from io import StringIO
+from typing import Iterator, TypeVar
 
 from xdsl.dialects.builtin import AnyFloat, IndexType, IntegerType, TensorType
 from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.builder import Builder
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -38,16 +42,22 @@ from xdsl.ir.affine import (
     AffineExpr,
     AffineMap,
 )
+from xdsl.printer import Printer
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import ConstantLike
 
 from shardc.dialects.shard import (
+    DYNAMIC,
     GetShardingOp,
+    GridOp,
     ReductionKind,
     Sharding,
     ShardingOp,
     ShardOp,
+    collective_group_size,
+    lookup_grid,
 )
+from shardc.ir import diagnostics
 
 __all__ = [
     "IteratorType",
@@ -201,19 +211,15 @@ class ShardingInterface:
     def partition(
         self,
         op: Operation,
-        partitioned_operands: Sequence[SSAValue],
+        operands: Sequence[SSAValue],
         operand_shardings: Sequence[Sharding | None],
         result_shardings: Sequence[Sharding | None],
-        mapping: dict[SSAValue, SSAValue],
-        insert: Callable[[Operation], None],
-    ) -> bool:
-        """Emit `op` on local shards through `insert`, mapping its results in `mapping`.
-        The default clones the op: right for fully replicated operands and results."""
-        clone = op.clone(value_mapper=dict(zip(op.operands, partitioned_operands)))
-        insert(clone)
-        for old, new in zip(op.results, clone.results):
-            mapping[old] = new
-        return True
+        partitioner: Partitioner,
+    ) -> None:
+        """Emit `op` on local shards (operands already partitioned) and map its results in
+        `partitioner.mapping`; raise a diagnostic when it cannot. MLIR's default: the op
+        must be fully replicated and is cloned."""
+        partition_fully_replicated(op, operands, operand_shardings, result_shardings, partitioner)
 
 
 _BY_CLASS: dict[type[Operation], ShardingInterface] = {}
@@ -242,6 +248,8 @@ def _load_builtin_models() -> None:
 
     for module in (linalg, tosa, tensor, arith):
         module.register()
+    # func.return, as upstream's func extension; propagation skips terminators anyway.
+    register_sharding_interface("func.return", IndependentParallelIteratorDomainShardingInterface())
 
 
 def get_sharding_interface(op: Operation) -> ShardingInterface | None:
@@ -680,24 +688,192 @@ def is_annotation_op(op: Operation) -> bool:
 # =========================================================================================
 
 
-def grid_axis_assignment_for_loop_iterators(
+@dataclass
+class Partitioner:
+    """What `partition` implementations build with: the insertion point in the partitioned
+    block, the map from unpartitioned values to their local counterparts (MLIR's
+    IRMapping) and grid lookup (MLIR's SymbolTableCollection)."""
+
+    builder: Builder
+    mapping: dict[SSAValue, SSAValue]
+
+    def insert(self, op: _OpT) -> _OpT:
+        self.builder.insert(op)
+        return op
+
+    def local(self, value: SSAValue) -> SSAValue:
+        return self.mapping.get(value, value)
+
+    def grid(self, op: Operation, name: str) -> GridOp:
+        grid = lookup_grid(op, name)
+        if grid is None:
+            raise diagnostics.op_error(op, f"undefined symbol reference to grid @{name}")
+        return grid
+
+
+_OpT = TypeVar("_OpT", bound=Operation)
+
+
+def describe_sharding(sharding: Sharding) -> str:
+    """A sharding as its `shard.sharding` op spells it (without the `shard.sharding`)."""
+    text = f"@{sharding.grid} split_axes = ["
+    text += ", ".join("[" + ", ".join(map(str, sub)) + "]" for sub in sharding.split_axes or ((),))
+    text += "]"
+    for name, values in (
+        ("halo_sizes", sharding.static_halo_sizes),
+        ("sharded_dims_offsets", sharding.static_sharded_dims_offsets),
+    ):
+        if values:
+            text += f" {name} = [" + ", ".join("?" if v == DYNAMIC else str(v) for v in values) + "]"
+    return text
+
+
+def local_type(
+    type_: Attribute, grid: GridOp, sharding: Sharding | None, what: str, where: Operation
+) -> Attribute:
+    """MLIR's `shardType`: the type of the local shard of a value of `type_` (other types
+    are unchanged). A split dimension that does not divide evenly is an error (upstream
+    asserts) unless the sharding gives `sharded_dims_offsets`."""
+    if not isinstance(type_, TensorType) or sharding is None:
+        return type_
+    shape = type_.get_shape()
+    gshape = grid.shape_tuple
+    if not sharding.static_sharded_dims_offsets:
+        for dim, axes in enumerate(sharding.split_axes):
+            if dim >= len(shape) or any(a >= len(gshape) for a in axes):
+                raise diagnostics.error(
+                    where,
+                    f"Cannot partition: {what} of type {type_text(type_)} has no dimension "
+                    f"or grid axis for sharding {describe_sharding(sharding)}",
+                )
+            shards = collective_group_size(axes, gshape)
+            size = shape[dim]
+            if shards and size != DYNAMIC and size % shards:
+                raise diagnostics.error(
+                    where,
+                    f"Cannot partition: {what} of type {type_text(type_)} with sharding "
+                    f"{describe_sharding(sharding)}: dimension {dim} of size {size} does not "
+                    f"split evenly into {shards} shards (uneven shards need "
+                    "sharded_dims_offsets)",
+                )
+    local = sharding.shard_shape(shape, gshape)
+    return TensorType(type_.get_element_type(), local)
+
+
+def type_text(type_: Attribute) -> str:
+    out = StringIO()
+    Printer(stream=out).print_attribute(type_)
+    return out.getvalue()
+
+
+def clone_op(
+    op: Operation,
+    mapping: dict[SSAValue, SSAValue],
+    result_types: Sequence[Attribute] | None = None,
+) -> Operation:
+    """`op` with operands (also those used inside its regions) looked up in `mapping`,
+    optionally with new result types; its results are added to `mapping`."""
+    new = op.create(
+        operands=[mapping.get(v, v) for v in op.operands],
+        result_types=list(op.result_types if result_types is None else result_types),
+        attributes=op.attributes.copy(),
+        properties=op.properties.copy(),
+        successors=list(op.successors),
+        regions=[Region() for _ in op.regions],
+    )
+    new.location = op.location
+    for old_region, new_region in zip(op.regions, new.regions):
+        old_region.clone_into(new_region, 0, mapping)
+    for old, result in zip(op.results, new.results):
+        mapping[old] = result
+    return new
+
+
+def _is_fully_replicated_for(value: SSAValue, sharding: Sharding | None) -> bool:
+    if isinstance(value.type, TensorType):
+        return sharding is None or sharding.is_fully_replicated
+    return sharding is None
+
+
+def partition_fully_replicated(
+    op: Operation,
+    operands: Sequence[SSAValue],
     operand_shardings: Sequence[Sharding | None],
     result_shardings: Sequence[Sharding | None],
+    partitioner: Partitioner,
+) -> None:
+    """MLIR's `partitionFullyReplicatedOperation`: an op that cannot be partitioned runs
+    whole on every process, so its tensors must be fully replicated (upstream asserts)."""
+    for kind, values, shardings in (
+        ("operand", op.operands, operand_shardings),
+        ("result", op.results, result_shardings),
+    ):
+        for index, (value, sharding) in enumerate(zip(values, shardings)):
+            if not _is_fully_replicated_for(value, sharding):
+                assert sharding is not None
+                raise diagnostics.op_error(
+                    op,
+                    "has no partitioning for sharded tensors and must be fully replicated, "
+                    f"but {kind} #{index} has sharding {describe_sharding(sharding)}",
+                )
+    partitioner.insert(clone_op(op, partitioner.mapping))
+
+
+def partition_trivially_shardable(
+    op: Operation,
+    operands: Sequence[SSAValue],
+    operand_shardings: Sequence[Sharding | None],
+    result_shardings: Sequence[Sharding | None],
+    partitioner: Partitioner,
+    mapping: dict[SSAValue, SSAValue] | None = None,
+) -> Operation:
+    """MLIR's `partitionTriviallyShardableOperation`: the same op on the local operands,
+    its result types replaced by their local shard types."""
+    mapping = partitioner.mapping if mapping is None else mapping
+    types: list[Attribute] = []
+    for index, (result, sharding) in enumerate(zip(op.results, result_shardings)):
+        if sharding is None:
+            types.append(result.type)
+            continue
+        grid = partitioner.grid(op, sharding.grid)
+        types.append(local_type(result.type, grid, sharding, f"result #{index}", op))
+    types.extend(r.type for r in op.results[len(types) :])
+    return partitioner.insert(clone_op(op, mapping, types))
+
+
+def grid_axis_assignment_for_loop_iterators(
+    operand_shardings: Sequence[Sharding | None],
     loop_types: Sequence[IteratorType],
-    maps: Sequence[AffineMap],
+    operand_maps: Sequence[AffineMap],
 ) -> list[list[int]]:
-    """Grid axes of each loop, read from the operand and result shardings (maps are
-    projected permutations)."""
+    """Grid axes of each loop, read from the operand shardings (maps are projected
+    permutations); dimensions past the split axes are replicated. As upstream (whose
+    result shardings fall off a `zip`), only operands are read: the inits of a
+    destination-style op carry the results' loops."""
     assignment: list[list[int] | None] = [None] * len(loop_types)
-    for sharding, map_ in zip((*operand_shardings, *result_shardings), maps):
+    for sharding, map_ in zip(operand_shardings, operand_maps):
         if sharding is None:
             continue
         for i, expr in enumerate(map_.results):
-            assert isinstance(expr, AffineDimExpr)
+            if not isinstance(expr, AffineDimExpr) or expr.position >= len(assignment):
+                continue
             axes = list(sharding.split_axes[i]) if i < len(sharding.split_axes) else []
-            if assignment[expr.position] is None:
+            known = assignment[expr.position]
+            if known is None:
                 assignment[expr.position] = axes
+            elif known != axes:
+                raise LoopShardingConflict(expr.position, known, axes)
     return [a if a is not None else [] for a in assignment]
+
+
+class LoopShardingConflict(Exception):
+    """Two operands split one loop along different grid axes (upstream asserts)."""
+
+    def __init__(self, loop: int, first: list[int], second: list[int]):
+        super().__init__(
+            f"Cannot partition: the operand shardings split loop {loop} along different "
+            f"grid axes ({first} and {second})"
+        )
 
 
 def is_at_least_one_reduction_iterator_sharded(
@@ -717,6 +893,27 @@ def reduction_grid_axes(
     ]
 
 
+class IndependentParallelIteratorDomainShardingInterface(ShardingInterface):
+    """Ops whose tensor dimensions are independent parallel loops (func.return, as
+    upstream): partitioned by using the local tensors as they are."""
+
+    def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
+        types = (*op.operand_types, *op.result_types)
+        return [IteratorType.PARALLEL] * sum(ranked_tensor_rank(t) or 0 for t in types)
+
+    def partition(
+        self,
+        op: Operation,
+        operands: Sequence[SSAValue],
+        operand_shardings: Sequence[Sharding | None],
+        result_shardings: Sequence[Sharding | None],
+        partitioner: Partitioner,
+    ) -> None:
+        partition_trivially_shardable(
+            op, operands, operand_shardings, result_shardings, partitioner
+        )
+
+
 def identity_maps(rank: int, count: int) -> list[AffineMap]:
     return [AffineMap.identity(rank)] * count
 
@@ -734,3 +931,15 @@ class ElementwiseShardingInterface(ShardingInterface):
         if rank is None:
             return []
         return identity_maps(rank, len(op.operands) + len(op.results))
+
+    def partition(
+        self,
+        op: Operation,
+        operands: Sequence[SSAValue],
+        operand_shardings: Sequence[Sharding | None],
+        result_shardings: Sequence[Sharding | None],
+        partitioner: Partitioner,
+    ) -> None:
+        partition_trivially_shardable(
+            op, operands, operand_shardings, result_shardings, partitioner
+        )

@@ -3,20 +3,27 @@
 Registered by op name: the tosa op classes are shardc overlays of xDSL's dialect, and a
 name stays valid whichever class implements the op. Elementwise ops use identity maps of
 operand 0's rank for every operand and result, as upstream (a broadcast dimension of size
-one is mapped like any other).
+one is mapped like any other). Elementwise ops and tosa.negate partition to the same op on
+the local shards; tosa.matmul has no partitioning upstream, so it must be fully
+replicated.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 
+from shardc.dialects.shard import Sharding
 from shardc.interfaces.sharding import (
     ElementwiseShardingInterface,
+    Partitioner,
     ReductionKind,
     ShardingInterface,
     ranked_tensor_rank,
+    partition_trivially_shardable,
     register_sharding_interface,
 )
 
@@ -46,6 +53,18 @@ class NegateSharding(ShardingInterface):
             return []
         none = AffineMap(0, 0, ())
         return [AffineMap.identity(rank), none, none, AffineMap.identity(rank)]
+
+    def partition(
+        self,
+        op: Operation,
+        operands: Sequence[SSAValue],
+        operand_shardings: Sequence[Sharding | None],
+        result_shardings: Sequence[Sharding | None],
+        partitioner: Partitioner,
+    ) -> None:
+        partition_trivially_shardable(
+            op, operands, operand_shardings, result_shardings, partitioner
+        )
 
 
 class MatMulSharding(ShardingInterface):

@@ -1,0 +1,388 @@
+"""`shard-partition`: rewrite annotated functions into SPMD form, the program one process
+runs on its local shards.
+
+Upstream's algorithm, for every `func.func` block that holds a `shard.shard` (the function
+must be fully annotated, as `sharding-propagation` leaves it):
+
+* the block is rebuilt: each tensor argument gets the local type its single `shard.shard`
+  user implies (split dimensions divided, halos added, uneven shards dynamic);
+* `shard.sharding` ops are dropped (re-created where `shard.get_sharding` asks for one);
+* a `shard.shard` whose source is another `shard.shard` moves the local tensor from the
+  source sharding to its own: the resharding planner (`resharding.py`) gives the
+  collectives; any other `shard.shard` is the identity on local tensors;
+* every other op is checked to be fully annotated (operands from `shard.shard` for users,
+  results used by exactly one `shard.shard` for the producer; constants are exempt) and is
+  partitioned by its ShardingInterface implementation; an op without one must be fully
+  replicated and is cloned;
+* the function type becomes the local argument types and the returned types.
+
+Diagnostics are trunk's `Cannot partition: ...` messages; where upstream asserts (a
+dimension that does not split evenly, a sharded op without a partitioning, an impossible
+resharding) we report an error naming the value, its type and the sharding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint
+from xdsl.traits import ConstantLike, ReturnLike
+from xdsl.utils.exceptions import VerifyException
+
+from shardc.dialects.shard import (
+    GetShardingOp,
+    GridOp,
+    Sharding,
+    ShardingOp,
+    ShardOp,
+    lookup_grid,
+)
+from shardc.interfaces.sharding import (
+    Partitioner,
+    clone_op,
+    get_sharding_interface,
+    is_constant_like,
+    local_type,
+    partition_fully_replicated,
+    type_text,
+)
+from shardc.ir import diagnostics
+from shardc.passes.resharding import (
+    AllGather,
+    AllToAll,
+    ReshardingError,
+    Step,
+    emit_resharding,
+    plan_resharding,
+)
+
+
+def _is_ranked_non0(value: SSAValue) -> bool:
+    return isinstance(value.type, TensorType) and len(value.type.get_shape()) > 0
+
+
+def _grid(op: Operation, sharding: Sharding) -> GridOp:
+    grid = lookup_grid(op, sharding.grid)
+    if grid is None:
+        raise diagnostics.op_error(op, f"undefined symbol reference to grid @{sharding.grid}")
+    return grid
+
+
+# =========================================================================================
+# Annotations: checks and shardings of operands and results
+# =========================================================================================
+
+
+def check_block_annotated(block: Block, number: int) -> None:
+    """Every tensor argument (not 0-d) has exactly one use, a `shard.shard`."""
+    region_owner = block.parent_op()
+    assert region_owner is not None
+    for arg in block.args:
+        if not _is_ranked_non0(arg):
+            continue
+        uses = list(arg.uses)
+        if len(uses) > 1:
+            raise diagnostics.error(
+                region_owner,
+                "Cannot partition: expected a single use for block argument "
+                f"{arg.index} in block {number}",
+            )
+        if not uses or not isinstance(uses[0].operation, ShardOp):
+            raise diagnostics.error(
+                region_owner,
+                "Cannot partition: expected a shard.shard op for block argument "
+                f"{arg.index} in block {number}",
+            )
+
+
+def check_op_annotated(op: Operation) -> None:
+    """Trunk's `checkFullyAnnotated`: tensor operands come from `shard.shard` for users,
+    each result has exactly one use, a `shard.shard` for the producer."""
+    if op.has_trait(ConstantLike) or is_constant_like(op):
+        return
+    for index, operand in enumerate(op.operands):
+        if not _is_ranked_non0(operand):
+            continue
+        shard = operand.owner
+        if not isinstance(shard, ShardOp):
+            raise diagnostics.error(
+                op,
+                f"Cannot partition: tensor operand {index} must be defined by a shard.shard "
+                "operation.",
+            )
+        if not shard.for_users:
+            raise diagnostics.error(
+                op,
+                f"Cannot partition: shard.shard for operand {index} must set "
+                "'annotate_for_users'.",
+            )
+    for index, result in enumerate(op.results):
+        uses = list(result.uses)
+        if len(uses) != 1:
+            raise diagnostics.error(
+                op, f"Cannot partition: result {index} must have exactly one use."
+            )
+        user = uses[0].operation
+        if not isinstance(user, ShardOp):
+            raise diagnostics.error(
+                op,
+                f"Cannot partition: user of result {index} must be shard.shard operation.",
+            )
+        if user.for_users:
+            raise diagnostics.error(
+                op,
+                f"Cannot partition: shard.shard for result {index} must not set "
+                "'annotate_for_users'.",
+            )
+
+
+def operand_shardings(op: Operation) -> list[Sharding | None]:
+    """The sharding of each tensor operand (None for scalars and 0-d tensors)."""
+    res: list[Sharding | None] = []
+    for operand in op.operands:
+        owner = operand.owner
+        if _is_ranked_non0(operand) and isinstance(owner, ShardOp):
+            res.append(Sharding.of(owner.sharding))
+        else:
+            res.append(None)
+    return res
+
+
+def result_shardings(op: Operation) -> list[Sharding | None]:
+    """The sharding of each tensor result used by exactly one `shard.shard`; a 0-d result
+    without one takes the grid of a sharding operand, as upstream."""
+    res: list[Sharding | None] = []
+    for result in op.results:
+        uses = list(result.uses)
+        sharding: Sharding | None = None
+        if len(uses) == 1 and isinstance(result.type, TensorType):
+            user = uses[0].operation
+            if isinstance(user, ShardOp):
+                sharding = Sharding.of(user.sharding)
+            elif not result.type.get_shape():
+                grid = next(
+                    (o.owner for o in op.operands if isinstance(o.owner, ShardingOp)), None
+                )
+                if grid is not None:
+                    sharding = Sharding(grid.grid.string_value())
+        res.append(sharding)
+    return res
+
+
+# =========================================================================================
+# The partitioning of one block
+# =========================================================================================
+
+
+@dataclass
+class BlockPartitioner:
+    block: Block
+    number: int
+    partitioner: Partitioner
+    origins: list[tuple[Operation, Operation]] = field(
+        default_factory=list[tuple[Operation, Operation]]
+    )
+    """Each op created by a partition implementation, with the op it comes from."""
+
+    @property
+    def mapping(self) -> dict[SSAValue, SSAValue]:
+        return self.partitioner.mapping
+
+    def argument_types(self) -> list[Attribute]:
+        """Local types of the block arguments (MLIR's shardedBlockArgumentTypes)."""
+        owner = self.block.parent_op()
+        assert owner is not None
+        types: list[Attribute] = []
+        for arg in self.block.args:
+            if not _is_ranked_non0(arg):
+                types.append(arg.type)
+                continue
+            shard = next(iter(arg.uses)).operation
+            assert isinstance(shard, ShardOp)
+            sharding = Sharding.of(shard.sharding)
+            grid = _grid(shard, sharding)
+            types.append(local_type(arg.type, grid, sharding, f"block argument {arg.index}", owner))
+        return types
+
+    def run(self, new_block: Block) -> None:
+        for old, new in zip(self.block.args, new_block.args):
+            self.mapping[old] = new
+        for op in list(self.block.ops):
+            self.partition_op(op)
+        self.verify_created()
+
+    def verify_created(self) -> None:
+        """Annotations that contradict each other (say, operands of an elementwise op split
+        differently) give local ops that do not verify: say so at the original op."""
+        for new, op in self.origins:
+            if new.has_trait(ReturnLike):
+                continue  # checked against the function type, updated later
+            try:
+                new.verify()
+            except VerifyException as e:
+                raise diagnostics.error(
+                    op, f"Cannot partition: the partitioned op does not verify: {e}"
+                ) from None
+
+    def partition_op(self, op: Operation) -> None:
+        if isinstance(op, ShardingOp):
+            return
+        if isinstance(op, GetShardingOp):
+            source = op.source.owner
+            if not isinstance(source, ShardOp):
+                raise diagnostics.error(op, "expected a shard op as source of get_sharding")
+            sharding_op = source.sharding.owner
+            assert isinstance(sharding_op, Operation)
+            clone = self.partitioner.insert(clone_op(sharding_op, dict(self.mapping)))
+            self.mapping[op.result] = clone.results[0]
+            return
+        if isinstance(op, ShardOp):
+            self.partition_shard(op)
+            return
+        check_op_annotated(op)
+        operands = [self.lookup(op, v) for v in op.operands]
+        impl = get_sharding_interface(op)
+        with self.created() as created:
+            if impl is None:
+                partition_fully_replicated(
+                    op, operands, operand_shardings(op), result_shardings(op), self.partitioner
+                )
+            else:
+                impl.partition(
+                    op, operands, operand_shardings(op), result_shardings(op), self.partitioner
+                )
+        assert all(r in self.mapping for r in op.results)
+        self.origins.extend((new, op) for new in created)
+
+    @contextmanager
+    def created(self) -> Iterator[list[Operation]]:
+        """The ops inserted while the block runs."""
+        builder = self.partitioner.builder
+        ops: list[Operation] = []
+        builder.operation_insertion_handler.append(ops.append)
+        try:
+            yield ops
+        finally:
+            builder.operation_insertion_handler.remove(ops.append)
+
+    def lookup(self, op: Operation, value: SSAValue) -> SSAValue:
+        local = self.mapping.get(value)
+        if local is None:
+            if isinstance(value, OpResult) and value.op.parent_block() is self.block:
+                raise diagnostics.error(
+                    op, "Cannot partition: an operand has no partitioned value"
+                )
+            return value  # defined outside the partitioned block
+        return local
+
+    def partition_shard(self, op: ShardOp) -> None:
+        """A chained `shard.shard` reshards; a single one is the identity locally."""
+        source = op.src.owner
+        if not isinstance(source, ShardOp):
+            self.mapping[op.result] = self.lookup(op, op.src)
+            return
+        value = self.lookup(op, source.result)
+        src, tgt = Sharding.of(source.sharding), Sharding.of(op.sharding)
+        global_type = source.src.type
+        if src == tgt or (src.is_fully_replicated and tgt.is_fully_replicated):
+            self.mapping[op.result] = value
+            return
+        assert isinstance(global_type, TensorType)
+        grid = _grid(op, src)
+        try:
+            plan = plan_resharding(
+                src,
+                tgt,
+                global_type.get_shape(),
+                grid.shape_tuple,
+                value_name=f"a value of type {type_text(global_type)}",
+            )
+            with self.created() as created:
+                result = value
+                for step in plan:
+                    result = emit_resharding(self._builder_for(step, result), [step], result)
+            for new in created:
+                new.location = op.location
+        except ReshardingError as e:
+            raise diagnostics.error(op, f"Cannot partition: {e}") from None
+        self.mapping[op.result] = result
+
+    def _builder_for(self, step: Step, value: SSAValue) -> Builder:
+        """Upstream emits all_gather and all_to_all (and their casts) right after the
+        definition of the local tensor they read; the other steps where the op is."""
+        builder = self.partitioner.builder
+        if not isinstance(step, AllGather | AllToAll):
+            return builder
+        if isinstance(value, OpResult):
+            point = InsertPoint.after(value.op)
+        else:
+            assert isinstance(value, BlockArgument)
+            point = InsertPoint.at_start(value.block)
+        moved = Builder(point)
+        moved.operation_insertion_handler.extend(builder.operation_insertion_handler)
+        return moved
+
+
+# =========================================================================================
+# Functions and the pass
+# =========================================================================================
+
+
+def partition_function(function: func.FuncOp) -> None:
+    """Partition every annotated block of `function`, then retype the function."""
+    region = function.body
+    blocks = [b for b in region.blocks if any(isinstance(o, ShardOp) for o in b.ops)]
+    mapping: dict[SSAValue, SSAValue] = {}
+    numbers = {b: i for i, b in enumerate(region.blocks)}
+    for block in blocks:
+        check_block_annotated(block, numbers[block])
+        new_block = Block()
+        partitioner = Partitioner(Builder(InsertPoint.at_end(new_block)), mapping)
+        worker = BlockPartitioner(block, numbers[block], partitioner)
+        for arg, type_ in zip(block.args, worker.argument_types()):
+            new_arg = new_block.insert_arg(type_, len(new_block.args))
+            new_arg.location = arg.location  # pyright: ignore[reportAttributeAccessIssue]
+            if arg.name_hint:
+                new_arg.name_hint = arg.name_hint
+        region.add_block(new_block)
+        worker.run(new_block)
+    _erase_blocks(region, blocks)
+    if not blocks:
+        return
+    returned = next(
+        (b.last_op for b in region.blocks if b.last_op and b.last_op.has_trait(ReturnLike)),
+        None,
+    )
+    if returned is not None and region.blocks.first is not None:
+        function.function_type = FunctionType.from_lists(
+            list(region.blocks.first.arg_types), list(returned.operand_types)
+        )
+
+
+def _erase_blocks(region: Region, blocks: Sequence[Block]) -> None:
+    for block in blocks:
+        for op in reversed(list(block.ops)):
+            op.drop_all_references()
+    for block in blocks:
+        for op in reversed(list(block.ops)):
+            op.erase(safe_erase=False)
+        region.erase_block(block, safe_erase=False)
+
+
+@dataclass(frozen=True)
+class ShardPartitionPass(ModulePass):
+    """Partition every annotated func.func of the module into SPMD form."""
+
+    name = "shard-partition"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
+            partition_function(function)
