@@ -41,16 +41,6 @@ func.func @operand_not_annotated(%x: tensor<4xf32>) -> tensor<4xf32> {
 // -----
 
 shard.grid @g2(shape = 2)
-func.func @returned_without_annotation_for_users(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %s = shard.sharding @g2 split_axes = [[0]] : !shard.sharding
-  %a = shard.shard %x to %s : tensor<4xf32>
-  // expected-error @+1 {{Cannot partition: shard.shard for operand 0 must set 'annotate_for_users'.}}
-  return %a : tensor<4xf32>
-}
-
-// -----
-
-shard.grid @g2(shape = 2)
 func.func @result_used_twice(%x: tensor<4xf32>) -> tensor<4xf32> {
   %s = shard.sharding @g2 split_axes = [[0]] : !shard.sharding
   %a = shard.shard %x to %s annotate_for_users : tensor<4xf32>
