@@ -1,0 +1,642 @@
+"""Proof by execution that a sharding pipeline is correct.
+
+`verify(program)` runs an annotated program twice on the same random inputs: as written,
+on one device (every `shard.shard` is then the identity), and in its partitioned form
+(`--stage partitioned`: sharding-propagation, shard-partition, shard-simplify,
+canonicalize, cse) and/or its MPI-lowered form (`--stage lowered`: the same plus
+convert-shard-to-mpi, canonicalize) on N simulated ranks or under mpiexec. Global inputs
+are cut into each rank's piece by the argument shardings, and each rank's results are
+put back together by the result shardings (read from the module just before
+shard-partition runs, when propagation has settled them); then every result is compared
+with the unsharded one. A result without a sharding is replicated: every rank's copy is
+compared.
+
+Outcomes (`VerifyReport.status`): "ok"; "mismatch" (a result differs: its index, name,
+source location, max abs/rel error); "rejected" (a diagnostic from the parser, verifier or
+a pass: the program or pipeline is refused cleanly); "crash" (a pass, the compiler or a
+rank raised a Python exception: a bug).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from shardc.ir import diagnostics
+from shardc.ir.diagnostics import DiagnosticEngine, DiagnosticError
+
+Stage = Literal["partitioned", "lowered", "all"]
+Status = Literal["ok", "mismatch", "rejected", "crash"]
+
+PARTITION_PIPELINE = ("sharding-propagation", "shard-partition", "shard-simplify", "canonicalize", "cse")
+LOWERING_PIPELINE = ("convert-shard-to-mpi", "canonicalize")
+
+
+class VerifyError(Exception):
+    """A usage problem (no such entry, a dynamic shape, a grid that does not fit): one line."""
+
+
+# =========================================================================================
+# Reports
+# =========================================================================================
+
+
+@dataclass
+class ResultCheck:
+    """One result of the entry function compared with its unsharded value."""
+
+    index: int
+    name: str
+    location: str
+    ok: bool
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    worst: tuple[int, ...] | None = None
+    """Index of the worst element (global coordinates)."""
+    detail: str = ""
+    """Why it failed beyond values: a shape, a dtype, a rank whose replica differs."""
+
+    def describe(self) -> str:
+        head = f"result #{self.index} ({self.name}) at {self.location}"
+        if self.detail:
+            return f"{head}: {self.detail}"
+        at = f" at index {list(self.worst)}" if self.worst is not None else ""
+        return f"{head}: max abs error {self.max_abs:.3g}, max rel error {self.max_rel:.3g}{at}"
+
+
+@dataclass
+class StageReport:
+    stage: str
+    pipeline: str
+    results: list[ResultCheck] = field(default_factory=list[ResultCheck])
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+    def first_mismatch(self) -> ResultCheck | None:
+        return next((r for r in self.results if not r.ok), None)
+
+
+@dataclass
+class VerifyReport:
+    status: Status
+    entry: str = ""
+    ranks: int = 0
+    stages: list[StageReport] = field(default_factory=list[StageReport])
+    message: str = ""
+    """The diagnostic text (rejected, crash), or the first mismatch."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def first_mismatch(self) -> tuple[StageReport, ResultCheck] | None:
+        for stage in self.stages:
+            bad = stage.first_mismatch()
+            if bad is not None:
+                return stage, bad
+        return None
+
+    def summary(self) -> str:
+        if self.status == "ok":
+            n = len(self.stages[0].results) if self.stages else 0
+            which = ", ".join(s.stage for s in self.stages)
+            return f"OK: {n} result{'s' if n != 1 else ''} match ({which}, {self.ranks} rank{'s' if self.ranks != 1 else ''})"
+        if self.status == "mismatch":
+            found = self.first_mismatch()
+            assert found is not None
+            stage, check = found
+            return f"MISMATCH ({stage.stage}, {self.ranks} ranks): {check.describe()}"
+        return self.message.rstrip("\n")
+
+
+# =========================================================================================
+# Parsing, pipelines, capture of diagnostics
+# =========================================================================================
+
+
+class _Failed(Exception):
+    def __init__(self, status: Status):
+        super().__init__(status)
+        self.status = status
+
+
+@contextlib.contextmanager
+def _capture(name: str, text: str | None):
+    """Diagnostics go to a string (the report's message), with the source for carets."""
+    from shardc.ir.locations import SourceFile
+
+    engine = DiagnosticEngine(stream=io.StringIO())
+    if text is not None:
+        engine.add_source(SourceFile(name, text))
+    with diagnostics.engine_scope(engine):
+        yield engine
+
+
+def _engine_text(engine: DiagnosticEngine) -> str:
+    assert isinstance(engine.stream, io.StringIO)
+    return engine.stream.getvalue()
+
+
+def _parse(text: str, name: str) -> ModuleOp:
+    from xdsl.utils.exceptions import DiagnosticException, ParseError
+
+    from shardc.context import make_context
+    from shardc.ir.locations import LocatingParser
+    from shardc.ir.verifier import verify
+    from shardc.tools.opt import _parse_diagnostic  # pyright: ignore[reportPrivateUsage]
+
+    try:
+        module = LocatingParser(make_context(), text, name).parse_module()
+    except ParseError as e:
+        diagnostics.current_engine().emit(_parse_diagnostic(name, e))
+        raise _Failed("rejected") from None
+    except DiagnosticException as e:
+        diagnostics.emit(None, diagnostics.Severity.ERROR, str(e))
+        raise _Failed("rejected") from None
+    if not verify(module):
+        raise _Failed("rejected")
+    return module
+
+
+def _passes(pipeline: str | Sequence[str | ModulePass]) -> list[Any]:
+    """Pass objects from a pipeline text (a bare list or `builtin.module(...)`), or from
+    a list of pass names and pass objects."""
+    from shardc.passes import all_passes
+    from shardc.tools.argv import UsageError, instantiate, parse_pipeline
+
+    if not isinstance(pipeline, str):
+        return [q for p in pipeline for q in ([p] if isinstance(p, ModulePass) else _passes(p))]
+    text = pipeline.strip()
+    if text and "(" not in text.split(",")[0].split("{")[0]:
+        text = f"builtin.module({text})"
+    try:
+        return [instantiate(spec, all_passes()) for spec in parse_pipeline(text)] if text else []
+    except UsageError as e:
+        raise VerifyError(str(e).removeprefix("shardc-opt: ")) from None
+
+
+def _apply(module: ModuleOp, passes: Sequence[Any], before: Callable[[Any], None] | None = None) -> None:
+    """Run passes, verifying after each; `before(pass)` is called before each one."""
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from shardc.context import make_context
+    from shardc.ir.verifier import report_crash, verify
+
+    ctx = make_context()
+    for p in passes:
+        if before is not None:
+            before(p)
+        try:
+            p.apply(ctx, module)
+        except DiagnosticError as e:
+            diagnostics.report_exception(e)
+            raise _Failed("rejected") from None
+        except DiagnosticException as e:
+            diagnostics.emit(None, diagnostics.Severity.ERROR, str(e))
+            raise _Failed("rejected") from None
+        except Exception as e:  # noqa: BLE001 - a pass bug: reported, counted as a crash
+            report_crash(module, f"pass '{p.name}'", e)
+            raise _Failed("crash") from None
+        crashes = len(diagnostics.current_engine().crashes)
+        if not verify(module):
+            raise _Failed("crash" if len(diagnostics.current_engine().crashes) > crashes else "rejected")
+
+
+def _compile(module: ModuleOp, name: str) -> Any:
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from shardc.ir.verifier import report_crash
+    from shardc.runtime import compile_module
+
+    try:
+        return compile_module(module, name)
+    except DiagnosticException as e:
+        diagnostics.emit(None, diagnostics.Severity.ERROR, f"runtime: {e}")
+        raise _Failed("rejected") from None
+    except Exception as e:  # noqa: BLE001
+        report_crash(module, "the runtime compiler", e)
+        raise _Failed("crash") from None
+
+
+# =========================================================================================
+# The program's boundary: entry, shardings, inputs
+# =========================================================================================
+
+
+def _entry_of(module: ModuleOp, name: str | None) -> func.FuncOp:
+    from shardc.tools.run import UserError, _entry  # pyright: ignore[reportPrivateUsage]
+
+    try:
+        return _entry(module, name)
+    except UserError as e:
+        raise VerifyError(str(e)) from None
+
+
+def _boundary(module: ModuleOp, entry: str) -> Any:
+    """shardc-run's Program skeleton (argument and result shardings) of `entry`."""
+    from shardc.tools.run import Program, UserError, _boundaries  # pyright: ignore[reportPrivateUsage]
+
+    f = _entry_of(module, entry)
+    try:
+        args, results = _boundaries(f)
+    except UserError as e:
+        raise VerifyError(str(e)) from None
+    return Program(module, entry, args, results, sharded=True)
+
+
+def _result_locations(f: func.FuncOp) -> list[tuple[str, str]]:
+    """(name, location) of each returned value, looking through `shard.shard`s."""
+    from shardc.dialects.shard import ShardOp
+
+    block = f.body.blocks.first
+    assert block is not None
+    ret = block.last_op
+    if not isinstance(ret, func.ReturnOp):
+        return []
+    out: list[tuple[str, str]] = []
+    for i, value in enumerate(ret.arguments):
+        v: SSAValue = value
+        while isinstance(v.owner, ShardOp):
+            v = v.owner.src
+        owner = v.owner
+        if isinstance(owner, Operation):
+            name = f"%{v.name_hint}" if v.name_hint else f"result{i}"
+            out.append((f"{name} = {owner.name}", _loc_text(owner)))
+        else:
+            out.append((f"%{v.name_hint}" if v.name_hint else f"argument #{getattr(v, 'index', '?')}", _loc_text(ret)))
+    return out
+
+
+def _loc_text(op: Operation) -> str:
+    from xdsl.dialects.builtin import FileLineColLoc
+
+    loc = op.location
+    if isinstance(loc, FileLineColLoc):
+        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
+    text = diagnostics.format_location(loc)
+    return "unknown location" if text == "unknown" else f"loc({text})"
+
+
+def _grid_size(module: ModuleOp) -> int:
+    """The number of devices of the module's largest static grid."""
+    from shardc.dialects.shard import GridOp
+
+    sizes: list[int] = []
+    for op in module.walk():
+        if isinstance(op, GridOp):
+            shape = op.shape_tuple
+            if any(d is None or d < 0 for d in shape):
+                raise VerifyError(f"grid @{op.sym_name.data} has dynamic dimensions: give the number of ranks (--simulate N)")
+            sizes.append(math.prod(shape))
+    return max(sizes, default=1)
+
+
+def random_inputs(prog: Any, seed: int) -> list[Any]:
+    """One global random value per entry argument, of its type (normal floats, small
+    integers, booleans); deterministic in `seed`."""
+    from shardc.tools.run import UserError, _np_type, _random  # pyright: ignore[reportPrivateUsage]
+
+    values: list[Any] = []
+    for k, b in enumerate(prog.args):
+        dtype, shape = _np_type(b.type)
+        try:
+            values.append(_random({"seed": str(seed * 7919 + k)}, dtype, shape, f"input {b.label}"))
+        except UserError as e:
+            raise VerifyError(str(e)) from None
+    return values
+
+
+# =========================================================================================
+# Running
+# =========================================================================================
+
+
+def _as_tuple(value: Any, n: int) -> tuple[Any, ...]:
+    from shardc.tools.run import _as_results  # pyright: ignore[reportPrivateUsage]
+
+    return _as_results(value, n)
+
+
+def _run_ranks(compiled: Any, prog: Any, inputs: Sequence[Any], world: int) -> list[tuple[Any, ...]]:
+    """Every rank's local results, on `world` simulated ranks."""
+    from shardc.runtime.comm import CommError, RankFailed, run_simulated
+    from shardc.tools.run import InputSpec, UserError, local_inputs
+
+    specs = [InputSpec(b.label, (lambda v: lambda r: v)(v)) for b, v in zip(prog.args, inputs)]
+    try:
+        per_rank = [local_inputs(prog, specs, r, world) for r in range(world)]
+    except (UserError, CommError) as e:
+        raise VerifyError(str(e)) from None
+    n = len(prog.results)
+    try:
+        outs = run_simulated(world, lambda *a: _as_tuple(compiled.call(prog.entry, *a), n), per_rank_args=per_rank)
+    except RankFailed as e:
+        diagnostics.emit(None, diagnostics.Severity.ERROR, f"runtime: {e}")
+        raise _Failed("crash") from None
+    return outs
+
+
+def _reference(module: ModuleOp, prog: Any, inputs: Sequence[Any], name: str) -> tuple[Any, ...]:
+    compiled = _compile(module, name)
+    return _run_ranks(compiled, _unsharded(prog), inputs, 1)[0]
+
+
+def _unsharded(prog: Any) -> Any:
+    """The same boundary, every value whole (one device)."""
+    from shardc.tools.run import Boundary, Program
+
+    strip = lambda bs: [Boundary(b.label, b.type, None) for b in bs]  # noqa: E731
+    return Program(prog.module, prog.entry, strip(prog.args), strip(prog.results), sharded=False)
+
+
+# =========================================================================================
+# Comparing
+# =========================================================================================
+
+
+def compare_result(
+    index: int, name: str, location: str, want: Any, got: Any, rtol: float, atol: float
+) -> ResultCheck:
+    """`got` matches `want` when shapes and dtypes agree and, elementwise,
+    |got - want| <= atol + rtol * |want| (integers and booleans: equal)."""
+    check = ResultCheck(index, name, location, ok=True)
+    w, g = np.asarray(want), np.asarray(got)
+    if w.shape != g.shape:
+        check.ok, check.detail = False, f"shape {tuple(g.shape)} instead of {tuple(w.shape)}"
+        return check
+    if w.dtype != g.dtype:
+        check.ok, check.detail = False, f"elements of {g.dtype} instead of {w.dtype}"
+        return check
+    if w.size == 0:
+        return check
+    with np.errstate(all="ignore"):
+        return _compare_values(check, w, g, rtol, atol)
+
+
+def _compare_values(check: ResultCheck, w: np.ndarray, g: np.ndarray, rtol: float, atol: float) -> ResultCheck:
+    if w.dtype.kind in "fc":
+        wf, gf = w.astype(np.float64), g.astype(np.float64)
+        both_nan = np.isnan(wf) & np.isnan(gf)
+        same_inf = np.isinf(wf) & (wf == gf)
+        diff = np.where(both_nan | same_inf, 0.0, np.abs(gf - wf))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        bad = diff > atol + rtol * np.abs(np.where(np.isfinite(wf), wf, 0.0))
+        rel = np.where(diff == 0, 0.0, diff / np.abs(wf))
+    else:
+        wi, gi = w.astype(np.float64), g.astype(np.float64)
+        diff = np.abs(gi - wi)
+        bad = w != g
+        rel = np.where(diff == 0, 0.0, diff / np.abs(wi))
+    check.max_abs = float(diff.max())
+    check.max_rel = float(np.nan_to_num(rel, nan=np.inf).max())
+    if bad.any():
+        check.ok = False
+        flat = int(np.argmax(np.where(bad, diff, -1.0)))
+        check.worst = tuple(int(i) for i in np.unravel_index(flat, w.shape))
+    return check
+
+
+def _compare_stage(
+    stage: StageReport,
+    prog: Any,
+    reference: Sequence[Any],
+    per_rank: Sequence[Sequence[Any]],
+    world: int,
+    names: Sequence[tuple[str, str]],
+    rtol: float,
+    atol: float,
+) -> None:
+    from shardc.runtime.comm import CommError
+    from shardc.tools.run import _grid_of  # pyright: ignore[reportPrivateUsage]
+
+    for i, (b, want) in enumerate(zip(prog.results, reference)):
+        name, loc = names[i] if i < len(names) else (b.label, "unknown location")
+        if b.sharding is not None:
+            try:
+                got = b.sharding.assemble([np.asarray(r[i]) for r in per_rank], _grid_of(b.sharding, world))
+            except (CommError, ValueError) as e:
+                stage.results.append(ResultCheck(i, name, loc, ok=False, detail=f"cannot assemble the pieces: {e}"))
+                continue
+            stage.results.append(compare_result(i, name, loc, want, got, rtol, atol))
+            continue
+        # Replicated: every rank holds the whole value.
+        check = compare_result(i, name, loc, want, per_rank[0][i], rtol, atol)
+        for r in range(1, len(per_rank)):
+            if not check.ok:
+                break
+            other = compare_result(i, name, loc, want, per_rank[r][i], rtol, atol)
+            if not other.ok:
+                other.detail = other.detail or (
+                    f"replicated, but rank {r} differs: max abs error {other.max_abs:.3g}, "
+                    f"max rel error {other.max_rel:.3g} at index {list(other.worst or ())}"
+                )
+                check = other
+        stage.results.append(check)
+
+
+# =========================================================================================
+# The API
+# =========================================================================================
+
+
+@dataclass
+class _Setup:
+    name: str
+    text: str | None
+    module: ModuleOp
+    entry: str
+    prog: Any
+    inputs: list[Any]
+    names: list[tuple[str, str]]
+
+
+def _stages(stage: Stage) -> list[str]:
+    if stage == "all":
+        return ["partitioned", "lowered"]
+    if stage not in ("partitioned", "lowered"):
+        raise VerifyError(f"unknown stage '{stage}' (partitioned, lowered or all)")
+    return [stage]
+
+
+def _pipelines(pipeline: str | Sequence[str | ModulePass] | None) -> tuple[list[Any], list[Any]]:
+    base = _passes(PARTITION_PIPELINE if pipeline is None else pipeline)
+    return base, _passes(LOWERING_PIPELINE)
+
+
+def _transform(module: ModuleOp, entry: str, passes: Sequence[Any], boundary: list[Any]) -> None:
+    """Run `passes`, keeping in `boundary[0]` the entry's shardings as they are just
+    before shard-partition (the originals when there is no such pass)."""
+
+    def before(p: Any) -> None:
+        if p.name == "shard-partition":
+            boundary[0] = _boundary(module, entry)
+
+    _apply(module, passes, before)
+
+
+def verify(
+    module_or_text: ModuleOp | str,
+    entry: str | None = None,
+    ranks: int | None = None,
+    pipeline: str | Sequence[str | ModulePass] | None = None,
+    stage: Stage = "partitioned",
+    seed: int = 0,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    inputs: Sequence[Any] | None = None,
+    name: str = "<input>",
+) -> VerifyReport:
+    """Run the program unsharded and partitioned (and/or lowered) on `ranks` simulated
+    ranks (default: the size of its grid) and compare every result. Diagnostics and
+    crashes are reported in the result, never raised; usage errors raise VerifyError."""
+    text = module_or_text if isinstance(module_or_text, str) else None
+    report = VerifyReport("ok")
+    with _capture(name, text) as engine:
+        try:
+            stages = _stages(stage)
+            partition, lowering = _pipelines(pipeline)
+            setup = _setup(module_or_text, entry, seed, inputs, name)
+            report.entry = setup.entry
+            world = ranks if ranks is not None else _grid_size(setup.module)
+            report.ranks = world
+            reference = _reference(setup.module, setup.prog, setup.inputs, name)
+            module = setup.module.clone()
+            boundary = [setup.prog]
+            _transform(module, setup.entry, partition, boundary)
+            for s in ["partitioned", "lowered"]:
+                if s == "lowered":
+                    if "lowered" not in stages:
+                        break
+                    _apply(module, lowering)
+                if s not in stages:
+                    continue
+                joined = ",".join(p.name for p in (partition + lowering if s == "lowered" else partition))
+                rep = StageReport(s, joined)
+                compiled = _compile(module, name)
+                prog = boundary[0]
+                per_rank = _run_ranks(compiled, prog, setup.inputs, world)
+                _compare_stage(rep, prog, reference, per_rank, world, setup.names, rtol, atol)
+                report.stages.append(rep)
+        except _Failed as e:
+            report.status = e.status
+            report.message = _engine_text(engine) or f"{e.status} (no diagnostic)"
+            return report
+    if any(not s.ok for s in report.stages):
+        report.status = "mismatch"
+        report.message = report.summary()
+    return report
+
+
+def _setup(module_or_text: ModuleOp | str, entry: str | None, seed: int, inputs: Sequence[Any] | None, name: str) -> _Setup:
+    if isinstance(module_or_text, str):
+        module = _parse(module_or_text, name)
+        text: str | None = module_or_text
+    else:
+        module = module_or_text.clone()
+        text = None
+    f = _entry_of(module, entry)
+    prog = _boundary(module, f.sym_name.data)
+    values = list(inputs) if inputs is not None else random_inputs(prog, seed)
+    if len(values) != len(prog.args):
+        raise VerifyError(f"@{prog.entry} takes {len(prog.args)} arguments, {len(values)} inputs given")
+    return _Setup(name, text, module, prog.entry, prog, values, _result_locations(f))
+
+
+# =========================================================================================
+# Under mpiexec
+# =========================================================================================
+
+
+def verify_mpi(
+    module_or_text: ModuleOp | str,
+    entry: str | None = None,
+    pipeline: str | Sequence[str | ModulePass] | None = None,
+    stage: Stage = "partitioned",
+    seed: int = 0,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    name: str = "<input>",
+) -> VerifyReport:
+    """`verify` with one MPI process per rank (run under mpiexec): every rank transforms
+    the program and runs its part; rank 0 runs the reference and compares. Every rank
+    returns the same report (usage errors come back as status "rejected")."""
+    from mpi4py import MPI
+
+    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
+
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    text = module_or_text if isinstance(module_or_text, str) else None
+    report = VerifyReport("ok", ranks=size)
+    compiled_by_stage: list[tuple[StageReport, Any, Any]] = []
+    setup: _Setup | None = None
+    reference: tuple[Any, ...] = ()
+    with _capture(name, text) as engine:
+        try:
+            stages = _stages(stage)
+            partition, lowering = _pipelines(pipeline)
+            setup = _setup(module_or_text, entry, seed, None, name)
+            report.entry = setup.entry
+            if rank == 0:
+                reference = _reference(setup.module, setup.prog, setup.inputs, name)
+            module = setup.module.clone()
+            boundary = [setup.prog]
+            _transform(module, setup.entry, partition, boundary)
+            for s in ["partitioned", "lowered"]:
+                if s == "lowered":
+                    if "lowered" not in stages:
+                        break
+                    _apply(module, lowering)
+                if s in stages:
+                    joined = ",".join(p.name for p in (partition + lowering if s == "lowered" else partition))
+                    compiled_by_stage.append((StageReport(s, joined), _compile(module, name), boundary[0]))
+        except _Failed as e:
+            report.status = e.status
+            report.message = _engine_text(engine) or f"{e.status} (no diagnostic)"
+        except VerifyError as e:
+            report.status = "rejected"
+            report.message = f"error: {e}"
+    statuses = world.allgather(report.status)
+    if any(s != "ok" for s in statuses):
+        first = next(r for r, s in enumerate(statuses) if s != "ok")
+        return world.bcast(report if rank == first else None, root=first)
+    assert setup is not None
+    from shardc.tools.run import local_inputs, InputSpec, UserError
+    from shardc.runtime.comm import CommError
+
+    for rep, compiled, prog in compiled_by_stage:
+        specs = [InputSpec(b.label, (lambda v: lambda r: v)(v)) for b, v in zip(prog.args, setup.inputs)]
+        try:
+            local = local_inputs(prog, specs, rank, size)
+        except (UserError, CommError) as e:
+            report.status, report.message = "rejected", f"error: {e}"
+            break
+        with abort_on_error(world), use_comm(MPIComm(world)), np.errstate(all="ignore"):
+            world.Barrier()
+            values = _as_tuple(compiled.call(prog.entry, *local), len(prog.results))
+        gathered = world.gather(values, root=0)
+        if rank == 0:
+            assert gathered is not None
+            _compare_stage(rep, prog, reference, gathered, size, setup.names, rtol, atol)
+        report.stages.append(rep)
+    if rank == 0 and report.status == "ok" and any(not s.ok for s in report.stages):
+        report.status = "mismatch"
+        report.message = report.summary()
+    return world.bcast(report if rank == 0 else None, root=0)
+
+
+def under_mpi() -> bool:
+    return any(v in os.environ for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"))
