@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import auto
 from math import prod
-from typing import ClassVar, TypeAlias
+from typing import ClassVar, NoReturn, TypeAlias
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -38,7 +38,9 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     TensorType,
     UnitAttr,
+    UnrankedTensorType,
     i16,
+    i32,
     i64,
 )
 from xdsl.dialects.utils import DynamicIndexList, EnumAttribute
@@ -55,6 +57,8 @@ from xdsl.irdl import (
     AnyAttr,
     AttrSizedOperandSegments,
     IRDLOperation,
+    IRDLOperationInvT,
+    OptPropertyDef,
     VarConstraint,
     irdl_attr_definition,
     irdl_op_definition,
@@ -70,15 +74,23 @@ from xdsl.irdl import (
 from xdsl.irdl.constraints import EqAttrConstraint, VerificationContext
 from xdsl.irdl.declarative_assembly_format import (
     AttributeVariable,
+    CustomDirective,
+    TypeDirective,
     ParsingState,
+    PrintingState,
     VariadicOperandVariable,
     irdl_custom_directive,
 )
-from xdsl.parser import AttrParser, Parser
+from xdsl.parser import AttrParser, Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import HasCanonicalizationPatternsTrait, Pure, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.lexer import Span
 from xdsl.utils.str_enum import StrEnum
+
+from shardc.ir import diagnostics
+from shardc.ir.diagnostics import Severity
+from shardc.ir.locations import file_loc
 
 DYNAMIC = DYNAMIC_INDEX
 """MLIR's `ShapedType::kDynamic` (i64 min): a `?` in shapes and in static/dynamic lists."""
@@ -110,27 +122,15 @@ class GridAxesArrayAttr(ParametrizedAttribute, OpaqueSyntaxAttribute):
     def __init__(self, axes: Iterable[Iterable[int]] | ArrayAttr[GridAxesAttr]):
         if not isinstance(axes, ArrayAttr):
             axes = ArrayAttr(grid_axes_attr(sub) for sub in axes)
-        super().__init__(axes)
+        # MLIR's syntax has at least one sub-array: a replicated value is `[[]]`, never `[]`.
+        super().__init__(axes if axes.data else ArrayAttr((grid_axes_attr(),)))
 
     def as_tuple(self) -> tuple[tuple[int, ...], ...]:
         return tuple(sub.get_values() for sub in self.axes.data)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        def axis() -> int:
-            pos = parser.pos
-            value = parser.parse_integer()
-            if not -(2**15) <= value < 2**15:
-                parser.raise_error(f"grid axis {value} does not fit in i16", pos, parser.pos)
-            return value
-
-        def sub_list() -> GridAxesAttr:
-            return grid_axes_attr(
-                parser.parse_comma_separated_list(parser.Delimiter.SQUARE, axis)
-            )
-
-        subs = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, sub_list)
-        return (ArrayAttr(subs),)
+        return (ArrayAttr(_parse_split_axes(parser, "")),)
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string(
@@ -547,10 +547,200 @@ def _check_defaulted_operands(op: IRDLOperation) -> None:
         index += len(values)
 
 
+class _TypeOf(VarConstraint[Attribute]):
+    """Infers a type from another operand or result while parsing (AllTypesMatch,
+    TypesMatchWith) but never fails: `verify_` checks it with MLIR's message."""
+
+    def verify(self, attr: Attribute, constraint_context: VerificationContext) -> None:
+        if constraint_context.get_variable(self.name) is None:
+            constraint_context.set_attr_variable(self.name, attr)
+
+
+# =========================================================================================
+# Parsing with MLIR's diagnostics
+# =========================================================================================
+# mlir-opt reports some parse failures as a chain of errors (the cause, then the construct
+# that failed); xDSL's parser stops at one exception, so all but the last are emitted as
+# diagnostics first. Positions follow MLIR: `expected '<token>'` sits right after the
+# previous token (Parser::emitWrongTokenError), other errors at the offending token.
+
+_I16 = (-(2**15), 2**15 - 1)
+_I64 = (-(2**63), 2**63 - 1)
+_AXES_PARAMETER = (
+    "failed to parse Shard_GridAxesArrayAttr parameter 'axes' which is to be a "
+    "`::llvm::ArrayRef<GridAxesAttr>`"
+)
+_ParseErrors: TypeAlias = list[tuple[int, str]]
+
+
+def _fail(parser: AttrParser, errors: _ParseErrors) -> NoReturn:
+    *causes, (pos, message) = errors
+    for cause_pos, cause in causes:
+        where = Span(cause_pos, cause_pos, parser.lexer.input).get_location()
+        diagnostics.emit(file_loc(where.file, where.line, where.col), Severity.ERROR, cause)
+    parser.raise_error(message, pos, pos)
+
+
+def _after_previous_token(parser: AttrParser) -> int:
+    before = parser.lexer.input.content[: parser.pos].rstrip()
+    return len(before) if before else parser.pos
+
+
+def _op_name_position(parser: AttrParser) -> int:
+    """Where the op being parsed starts (MLIR's `getNameLoc`); shardc's LocatingParser
+    records it, a plain xDSL parser falls back to the current token."""
+    starts: list[int] | None = getattr(parser, "_op_name_starts", None)
+    return starts[-1] if starts else parser.pos
+
+
+def _custom_op(state: ParsingState) -> str:
+    """MLIR's prefix for errors emitted through an op's custom parser."""
+    return f"custom op '{state.op_type.name}' "
+
+
+def _parse_bounded_integer(
+    parser: AttrParser, bounds: tuple[int, int], prefix: str, errors: _ParseErrors
+) -> int | None:
+    pos = parser.pos
+    value = parser.parse_optional_integer(allow_boolean=False)
+    if value is None:
+        errors.append((pos, prefix + "expected integer value"))
+    elif not bounds[0] <= value <= bounds[1]:
+        errors.append((pos, prefix + "integer value too large"))
+        value = None
+    return value
+
+
+def _parse_grid_axes(parser: AttrParser, prefix: str) -> tuple[list[int], _ParseErrors]:
+    """`[0, 1]` as MLIR's DenseI16ArrayAttr parser reads it: the axes and the errors it
+    reports (none for valid input). Like MLIR, a bad element still expects the `]`."""
+    if parser.parse_optional_punctuation("[") is None:
+        return [], [(_after_previous_token(parser), "expected '['")]
+    axes: list[int] = []
+    errors: _ParseErrors = []
+    if parser.parse_optional_punctuation("]") is not None:
+        return axes, errors
+    while (axis := _parse_bounded_integer(parser, _I16, prefix, errors)) is not None:
+        axes.append(axis)
+        if parser.parse_optional_punctuation(",") is None:
+            break
+    if parser.parse_optional_punctuation("]") is None:
+        errors.append((_after_previous_token(parser), "expected ']'"))
+    return axes, errors
+
+
+def _parse_split_axes(parser: AttrParser, prefix: str) -> list[GridAxesAttr]:
+    """`[[0], [], [1, 2]]`, MLIR's `[` $axes `]` for GridAxesArrayAttr: at least one
+    sub-array, so `[]` is rejected as mlir-opt rejects it."""
+    if parser.parse_optional_punctuation("[") is None:
+        _fail(parser, [(_after_previous_token(parser), "expected '['")])
+    subs: list[GridAxesAttr] = []
+    while True:
+        axes, errors = _parse_grid_axes(parser, prefix)
+        if errors:
+            _fail(parser, [*errors, (parser.pos, prefix + _AXES_PARAMETER)])
+        subs.append(grid_axes_attr(axes))
+        if parser.parse_optional_punctuation(",") is None:
+            break
+    if parser.parse_optional_punctuation("]") is None:
+        _fail(parser, [(_after_previous_token(parser), "expected ']'")])
+    return subs
+
+
+def _print_axes(printer: Printer, axes: Sequence[int]) -> None:
+    printer.print_string("[" + ", ".join(map(str, axes)) + "]")
+
+
 @irdl_custom_directive
-class OptionalDynamicIndexList(DynamicIndexList):
-    """`DynamicIndexList` for an optional property: when its group is absent the property
-    stays unset (MLIR's `OptionalAttr`), instead of becoming an empty array."""
+class GridAxes(CustomDirective):
+    """An i16 grid-axes property in op syntax (`grid_axes = [0, 1]`), range-checked with
+    MLIR's messages instead of xDSL's unchecked dense-array parser."""
+
+    axes: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        axes, errors = _parse_grid_axes(parser, _custom_op(state))
+        if errors:
+            _fail(parser, errors)
+        self.axes.set(state, grid_axes_attr(axes))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        attr = self.axes.get(op)
+        if isinstance(attr, DenseArrayBase):
+            _print_axes(printer, attr.get_values())
+        elif attr is not None:
+            printer.print_attribute(attr)
+
+    def is_present(self, op: IRDLOperation) -> bool:
+        return self.axes.is_present(op)
+
+    def is_anchorable(self) -> bool:
+        return True
+
+    def set_empty(self, state: ParsingState) -> None:
+        pass  # the property keeps its default value
+
+
+@irdl_custom_directive
+class SplitAxes(CustomDirective):
+    """A `GridAxesArrayAttr` property in op syntax (`split_axes = [[0], []]`), with MLIR's
+    custom-op prefix on its diagnostics."""
+
+    axes: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        self.axes.set(state, GridAxesArrayAttr(ArrayAttr(_parse_split_axes(parser, _custom_op(state)))))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        attr = self.axes.get(op)
+        if isinstance(attr, GridAxesArrayAttr):
+            attr.print_parameters(printer)
+        elif attr is not None:
+            printer.print_attribute(attr)
+
+
+@irdl_custom_directive
+class IndexList(DynamicIndexList):
+    """MLIR's `custom<DynamicIndexList>`: `[1, %v, 3]` with i64 range checks and MLIR's
+    messages (the element's error, then `expected SSA value or integer` at the op)."""
+
+    dynamic_position: VariadicOperandVariable
+    static_position: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        prefix = _custom_op(state)
+        dynamic: list[UnresolvedOperand] = []
+        static: list[int] = []
+        errors: _ParseErrors = []
+        if parser.parse_optional_punctuation("[") is None:
+            errors.append((_after_previous_token(parser), "expected '[' in dynamic index list"))
+        elif parser.parse_optional_punctuation("]") is None:
+            while True:
+                if (operand := parser.parse_optional_unresolved_operand()) is not None:
+                    dynamic.append(operand)
+                    static.append(DYNAMIC)
+                elif (value := _parse_bounded_integer(parser, _I64, prefix, errors)) is not None:
+                    static.append(value)
+                else:
+                    break
+                if parser.parse_optional_punctuation(",") is None:
+                    if parser.parse_optional_punctuation("]") is None:
+                        errors.append(
+                            (_after_previous_token(parser), "expected ']' in dynamic index list")
+                        )
+                    break
+        if errors:
+            _fail(parser, [*errors, (_op_name_position(parser), prefix + "expected SSA value or integer")])
+        self.dynamic_position.set(state, dynamic)
+        self.static_position.set(state, i64_array(static))
+
+
+@irdl_custom_directive
+class OptionalIndexList(IndexList):
+    """`IndexList` for an optional property: when its group is absent the property stays
+    unset (MLIR's `OptionalAttr`), instead of becoming an empty array."""
 
     dynamic_position: VariadicOperandVariable
     static_position: AttributeVariable
@@ -562,13 +752,206 @@ class OptionalDynamicIndexList(DynamicIndexList):
         return self.static_position.get(op) is not None
 
 
-class _TypeOf(VarConstraint[Attribute]):
-    """Infers a type from another operand or result while parsing (AllTypesMatch,
-    TypesMatchWith) but never fails: `verify_` checks it with MLIR's message."""
+def _parse_grid_shape(parser: Parser) -> list[int]:
+    """`2x?x4` (or `[]`), as MLIR's `custom<DimensionList>` reads it, with its messages."""
+    failed = "custom op 'shard.grid' Failed parsing dimension list."
+    if parser.parse_optional_punctuation("[") is not None:
+        if parser.parse_optional_punctuation("]") is None:
+            _fail(parser, [(_after_previous_token(parser), "expected ']'"), (parser.pos, failed)])
+        return []
+    if not _at_dimension(parser):
+        _fail(parser, [(parser.pos, failed + ' Did you mean an empty list? It must be denoted by "[]".')])
+    dims: list[int] = []
+    while True:
+        pos = parser.pos
+        dim = parser.parse_shape_dimension() if _at_dimension(parser) else None
+        if dim is None or dim > _I64[1]:
+            _fail(parser, [(pos, "invalid dimension"), (pos, failed)])
+        dims.append(dim)
+        if not parser.lexer.input.content.startswith("x", parser.pos):
+            return dims
+        parser.parse_shape_delimiter()
 
-    def verify(self, attr: Attribute, constraint_context: VerificationContext) -> None:
-        if constraint_context.get_variable(self.name) is None:
-            constraint_context.set_attr_variable(self.name, attr)
+
+def _at_dimension(parser: Parser) -> bool:
+    next_char = parser.lexer.input.content[parser.pos : parser.pos + 1]
+    return next_char.isdigit() or next_char == "?"
+
+
+class _CheckedType(CustomDirective, ABC):
+    """`type($x)` for an ODS constraint with a C++ type class: MLIR's generated parser
+    checks the kind of type right away (custom syntax only; generic syntax reaches the
+    verifier and its `operand #0 must be ...` message)."""
+
+    type: TypeDirective
+
+    def accepts(self, t: Attribute) -> bool:
+        raise NotImplementedError
+
+    def error(self, t: Attribute) -> str:
+        raise NotImplementedError
+
+    def error_position(self, parser: Parser, type_position: int) -> int:
+        return type_position
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        t = parser.parse_type()
+        if not self.accepts(t):
+            _fail(parser, [(self.error_position(parser, pos), _custom_op(state) + self.error(t))])
+        self.type.set(state, [t])
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        printer.print_list(self.type.get(op), printer.print_attribute)
+
+
+@irdl_custom_directive
+class TensorTypeOf(_CheckedType):
+    """`AnyNon0RankedTensor` (C++ class TensorType): any tensor, ranked or not."""
+
+    type: TypeDirective
+
+    def accepts(self, t: Attribute) -> bool:
+        return isinstance(t, TensorType | UnrankedTensorType)
+
+    def error(self, t: Attribute) -> str:
+        return "invalid kind of type specified"
+
+
+@irdl_custom_directive
+class RankedTensorTypeOf(_CheckedType):
+    """`AnyRankedTensor` (C++ class RankedTensorType)."""
+
+    type: TypeDirective
+
+    def accepts(self, t: Attribute) -> bool:
+        return isinstance(t, TensorType)
+
+    def error(self, t: Attribute) -> str:
+        return f"invalid kind of type specified: expected builtin.tensor, but found '{t}'"
+
+
+@irdl_custom_directive
+class IndexTypeOf(_CheckedType):
+    """`Index` (C++ class IndexType)."""
+
+    type: TypeDirective
+
+    def accepts(self, t: Attribute) -> bool:
+        return isinstance(t, IndexType)
+
+    def error(self, t: Attribute) -> str:
+        return f"invalid kind of type specified: expected builtin.index, but found '{t}'"
+
+
+@irdl_custom_directive
+class HaloResultType(_CheckedType):
+    """update_halo's result type, which also gives its destination's type
+    (TypesMatchWith): MLIR checks its constraint while parsing, reported at the op."""
+
+    type: TypeDirective
+
+    def accepts(self, t: Attribute) -> bool:
+        return NON0_MEMREF_OR_TENSOR[0](t)
+
+    def error(self, t: Attribute) -> str:
+        return f"'result' must be {NON0_MEMREF_OR_TENSOR[1]}, but got '{t}'"
+
+    def error_position(self, parser: Parser, type_position: int) -> int:
+        return _op_name_position(parser)
+
+
+@irdl_custom_directive
+class IntegerProperty(CustomDirective):
+    """An index or i64 integer property in op syntax (`gather_axis = 1`), rejecting values
+    beyond 64 bits with MLIR's message."""
+
+    value: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        value = parser.parse_integer(allow_boolean=False)
+        if not _I64[0] <= value <= _I64[1]:
+            _fail(parser, [(pos, "integer constant out of range for attribute")])
+        self.value.set(state, IntegerAttr(value, _ATTR_CONSTRAINTS[self.value.name][0]))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        attr = self.value.get(op)
+        if isinstance(attr, IntegerAttr):
+            printer.print_string(str(attr.value.data))
+        elif attr is not None:
+            printer.print_attribute(attr)
+
+
+_DIRECTIVES = (GridAxes, SplitAxes, IndexList, OptionalIndexList, TensorTypeOf, RankedTensorTypeOf,
+    IndexTypeOf, HaloResultType, IntegerProperty,
+)
+
+# =========================================================================================
+# Op definition: MLIR's checks on properties come first
+# =========================================================================================
+
+_ATTR_CONSTRAINTS: dict[str, tuple[Attribute, str]] = {
+    **{
+        name: (IndexType(), "index attribute")
+        for name in ("concat_axis", "gather_axis", "scatter_axis", "shift_axis", "slice_axis", "split_axis")
+    },
+    "offset": (i64, "64-bit signless integer attribute"),
+}
+"""Integer properties and the description MLIR's constraint failure gives for them."""
+
+_SEGMENTS = "operandSegmentSizes"
+
+
+def _default_segment_sizes(op: IRDLOperation) -> None:
+    """MLIR's property storage reads a missing `operandSegmentSizes` as all zeros: valid
+    for an op without operands (the property is then materialized), else this error."""
+    if op.operands:
+        raise _op_error(
+            op,
+            f"operand count ({len(op.operands)}) does not match with the total size (0) "
+            f"specified in attribute '{_SEGMENTS}'",
+        )
+    count = len(type(op).get_irdl_definition().operands)
+    op.properties[_SEGMENTS] = DenseArrayBase.from_list(i32, [0] * count)
+
+
+def _shard_op(cls: type[IRDLOperationInvT]) -> type[IRDLOperationInvT]:
+    """`irdl_op_definition`, verifying first what MLIR's generated verifier checks first:
+    required properties in name order (`requires attribute 'x'`, not xDSL's `property 'x'
+    expected`), then integer properties' types."""
+    cls = irdl_op_definition(cls)
+    properties = cls.get_irdl_definition().properties
+    required = sorted(
+        name
+        for name, prop in properties.items()
+        if not isinstance(prop, OptPropertyDef)
+        and prop.default_value is None
+        and name != _SEGMENTS
+    )
+    typed = sorted(name for name in properties if name in _ATTR_CONSTRAINTS)
+    irdl_verify = cls.verify_
+
+    def verify_(self: IRDLOperation) -> None:
+        if _SEGMENTS in properties and _SEGMENTS not in self.properties:
+            _default_segment_sizes(self)
+        for name in required:
+            if name not in self.properties:
+                raise _op_error(self, f"requires attribute '{name}'")
+        for name in typed:
+            attr = self.properties.get(name)
+            expected, description = _ATTR_CONSTRAINTS[name]
+            if attr is not None and not (isinstance(attr, IntegerAttr) and attr.type == expected):
+                raise _op_error(
+                    self, f"attribute '{name}' failed to satisfy constraint: {description}"
+                )
+        irdl_verify(self)
+
+    cls.verify_ = verify_
+    return cls
+
 
 
 # =========================================================================================
@@ -614,7 +997,7 @@ def _group_name(name: str, count: int) -> list[str | None]:
 _VISIBILITIES = ("private", "public", "nested")
 
 
-@irdl_op_definition
+@_shard_op
 class GridOp(IRDLOperation):
     """A device/process grid symbol: `shard.grid @g(shape = 2x?x4)`."""
 
@@ -659,11 +1042,7 @@ class GridOp(IRDLOperation):
         parser.parse_punctuation("(")
         parser.parse_keyword("shape")
         parser.parse_punctuation("=")
-        if parser.parse_optional_punctuation("["):
-            parser.parse_punctuation("]")
-            dims: list[int] = []
-        else:
-            dims = parser.parse_dimension_list()
+        dims = _parse_grid_shape(parser)
         parser.parse_punctuation(")")
         attrs = parser.parse_optional_attr_dict()
         op = cls.create(
@@ -723,32 +1102,34 @@ class _GridQueryOp(IRDLOperation, ABC):
             )
 
 
-@irdl_op_definition
+@_shard_op
 class GridShapeOp(_GridQueryOp):
     """The sizes of (some) grid axes: `%s:2 = shard.grid_shape @g : index, index`."""
 
     name = "shard.grid_shape"
 
-    assembly_format = "$grid (`axes` `=` $axes^)? attr-dict `:` type($result)"
+    custom_directives = _DIRECTIVES
+    assembly_format = "$grid (`axes` `=` custom<GridAxes>($axes)^)? attr-dict `:` type($result)"
 
     def get_asm_result_names(self) -> Sequence[str | None]:
         return _group_name("grid_shape", len(self.results))
 
 
-@irdl_op_definition
+@_shard_op
 class ProcessMultiIndexOp(_GridQueryOp):
     """This process's coordinates on (some) grid axes."""
 
     name = "shard.process_multi_index"
 
-    assembly_format = "`on` $grid (`axes` `=` $axes^)? attr-dict `:` type($result)"
+    custom_directives = _DIRECTIVES
+    assembly_format = "`on` $grid (`axes` `=` custom<GridAxes>($axes)^)? attr-dict `:` type($result)"
 
     def get_asm_result_names(self) -> Sequence[str | None]:
         # Upstream names this op's results like process_linear_index's.
         return _group_name("proc_linear_idx", len(self.results))
 
 
-@irdl_op_definition
+@_shard_op
 class ProcessLinearIndexOp(IRDLOperation):
     """This process's linear index on the grid (row-major)."""
 
@@ -759,7 +1140,8 @@ class ProcessLinearIndexOp(IRDLOperation):
 
     traits = traits_def(Pure())
 
-    assembly_format = "`on` $grid attr-dict `:` type($result)"
+    custom_directives = _DIRECTIVES
+    assembly_format = "`on` $grid attr-dict `:` custom<IndexTypeOf>(type($result))"
 
     def __init__(self, grid: str):
         super().__init__(properties={"grid": SymbolRefAttr(grid)}, result_types=[IndexType()])
@@ -772,7 +1154,7 @@ class ProcessLinearIndexOp(IRDLOperation):
         _grid_or_error(self, self.grid)
 
 
-@irdl_op_definition
+@_shard_op
 class NeighborsLinearIndicesOp(IRDLOperation):
     """Linear indices of the previous and next process along `split_axes` (-1: none)."""
 
@@ -781,13 +1163,14 @@ class NeighborsLinearIndicesOp(IRDLOperation):
     grid = prop_def(FlatSymbolRefAttr)
     device = var_operand_def(INDEX)
     split_axes = prop_def(GridAxesAttr)
-    neighbor_down = result_def(IndexType)
-    neighbor_up = result_def(IndexType)
+    neighbor_down = result_def(AnyAttr())
+    neighbor_up = result_def(AnyAttr())
 
     traits = traits_def(Pure())
 
+    custom_directives = _DIRECTIVES
     assembly_format = (
-        "`on` $grid `[` $device `]` `split_axes` `=` $split_axes attr-dict `:` type(results)"
+        "`on` $grid `[` $device `]` `split_axes` `=` custom<GridAxes>($split_axes) attr-dict `:` type(results)"
     )
 
     def __init__(self, grid: str, device: Sequence[SSAValue], split_axes: Sequence[int]):
@@ -802,6 +1185,7 @@ class NeighborsLinearIndicesOp(IRDLOperation):
 
     def verify_(self) -> None:
         _check_defaulted_operands(self)
+        _check_index_results(self, variadic=False)
         _grid_or_error(self, self.grid)
 
 
@@ -823,7 +1207,7 @@ def _check_dynamic_count(op: Operation, name: str, static: Sequence[int], n: int
         )
 
 
-@irdl_op_definition
+@_shard_op
 class ShardingOp(IRDLOperation):
     """How a tensor is distributed on a grid: split axes per dimension, and optionally halo
     sizes or explicit shard offsets (mutually exclusive; static or dynamic entries)."""
@@ -840,12 +1224,12 @@ class ShardingOp(IRDLOperation):
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(Pure(), _ShardingCanonicalization())
-    custom_directives = (DynamicIndexList,)
 
+    custom_directives = _DIRECTIVES
     assembly_format = (
-        "$grid `split_axes` `=` $split_axes "
-        "(`halo_sizes` `=` custom<DynamicIndexList>($dynamic_halo_sizes, $static_halo_sizes)^)? "
-        "(`sharded_dims_offsets` `=` custom<DynamicIndexList>"
+        "$grid `split_axes` `=` custom<SplitAxes>($split_axes) "
+        "(`halo_sizes` `=` custom<IndexList>($dynamic_halo_sizes, $static_halo_sizes)^)? "
+        "(`sharded_dims_offsets` `=` custom<IndexList>"
         "($dynamic_sharded_dims_offsets, $static_sharded_dims_offsets)^)? "
         "attr-dict `:` type($result)"
     )
@@ -930,7 +1314,7 @@ class ShardingOp(IRDLOperation):
             pos += shards + 1
 
 
-@irdl_op_definition
+@_shard_op
 class GetShardingOp(IRDLOperation):
     """The sharding of a tensor value."""
 
@@ -941,7 +1325,8 @@ class GetShardingOp(IRDLOperation):
 
     traits = traits_def(Pure())
 
-    assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
+    custom_directives = _DIRECTIVES
+    assembly_format = "$source attr-dict `:` custom<RankedTensorTypeOf>(type($source)) `->` type($result)"
 
     def __init__(self, source: SSAValue):
         super().__init__(operands=[source], result_types=[ShardingType()])
@@ -953,7 +1338,7 @@ class GetShardingOp(IRDLOperation):
         _check_type(self, "operand", 0, self.source.type, RANKED_TENSOR)
 
 
-@irdl_op_definition
+@_shard_op
 class ShardShapeOp(IRDLOperation):
     """The local shard shape of a tensor of shape `dims` on process `device`."""
 
@@ -968,12 +1353,12 @@ class ShardShapeOp(IRDLOperation):
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(Pure())
-    custom_directives = (DynamicIndexList,)
 
+    custom_directives = _DIRECTIVES
     assembly_format = (
-        "`dims` `=` custom<DynamicIndexList>($dims_dynamic, $dims) "
+        "`dims` `=` custom<IndexList>($dims_dynamic, $dims) "
         "`sharding` `=` $sharding "
-        "`device` `=` custom<DynamicIndexList>($device_dynamic, $device) "
+        "`device` `=` custom<IndexList>($device_dynamic, $device) "
         "attr-dict `:` type(results)"
     )
 
@@ -1002,7 +1387,7 @@ class ShardShapeOp(IRDLOperation):
         _check_dynamic_count(self, "device", device, len(self.device_dynamic))
 
 
-@irdl_op_definition
+@_shard_op
 class ShardOp(IRDLOperation):
     """Annotates a tensor with a sharding, for its producer or (`annotate_for_users`) for
     its users."""
@@ -1017,9 +1402,10 @@ class ShardOp(IRDLOperation):
 
     traits = traits_def(Pure(), _ShardCanonicalization())
 
+    custom_directives = _DIRECTIVES
     assembly_format = (
         "$src `to` $sharding (`annotate_for_users` $annotate_for_users^)? "
-        "attr-dict `:` type($result)"
+        "attr-dict `:` custom<RankedTensorTypeOf>(type($result))"
     )
 
     def __init__(self, src: SSAValue, sharding: SSAValue, annotate_for_users: bool = False):
@@ -1075,9 +1461,14 @@ class CollectiveOp(IRDLOperation, ABC):
         _check_type(self, "operand", 0, in_t, self.INPUT)
         _check_defaulted_operands(self)
         _check_type(self, "result", 0, out_t, self.RESULT)
+        for name in ("root", "source", "destination"):
+            static = self.properties.get(name)
+            if isinstance(static, DenseArrayBase):
+                dynamic = getattr(self, f"{name}_dynamic")
+                _check_dynamic_count(self, f"{name} index", static.get_values(), len(dynamic))
         for rule in self.SAME:
-            get, message = _SAME_RULES[rule]
-            if get(in_t) != get(out_t):
+            agree, message = _SAME_RULES[rule]
+            if not agree(in_t, out_t):
                 raise _op_error(self, message)
         grid = _grid_or_error(self, self.grid)
         _verify_grid_axes(self.grid_axes_tuple, grid)
@@ -1088,21 +1479,31 @@ class CollectiveOp(IRDLOperation, ABC):
 
 
 _ALL = "failed to verify that all of {input, result} have same"
-_SAME_RULES: dict[str, tuple[Callable[[Attribute], object], str]] = {
-    # MLIR's SameOperandsAndResult* traits ...
+def _same(get: Callable[[Attribute], object]) -> Callable[[Attribute, Attribute], bool]:
+    return lambda a, b: get(a) == get(b)
+
+
+def _compatible_shapes(a: Attribute, b: Attribute) -> bool:
+    """MLIR's verifyCompatibleShape: same rank, and static sizes agree where both are."""
+    sa, sb = _shape(a), _shape(b)
+    return len(sa) == len(sb) and all(x == y or DYNAMIC in (x, y) for x, y in zip(sa, sb))
+
+
+_SAME_RULES: dict[str, tuple[Callable[[Attribute, Attribute], bool], str]] = {
+    # MLIR's SameOperandsAndResult* traits (shapes: compatible, `?` matches any size) ...
     "element_type": (
-        _element_type,
+        _same(_element_type),
         "requires the same element type for all operands and results",
     ),
-    "rank": (_rank, "result type has different rank than operands"),
-    "shape": (_shape, "requires the same shape for all operands and results"),
-    # ... and its AllShapesMatch / AllElementTypesMatch / AllRanksMatch.
-    "all_shape": (_shape, f"{_ALL} shape"),
-    "all_element_type": (_element_type, f"{_ALL} element type"),
-    "all_rank": (_rank, f"{_ALL} rank"),
+    "rank": (_same(_rank), "result type has different rank than operands"),
+    "shape": (_compatible_shapes, "requires the same shape for all operands and results"),
+    # ... and its AllShapesMatch / AllElementTypesMatch / AllRanksMatch (exact).
+    "all_shape": (_same(_shape), f"{_ALL} shape"),
+    "all_element_type": (_same(_element_type), f"{_ALL} element type"),
+    "all_rank": (_same(_rank), f"{_ALL} rank"),
 }
 
-_GRID_AXES = "(`grid_axes` `=` $grid_axes^)?"
+_GRID_AXES = "(`grid_axes` `=` custom<GridAxes>($grid_axes)^)?"
 
 
 class _RootedOp(CollectiveOp, ABC):
@@ -1115,7 +1516,7 @@ class _RootedOp(CollectiveOp, ABC):
         _verify_in_group_device("root", self.root.get_values(), self.grid_axes_tuple, grid)
 
 
-@irdl_op_definition
+@_shard_op
 class AllGatherOp(CollectiveOp):
     """Concatenates the group's tensors along `gather_axis`, on every device."""
 
@@ -1128,9 +1529,10 @@ class AllGatherOp(CollectiveOp):
     SAME: ClassVar = ("element_type", "rank")
     ASM_NAME: ClassVar = "all_gather"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} `gather_axis` `=` $gather_axis "
-        "attr-dict `:` type($input) `->` type($result)"
+        f"$input `on` $grid {_GRID_AXES} `gather_axis` `=` custom<IntegerProperty>($gather_axis) "
+        "attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<TensorTypeOf>(type($result))"
     )
 
     def verify_with_grid(self, grid: GridOp) -> None:
@@ -1142,7 +1544,7 @@ class AllGatherOp(CollectiveOp):
         )
 
 
-@irdl_op_definition
+@_shard_op
 class AllReduceOp(CollectiveOp):
     """Element-wise reduction over the group, replicated on every device."""
 
@@ -1157,13 +1559,14 @@ class AllReduceOp(CollectiveOp):
     SAME: ClassVar = ("shape",)
     ASM_NAME: ClassVar = "all_reduce"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    custom_directives = _DIRECTIVES
     assembly_format = (
         f"$input `on` $grid {_GRID_AXES} (`reduction` `=` $reduction^)? "
         "attr-dict `:` type($input) `->` type($result)"
     )
 
 
-@irdl_op_definition
+@_shard_op
 class AllSliceOp(CollectiveOp):
     """Each device keeps its own slice of the (replicated) input along `slice_axis`."""
 
@@ -1176,9 +1579,10 @@ class AllSliceOp(CollectiveOp):
     SAME: ClassVar = ("element_type", "rank")
     ASM_NAME: ClassVar = "all_slice"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} `slice_axis` `=` $slice_axis "
-        "attr-dict `:` type($input) `->` type($result)"
+        f"$input `on` $grid {_GRID_AXES} `slice_axis` `=` custom<IntegerProperty>($slice_axis) "
+        "attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<TensorTypeOf>(type($result))"
     )
 
     def verify_with_grid(self, grid: GridOp) -> None:
@@ -1191,7 +1595,7 @@ class AllSliceOp(CollectiveOp):
         )
 
 
-@irdl_op_definition
+@_shard_op
 class AllToAllOp(CollectiveOp):
     """Splits along `split_axis`, exchanges within the group, concatenates on
     `concat_axis`."""
@@ -1206,9 +1610,10 @@ class AllToAllOp(CollectiveOp):
     SAME: ClassVar = ("element_type", "rank")
     ASM_NAME: ClassVar = "all_to_all"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} `split_axis` `=` $split_axis "
-        "`concat_axis` `=` $concat_axis attr-dict `:` type($input) `->` type($result)"
+        f"$input `on` $grid {_GRID_AXES} `split_axis` `=` custom<IntegerProperty>($split_axis) "
+        "`concat_axis` `=` custom<IntegerProperty>($concat_axis) attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<TensorTypeOf>(type($result))"
     )
 
     def verify_with_grid(self, grid: GridOp) -> None:
@@ -1221,10 +1626,10 @@ class AllToAllOp(CollectiveOp):
         )
 
 
-_ROOT = "`root` `=` custom<DynamicIndexList>($root_dynamic, $root)"
+_ROOT = "`root` `=` custom<IndexList>($root_dynamic, $root)"
 
 
-@irdl_op_definition
+@_shard_op
 class BroadcastOp(_RootedOp):
     """Copies the root device's tensor to every device of its group."""
 
@@ -1240,13 +1645,13 @@ class BroadcastOp(_RootedOp):
     SAME: ClassVar = ("all_shape", "all_element_type")
     ASM_NAME: ClassVar = "broadcast"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
-    custom_directives = (DynamicIndexList,)
+    custom_directives = _DIRECTIVES
     assembly_format = (
         f"$input `on` $grid {_GRID_AXES} {_ROOT} attr-dict `:` functional-type(operands, results)"
     )
 
 
-@irdl_op_definition
+@_shard_op
 class GatherOp(_RootedOp):
     """Concatenates the group's tensors along `gather_axis` on the root device."""
 
@@ -1261,9 +1666,9 @@ class GatherOp(_RootedOp):
     SAME: ClassVar = ("all_rank", "all_element_type")
     ASM_NAME: ClassVar = "gather"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
-    custom_directives = (DynamicIndexList,)
+    custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} `gather_axis` `=` $gather_axis {_ROOT} "
+        f"$input `on` $grid {_GRID_AXES} `gather_axis` `=` custom<IntegerProperty>($gather_axis) {_ROOT} "
         "attr-dict `:` functional-type(operands, results)"
     )
 
@@ -1277,7 +1682,7 @@ class GatherOp(_RootedOp):
         )
 
 
-@irdl_op_definition
+@_shard_op
 class RecvOp(CollectiveOp):
     """Receives a tensor from the in-group device `source`."""
 
@@ -1292,10 +1697,10 @@ class RecvOp(CollectiveOp):
     SAME: ClassVar = ("all_shape", "all_element_type")
     ASM_NAME: ClassVar = "recv"
     traits = traits_def(_EmptyGridAxesCanonicalization())
-    custom_directives = (OptionalDynamicIndexList,)
+    custom_directives = _DIRECTIVES
     assembly_format = (
         f"$input `on` $grid {_GRID_AXES} "
-        "(`source` `=` custom<OptionalDynamicIndexList>($source_dynamic, $source)^)? "
+        "(`source` `=` custom<OptionalIndexList>($source_dynamic, $source)^)? "
         "attr-dict `:` functional-type(operands, results)"
     )
 
@@ -1306,7 +1711,7 @@ class RecvOp(CollectiveOp):
             )
 
 
-@irdl_op_definition
+@_shard_op
 class ReduceOp(_RootedOp):
     """Element-wise reduction over the group, result on the root device."""
 
@@ -1323,14 +1728,14 @@ class ReduceOp(_RootedOp):
     SAME: ClassVar = ("all_shape",)
     ASM_NAME: ClassVar = "reduce"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
-    custom_directives = (DynamicIndexList,)
+    custom_directives = _DIRECTIVES
     assembly_format = (
         f"$input `on` $grid {_GRID_AXES} (`reduction` `=` $reduction^)? {_ROOT} "
         "attr-dict `:` functional-type(operands, results)"
     )
 
 
-@irdl_op_definition
+@_shard_op
 class ReduceScatterOp(CollectiveOp):
     """Reduction over the group, then each device keeps its slice along
     `scatter_axis`."""
@@ -1346,9 +1751,10 @@ class ReduceScatterOp(CollectiveOp):
     SAME: ClassVar = ("rank",)
     ASM_NAME: ClassVar = "reduce_scatter"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
+    custom_directives = _DIRECTIVES
     assembly_format = (
         f"$input `on` $grid {_GRID_AXES} (`reduction` `=` $reduction^)? "
-        "`scatter_axis` `=` $scatter_axis attr-dict `:` type($input) `->` type($result)"
+        "`scatter_axis` `=` custom<IntegerProperty>($scatter_axis) attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<RankedTensorTypeOf>(type($result))"
     )
 
     def verify_with_grid(self, grid: GridOp) -> None:
@@ -1361,7 +1767,7 @@ class ReduceScatterOp(CollectiveOp):
         )
 
 
-@irdl_op_definition
+@_shard_op
 class ScatterOp(_RootedOp):
     """Splits the root device's tensor along `scatter_axis` across its group."""
 
@@ -1377,9 +1783,9 @@ class ScatterOp(_RootedOp):
     SAME: ClassVar = ("all_rank", "all_element_type")
     ASM_NAME: ClassVar = "scatter"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
-    custom_directives = (DynamicIndexList,)
+    custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} `scatter_axis` `=` $scatter_axis {_ROOT} "
+        f"$input `on` $grid {_GRID_AXES} `scatter_axis` `=` custom<IntegerProperty>($scatter_axis) {_ROOT} "
         "attr-dict `:` functional-type(operands, results)"
     )
 
@@ -1394,7 +1800,7 @@ class ScatterOp(_RootedOp):
         )
 
 
-@irdl_op_definition
+@_shard_op
 class SendOp(CollectiveOp):
     """Sends the tensor to the in-group device `destination`."""
 
@@ -1409,10 +1815,10 @@ class SendOp(CollectiveOp):
     SAME: ClassVar = ("all_shape", "all_element_type")
     ASM_NAME: ClassVar = "send"
     traits = traits_def(_EmptyGridAxesCanonicalization())
-    custom_directives = (DynamicIndexList,)
+    custom_directives = _DIRECTIVES
     assembly_format = (
         f"$input `on` $grid {_GRID_AXES} "
-        "`destination` `=` custom<DynamicIndexList>($destination_dynamic, $destination) "
+        "`destination` `=` custom<IndexList>($destination_dynamic, $destination) "
         "attr-dict `:` functional-type(operands, results)"
     )
 
@@ -1422,7 +1828,7 @@ class SendOp(CollectiveOp):
         )
 
 
-@irdl_op_definition
+@_shard_op
 class ShiftOp(CollectiveOp):
     """Shifts tensors by `offset` along grid axis `shift_axis` (circular with `rotate`)."""
 
@@ -1438,9 +1844,10 @@ class ShiftOp(CollectiveOp):
     SAME: ClassVar = ("element_type", "shape")
     ASM_NAME: ClassVar = "shift"
     traits = traits_def(Pure())
+    custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} `shift_axis` `=` $shift_axis `offset` `=` $offset "
-        "(`rotate` $rotate^)? attr-dict `:` type($input) `->` type($result)"
+        f"$input `on` $grid {_GRID_AXES} `shift_axis` `=` custom<IntegerProperty>($shift_axis) `offset` `=` custom<IntegerProperty>($offset) "
+        "(`rotate` $rotate^)? attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<RankedTensorTypeOf>(type($result))"
     )
 
     def verify_with_grid(self, grid: GridOp) -> None:
@@ -1451,7 +1858,7 @@ class ShiftOp(CollectiveOp):
             )
 
 
-@irdl_op_definition
+@_shard_op
 class UpdateHaloOp(IRDLOperation):
     """Refreshes the halo regions of `destination` from its neighbours along
     `split_axes`."""
@@ -1467,11 +1874,11 @@ class UpdateHaloOp(IRDLOperation):
     result = result_def(T)
 
     traits = traits_def(Pure())
-    custom_directives = (DynamicIndexList,)
+    custom_directives = _DIRECTIVES
     assembly_format = (
-        "$destination `on` $grid `split_axes` `=` $split_axes "
-        "(`halo_sizes` `=` custom<DynamicIndexList>($halo_sizes, $static_halo_sizes)^)? "
-        "attr-dict `:` type($result)"
+        "$destination `on` $grid `split_axes` `=` custom<SplitAxes>($split_axes) "
+        "(`halo_sizes` `=` custom<IndexList>($halo_sizes, $static_halo_sizes)^)? "
+        "attr-dict `:` custom<HaloResultType>(type($result))"
     )
 
     def __init__(

@@ -281,3 +281,60 @@ def test_sharding_with_dynamic_values_is_hashable():
 
 def test_replicated_sharding_builds_one_empty_sub_array():
     assert Sharding("g").to_op().split_axes_tuple == ((),)
+
+
+# -- replicated split axes are printed `[[]]`, never `[]` (which MLIR cannot parse) -------
+
+
+def _text(op: Operation) -> str:
+    from io import StringIO
+
+    from xdsl.printer import Printer
+
+    out = StringIO()
+    Printer(stream=out).print_op(op)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Sharding("g").to_op(),
+        lambda: Sharding("g", ((), ())).to_op(),
+        lambda: ShardingOp("g", []),
+        lambda: ShardingOp("g", shard.GridAxesArrayAttr(())),
+    ],
+)
+def test_replicated_sharding_prints_one_empty_sub_array(make):
+    op = make()
+    assert "split_axes = [[]]" in _text(op)
+    assert op.split_axes_tuple == ((),)
+    assert op.sharding.is_fully_replicated
+
+
+def test_empty_split_axes_do_not_parse():
+    from xdsl.utils.exceptions import ParseError
+
+    with pytest.raises(ParseError, match=r"failed to parse Shard_GridAxesArrayAttr"):
+        Parser(make_context(), "%s = shard.sharding @g split_axes = [] : !shard.sharding").parse_op()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("%0 = shard.grid_shape @g axes = [40000] : index", "integer value too large"),
+        ("%0 = shard.grid_shape @g axes = [-32769] : index", "integer value too large"),
+        ("%s = shard.sharding @g split_axes = [[32768]] : !shard.sharding", "failed to parse"),
+    ],
+)
+def test_i16_overflow_is_a_parse_error(text: str, message: str):
+    from xdsl.utils.exceptions import ParseError
+
+    with pytest.raises(ParseError, match=message):
+        Parser(make_context(), text).parse_op()
+
+
+def test_i16_bounds_parse_and_print():
+    op = Parser(make_context(), "%0:2 = shard.grid_shape @g axes = [32767, -32768] : index, index").parse_op()
+    assert op.axes.get_values() == (32767, -32768)
+    assert "axes = [32767, -32768]" in _text(op)

@@ -204,3 +204,19 @@ func.func @halos(%arg0: tensor<6x6xf32>, %m: memref<6x6xf32>, %h: i64) -> tensor
   return %2 : tensor<6x6xf32>
 }
 // GENERIC: "shard.update_halo"(%{{.*}}, %{{.*}}) <{{{.*}}static_halo_sizes = array<i64: -9223372036854775808, 2>{{.*}}}> : (memref<6x6xf32>, i64) -> memref<6x6xf32>
+
+// -----
+
+// CHECK-LABEL: func @memref_collectives
+// CHECK: shard.all_reduce %{{.*}} on @g grid_axes = [1] : memref<4x?xf32> -> memref<4x?xf64>
+// CHECK: shard.all_reduce %{{.*}} on @g : memref<f32> -> memref<f32>
+// CHECK: shard.update_halo %{{.*}} on @g split_axes = {{\[\[}}0]] halo_sizes = [1, 1] : memref<6xf32>
+// CHECK: shard.shift %{{.*}} on @g grid_axes = [0] shift_axis = 0 offset = -1 rotate : tensor<?xf32> -> tensor<4xf32>
+shard.grid @g(shape = 2x3)
+func.func @memref_collectives(%m: memref<4x?xf32>, %s: memref<f32>, %h: memref<6xf32>, %t: tensor<?xf32>) {
+  %0 = shard.all_reduce %m on @g grid_axes = [1] : memref<4x?xf32> -> memref<4x?xf64>
+  %1 = shard.all_reduce %s on @g : memref<f32> -> memref<f32>
+  %2 = shard.update_halo %h on @g split_axes = [[0]] halo_sizes = [1, 1] : memref<6xf32>
+  %3 = shard.shift %t on @g grid_axes = [0] shift_axis = 0 offset = -1 rotate : tensor<?xf32> -> tensor<4xf32>
+  return
+}

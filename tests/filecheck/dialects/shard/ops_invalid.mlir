@@ -612,3 +612,100 @@ func.func @scatter_axis(%arg0: tensor<4xf32>) -> tensor<4xf32> {
   %0 = shard.scatter %arg0 on @g grid_axes = [0] scatter_axis = -1 root = [0] : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// expected-error @+1 {{'shard.grid' op requires attribute 'sym_name'}}
+"shard.grid"() <{shape = array<i64: 2>}> : () -> ()
+
+// -----
+
+func.func @all_gather_without_properties(%arg0: tensor<4xf32>) -> tensor<8xf32> {
+  // Required properties are checked in name order, as MLIR's generated verifier does.
+  // expected-error @+1 {{'shard.all_gather' op requires attribute 'gather_axis'}}
+  %0 = "shard.all_gather"(%arg0) : (tensor<4xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x3)
+func.func @sharding_without_split_axes() {
+  // expected-error @+1 {{'shard.sharding' op requires attribute 'split_axes'}}
+  %s = "shard.sharding"() <{grid = @g, operandSegmentSizes = array<i32: 0, 0>}> : () -> !shard.sharding
+  return
+}
+
+// -----
+
+shard.grid @g(shape = 2x3)
+func.func @sharding_without_segment_sizes(%h: i64) {
+  // expected-error @+1 {{'shard.sharding' op operand count (1) does not match with the total size (0) specified in attribute 'operandSegmentSizes'}}
+  %s = "shard.sharding"(%h) <{grid = @g, split_axes = #shard<axisarray[[0]]>, static_halo_sizes = array<i64: -9223372036854775808, 1>}> : (i64) -> !shard.sharding
+  return
+}
+
+// -----
+
+shard.grid @g(shape = 2x3)
+func.func @shift_offset_type(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'shard.shift' op attribute 'offset' failed to satisfy constraint: 64-bit signless integer attribute}}
+  %0 = "shard.shift"(%arg0) <{grid = @g, offset = 1 : i32, shift_axis = 0 : index}> : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x3)
+func.func @gather_axis_type(%arg0: tensor<4xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'shard.all_gather' op attribute 'gather_axis' failed to satisfy constraint: index attribute}}
+  %0 = "shard.all_gather"(%arg0) <{gather_axis = 0 : i64, grid = @g, grid_axes = array<i16: 0>}> : (tensor<4xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x3)
+func.func @all_gather_memref(%arg0: memref<4xf32>) -> memref<8xf32> {
+  // Only all_reduce and update_halo take memrefs.
+  // expected-error @+1 {{'shard.all_gather' op operand #0 must be non-0-ranked.tensor of any type values, but got 'memref<4xf32>'}}
+  %0 = "shard.all_gather"(%arg0) <{gather_axis = 0 : index, grid = @g, grid_axes = array<i16: 0>}> : (memref<4xf32>) -> memref<8xf32>
+  return %0 : memref<8xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x3)
+func.func @all_reduce_unranked_memref(%arg0: memref<*xf32>) -> memref<*xf32> {
+  // expected-error @+1 {{'shard.all_reduce' op operand #0 must be memref of any type values or ranked tensor of any type values, but got 'memref<*xf32>'}}
+  %0 = shard.all_reduce %arg0 on @g grid_axes = [0] : memref<*xf32> -> memref<*xf32>
+  return %0 : memref<*xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x3)
+func.func @update_halo_rank0_generic(%arg0: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{'shard.update_halo' op operand #0 must be non-0-ranked.memref of any type values or non-0-ranked.tensor of any type values, but got 'tensor<f32>'}}
+  %0 = "shard.update_halo"(%arg0) <{grid = @g, split_axes = #shard<axisarray[[0]]>}> : (tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x3)
+func.func @shift_incompatible_shape(%arg0: tensor<?x4xf32>) -> tensor<3x5xf32> {
+  // expected-error @+1 {{'shard.shift' op requires the same shape for all operands and results}}
+  %0 = shard.shift %arg0 on @g grid_axes = [0] shift_axis = 0 offset = 1 : tensor<?x4xf32> -> tensor<3x5xf32>
+  return %0 : tensor<3x5xf32>
+}
+
+// -----
+
+// ORACLE-SKIP: mlir-opt 22.1.8 does not check this and crashes printing the op.
+shard.grid @g(shape = 2x3)
+func.func @root_marker_without_value(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'shard.broadcast' op expected 1 dynamic root index values, got 0}}
+  %0 = "shard.broadcast"(%arg0) <{grid = @g, grid_axes = array<i16: 0>, root = array<i64: -9223372036854775808>}> : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
