@@ -16,6 +16,8 @@ Parts adapted in form from xDSL's `xdsl/dialects/shard.py` (Apache-2.0).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from abc import ABC
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -103,12 +105,31 @@ GridAxesAttr: TypeAlias = DenseArrayBase[I16]
 """A list of grid axes (`array<i16: ...>`), MLIR's `Shard_GridAxesAttr`."""
 
 
+# Attributes are immutable and passes build the same few over and over (propagation makes
+# thousands of shardings): building and verifying one costs far more than a cache lookup.
+
+
+@lru_cache(maxsize=4096)
+def _grid_axes(axes: tuple[int, ...]) -> GridAxesAttr:
+    return DenseArrayBase.from_list(i16, axes)
+
+
+@lru_cache(maxsize=4096)
+def _i64_array(values: tuple[int, ...]) -> DenseArrayBase[I64]:
+    return DenseArrayBase.from_list(i64, values)
+
+
 def grid_axes_attr(axes: Iterable[int] = ()) -> GridAxesAttr:
-    return DenseArrayBase.from_list(i16, tuple(axes))
+    return _grid_axes(tuple(axes))
 
 
 def i64_array(values: Iterable[int] = ()) -> DenseArrayBase[I64]:
-    return DenseArrayBase.from_list(i64, tuple(values))
+    return _i64_array(tuple(values))
+
+
+@lru_cache(maxsize=4096)
+def _split_axes_attr(axes: tuple[tuple[int, ...], ...]) -> GridAxesArrayAttr:
+    return GridAxesArrayAttr(axes)
 
 
 @irdl_attr_definition
@@ -1244,7 +1265,7 @@ class ShardingOp(IRDLOperation):
         static_halos, dyn_halos = _split_mixed(halo_sizes)
         static_offs, dyn_offs = _split_mixed(sharded_dims_offsets)
         if not isinstance(split_axes, GridAxesArrayAttr):
-            split_axes = GridAxesArrayAttr(split_axes)
+            split_axes = _split_axes_attr(tuple(tuple(sub) for sub in split_axes))
         super().__init__(
             operands=[dyn_offs, dyn_halos],
             properties={
