@@ -48,7 +48,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from shardc.dialects import shard
-from shardc.lowering.shard_to_mpi_builder import Emitter, fail, static_grid_shape
+from shardc.lowering.shard_to_mpi_builder import Emitter, drop_group_marks, fail, static_grid_shape
 from shardc.lowering.shard_to_mpi_collectives import COLLECTIVE_PATTERNS
 from shardc.lowering.shard_to_mpi_indices import INDEX_PATTERNS
 from shardc.passes.greedy import apply_patterns_greedily
@@ -316,6 +316,7 @@ class ConvertShardToMPIPass(ModulePass):
             _run(op, upstream)
         table: dict[type[Operation], Lowering] = {**COLLECTIVE_PATTERNS, **INDEX_PATTERNS}
         _run(op, [_Dispatch(table)])
+        drop_group_marks(op)
         ShardingConversion(op).run()
         # Upstream's last step: the folding patterns under the greedy driver.
         apply_patterns_greedily(op, folding_patterns(), ctx=ctx)

@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     NoneAttr,
     StridedLayoutAttr,
+    StringAttr,
     TensorType,
     i32,
 )
@@ -39,6 +40,20 @@ from shardc.dialects.dlti import module_rank
 from shardc.ir import diagnostics
 
 Idx: TypeAlias = int | SSAValue
+
+_GROUP_ATTR = "shardc.group"
+"""Marks the comm_splits this pass makes with their (grid, axes), so that later ops of
+the same block reuse them; removed at the end of the pass (`drop_group_marks`)."""
+
+
+def _group_key(grid: shard.GridOp, axes: Sequence[int]) -> str:
+    return f"{grid.sym_name.data}:{','.join(map(str, axes))}"
+
+
+def drop_group_marks(root: Operation) -> None:
+    for op in root.walk():
+        if isinstance(op, mpi.CommSplitOp):
+            op.attributes.pop(_GROUP_ATTR, None)
 
 def fail(op: Operation | None, message: str) -> DiagnosticException:
     """An error located at `op` (`error: message`), for the caller to raise; the tool
@@ -263,16 +278,40 @@ class Emitter:
         self, grid: shard.GridOp, shape: Sequence[int], axes: Sequence[int]
     ) -> SSAValue:
         """MPI_COMM_WORLD when `axes` span the grid in order, otherwise its split: the
-        color is the index along the other axes, the key the index along `axes`."""
+        color is the index along the other axes, the key the index along `axes`. No axes
+        is a group of one process (upstream uses the world there, against the ops'
+        semantics), so the split's colors are all distinct."""
         world = self.world()
-        if not axes or list(axes) == list(range(len(shape))):
+        if list(axes) == list(range(len(shape))):
             return world
+        reused = self._earlier_split(grid, axes)
+        if reused is not None:
+            return reused
         others = [a for a in range(len(shape)) if a not in axes]
         multi = self.process_multi_index(grid)
         color = self.linearize_in_group([multi[a] for a in others], [shape[a] for a in others])
         key = self.linearize_in_group([multi[a] for a in axes], [shape[a] for a in axes])
         split = mpi.CommSplitOp(world, self.i32(color), self.i32(key))
+        split.attributes[_GROUP_ATTR] = StringAttr(_group_key(grid, axes))
         return self.emit(split).results[0]
+
+    def _earlier_split(self, grid: shard.GridOp, axes: Sequence[int]) -> SSAValue | None:
+        """The communicator an earlier op of this block split for the same group.
+
+        MPI matches messages per communicator: a shard.send and the shard.recv that
+        receives it must use one communicator, not two splits of the same group (which
+        upstream emits, one per op, so that such a pair never matches)."""
+        anchor = self.point.insert_before
+        block = self.point.block
+        key = _group_key(grid, axes)
+        op = anchor.prev_op if anchor is not None else block.last_op
+        while op is not None:
+            if isinstance(op, mpi.CommSplitOp):
+                tag = op.attributes.get(_GROUP_ATTR)
+                if isinstance(tag, StringAttr) and tag.data == key:
+                    return op.results[0]
+            op = op.prev_op
+        return None
 
     # -- buffers ------------------------------------------------------------------------
 

@@ -93,7 +93,10 @@ def lower_neighbors(op: shard.NeighborsLinearIndicesOp, rewriter: PatternRewrite
 
 def lower_shard_shape(op: shard.ShardShapeOp, rewriter: PatternRewriter) -> None:
     """The local shape on `device`: from sharded_dims_offsets when given, otherwise an
-    even split with the remainder on the trailing shards (upstream's rule)."""
+    even split with the remainder on the trailing shards (upstream's rule), plus the
+    halos of each split dimension. Upstream's lowering leaves halos out, but its own
+    shard shapes (ShardOps.cpp `shardShape`, used by shard-partition) and the shard
+    runtime count them: the local buffers a partitioned program holds include halos."""
     sharding = op.sharding.owner
     if not isinstance(sharding, shard.ShardingOp):
         raise fail(
@@ -117,13 +120,18 @@ def lower_shard_shape(op: shard.ShardShapeOp, rewriter: PatternRewriter) -> None
                 result_types=[TensorType(IndexType(), [len(offsets)])],
             )
         ).results[0]
+    halos = [_as_index(e, h) for h in mixed(sharding.static_halo_sizes, sharding.dynamic_halo_sizes)]
     pos = 0
+    split = 0
     local: list[Idx] = []
     for i, dim in enumerate(dims):
         axes = split_axes[i] if i < len(split_axes) else ()
         if not axes:
             local.append(dim)
             continue
+        if halos:
+            local_halo: Idx = e.add(halos[2 * split], halos[2 * split + 1])
+        split += 1
         shards = 1
         for a in axes:
             shards *= shape[a]
@@ -138,6 +146,8 @@ def lower_shard_shape(op: shard.ShardShapeOp, rewriter: PatternRewriter) -> None
             threshold = e.sub(shards, e.remsi(dim, shards))
             extra = e.select(e.cmp("sge", index, threshold), 1, 0)
             local.append(e.add(base, extra))
+        if halos:
+            local[-1] = e.add(local[-1], local_halo)
         pos += shards + 1
     _replace(rewriter, op, e, local)
 

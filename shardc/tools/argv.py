@@ -126,8 +126,17 @@ def _parse_bool(text: str, what: str) -> bool:
 PassTable = dict[str, Callable[[], type]]
 
 
+def with_pipelines(passes: PassTable) -> PassTable:
+    """The pass table plus the named pipelines (`shardc.passes.pipelines`), which are
+    used like passes: as flags and in textual pipelines."""
+    from shardc.passes.pipelines import PIPELINES
+
+    return {**PIPELINES, **passes}
+
+
 def parse_argv(argv: Sequence[str], passes: PassTable) -> OptArgs:
     """Parse an mlir-opt style command line; raise UsageError or ExitRequest."""
+    passes = with_pipelines(passes)
     args = OptArgs()
     positional: list[str] = []
     pipeline: str | None = None
@@ -486,6 +495,7 @@ def _parse_bool_option(text: str, where: str) -> bool:
 
 def instantiate(spec: PassSpec, passes: PassTable) -> Any:
     """The pass object for a spec, with typed options; UsageError on any mistake."""
+    passes = with_pipelines(passes)
     if spec.name not in passes:
         close = difflib.get_close_matches(spec.name, list(passes), n=1, cutoff=0.8)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -542,6 +552,7 @@ def version_text() -> str:
 
 
 def help_text(passes: PassTable) -> str:
+    passes = with_pipelines(passes)
     lines = [
         "OVERVIEW: shardc modular optimizer driver (mlir-opt compatible)",
         "",
