@@ -390,6 +390,10 @@ def default_get_sharding_option(
         if sharding is None:
             continue
         any_sharding = bool(sharding.split_axes)
+        # Upstream takes the grid only from split dimensions; a 0-d operand (a loss, a
+        # scalar-like tensor) has none, and would leave a non-empty option gridless.
+        if option.grid is None and any_sharding:
+            option.grid = sharding.grid
         map_ = maps[index]
         for expr, axes in zip(map_.results, sharding.split_axes):
             loops = operand_expr_loops(expr, map_.num_dims)
@@ -586,11 +590,41 @@ def _replace_uses_in(owner: Operation, old: SSAValue, new: SSAValue) -> None:
             owner.operands[i] = new
 
 
+def _hoist_annotation(shard: ShardOp, result: SSAValue) -> None:
+    """Move an annotation that is about to serve every user of `result` up to right after
+    its definition when another user comes first: reusing it in place (as upstream does)
+    would have that user read a value defined after it. Its sharding op moves along,
+    or is copied when something else uses it too."""
+    block = shard.parent_block()
+    if block is None or not any(
+        use.operation is not shard
+        and use.operation.parent_block() is block
+        and use.operation.is_before_in_block(shard)
+        for use in result.uses
+    ):
+        return
+    point = _insertion_after_value(result)
+    sharding_owner = shard.sharding.owner
+    shard.detach()
+    if isinstance(sharding_owner, ShardingOp) and sharding_owner.parent_block() is block:
+        if sharding_owner.result.has_one_use():
+            sharding_owner.detach()
+        else:
+            sharding_owner = _build_sharding(ShardingInfo.of(sharding_owner.result), result)
+            shard.operands[1] = sharding_owner.result
+        Rewriter.insert_op(sharding_owner, point)
+    Rewriter.insert_op(shard, point)
+
+
 def insert_result_annotation(sharding: ShardingInfo, result: SSAValue) -> None:
     """MLIR's `maybeInsertTargetShardingAnnotation`: make every user of `result` see it
     through one shard.shard (for the producer) with `sharding`, reusing an equal one."""
     new_shard: ShardOp | None = None
-    for owner in [use.operation for use in result.uses]:
+    owners = [use.operation for use in result.uses]
+    # An equal producer annotation is reused whatever the order of the uses (otherwise a
+    # user listed first gets a new one and the value ends with two).
+    owners.sort(key=lambda o: not (isinstance(o, ShardOp) and not o.for_users and sharding.same_as(sharding_of_shard_op(o))))
+    for owner in owners:
         point = _insertion_after_value(result)
         existing = owner if isinstance(owner, ShardOp) else None
         if existing is not None and not existing.for_users and sharding.same_as(
@@ -598,6 +632,7 @@ def insert_result_annotation(sharding: ShardingInfo, result: SSAValue) -> None:
         ):
             if new_shard is None:
                 new_shard = existing
+                _hoist_annotation(existing, result)
             continue
         if new_shard is None:
             sharding_op = _build_sharding(sharding, result)

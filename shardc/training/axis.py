@@ -8,8 +8,8 @@ TP-split names are split over batch too. The execution's `ShardingPolicy` picks 
 layouts are used:
 
   compute  TP rules only                       forward and backward
-  update   compute + ZeRO rules if zero        optimizer step, moments
-  storage  update if fsdp, else compute        parameters and accumulated grads between steps
+  update   compute + ZeRO rules if zero        optimizer step, moments, accumulated grads
+  storage  update if fsdp, else compute        parameters between steps
 
 A dimension split over both axes is split over `shard` first, then `batch` within each
 shard piece (`("shard", "batch")`, MLIR `split_axes = [[1, 0]]`), so a device's update
@@ -131,6 +131,14 @@ class ParamLayouts:
     compute: PartitionSpec
     update: PartitionSpec
 
+    @property
+    def grads(self) -> PartitionSpec:
+        """The gradient accumulator's layout: the update layout. With FSDP that is the
+        storage layout (the seed's contract); with ZeRO alone we keep gradients split as
+        well (ZeRO-2), so the step reduce-scatters them to their owners instead of
+        all-reducing a replicated buffer of which the update reads 1/dp."""
+        return self.update
+
 
 def _assign(axes: Sequence[str], rules: Mapping[str, str], base: Sequence[MeshAxes]) -> list[MeshAxes]:
     """Add each rule's mesh axis to the first dimension whose name it matches, unless the
@@ -191,13 +199,13 @@ class _HasAxes:  # the part of gpt.ParamSpec used here (path, shape, axes)
 
 def abstract_state(params: Iterable[_HasAxes], plan: ShardingPlan, policy: ShardingPolicy, itemsize: int = 4) -> list[StateArray]:
     """Every persistent array of the training state with its layout: parameters and the
-    gradient accumulator in storage layout, AdamW's moments in update layout."""
+    gradient accumulator and AdamW's moments in update layout."""
     state: list[StateArray] = []
     params = list(params)
     for kind in ("params", "grads", "opt_state/mu", "opt_state/nu"):
         for p in params:
             lay = resolve(p.axes, plan, policy)
-            spec = lay.update if kind.startswith("opt_state") else lay.storage
+            spec = lay.storage if kind == "params" else lay.update
             state.append(StateArray(f"{kind}/{p.path}", tuple(p.shape), spec, itemsize))
     return state
 

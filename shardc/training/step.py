@@ -11,8 +11,9 @@ Signatures (P = the parameters in `gpt.param_specs` order):
 They are split where the layouts change, so a sharded build differs only by annotations at
 the function boundaries (`Sharded`): in `@train_step` parameters arrive in storage layout
 and are resharded to compute layout for their users, tokens and targets are split over
-`batch`, and the new gradient accumulator is returned in storage layout; in `@adamw_step`
-parameters and gradients go from storage to update layout, the moments live in update
+`batch`, and the new gradient accumulator is returned in its gradient layout (the update
+layout: with ZeRO the gradients are reduce-scattered straight to their owners); in
+`@adamw_step` parameters go from storage to update layout, the moments live in update
 layout, and updated parameters go back to storage layout. The compiler derives the
 collectives (FSDP all-gathers, the gradient reduction, ZeRO's parameter gathers) from these
 annotations; nothing else in the IR names a device.
@@ -91,10 +92,10 @@ def build_train_step(cfg: GPTConfig, batch: int, dtype: str | type = "float32", 
         letters = "abcdefgh"[: len(s.shape)]
         if sharded:
             lay = sharded.layouts(s)
-            acc = _reshard(fb, acc, sharded, lay.storage, lay.storage)
-            g = _reshard(fb, g, sharded, lay.compute, lay.storage)
+            acc = _reshard(fb, acc, sharded, lay.grads, lay.grads)
+            g = _reshard(fb, g, sharded, lay.compute, lay.grads)
         total = fb.add(f"{letters},{letters}->{letters}", acc, g)
-        new_acc.append(_reshard(fb, total, sharded, sharded.layouts(s).storage, sharded.layouts(s).storage) if sharded else total)
+        new_acc.append(_ann(fb, total, sharded, sharded.layouts(s).grads) if sharded else total)
     fb.ret(loss, *new_acc)
     return fb
 
@@ -114,7 +115,7 @@ def build_adamw_step(cfg: GPTConfig, opt: AdamWConfig, dtype: str | type = "floa
         if sharded:
             lay = sharded.layouts(s)
             p = _reshard(fb, p, sharded, lay.storage, lay.update)
-            g = _reshard(fb, g, sharded, lay.storage, lay.update)
+            g = _reshard(fb, g, sharded, lay.grads, lay.update)
             m = _reshard(fb, m, sharded, lay.update, lay.update)
             v = _reshard(fb, v, sharded, lay.update, lay.update)
         p2, m2, v2 = adamw_update(fb, opt, scalars, p, g, m, v, s.decay)
@@ -130,9 +131,25 @@ def build_adamw_step(cfg: GPTConfig, opt: AdamWConfig, dtype: str | type = "floa
     return fb
 
 
-def build_loss(cfg: GPTConfig, batch: int, dtype: str | type = "float32") -> FuncBuilder:
-    fb, _, loss = loss_builder(cfg, batch, float_type(dtype))
-    fb.ret(loss)
+def build_loss(cfg: GPTConfig, batch: int, dtype: str | type = "float32", sharded: Sharded | None = None) -> FuncBuilder:
+    """`@loss`: evaluation under the compute layouts (parameters arrive in storage layout,
+    the batch split over `batch`), no gradients, no update."""
+    if sharded is None:
+        fb, _, loss = loss_builder(cfg, batch, float_type(dtype))
+        fb.ret(loss)
+        return fb
+    ft = float_type(dtype)
+    specs = param_specs(cfg)
+    fb = FuncBuilder("loss", [*param_types(cfg, ft), *data_types(cfg, batch)], ft)
+    params = {}
+    for s, v in zip(specs, fb.args):
+        lay = sharded.layouts(s)
+        params[s.path] = _reshard(fb, v, sharded, lay.storage, lay.compute)
+    tokens, targets, ids = fb.args[len(specs) :]
+    tokens = _reshard(fb, tokens, sharded, sharded.data_spec(2), sharded.data_spec(2))
+    targets = _reshard(fb, targets, sharded, sharded.data_spec(2), sharded.data_spec(2))
+    ids = _reshard(fb, ids, sharded, PartitionSpec(None), PartitionSpec(None))
+    fb.ret(gpt_loss(fb, cfg, params, tokens, targets, ids))
     return fb
 
 
@@ -144,7 +161,7 @@ def build_step_module(
     sharded: Sharded | None = None,
     with_loss: bool = True,
 ) -> ModuleOp:
-    """The module of `@train_step`, `@adamw_step` and (unless sharded) `@loss`. A sharded
+    """The module of `@train_step`, `@adamw_step` and `@loss`. A sharded
     module starts with its `shard.grid`, and is built only after the whole state (and the
     token batch, global shape `batch` x block_size) has been checked against the grid."""
     opt = opt or AdamWConfig()
@@ -153,8 +170,8 @@ def build_step_module(
         data = [StateArray(name, (batch, cfg.block_size), sharded.data_spec(2)) for name in ("data/tokens", "data/targets")]
         validate_state(data, sharded.grid)
     funcs = [build_train_step(cfg, batch, dtype, sharded).func, build_adamw_step(cfg, opt, dtype, sharded).func]
-    if with_loss and sharded is None:
-        funcs.append(build_loss(cfg, batch, dtype).func)
+    if with_loss:
+        funcs.append(build_loss(cfg, batch, dtype, sharded).func)
     ops = ([sharded.grid.grid_op()] if sharded else []) + funcs
     return ModuleOp(ops)  # type: ignore[arg-type]
 

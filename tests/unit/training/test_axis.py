@@ -100,12 +100,13 @@ def _theory(cfg, world, tp, zero, fsdp, itemsize=4):
     batch = world // tp
     tp_split = lambda p: "heads" in p.axes or "n_mlp" in p.axes  # noqa: E731
     zero_split = lambda p: tp_split(p) or "vocab" in p.axes  # noqa: E731
-    params = opt = 0
+    params = grads = opt = 0
     for p in param_specs(cfg):
         n = math.prod(p.shape) * itemsize // (tp if tp_split(p) else 1)
         params += n // (batch if fsdp and zero_split(p) else 1)
+        grads += n // (batch if zero and zero_split(p) else 1)  # ZeRO splits gradients too
         opt += 2 * n // (batch if zero and zero_split(p) else 1)
-    return params, params, opt
+    return params, grads, opt
 
 
 @pytest.mark.parametrize("world", [1, 2, 4, 8])
@@ -124,7 +125,7 @@ def test_resolution_validation_and_bytes(world, tp, zero, fsdp):
         assert got.total == 4 * total  # params, grads, two moments
     for s in abstract_state(specs, GPT_PLAN, policy):
         lay = resolve(next(p.axes for p in specs if s.path.endswith("/" + p.path)), GPT_PLAN, policy)
-        assert s.spec == (lay.update if s.path.startswith("opt_state/") else lay.storage)
+        assert s.spec == (lay.storage if s.path.startswith("params/") else lay.update)
 
 
 def test_fsdp_and_zero_save_memory_on_eight_ranks():
@@ -152,13 +153,14 @@ def test_gpt_heads_do_not_divide_eight_ways():
     cfg = GPTConfig(n_layer=1, n_head=2, n_embd=16, vocab_size=64)
     with pytest.raises(ShardingValidationError) as e:
         validate_layouts(param_specs(cfg), GPT_PLAN, ShardingPolicy(tp=2), make_grid(8, 2))
-    assert e.value.failures[0] == (
+    assert (
         "state opt_state/mu/h.0.attn.c_attn.weight of shape (16, 3, 2, 8) with partition spec "
         "PartitionSpec(None, None, ('shard', 'batch'), None) does not fit grid (batch=4, shard=2): "
         "dimension 2 of size 2 is split 8 ways"
-    )
-    # storage (= compute without fsdp) divides: only moments fail
-    assert all(f.startswith("state opt_state/") for f in e.value.failures)
+    ) in e.value.failures
+    # storage (= compute without fsdp) divides: only the update-layout state fails
+    assert e.value.failures[0].startswith("state grads/h.0.attn.c_attn.weight")
+    assert not any(f.startswith("state params/") for f in e.value.failures)
     # without ZeRO the same model fits
     validate_layouts(param_specs(cfg), GPT_PLAN, ShardingPolicy(tp=2, zero=False), make_grid(8, 2))
 

@@ -1,0 +1,311 @@
+"""The sharded training step as the ranks run it: the step module compiled through the
+shard pipeline, its lowered form executed on every rank over a Comm.
+
+Nothing here writes a collective. `build_step_module` puts shard annotations at the
+layout boundaries (storage, compute, update); the pipeline
+
+    sharding-propagation{traversal=forward-backward}, shard-partition, shard-simplify,
+    canonicalize, cse, convert-shard-to-mpi, canonicalize
+
+derives and lowers the communication; the runtime compiles the `mpi.*` program to Python
+over numpy, and each rank calls it on its local pieces. Propagation runs forward first:
+the batch split enters with the tokens and the TP splits with the parameters, so they
+reach the activations before the backward sweep meets the (replicated) gradient
+layouts coming back from the function's results; the backward sweep then annotates what
+the forward one could not see yet (the `tensor.empty`/`linalg.fill` inits that precede
+their users).
+
+`StepProgram` is the compiled program with each state array's layout; `RankState` the
+local state of one rank (parameters in storage layout, gradient accumulator and AdamW
+moments in update layout) and its step/eval calls. Global <-> local pieces follow MLIR's
+layout rule: a dimension split over mesh axes `(a, b)` is cut into |a|*|b| pieces, the
+piece of a device being its coordinates on (a, b) linearised row-major.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Operation
+
+from shardc.training.axis import ParamLayouts, PartitionSpec, ShardingPlan, ShardingPolicy, StateBytes, resolve
+from shardc.training.gpt import GPTConfig, ParamSpec, param_specs
+from shardc.training.mesh import Grid
+from shardc.training.optimizer import AdamWConfig
+from shardc.training.step import Sharded, build_step_module
+
+PIPELINE: tuple[str, ...] = (
+    "sharding-propagation{traversal=forward-backward}",
+    "shard-partition",
+    "shard-simplify",
+    "canonicalize",
+    "cse",
+    "convert-shard-to-mpi",
+    "canonicalize",
+)
+
+# Collectives as counted per function, at the shard level and after lowering.
+SHARD_COLLECTIVES = ("all_gather", "all_reduce", "reduce_scatter", "all_slice", "all_to_all", "broadcast", "gather", "scatter", "send", "recv", "shift", "update_halo")
+MPI_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter_block", "send", "recv", "isend", "irecv", "barrier")
+
+
+class PipelineError(Exception):
+    """A pass of the pipeline failed on the step module (its diagnostic is the message)."""
+
+
+@dataclass
+class Stage:
+    """One stage of the compiled step: the pass that produced it, its time, its text."""
+
+    name: str
+    seconds: float
+    text: str | None = None
+
+
+def run_pipeline(module: ModuleOp, passes: Sequence[str] = PIPELINE, keep_text: bool = False) -> list[Stage]:
+    """Run `passes` (mlir-opt pipeline entries) on `module` in place; one Stage each, the
+    input first. Texts are kept only when asked (printing the module costs time)."""
+    from shardc.context import make_context
+    from shardc.ir.printer import module_to_string
+    from shardc.passes import all_passes
+    from shardc.tools.argv import instantiate, parse_pipeline
+
+    table = all_passes()
+    stages = [Stage("input", 0.0, module_to_string(module) if keep_text else None)]
+    ctx = make_context()
+    for entry in passes:
+        (spec,) = parse_pipeline(f"builtin.module({entry})")
+        p = instantiate(spec, table)
+        t0 = time.perf_counter()
+        try:
+            p.apply(ctx, module)
+        except Exception as e:  # a diagnostic of the pass: keep its text
+            raise PipelineError(f"pass '{entry}' failed on the step module: {e}") from e
+        stages.append(Stage(entry, time.perf_counter() - t0, module_to_string(module) if keep_text else None))
+    return stages
+
+
+def count_collectives(module: ModuleOp, by_axes: bool = False) -> dict[str, Counter[str]]:
+    """Per function, how many shard.* and mpi.* communication ops it holds; with
+    `by_axes`, shard ops are keyed with their grid axes (`shard.all_gather[0]`)."""
+    names = {f"shard.{n}" for n in SHARD_COLLECTIVES} | {f"mpi.{n}" for n in MPI_COLLECTIVES}
+    out: dict[str, Counter[str]] = {}
+    for f in module.ops:
+        if isinstance(f, func.FuncOp):
+            out[f.sym_name.data] = Counter(_key(op, by_axes) for op in f.walk() if op.name in names)
+    return out
+
+
+def _key(op: Operation, by_axes: bool) -> str:
+    axes = getattr(op, "grid_axes_tuple", None)
+    return f"{op.name}[{','.join(map(str, axes))}]" if by_axes and axes is not None else op.name
+
+
+# ---------------------------------------------------------------------------------------
+# Global <-> local pieces
+# ---------------------------------------------------------------------------------------
+
+
+def _piece(axes: tuple[str, ...] | None, grid: Grid, coords: tuple[int, int]) -> tuple[int, int]:
+    """(index, count) of a device's piece of a dimension split over `axes`."""
+    index, count = 0, 1
+    for a in axes or ():
+        size = grid.axis_size(a)
+        index = index * size + coords[Grid.axis_index(a)]
+        count *= size
+    return index, count
+
+
+def local_slices(shape: Sequence[int], spec: PartitionSpec, grid: Grid, rank: int) -> tuple[slice, ...]:
+    coords = grid.coords(rank)
+    out = []
+    for n, axes in zip(shape, spec):
+        k, count = _piece(axes, grid, coords)
+        step = n // count
+        out.append(slice(k * step, (k + 1) * step))
+    return tuple(out) + tuple(slice(None) for _ in range(len(shape) - len(spec)))
+
+
+def local_part(x: np.ndarray, spec: PartitionSpec, grid: Grid, rank: int) -> np.ndarray:
+    """The piece of the global array `x` that `rank` holds in layout `spec`."""
+    return np.ascontiguousarray(x[local_slices(x.shape, spec, grid, rank)])
+
+
+def assemble(parts: Sequence[np.ndarray], shape: Sequence[int], spec: PartitionSpec, grid: Grid) -> np.ndarray:
+    """The global array from every rank's piece (replicas agree; any one is taken)."""
+    out = np.empty(tuple(shape), dtype=parts[0].dtype)
+    for rank, part in enumerate(parts):
+        out[local_slices(shape, spec, grid, rank)] = part
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# The compiled program
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class StepProgram:
+    """`@train_step`, `@adamw_step` and `@loss` for one grid and policy, lowered to mpi and
+    compiled; `batch` is the global microbatch (per-device batch x data replicas)."""
+
+    model: GPTConfig
+    batch: int
+    grid: Grid
+    policy: ShardingPolicy
+    plan: ShardingPlan
+    dtype: str
+    opt: AdamWConfig
+    module: ModuleOp
+    compiled: object
+    stages: list[Stage]
+    collectives: dict[str, Counter[str]]
+    """Per function, the communication ops of the lowered program (mpi.*)."""
+    shard_collectives: dict[str, Counter[str]]
+    """Per function, the shard collectives before lowering, keyed with their grid axes."""
+    specs: list[ParamSpec] = field(default_factory=list)
+    layouts: list[ParamLayouts] = field(default_factory=list)
+    compile_seconds: float = 0.0
+
+    @staticmethod
+    def build(
+        model: GPTConfig,
+        batch: int,
+        grid: Grid,
+        policy: ShardingPolicy,
+        plan: ShardingPlan,
+        dtype: str = "float32",
+        opt: AdamWConfig | None = None,
+        keep_text: bool = False,
+    ) -> StepProgram:
+        """Check the whole state against the grid (before anything is allocated), build
+        the annotated step module, run the pipeline and compile the lowered program."""
+        from shardc.runtime import compile_module
+
+        opt = opt or AdamWConfig()
+        t0 = time.perf_counter()
+        module = build_step_module(model, batch, dtype, opt, Sharded(grid, plan, policy))
+        # The collectives at the shard level: after simplify/canonicalize/cse, before lowering.
+        lower_at = PIPELINE.index("convert-shard-to-mpi")
+        stages = run_pipeline(module, PIPELINE[:lower_at], keep_text)
+        shard_level = count_collectives(module, by_axes=True)
+        stages += run_pipeline(module, PIPELINE[lower_at:], keep_text)[1:]
+        compiled = compile_module(module, "train_step")
+        specs = param_specs(model)
+        prog = StepProgram(
+            model, batch, grid, policy, plan, dtype, opt, module, compiled, stages,
+            count_collectives(module), shard_level, specs, [resolve(s.axes, plan, policy) for s in specs],
+        )
+        prog.compile_seconds = time.perf_counter() - t0
+        prog.check_signature()
+        return prog
+
+    def check_signature(self) -> None:
+        """The lowered functions take exactly the local shapes the layouts give."""
+        fns = {f.sym_name.data: f for f in self.module.ops if isinstance(f, func.FuncOp)}
+        rank0 = 0
+        expect = [self.local_shape(s.shape, lay.storage, rank0) for s, lay in zip(self.specs, self.layouts)]
+        got = [tuple(t.get_shape()) for t in fns["train_step"].function_type.inputs.data[: len(self.specs)] if isinstance(t, TensorType)]
+        assert got == expect, f"lowered @train_step takes {got}, the storage layouts give {expect}"
+
+    def local_shape(self, shape: Sequence[int], spec: PartitionSpec, rank: int) -> tuple[int, ...]:
+        return tuple(s.stop - s.start if s.stop is not None else n for s, n in zip(local_slices(shape, spec, self.grid, rank), shape))
+
+    @property
+    def data_spec(self) -> PartitionSpec:
+        return PartitionSpec("batch", None)
+
+    def call(self, name: str, *args: object) -> object:
+        return self.compiled.call(name, *args)  # type: ignore[attr-defined]
+
+    def stage_texts(self) -> list[tuple[str, str]]:
+        """(file name, text) per stage, numbered in pipeline order."""
+        out = []
+        for i, st in enumerate(self.stages):
+            slug = st.name.split("{")[0]
+            out.append((f"{i:02d}-{slug}.mlir", st.text or ""))
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# One rank's state and steps
+# ---------------------------------------------------------------------------------------
+
+
+class RankState:
+    """The local training state of one rank and the calls of the compiled program."""
+
+    def __init__(self, program: StepProgram, rank: int, params: dict[str, np.ndarray]):
+        self.p = program
+        self.rank = rank
+        dt = np.dtype(program.dtype)
+        self.params = [local_part(params[s.path].astype(dt), lay.storage, program.grid, rank) for s, lay in zip(program.specs, program.layouts)]
+        self.mu = [np.zeros(program.local_shape(s.shape, lay.update, rank), dt) for s, lay in zip(program.specs, program.layouts)]
+        self.nu = [np.zeros_like(m) for m in self.mu]
+        self.vocab_ids = np.arange(program.model.vocab_size, dtype=np.int32)
+        self.step = 0
+
+    def _data(self, x: np.ndarray) -> np.ndarray:
+        return local_part(np.asarray(x, dtype=np.int32), self.p.data_spec, self.p.grid, self.rank)
+
+    def train_step(self, microbatches: Sequence[tuple[np.ndarray, np.ndarray]], lr: float) -> float:
+        """Accumulate gradients over the global microbatches (each rank reads its piece),
+        then update; returns the mean loss of the microbatches."""
+        p = self.p
+        dt = np.dtype(p.dtype)
+        acc = [np.zeros(p.local_shape(s.shape, lay.grads, self.rank), dt) for s, lay in zip(p.specs, p.layouts)]
+        losses = []
+        for tokens, targets in microbatches:
+            loss, *acc = p.call("train_step", *self.params, *acc, self._data(tokens), self._data(targets), self.vocab_ids)  # type: ignore[misc]
+            losses.append(float(loss))
+        self.step += 1
+        n = len(p.specs)
+        out = p.call("adamw_step", *self.params, *acc, *self.mu, *self.nu, lr, self.step, 1.0 / len(microbatches))
+        self.params, self.mu, self.nu = list(out[:n]), list(out[n : 2 * n]), list(out[2 * n :])  # type: ignore[index]
+        return float(np.mean(losses))
+
+    def eval_loss(self, tokens: np.ndarray, targets: np.ndarray) -> float:
+        """The loss of one held-out global batch under the compute layouts; no update."""
+        return float(self.p.call("loss", *self.params, self._data(tokens), self._data(targets), self.vocab_ids))  # type: ignore[arg-type]
+
+    def persistent_bytes(self) -> StateBytes:
+        """Bytes this rank keeps between steps, measured on its arrays (the gradient
+        accumulator by the shape the step gives it)."""
+        p = self.p
+        itemsize = np.dtype(p.dtype).itemsize
+        grads = sum(int(np.prod(p.local_shape(s.shape, lay.grads, self.rank))) for s, lay in zip(p.specs, p.layouts)) * itemsize
+        return StateBytes(
+            sum(int(np.asarray(a).nbytes) for a in self.params), grads,
+            sum(int(np.asarray(a).nbytes) for a in [*self.mu, *self.nu]),
+        )
+
+    def local_params(self) -> list[np.ndarray]:
+        return [np.asarray(a) for a in self.params]
+
+
+def gather_params(program: StepProgram, per_rank: Sequence[Sequence[np.ndarray]]) -> dict[str, np.ndarray]:
+    """Global parameters from every rank's local storage pieces."""
+    return {
+        s.path: assemble([r[i] for r in per_rank], s.shape, lay.storage, program.grid)
+        for i, (s, lay) in enumerate(zip(program.specs, program.layouts))
+    }
+
+
+__all__ = [
+    "PIPELINE",
+    "PipelineError",
+    "RankState",
+    "Stage",
+    "StepProgram",
+    "assemble",
+    "count_collectives",
+    "gather_params",
+    "local_part",
+    "run_pipeline",
+]
