@@ -931,7 +931,9 @@ class BarrierOp(IRDLOperation):
 class WaitOp(IRDLOperation):
     """`MPI_Wait(req, MPI_STATUS_IGNORE)`: blocks until a request completes.
 
-    Trunk declares it free of memory effects, so an unused one is dead code.
+    It has effects (as in MLIR 22.1.8): the newest trunk declares it free of memory
+    effects, so canonicalize would erase every wait whose return code is unused and a
+    receive would never complete. We keep the effect and note the difference.
     """
 
     name = "mpi.wait"
@@ -940,7 +942,6 @@ class WaitOp(IRDLOperation):
     retval = opt_result_def(_RETVAL)
 
     assembly_format = "`(` $req `)` attr-dict `:` type($req) (`->` type($retval)^)?"
-    traits = traits_def(NoMemoryEffect())
 
     def __init__(self, req: SSAValue | Operation, retval: bool = False):
         super().__init__(operands=[req], result_types=[_retval_type(retval)])

@@ -217,6 +217,21 @@ class Emitter:
             inner.emit(scf.YieldOp())
             self.emit(scf.IfOp(cond, [], Region(block)))
 
+    def branch(self, cond: bool | SSAValue, then, otherwise) -> None:  # type: ignore[no-untyped-def]
+        """`then(emitter)` or `otherwise(emitter)`: one of them when `cond` is known,
+        an scf.if with both regions otherwise."""
+        if isinstance(cond, bool):
+            (then if cond else otherwise)(self)
+            return
+        regions: list[Region] = []
+        for body in (then, otherwise):
+            block = Block()
+            inner = self.at(block)
+            body(inner)
+            inner.emit(scf.YieldOp())
+            regions.append(Region(block))
+        self.emit(scf.IfOp(cond, [], regions[0], regions[1]))
+
     def linearize(self, index: Sequence[Idx], shape: Sequence[Idx]) -> Idx:
         """Row-major linear index, built like upstream's multiToLinearIndex."""
         linear: Idx = 0

@@ -3,14 +3,19 @@
 all_reduce, all_gather and reduce_scatter follow upstream's patterns. The mpi dialect
 has no bcast/gather/scatter/reduce/alltoall, so those are built from what it has, with
 their exact semantics: reduce is an allreduce, gather an allgather (results on non-root
-processes are undefined, so computing them everywhere is valid); broadcast, scatter,
-all_to_all and shift gather every process's buffer and pick the part this process
-receives. send/recv are mpi.send/mpi.recv within the group's communicator.
+processes are undefined, so computing them everywhere is valid). broadcast, scatter,
+all_to_all and shift are point-to-point messages moving the bytes their MPI
+counterparts move (upstream lowers none of them): the root sends to every process
+(broadcast, scatter), a pairwise exchange (all_to_all), one send and one receive per
+process (shift). Sends are mpi.isend, waited for after this process's receives, so
+no order in which processes arrive can deadlock. send/recv are mpi.send/mpi.recv
+within the group's communicator.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from math import prod
 
 from xdsl.dialects import arith, cf, tensor
 from xdsl.dialects.linalg import ops as linalg
@@ -36,11 +41,14 @@ from shardc.lowering.shard_to_mpi_builder import (
     grid_of,
     group_shape,
     group_size,
+    is_contiguous,
     static_grid_shape,
 )
 
 SEND_RECV_TAG = 0
 """The MPI tag of lowered shard.send/shard.recv pairs."""
+COLLECTIVE_TAG = 1
+"""The MPI tag of the messages broadcast, scatter, all_to_all and shift are made of."""
 
 _MPI_REDUCTION: dict[ReductionKind, mpi.ReductionOp] = {
     ReductionKind.SUM: mpi.ReductionOp.MPI_SUM,
@@ -102,28 +110,6 @@ class _Collective:
         values = iter(dynamic)
         index = [next(values) if r < 0 else r for r in root.get_values()]
         return self.e.linearize_in_group(index, group_shape(self.shape, self.axes))
-
-    def gather_all(self, source: SSAValue) -> tuple[SSAValue, tuple[int, ...], Attribute]:
-        """mpi.allgather of `source` into a fresh `group size x shape` buffer."""
-        shape, elem = self.static_type(source)
-        buffer = self.e.contiguous(self.op, source)
-        comm = self.comm()
-        gathered = self.e.alloc([self.size, *shape], elem)
-        self.e.emit(mpi.AllGatherOp(buffer, gathered, comm))
-        return gathered, shape, elem
-
-    def pick(self, gathered: SSAValue, index: Idx, shape: Sequence[int], elem: Attribute,
-             axis: int | None = None, part: Idx = 0, part_size: int = 0) -> SSAValue:
-        """A contiguous copy of `gathered[index]` (or of part `part` of it along `axis`)."""
-        sizes = list(shape)
-        offsets: list[Idx] = [index] + [0] * len(shape)
-        if axis is not None:
-            sizes[axis] = part_size
-            offsets[axis + 1] = self.e.mul(part, part_size)
-        view = self.e.subview(gathered, offsets, [1, *sizes], drop_leading=1)
-        out = self.e.alloc(sizes, elem)
-        self.e.copy(view, out)
-        return out
 
 
 def _check_kind(op: Operation, kind: ReductionKind) -> mpi.ReductionOp:
@@ -337,75 +323,197 @@ def _ranks_first(e: Emitter, value: SSAValue, axis: int, n: int) -> SSAValue:
     return buffer
 
 
+def _leading_contiguous(t: Attribute, axis: int) -> bool:
+    """Whether every part of a buffer along `axis` is contiguous: the buffer is, and the
+    dims before `axis` are all of size 1."""
+    return isinstance(t, MemRefType) and is_contiguous(t) and prod(t.get_shape()[:axis]) == 1
+
+
+def _part(e: Emitter, buffer: SSAValue, shape: Sequence[int], axis: int, index: Idx,
+          size: int) -> SSAValue:
+    """The view of part `index` (`size` long along `axis`) of `buffer`."""
+    offsets: list[Idx] = [0] * len(shape)
+    offsets[axis] = e.mul(index, size)
+    sizes = list(shape)
+    sizes[axis] = size
+    return e.subview(buffer, offsets, sizes)
+
+
+def _slot(e: Emitter, buffer: SSAValue, shape: Sequence[int], index: Idx) -> SSAValue:
+    """Entry `index` of a `[n, *shape]` buffer, as a contiguous `shape` view."""
+    return e.subview(buffer, [index] + [0] * len(shape), [1, *shape], drop_leading=1)
+
+
+def _isend(e: Emitter, buffer: SSAValue, peer: Idx, comm: SSAValue) -> SSAValue:
+    tag = e.const(COLLECTIVE_TAG, i32)
+    return e.emit(mpi.ISendOp(buffer, tag, e.i32(peer), comm)).results[-1]
+
+
+def _recv(e: Emitter, buffer: SSAValue, peer: Idx, comm: SSAValue) -> None:
+    tag = e.const(COLLECTIVE_TAG, i32)
+    e.emit(mpi.RecvOp(buffer, tag, e.i32(peer), comm))
+
+
+def _wait(e: Emitter, request: SSAValue) -> None:
+    e.emit(mpi.WaitOp(request))
+
+
+def _peer(e: Emitter, index: Idx, step: int, n: int) -> Idx:
+    """`(index + step) mod n` for 0 <= step < n."""
+    return e.remsi(e.add(index, step), n)
+
+
 def lower_broadcast(op: shard.BroadcastOp, rewriter: PatternRewriter) -> None:
-    """Every process takes the root's buffer out of an allgather."""
+    """The root sends its buffer to every other process of the group (mpi.isend), which
+    receives it (mpi.recv); the root's result is a copy of its input."""
     c = _Collective(op, rewriter)
+    shape, elem = c.static_type(op.input)
     root = c.root_index(op.root, op.root_dynamic)
-    gathered, shape, elem = c.gather_all(op.input)
-    c.finish(rewriter, c.pick(gathered, root, shape, elem))
+    mine = c.my_index()
+    comm = c.comm()
+    out = c.e.alloc(list(shape), elem)
+    n = c.size
+
+    def at_root(e: Emitter) -> None:
+        source = e.contiguous(op, op.input)
+        requests = [_isend(e, source, _peer(e, root, t, n), comm) for t in range(1, n)]
+        e.copy(source, out)
+        for request in requests:
+            _wait(e, request)
+
+    c.e.branch(c.e.cmp("eq", mine, root), at_root, lambda e: _recv(e, out, root, comm))
+    c.finish(rewriter, out)
 
 
 def lower_scatter(op: shard.ScatterOp, rewriter: PatternRewriter) -> None:
-    """Every process takes its part (along scatter_axis) of the root's buffer."""
+    """The root sends part k (along scatter_axis) of its buffer to process k of the
+    group and keeps its own part; the others receive theirs."""
     c = _Collective(op, rewriter)
     axis = op.scatter_axis.value.data
+    in_shape, elem = c.static_type(op.input)
     out_shape, _ = c.static_type(op.result)
+    n = c.size
+    if in_shape[axis] != out_shape[axis] * n:
+        raise fail(op, "Input size along the scatter axis must be the result size times the group size.")
     root = c.root_index(op.root, op.root_dynamic)
     mine = c.my_index()
-    gathered, shape, elem = c.gather_all(op.input)
-    if shape[axis] != out_shape[axis] * c.size:
-        raise fail(op, "Input size along the scatter axis must be the result size times the group size.")
-    c.finish(rewriter, c.pick(gathered, root, shape, elem, axis, mine, out_shape[axis]))
+    comm = c.comm()
+    out = c.e.alloc(list(out_shape), elem)
+    size = out_shape[axis]
+
+    def at_root(e: Emitter) -> None:
+        source = e.as_memref(op.input)
+        contiguous = _leading_contiguous(source.type, axis)
+        requests: list[SSAValue] = []
+        for t in range(1, n):
+            dest = _peer(e, root, t, n)
+            part = _part(e, source, in_shape, axis, dest, size)
+            if not contiguous:
+                staged = e.alloc(list(out_shape), elem)
+                e.copy(part, staged)
+                part = staged
+            requests.append(_isend(e, part, dest, comm))
+        e.copy(_part(e, source, in_shape, axis, root, size), out)
+        for request in requests:
+            _wait(e, request)
+
+    c.e.branch(c.e.cmp("eq", mine, root), at_root, lambda e: _recv(e, out, root, comm))
+    c.finish(rewriter, out)
 
 
 def lower_all_to_all(op: shard.AllToAllOp, rewriter: PatternRewriter) -> None:
-    """Process i receives part i (along split_axis) of every buffer, concatenated along
-    concat_axis in group order: out of an allgather, take that part of every entry."""
+    """Pairwise exchange, the bytes of MPI_Alltoall: at step t (1 <= t < n) process i
+    sends its part (i + t) mod n (along split_axis) there and receives part i of process
+    (i - t) mod n, straight into that process's place along concat_axis of the result.
+    All sends are posted first (mpi.isend), then the receives (mpi.recv), then the
+    sends are waited for, so no schedule of the processes can deadlock. Parts that are
+    not contiguous (dims of size > 1 before the axis) go through one staging buffer."""
     c = _Collective(op, rewriter)
+    e = c.e
     split = op.split_axis.value.data
     concat = op.concat_axis.value.data
+    in_shape, elem = c.static_type(op.input)
+    out_shape, _ = c.static_type(op.result)
+    n = c.size
+    if in_shape[split] % n:
+        raise fail(op, f"Input size along the split axis must be a multiple of the group size ({n}).")
+    part = list(in_shape)
+    part[split] //= n
     mine = c.my_index()
-    gathered, shape, elem = c.gather_all(op.input)
-    part = shape[split] // c.size
-    sizes = [c.size, *shape]
-    sizes[split + 1] = part
-    offsets: list[Idx] = [0] * len(sizes)
-    offsets[split + 1] = c.e.mul(mine, part)
-    view = c.e.subview(gathered, offsets, sizes)
-    parts = c.e.alloc(sizes, elem)
-    c.e.copy(view, parts)
-    c.finish(rewriter, _gathered_along(c, parts, concat))
+    comm = c.comm()
+    source = e.as_memref(op.input)
+
+    def own_part(k: Idx) -> SSAValue:
+        return _part(e, source, in_shape, split, k, part[split])
+
+    send_part = own_part
+    if not _leading_contiguous(source.type, split):
+        staged = e.alloc([n, *part], elem)
+        for k in range(n):
+            e.copy(own_part(k), _slot(e, staged, part, k))
+        send_part = lambda k: _slot(e, staged, part, k)  # noqa: E731
+
+    gathered = None
+    if prod(out_shape[:concat]) == 1:  # each process's part is a contiguous run of the result
+        output = e.alloc(list(out_shape), elem)
+        recv_part = lambda k: _part(e, output, out_shape, concat, k, part[concat])  # noqa: E731
+    else:
+        gathered = e.alloc([n, *part], elem)
+        recv_part = lambda k: _slot(e, gathered, part, k)  # noqa: E731
+
+    requests: list[SSAValue] = []
+    for t in range(1, n):
+        dest = _peer(e, mine, t, n)
+        requests.append(_isend(e, send_part(dest), dest, comm))
+    e.copy(own_part(mine), recv_part(mine))
+    for t in range(1, n):
+        src = _peer(e, mine, n - t, n)
+        _recv(e, recv_part(src), src, comm)
+    for request in requests:
+        _wait(e, request)
+    c.finish(rewriter, output if gathered is None else _gathered_along(c, gathered, concat))
 
 
 def lower_shift(op: shard.ShiftOp, rewriter: PatternRewriter) -> None:
-    """Along shift_axis, process c receives the buffer of c - offset (modulo the axis
-    size with rotate; without it, a process with no source keeps its own buffer, its
-    result being undefined)."""
+    """Along shift_axis, process c sends its buffer to c + offset and receives that of
+    c - offset (modulo the axis size with rotate): one mpi.isend and one mpi.recv per
+    process. Without rotate, a process with no destination only receives, and one with
+    no source keeps its own buffer (its result is undefined)."""
     c = _Collective(op, rewriter)
     axis = op.shift_axis.value.data
     offset = op.offset.value.data
     n = c.shape[axis]
+    shape, elem = c.static_type(op.input)
     coord = c.e.process_multi_index(c.grid)[axis]
-    gathered, shape, elem = _gather_along(c, op.input, [axis])
-    source: Idx
+    comm = c.comm([axis])  # ranks in it are the coordinates along the axis
+    source = c.e.contiguous(op, op.input)
+    out = c.e.alloc(list(shape), elem)
+
+    def exchange(e: Emitter, dest: Idx, src: Idx, has_src: bool | SSAValue) -> None:
+        request = _isend(e, source, dest, comm)
+        e.branch(has_src, lambda r: _recv(r, out, src, comm), lambda r: r.copy(source, out))
+        _wait(e, request)
+
     if op.rotate is not None:
-        source = c.e.remsi(c.e.add(c.e.sub(coord, offset % n), n), n)
+        if offset % n == 0:
+            c.e.copy(source, out)
+        else:
+            dest = _peer(c.e, coord, offset % n, n)
+            exchange(c.e, dest, _peer(c.e, coord, (-offset) % n, n), True)
     else:
-        shifted = c.e.sub(coord, offset)
-        low = c.e.cmp("sge", shifted, 0)
-        high = c.e.cmp("slt", shifted, n)
-        valid = _and(c.e, low, high)
-        source = c.e.select(valid, shifted, coord)
-    c.finish(rewriter, c.pick(gathered, source, shape, elem))
+        dest, src = c.e.add(coord, offset), c.e.sub(coord, offset)
+        has_src = _in_range(c.e, src, n)
+        c.e.branch(
+            _in_range(c.e, dest, n),
+            lambda e: exchange(e, dest, src, has_src),
+            lambda e: e.branch(has_src, lambda r: _recv(r, out, src, comm), lambda r: r.copy(source, out)),
+        )
+    c.finish(rewriter, out)
 
 
-def _gather_along(c: _Collective, value: SSAValue, axes: list[int]):  # type: ignore[no-untyped-def]
-    shape, elem = c.static_type(value)
-    buffer = c.e.contiguous(c.op, value)
-    comm = c.comm(axes)
-    gathered = c.e.alloc([group_size(c.shape, axes), *shape], elem)
-    c.e.emit(mpi.AllGatherOp(buffer, gathered, comm))
-    return gathered, shape, elem
+def _in_range(e: Emitter, index: Idx, n: int) -> bool | SSAValue:
+    """`0 <= index < n`."""
+    return _and(e, e.cmp("sge", index, 0), e.cmp("slt", index, n))
 
 
 def _and(e: Emitter, a: bool | SSAValue, b: bool | SSAValue) -> bool | SSAValue:

@@ -16,11 +16,13 @@ source), we return zeros (gather) or the local input (reduce, shift).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
 import threading
 import traceback
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -540,6 +542,7 @@ class MPIComm(Comm):
         twin = getattr(self, "_twin", None)
         if twin is None:
             twin = self._twin = MPIComm(self.comm, checked=False)
+            twin._p2p = self.mpi_backend()  # one set of buffered sends for both
             twin._subs = self._subs  # one sub-communicator cache for both
         return twin
 
@@ -657,14 +660,15 @@ class MPIComm(Comm):
         return recv
 
     def send(self, x: np.ndarray, grid: Grid, axes: Axes, destination: Sequence[int] | int) -> None:
+        """Buffered (MPIP2P.send): a program may send before it receives."""
         c = self.sub(tuple(grid), tuple(axes))
-        c.Send(np.ascontiguousarray(x), dest=self._root_index(tuple(grid), tuple(axes), destination), tag=17)
+        self.mpi_backend().send(c, np.asarray(x), self._root_index(tuple(grid), tuple(axes), destination), 17)
 
     def recv(self, like: np.ndarray, grid: Grid, axes: Axes, source: Sequence[int] | int | None) -> np.ndarray:
         c = self.sub(tuple(grid), tuple(axes))
         buf = np.empty(np.shape(like), dtype=np.asarray(like).dtype)
         src = self.mpi.ANY_SOURCE if source is None else self._root_index(tuple(grid), tuple(axes), source)
-        c.Recv(buf, source=src, tag=17)
+        self.mpi_backend().recv(c, buf, src, 17)
         return buf
 
     def sendrecv(self, x: np.ndarray | None, dest: int | None, like: np.ndarray, source: int | None) -> np.ndarray | None:
@@ -682,7 +686,7 @@ class MPIComm(Comm):
         return buf
 
     def barrier(self) -> None:
-        self.comm.Barrier()
+        self.mpi_backend().barrier(self.comm)
 
     def mpi_backend(self) -> MPIP2P:
         backend = getattr(self, "_p2p", None)
@@ -790,12 +794,23 @@ def _write(dst: np.ndarray, flat: np.ndarray, what: str) -> None:
 
 
 class MPIP2P:
-    """The mpi dialect over mpi4py buffer calls on numpy arrays (memrefs)."""
+    """The mpi dialect over mpi4py buffer calls on numpy arrays (memrefs).
+
+    `send` has buffered-send semantics (MPI_Bsend-like): the buffer is copied and sent
+    with Isend, so the call returns at once whatever the message size. Upstream's
+    lowered halo exchange sends to both neighbours before either receives; with
+    MPI_Send that deadlocks as soon as messages outgrow MPI's eager protocol. Pending
+    sends progress while this process is in any later MPI call; finished ones are
+    reaped at every send, receive and barrier, and all are waited for at exit (before
+    MPI is finalized) or by `flush`. A barrier does not wait for them: a message may
+    be received after a barrier, as with MPI_Bsend."""
 
     SUCCESS = MPI_SUCCESS
 
     def __init__(self, world: Any = None):
         self.world = world
+        self._pending: list[tuple[Any, np.ndarray]] = []
+        _LIVE_P2P.add(self)
 
     def comm_world(self) -> Any:
         return self.world if self.world is not None else _mpi().COMM_WORLD
@@ -825,20 +840,37 @@ class MPIP2P:
             cache[k] = new
         return new
 
-    @staticmethod
-    def send(comm: Any, buf: np.ndarray, dest: int, tag: int) -> int:
-        comm.Send(np.ascontiguousarray(buf), dest=dest, tag=tag)
+    def send(self, comm: Any, buf: np.ndarray, dest: int, tag: int) -> int:
+        """Buffered: copy, Isend, return (see the class)."""
+        self._reap()
+        data = np.array(buf, order="C", copy=True)
+        self._pending.append((comm.Isend(data, dest=dest, tag=tag), data))
         return 0
 
-    @staticmethod
-    def recv(comm: Any, buf: np.ndarray, source: int, tag: int) -> int:
+    def recv(self, comm: Any, buf: np.ndarray, source: int, tag: int) -> int:
         if buf.flags.c_contiguous:
             comm.Recv(buf, source=source, tag=tag)
         else:
             tmp = np.empty_like(buf, order="C")
             comm.Recv(tmp, source=source, tag=tag)
             buf[...] = tmp
+        self._reap()
         return 0
+
+    def _reap(self) -> None:
+        """Drop the buffered sends that have completed."""
+        if self._pending:
+            self._pending = [(r, d) for r, d in self._pending if not r.Test()]
+
+    @property
+    def pending_sends(self) -> int:
+        return len(self._pending)
+
+    def flush(self) -> None:
+        """Wait for every buffered send."""
+        pending, self._pending = self._pending, []
+        for request, _ in pending:
+            request.Wait()
 
     @staticmethod
     def isend(comm: Any, buf: np.ndarray, dest: int, tag: int) -> Any:
@@ -890,10 +922,24 @@ class MPIP2P:
         recv[...] = out
         return 0
 
-    @staticmethod
-    def barrier(comm: Any) -> int:
+    def barrier(self, comm: Any) -> int:
+        self._reap()
         comm.Barrier()
         return 0
+
+
+_LIVE_P2P: weakref.WeakSet[MPIP2P] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_buffered_sends() -> None:
+    """Complete every buffered send before MPI is finalized (mpi4py finalizes after the
+    interpreter's exit handlers), so that no message is lost and no request outlives
+    MPI."""
+    live = [p for p in list(_LIVE_P2P) if p.pending_sends]
+    if live and not _mpi().Is_finalized():
+        for p2p in live:
+            p2p.flush()
 
 
 @dataclass(frozen=True)

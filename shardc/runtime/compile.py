@@ -371,10 +371,12 @@ _module_counter = itertools.count()
 
 
 def _compile_function(cg: ModuleCodegen, f: func.FuncOp, pyname: str) -> str:
+    if len(f.body.blocks) != 1:
+        from shardc.runtime.kernels.cf import compile_function
+
+        return compile_function(cg, f, pyname)
     g = FunctionBuilder(cg)
     block = single_block(f.body)
-    if len(f.body.blocks) != 1:
-        raise compile_error(f, "functions with more than one block (cf dialect) are not supported")
     args = g.bind_block_args(block)
     g.depth = 1
     g.emit_ops(block.ops)

@@ -8,9 +8,21 @@ arguments / returned values of the unpartitioned program) is partitioned first
 (`--pipeline`, default: the passes of sharding-propagation, shard-partition,
 canonicalize, cse that shardc-opt has); global inputs are then cut into each rank's
 shard by those shardings (halos and uneven offsets included) and results put back
-together, so the user deals in global arrays only. A program without shardings runs as
-it is: each input is replicated, or given per rank with `{rank}` in its file name, and
-results are written per rank.
+together, so the user deals in global arrays only. A program already lowered by
+`shardc-opt --shard-to-mpi-pipeline` (or run here with `--pipeline shard-to-mpi-pipeline`)
+keeps its global signature in `shardc.global_type` / `shardc.sharding` argument and
+result attributes, which are used the same way:
+
+    shardc-opt examples/mlp.mlir --shard-to-mpi-pipeline -o mlp.mpi.mlir
+    shardc-run mlp.mpi.mlir --simulate 4 --input arg0=x.npy --input arg1=w1.npy --input arg2=w2.npy
+
+(the printed lowered program names its arguments %arg0, %arg1, ...). A program without
+shardings runs as it is: each input is replicated, or given per rank with `{rank}` in
+its file name, and results are written per rank.
+
+Output: one line per result written (`wrote out/result0.npy: 16x32 f32`), or without
+`--output` a short summary of each result (shape, element type, values or min/max/mean),
+from rank 0; `--quiet` prints nothing but errors.
 
 Errors: IR problems are MLIR-style diagnostics; command-line and input problems one
 line; a rank that raises ends the whole job (exit 1) with its message on stderr.
@@ -53,14 +65,21 @@ class _ArgParser(argparse.ArgumentParser):
 
 
 def _arg_parser() -> argparse.ArgumentParser:
-    p = _ArgParser(prog=TOOL, description="Run an MLIR program on N devices (mpiexec, or simulated ranks).", allow_abbrev=False)
+    p = _ArgParser(
+        prog=TOOL,
+        description="Run an MLIR program on N devices (mpiexec, or simulated ranks). Global inputs are "
+        "scattered by the entry's shardings: shard.shard annotations, or the shardc.sharding attributes "
+        "that shard-to-mpi-pipeline records on a lowered program.",
+        allow_abbrev=False,
+    )
     p.add_argument("program", help="the .mlir file")
     p.add_argument("--entry", help="function to call (default: the only public function, or @main)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=SPEC", help="argument NAME (or its index) from SPEC: a .npy file ({rank} in the path: one file per rank), random[:seed=S,low=L,high=H], zeros, ones, or a number")
     p.add_argument("--output", metavar="DIR", help="write results as DIR/result<i>.npy (per rank: result<i>.rank<r>.npy)")
     p.add_argument("--simulate", type=int, metavar="N", help="run N ranks as threads of this process instead of under MPI")
-    p.add_argument("--pipeline", help="passes to run first, in mlir-opt pass-pipeline syntax ('' for none)")
+    p.add_argument("--pipeline", help="passes to run first, in mlir-opt pass-pipeline syntax ('' for none; 'shard-to-mpi-pipeline' lowers to the mpi dialect)")
     p.add_argument("--timing", action="store_true", help="print per-rank times")
+    p.add_argument("-q", "--quiet", action="store_true", help="print no result lines or summaries on success")
     p.add_argument("--emit-python", metavar="FILE", help="write the generated Python source to FILE")
     return p
 
@@ -86,6 +105,7 @@ class Program:
     args: list[Boundary]
     results: list[Boundary]
     sharded: bool
+    """Whether arguments and results are global arrays (the program has shardings)."""
     compiled: Any = None
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -177,7 +197,10 @@ def _label(arg: BlockArgument) -> str:
     return f"%{arg.name_hint}" if arg.name_hint else f"argument #{arg.index}"
 
 
-def _boundaries(f: func.FuncOp) -> tuple[list[Boundary], list[Boundary]]:
+def _boundaries(module: ModuleOp, f: func.FuncOp) -> tuple[list[Boundary], list[Boundary], bool]:
+    """The entry's arguments and results as global values, and whether their shardings
+    were recorded by shard-to-mpi-pipeline (the program is lowered already) rather than
+    read from shard.shard annotations."""
     block = f.body.blocks.first
     assert block is not None
     args = [Boundary(_label(a), a.type, _arg_sharding(a, f"input {_label(a)}")) for a in block.args]
@@ -185,7 +208,24 @@ def _boundaries(f: func.FuncOp) -> tuple[list[Boundary], list[Boundary]]:
     results: list[Boundary] = []
     if isinstance(ret, func.ReturnOp):
         results = [Boundary(f"result{i}", v.type, _result_sharding(v, f"result #{i}")) for i, v in enumerate(ret.arguments)]
-    return args, results
+    if any(b.sharding is not None for b in [*args, *results]):
+        return args, results, False
+    recorded = _recorded_boundaries(module, f)
+    if recorded is None:
+        return args, results, False
+    in_r, out_r = recorded
+    args = [Boundary(b.label, t, sh) for b, (t, sh) in zip(args, in_r)]
+    results = [Boundary(b.label, t, sh) for b, (t, sh) in zip(results, out_r)]
+    return args, results, True
+
+
+def _recorded_boundaries(module: ModuleOp, f: func.FuncOp) -> Any:
+    from shardc.passes.pipelines import boundary_shardings
+
+    try:
+        return boundary_shardings(module, f)
+    except (ValueError, KeyError, AttributeError) as e:
+        raise UserError(f"@{f.sym_name.data}: bad shardc.sharding attribute ({e})") from None
 
 
 def _pipeline_text(text: str | None, sharded: bool) -> str:
@@ -240,10 +280,10 @@ def prepare(args: argparse.Namespace) -> Program:
     t0 = time.perf_counter()
     module = _parse(args.program)
     entry = _entry(module, args.entry)
-    in_b, out_b = _boundaries(entry)
+    in_b, out_b, lowered = _boundaries(module, entry)
     sharded = any(b.sharding is not None for b in [*in_b, *out_b]) or any(isinstance(op, ShardOp) for op in entry.walk())
     t1 = time.perf_counter()
-    _run_pipeline(module, _pipeline_text(args.pipeline, sharded))
+    _run_pipeline(module, _pipeline_text(args.pipeline, sharded and not lowered))
     entry = _entry(module, entry.sym_name.data)
     t2 = time.perf_counter()
     try:
@@ -252,7 +292,7 @@ def prepare(args: argparse.Namespace) -> Program:
         sys.stderr.write(f"{TOOL}: error: {e}\n")
         raise _Reported() from None
     t3 = time.perf_counter()
-    prog = Program(module, entry.sym_name.data, in_b, out_b, sharded, compiled)
+    prog = Program(module, entry.sym_name.data, in_b, out_b, sharded or lowered, compiled)
     prog.timings = {"parse": t1 - t0, "pipeline": t2 - t1, "compile": t3 - t2}
     return prog
 
@@ -439,23 +479,53 @@ def assemble(prog: Program, per_rank: Sequence[Sequence[Any]], world: int) -> li
     return out
 
 
-def _summary(value: Any) -> str:
+def type_text(value: Any) -> str:
+    """MLIR-style shape and element type of a result: `16x32 f32`, `i64` for a scalar."""
     arr = np.asarray(value)
+    bits = arr.dtype.itemsize * 8
+    elem = {
+        "b": "i1", "i": f"i{bits}", "u": f"ui{bits}", "f": f"f{bits}", "c": f"complex<f{bits // 2}>",
+    }.get(arr.dtype.kind, arr.dtype.name)
+    return " ".join(filter(None, ["x".join(map(str, arr.shape)), elem]))
+
+
+def _number(x: Any) -> str:
+    return f"{x:.6g}" if isinstance(x, float | np.floating) else str(x)
+
+
+def summary(value: Any) -> str:
+    """One line: the type, then every value (up to 8), or min/max/mean and the first few."""
+    arr = np.asarray(value)
+    head = type_text(arr)
     if arr.ndim == 0:
-        return f"{arr.dtype} {arr[()]!r}"
-    body = np.array2string(arr, threshold=20, edgeitems=3, max_line_width=100)
-    return f"{arr.dtype} {arr.shape}\n{body}"
+        return f"{head} {_number(arr[()].item())}"
+    if arr.size <= 8:
+        body = np.array2string(arr, separator=", ", max_line_width=10**6, formatter={"float_kind": lambda x: f"{x:.6g}"})
+        return f"{head} {' '.join(body.split())}"
+    flat = arr.reshape(-1)
+    first = ", ".join(_number(x) for x in flat[:4].tolist())
+    if arr.dtype.kind == "b":
+        return f"{head}  true {int(flat.sum())} of {flat.size}  [{first}, ...]"
+    if arr.dtype.kind == "c":
+        return f"{head}  [{first}, ...]"
+    stats = f"min {_number(flat.min().item())}  max {_number(flat.max().item())}  mean {_number(float(flat.mean(dtype=np.float64)))}"
+    return f"{head}  {stats}  [{first}, ...]"
 
 
-def write_outputs(results: list[tuple[str, Any, bool]], out_dir: str | None) -> None:
+def write_outputs(results: list[tuple[str, Any, bool]], out_dir: str | None, quiet: bool = False) -> None:
+    """Save the results under `out_dir` (one line each), or print their summaries."""
     if out_dir is None:
-        for name, value, _ in results:
-            print(f"{name}: {_summary(value)}")
+        if not quiet:
+            for name, value, _ in results:
+                print(f"{name}: {summary(value)}")
         return
     try:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         for name, value, _ in results:
-            np.save(Path(out_dir) / f"{name}.npy", np.asarray(value))
+            path = Path(out_dir) / f"{name}.npy"
+            np.save(path, np.asarray(value))
+            if not quiet:
+                print(f"wrote {path}: {type_text(value)}")
     except OSError as e:
         raise UserError(f"cannot write to '{out_dir}': {e.strerror}") from None
 
@@ -505,7 +575,7 @@ def run_simulated(args: argparse.Namespace) -> int:
     results = assemble(prog, [o[0] for o in outs], n)
     if args.timing:
         _print_timing(prog, [o[1] for o in outs])
-    write_outputs(results, args.output)
+    write_outputs(results, args.output, args.quiet)
     return 0
 
 
@@ -558,7 +628,7 @@ def run_mpi(args: argparse.Namespace) -> int:
             if args.timing:
                 _print_timing(prog, [g[1] for g in gathered])
             try:
-                write_outputs(results, args.output)
+                write_outputs(results, args.output, args.quiet)
             except UserError as e:
                 sys.stderr.write(f"{TOOL}: error: {e}\n")
                 world.Abort(1)

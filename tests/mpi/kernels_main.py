@@ -69,6 +69,7 @@ def shard_cases(m, n: int) -> int:
         m.test_process_queries(g)
         for axis in range(len(g)):
             m.test_send_recv_ring(g, axis)
+    m.send_recv_ring((n,), 0, 1 << 20)  # 8 MB, sent before received: buffered sends
     for kind in ("tensor", "memref"):
         m.test_update_halo((n,), ((0,),), (1, 2), (4 * n, 3), kind)
         if n == 4:
@@ -80,8 +81,10 @@ def shard_cases(m, n: int) -> int:
 
 
 def mpi_cases(m, n: int) -> int:
-    for test in (m.test_world_ops, m.test_split_ops, m.test_p2p_ring, m.test_nonblocking_ring):
+    for test in (m.test_world_ops, m.test_split_ops, m.test_p2p_ring, m.test_nonblocking_ring, m.test_send_before_recv_of_8mb_does_not_deadlock):
         test(n)
+    if n == 2:
+        m.test_buffered_send_copies_its_buffer()
     for op in m.REDUCTIONS:
         m.test_allreduce_ops(n, op)
     # comm_split's cache: the same compiled split run again (same and changed colors).

@@ -115,27 +115,28 @@ def mlp_reference(v: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def test_mlp_example_under_mpiexec(tmp_path: Path) -> None:
-    """README's example: the pipeline run inside shardc-run (global inputs scattered by
-    the recorded shardings), and the lowered file with per-rank input files."""
+    """README's example: the pipeline run inside shardc-run, and the file lowered by
+    shardc-opt; both take and give global arrays (the lowered file through the shardings
+    shard-to-mpi-pipeline records on its arguments and result)."""
     v = mlp_inputs(tmp_path)
     inputs = [f"--input={k}={tmp_path / k}.npy" for k in v]
     run = [sys.executable, "-m", "shardc.tools.run"]
     p = _mpiexec(4, [*run, str(ROOT / "examples/mlp.mlir"), "--entry", "mlp", "--pipeline", "shard-to-mpi-pipeline", *inputs, "--output", str(tmp_path / "global")], timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
-    np.testing.assert_allclose(np.load(tmp_path / "global/result0.npy"), mlp_reference(v), rtol=1e-4, atol=1e-4)
+    want = mlp_reference(v)
+    np.testing.assert_allclose(np.load(tmp_path / "global/result0.npy"), want, rtol=1e-4, atol=1e-4)
 
     lowered = tmp_path / "lowered.mlir"
     opt = subprocess.run([sys.executable, "-m", "shardc.tools.opt", str(ROOT / "examples/mlp.mlir"), "--shard-to-mpi-pipeline", "-o", str(lowered)], capture_output=True, text=True, timeout=300)
     assert opt.returncode == 0, opt.stderr
-    for r in range(4):  # w1 split by columns, w2 by rows
-        np.save(tmp_path / f"w1.rank{r}.npy", v["w1"][:, 16 * r : 16 * (r + 1)])
-        np.save(tmp_path / f"w2.rank{r}.npy", v["w2"][16 * r : 16 * (r + 1)])
     # the printed lowered program names its arguments %arg0.. (by position)
-    per_rank = [f"--input=arg0={tmp_path / 'x.npy'}", f"--input=arg1={tmp_path}/w1.rank{{rank}}.npy", f"--input=arg2={tmp_path}/w2.rank{{rank}}.npy"]
-    p = _mpiexec(4, [*run, str(lowered), "--entry", "mlp", *per_rank, "--output", str(tmp_path / "local")], timeout=300)
+    by_position = [f"--input=arg{k}={tmp_path / n}.npy" for k, n in enumerate(("x", "w1", "w2"))]
+    p = _mpiexec(4, [*run, str(lowered), *by_position, "--output", str(tmp_path / "lowered")], timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
-    for r in range(4):
-        np.testing.assert_allclose(np.load(tmp_path / f"local/result0.rank{r}.npy"), mlp_reference(v), rtol=1e-4, atol=1e-4)
+    assert p.stdout.splitlines() == [f"wrote {tmp_path / 'lowered'}/result0.npy: 16x32 f32"], p.stdout  # rank 0 only
+    got = np.load(tmp_path / "lowered/result0.npy")
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, np.load(tmp_path / "global/result0.npy"), rtol=1e-6, atol=1e-5)
 
 
 if __name__ == "__main__":

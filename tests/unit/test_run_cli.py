@@ -115,8 +115,48 @@ def test_print_results_timing_and_emit_python(files, tmp_path, capsys):
     assert main([prog, "--simulate", "2", "--input", "x=ones", "--input", "s=1", "--timing", "--emit-python", str(py)]) == 0
     out = capsys.readouterr().out
     assert "shardc-run: rank 1: run" in out and "compile" in out
-    assert "result0.rank1: float64 (3,)" in out
+    assert "result0.rank1: 3 f64 [2, 2, 2]" in out
     assert "def _fn_f(" in py.read_text()
+
+
+def test_success_output_and_quiet(files, tmp_path, capsys):
+    """One line per result written; a summary of each result without --output;
+    nothing with --quiet."""
+    prog = files("p.mlir", PARTITIONED)
+    base = [prog, "--simulate", "2", "--input", "x=ones", "--input", "s=1"]
+    assert main([*base, "--output", str(tmp_path / "o")]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"wrote {tmp_path / 'o'}/{name}.rank{r}.npy: {t}"
+        for name, t in (("result0", "3 f64"), ("result1", "6 f64")) for r in range(2)
+    ]
+    assert main(base) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "result0.rank0: 3 f64 [2, 2, 2]", "result0.rank1: 3 f64 [2, 2, 2]",
+        "result1.rank0: 6 f64 [1, 1, 1, 1, 1, 1]", "result1.rank1: 6 f64 [1, 1, 1, 1, 1, 1]",
+    ]
+    for extra in ([], ["--output", str(tmp_path / "q")]):
+        assert main([*base, "--quiet", *extra]) == 0
+        assert capsys.readouterr().out == ""
+    assert (tmp_path / "q" / "result1.rank1.npy").exists()
+
+
+@pytest.mark.parametrize(
+    "value, want",
+    [
+        (np.float32(1.5), "f32 1.5"),
+        (np.int64(-3), "i64 -3"),
+        (np.arange(6, dtype=np.int32).reshape(2, 3), "2x3 i32 [[0, 1, 2], [3, 4, 5]]"),
+        (np.array([True, False]), "2 i1 [ True, False]"),
+        (np.arange(20, dtype=np.float64).reshape(4, 5) / 4, "4x5 f64  min 0  max 4.75  mean 2.375  [0, 0.25, 0.5, 0.75, ...]"),
+        (np.arange(12, dtype=np.uint8).reshape(3, 4), "3x4 ui8  min 0  max 11  mean 5.5  [0, 1, 2, 3, ...]"),
+        (np.arange(10) % 3 == 0, "10 i1  true 4 of 10  [True, False, False, True, ...]"),
+        (np.zeros((0, 3), np.float32), "0x3 f32 []"),
+    ],
+)
+def test_result_summary(value, want):
+    from shardc.tools.run import summary
+
+    assert summary(value) == want
 
 
 def test_default_pipeline_needs_a_partition_pass(files, capsys, monkeypatch):
@@ -321,3 +361,64 @@ def test_mpiexec_lowered_to_mpi(files, tmp_path):
     p = mpirun(4, [prog, "--input", f"x={files('a.npy', a)}", "--input", f"w={files('w.npy', w)}", "--pipeline", LOWERED, "--output", str(tmp_path / "o")])
     assert p.returncode == 0, p.stderr
     np.testing.assert_allclose(np.load(tmp_path / "o" / "result0.npy"), a @ w, rtol=1e-5)
+
+
+# --- a program lowered by shard-to-mpi-pipeline ------------------------------------------
+
+ROOT = HERE.parent.parent
+
+
+def mlp_files(files):
+    rng = np.random.default_rng(7)
+    v = {
+        "x": rng.standard_normal((16, 32)).astype(np.float32),
+        "w1": rng.standard_normal((32, 64)).astype(np.float32),
+        "w2": rng.standard_normal((64, 32)).astype(np.float32),
+    }
+    paths = {k: files(f"{k}.npy", a) for k, a in v.items()}
+    return v, paths, np.maximum(v["x"] @ v["w1"], 0) @ v["w2"]
+
+
+def lower_mlp(tmp_path) -> Path:
+    from shardc.tools.opt import main as opt_main
+
+    lowered = tmp_path / "lowered.mlir"
+    try:
+        rc = opt_main([str(ROOT / "examples/mlp.mlir"), "--shard-to-mpi-pipeline", "-o", str(lowered)])
+    except SystemExit as e:
+        rc = e.code
+    assert rc in (0, None) and "shardc.sharding" in lowered.read_text()
+    return lowered
+
+
+@pytest.mark.skipif("convert-shard-to-mpi" not in all_passes(), reason="convert-shard-to-mpi is not registered")
+def test_lowered_file_takes_and_gives_global_arrays(files, tmp_path, capsys):
+    """`shardc-opt --shard-to-mpi-pipeline` then shardc-run: the recorded shardings
+    scatter the global weights and gather the result, as for the annotated program."""
+    v, paths, want = mlp_files(files)
+    lowered = lower_mlp(tmp_path)
+    py = tmp_path / "gen.py"
+    # the printed lowered program names its arguments %arg0, %arg1, %arg2
+    inputs = [f"--input=arg{k}={paths[n]}" for k, n in enumerate(("x", "w1", "w2"))]
+    assert main([str(lowered), "--simulate", "4", *inputs, "--output", str(tmp_path / "low"), "--emit-python", str(py)]) == 0, capsys.readouterr().err
+    assert f"wrote {tmp_path / 'low'}/result0.npy: 16x32 f32" in capsys.readouterr().out
+    source = py.read_text()
+    assert ".allreduce(" in source and "all_reduce" not in source  # run as lowered: no pipeline
+    got = np.load(tmp_path / "low" / "result0.npy")
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    named = [f"--input={n}={paths[n]}" for n in ("x", "w1", "w2")]
+    assert main([str(ROOT / "examples/mlp.mlir"), "--simulate", "4", *named, "--output", str(tmp_path / "ann")]) == 0
+    np.testing.assert_allclose(got, np.load(tmp_path / "ann" / "result0.npy"), rtol=1e-6, atol=1e-5)
+    # the global shapes are what the lowered file's inputs are checked against
+    wrong = [inputs[0], f"--input=arg1={files('w1l.npy', v['w1'][:, :16])}", inputs[2]]
+    assert main([str(lowered), "--simulate", "4", *wrong]) == 1
+    assert "input %arg1: expected shape (32, 64) of float32, got shape (32, 16)" in capsys.readouterr().err
+
+
+@pytest.mark.skipif("convert-shard-to-mpi" not in all_passes(), reason="convert-shard-to-mpi is not registered")
+def test_pipeline_option_lowers_inside_shardc_run(files, tmp_path, capsys):
+    _, paths, want = mlp_files(files)
+    named = [f"--input={n}={paths[n]}" for n in ("x", "w1", "w2")]
+    assert main([str(ROOT / "examples/mlp.mlir"), "--simulate", "4", "--pipeline", "shard-to-mpi-pipeline", *named, "--output", str(tmp_path / "o"), "-q"]) == 0
+    assert capsys.readouterr().out == ""
+    np.testing.assert_allclose(np.load(tmp_path / "o" / "result0.npy"), want, rtol=1e-4, atol=1e-4)

@@ -20,6 +20,7 @@ _MODULES = (
     "affine",
     "shard",
     "mpi",
+    "cf",
 )
 _loaded = False
 

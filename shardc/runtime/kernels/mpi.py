@@ -10,15 +10,13 @@ at exit, and a program may run more than once in one process.
 
 from __future__ import annotations
 
-import atexit
 from typing import Any
 
-from xdsl.dialects import cf
 from xdsl.ir import Operation
 
 from shardc.dialects import mpi
 from shardc.runtime.comm import current_comm
-from shardc.runtime.compile import FunctionBuilder, RuntimeExecutionError, compile_error, register
+from shardc.runtime.compile import FunctionBuilder, compile_error, register
 
 
 def backend() -> Any:
@@ -72,85 +70,14 @@ def _comm_split(op: Operation, g: FunctionBuilder) -> None:
     _retval(op, g)
 
 
-class BufferedSends:
-    """`mpi.send` with buffered-send semantics on MPI (MPI_Bsend-like): the buffer is
-    copied and sent with Isend, so the call returns at once whatever the message size.
-
-    Lowered halo exchanges (upstream's order) send to both neighbours before either
-    receives; with MPI_Send that deadlocks as soon as messages are too big for MPI's
-    eager protocol. Pending sends progress while this process blocks in later MPI calls
-    and are pruned after every receive and barrier; `flush` waits for all of them."""
-
-    def __init__(self) -> None:
-        self.pending: list[tuple[Any, Any]] = []
-
-    def send(self, comm: Any, buf: Any, dest: int, tag: int) -> int:
-        import numpy as np
-
-        self.prune()
-        data = np.array(buf, order="C", copy=True)
-        self.pending.append((comm.Isend(data, dest=dest, tag=tag), data))
-        return 0
-
-    def prune(self) -> None:
-        self.pending = [(r, d) for r, d in self.pending if not r.Test()]
-
-    def flush(self) -> None:
-        for request, _ in self.pending:
-            request.Wait()
-        self.pending = []
-
-
-_buffered: dict[int, tuple[Any, BufferedSends]] = {}
-
-
-@atexit.register
-def _flush_all() -> None:
-    """Complete every buffered send before MPI is finalized (mpi4py finalizes after the
-    interpreter's exit handlers), so that no request outlives MPI."""
-    for _, sends in _buffered.values():
-        sends.flush()
-
-
-def buffered_sends(b: Any) -> BufferedSends:
-    """The buffered sends of an MPI backend (one per backend object)."""
-    entry = _buffered.get(id(b))
-    if entry is None or entry[0] is not b:
-        entry = (b, BufferedSends())
-        _buffered[id(b)] = entry
-    return entry[1]
-
-
-def send(comm: Any, buf: Any, dest: int, tag: int) -> int:
-    b = backend()
-    if type(b).__name__ == "MPIP2P":
-        return buffered_sends(b).send(comm, buf, dest, tag)
-    return b.send(comm, buf, dest, tag)  # simulated sends are buffered already
-
-
-def recv(comm: Any, buf: Any, source: int, tag: int) -> int:
-    b = backend()
-    code = b.recv(comm, buf, source, tag)
-    if type(b).__name__ == "MPIP2P":
-        buffered_sends(b).prune()
-    return code
-
-
-def barrier(comm: Any) -> int:
-    b = backend()
-    if type(b).__name__ == "MPIP2P":
-        buffered_sends(b).flush()
-    return b.barrier(comm)
-
-
 @register(mpi.SendOp, mpi.RecvOp)
 def _p2p(op: Operation, g: FunctionBuilder) -> None:
+    """Blocking send/receive; the MPI backend buffers sends (MPIP2P.send), so upstream's
+    send-before-receive exchanges cannot deadlock whatever the message size."""
     assert isinstance(op, mpi.SendOp | mpi.RecvOp)
     peer = op.dest if isinstance(op, mpi.SendOp) else op.source
-    fn = g.const(send if isinstance(op, mpi.SendOp) else recv, "mpi_send" if isinstance(op, mpi.SendOp) else "mpi_recv")
-    call = f"{fn}({g.v(op.comm)}, {g.v(op.ref)}, {g.v(peer)}, {g.v(op.tag)})"
-    rv = getattr(op, "retval", None)
-    g.emit(call if rv is None else f"{g.define(rv)} = {call}")
+    method = "send" if isinstance(op, mpi.SendOp) else "recv"
+    _call(op, g, method, [g.v(op.comm), g.v(op.ref), g.v(peer), g.v(op.tag)])
 
 
 @register(mpi.ISendOp, mpi.IRecvOp)
@@ -171,9 +98,7 @@ def _wait(op: Operation, g: FunctionBuilder) -> None:
 @register(mpi.BarrierOp)
 def _barrier(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, mpi.BarrierOp)
-    call = f"{g.const(barrier, 'mpi_barrier')}({g.v(op.comm)})"
-    rv = getattr(op, "retval", None)
-    g.emit(call if rv is None else f"{g.define(rv)} = {call}")
+    _call(op, g, "barrier", [g.v(op.comm)])
 
 
 def _reduction(op: Operation) -> str:
@@ -224,16 +149,3 @@ def _retval_check(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, mpi.RetvalCheckOp)
     code = op.errclass.data.code
     g.assign(op, f"({g.v(op.val)} == {code})")
-
-
-def _assert_failed(message: str) -> None:
-    raise RuntimeExecutionError(f"runtime: assertion failed: {message}")
-
-
-@register(cf.AssertOp)
-def _cf_assert(op: Operation, g: FunctionBuilder) -> None:
-    """`cf.assert`, which convert-shard-to-mpi emits around communicator sizes (here
-    until the runtime has a cf kernel module)."""
-    assert isinstance(op, cf.AssertOp)
-    fail = g.const(_assert_failed, "assert_failed")
-    g.emit(f"if not {g.v(op.arg)}: {fail}({op.msg.data!r})")

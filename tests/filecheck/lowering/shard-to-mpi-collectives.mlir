@@ -131,49 +131,147 @@ module attributes {dlti.map = #dlti.map<"MPI:comm_world_rank" = 7>} {
     return %0 : tensor<2x4xf32>
   }
 
-  // broadcast: the root's entry (index 2 in the group of axis 1) of an allgather.
+  // broadcast: this process (index 1 in the group of axis 1) receives from the root (index 2).
   // CHECK-LABEL: func.func @broadcast(
   func.func @broadcast(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32> {
-    // CHECK: mpi.allgather(%{{.*}}, %[[ALL:.*]], %{{.*}}) : memref<3x4xf32>, memref<4x3x4xf32>
-    // CHECK: %[[ROOT:.*]] = memref.subview %[[ALL]][2, 0, 0] [1, 3, 4] [1, 1, 1] : memref<4x3x4xf32> to memref<3x4xf32, strided<[4, 1], offset: 24>>
+    // CHECK-DAG: %[[TAG:.*]] = arith.constant 1 : i32
+    // CHECK-DAG: %[[ROOT:.*]] = arith.constant 2 : i32
+    // CHECK: %[[COMM:.*]] = mpi.comm_split
     // CHECK: %[[OUT:.*]] = memref.alloc() : memref<3x4xf32>
-    // CHECK: memref.copy %[[ROOT]], %[[OUT]]
+    // CHECK-NOT: mpi.isend
+    // CHECK: mpi.recv(%[[OUT]], %[[TAG]], %[[ROOT]], %[[COMM]]) : memref<3x4xf32>, i32, i32
     // CHECK: bufferization.to_tensor %[[OUT]] restrict
     %0 = shard.broadcast %arg0 on @grid grid_axes = [1] root = [2] : (tensor<3x4xf32>) -> tensor<3x4xf32>
     return %0 : tensor<3x4xf32>
   }
 
-  // scatter: this process (index 1 in the group) takes rows [2, 4) of the root's (index 3) buffer.
+  // broadcast from this process: it sends its buffer to 2, 3 and 0 and keeps a copy.
+  // CHECK-LABEL: func.func @broadcast_root(
+  func.func @broadcast_root(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32> {
+    // CHECK-DAG: %[[C0:.*]] = arith.constant 0 : i32
+    // CHECK-DAG: %[[C2:.*]] = arith.constant 2 : i32
+    // CHECK-DAG: %[[C3:.*]] = arith.constant 3 : i32
+    // CHECK: %[[COMM:.*]] = mpi.comm_split
+    // CHECK: %[[OUT:.*]] = memref.alloc() : memref<3x4xf32>
+    // CHECK: %[[IN:.*]] = bufferization.to_buffer %arg0 read_only
+    // CHECK: %[[R2:.*]] = mpi.isend(%[[IN]], %{{.*}}, %[[C2]], %[[COMM]]) : memref<3x4xf32>, i32, i32 -> !mpi.request
+    // CHECK: %[[R3:.*]] = mpi.isend(%[[IN]], %{{.*}}, %[[C3]], %[[COMM]])
+    // CHECK: %[[R0:.*]] = mpi.isend(%[[IN]], %{{.*}}, %[[C0]], %[[COMM]])
+    // CHECK: memref.copy %[[IN]], %[[OUT]]
+    // CHECK: mpi.wait(%[[R2]])
+    // CHECK: mpi.wait(%[[R3]])
+    // CHECK: mpi.wait(%[[R0]])
+    // CHECK-NOT: mpi.recv
+    %0 = shard.broadcast %arg0 on @grid grid_axes = [1] root = [1] : (tensor<3x4xf32>) -> tensor<3x4xf32>
+    return %0 : tensor<3x4xf32>
+  }
+
+  // scatter: this process (index 1 in the group) receives its rows from the root (index 3).
   // CHECK-LABEL: func.func @scatter(
   func.func @scatter(%arg0: tensor<8x4xf32>) -> tensor<2x4xf32> {
-    // CHECK: memref.subview %{{.*}}[3, 2, 0] [1, 2, 4] [1, 1, 1] : memref<4x8x4xf32> to memref<2x4xf32, strided<[4, 1], offset: 104>>
+    // CHECK-DAG: %[[ROOT:.*]] = arith.constant 3 : i32
+    // CHECK: %[[OUT:.*]] = memref.alloc() : memref<2x4xf32>
+    // CHECK: mpi.recv(%[[OUT]], %{{.*}}, %[[ROOT]], %{{.*}}) : memref<2x4xf32>, i32, i32
     %0 = shard.scatter %arg0 on @grid grid_axes = [1] scatter_axis = 0 root = [3] : (tensor<8x4xf32>) -> tensor<2x4xf32>
     return %0 : tensor<2x4xf32>
   }
 
-  // all_to_all: part 1 (rows [2, 4)) of every process's buffer, concatenated along axis 1.
+  // scatter from this process along axis 1: columns [2k, 2k + 2) go to process k through
+  // a contiguous copy each; its own columns [2, 4) are its result.
+  // CHECK-LABEL: func.func @scatter_root(
+  func.func @scatter_root(%arg0: tensor<3x8xf32>) -> tensor<3x2xf32> {
+    // CHECK-DAG: %[[C2:.*]] = arith.constant 2 : i32
+    // CHECK: %[[OUT:.*]] = memref.alloc() : memref<3x2xf32>
+    // CHECK: %[[IN:.*]] = bufferization.to_buffer %arg0 read_only
+    // CHECK: %[[PART:.*]] = memref.subview %[[IN]][0, 4] [3, 2] [1, 1] : memref<3x8xf32> to memref<3x2xf32, strided<[8, 1], offset: 4>>
+    // CHECK: %[[STAGED:.*]] = memref.alloc() : memref<3x2xf32>
+    // CHECK: memref.copy %[[PART]], %[[STAGED]]
+    // CHECK: mpi.isend(%[[STAGED]], %{{.*}}, %[[C2]], %{{.*}}) : memref<3x2xf32>, i32, i32 -> !mpi.request
+    // CHECK-COUNT-2: mpi.isend
+    // CHECK: %[[MINE:.*]] = memref.subview %[[IN]][0, 2] [3, 2] [1, 1]
+    // CHECK: memref.copy %[[MINE]], %[[OUT]]
+    // CHECK-COUNT-3: mpi.wait
+    %0 = shard.scatter %arg0 on @grid grid_axes = [1] scatter_axis = 1 root = [1] : (tensor<3x8xf32>) -> tensor<3x2xf32>
+    return %0 : tensor<3x2xf32>
+  }
+
+  // all_to_all: part k (rows [2k, 2k + 2)) goes to process k, 2 then 3 then 0; the part
+  // from process j lands in entry j of a 4x2x3 buffer, which becomes columns [3j, 3j + 3).
   // CHECK-LABEL: func.func @all_to_all(
   func.func @all_to_all(%arg0: tensor<8x3xf32>) -> tensor<2x12xf32> {
-    // CHECK: mpi.allgather(%{{.*}}, %[[ALL:.*]], %{{.*}}) : memref<8x3xf32>, memref<4x8x3xf32>
-    // CHECK: memref.subview %[[ALL]][0, 2, 0] [4, 2, 3] [1, 1, 1]
+    // CHECK-DAG: %[[C0:.*]] = arith.constant 0 : i32
+    // CHECK-DAG: %[[C2:.*]] = arith.constant 2 : i32
+    // CHECK-DAG: %[[C3:.*]] = arith.constant 3 : i32
+    // CHECK: %[[COMM:.*]] = mpi.comm_split
+    // CHECK: %[[IN:.*]] = bufferization.to_buffer %arg0 read_only
+    // CHECK: %[[ALL:.*]] = memref.alloc() : memref<4x2x3xf32>
+    // CHECK: %[[P2:.*]] = memref.subview %[[IN]][4, 0] [2, 3] [1, 1] : memref<8x3xf32> to memref<2x3xf32, strided<[3, 1], offset: 12>>
+    // CHECK: %[[S2:.*]] = mpi.isend(%[[P2]], %{{.*}}, %[[C2]], %[[COMM]])
+    // CHECK: %[[P3:.*]] = memref.subview %[[IN]][6, 0] [2, 3] [1, 1]
+    // CHECK: %[[S3:.*]] = mpi.isend(%[[P3]], %{{.*}}, %[[C3]], %[[COMM]])
+    // CHECK: %[[P0:.*]] = memref.subview %[[IN]][0, 0] [2, 3] [1, 1]
+    // CHECK: %[[S0:.*]] = mpi.isend(%[[P0]], %{{.*}}, %[[C0]], %[[COMM]])
+    // CHECK: %[[P1:.*]] = memref.subview %[[IN]][2, 0] [2, 3] [1, 1]
+    // CHECK: %[[E1:.*]] = memref.subview %[[ALL]][1, 0, 0] [1, 2, 3] [1, 1, 1] : memref<4x2x3xf32> to memref<2x3xf32, strided<[3, 1], offset: 6>>
+    // CHECK: memref.copy %[[P1]], %[[E1]]
+    // CHECK: %[[E0:.*]] = memref.subview %[[ALL]][0, 0, 0] [1, 2, 3] [1, 1, 1]
+    // CHECK: mpi.recv(%[[E0]], %{{.*}}, %[[C0]], %[[COMM]])
+    // CHECK: %[[E3:.*]] = memref.subview %[[ALL]][3, 0, 0] [1, 2, 3] [1, 1, 1]
+    // CHECK: mpi.recv(%[[E3]], %{{.*}}, %[[C3]], %[[COMM]])
+    // CHECK: %[[E2:.*]] = memref.subview %[[ALL]][2, 0, 0] [1, 2, 3] [1, 1, 1]
+    // CHECK: mpi.recv(%[[E2]], %{{.*}}, %[[C2]], %[[COMM]])
+    // CHECK: mpi.wait(%[[S2]])
+    // CHECK: mpi.wait(%[[S3]])
+    // CHECK: mpi.wait(%[[S0]])
     // CHECK: linalg.transpose ins(%{{.*}} : tensor<4x2x3xf32>) outs(%{{.*}} : tensor<2x4x3xf32>) permutation = [1, 0, 2]
     // CHECK: tensor.collapse_shape %{{.*}} {{\[\[}}0], [1, 2]] : tensor<2x4x3xf32> into tensor<2x12xf32>
+    // CHECK-NOT: mpi.allgather
     %0 = shard.all_to_all %arg0 on @grid grid_axes = [1] split_axis = 0 concat_axis = 1 : tensor<8x3xf32> -> tensor<2x12xf32>
     return %0 : tensor<2x12xf32>
   }
 
-  // shift by 3 with rotation along axis 1 (size 4): coordinate 1 receives from 2.
+  // all_to_all along the leading axes: parts are received straight into the result.
+  // CHECK-LABEL: func.func @all_to_all_rows(
+  func.func @all_to_all_rows(%arg0: tensor<8x3xf32>) -> tensor<8x3xf32> {
+    // CHECK: %[[OUT:.*]] = memref.alloc() : memref<8x3xf32>
+    // CHECK-COUNT-3: mpi.isend
+    // CHECK: memref.subview %[[OUT]][2, 0] [2, 3] [1, 1]
+    // CHECK: memref.copy
+    // CHECK: memref.subview %[[OUT]][0, 0] [2, 3] [1, 1]
+    // CHECK-NEXT: mpi.recv
+    // CHECK-COUNT-3: mpi.wait
+    // CHECK: bufferization.to_tensor %[[OUT]] restrict
+    // CHECK-NOT: linalg.transpose
+    %0 = shard.all_to_all %arg0 on @grid grid_axes = [1] split_axis = 0 concat_axis = 0 : tensor<8x3xf32> -> tensor<8x3xf32>
+    return %0 : tensor<8x3xf32>
+  }
+
+  // shift by 3 with rotation along axis 1 (size 4): coordinate 1 sends to 0, receives from 2.
   // CHECK-LABEL: func.func @shift(
   func.func @shift(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32> {
-    // CHECK: memref.subview %{{.*}}[2, 0, 0] [1, 3, 4] [1, 1, 1] : memref<4x3x4xf32>
+    // CHECK-DAG: %[[C0:.*]] = arith.constant 0 : i32
+    // CHECK-DAG: %[[C2:.*]] = arith.constant 2 : i32
+    // CHECK: %[[COMM:.*]] = mpi.comm_split
+    // CHECK: %[[IN:.*]] = bufferization.to_buffer %arg0 read_only
+    // CHECK: %[[OUT:.*]] = memref.alloc() : memref<3x4xf32>
+    // CHECK: %[[REQ:.*]] = mpi.isend(%[[IN]], %{{.*}}, %[[C0]], %[[COMM]])
+    // CHECK: mpi.recv(%[[OUT]], %{{.*}}, %[[C2]], %[[COMM]])
+    // CHECK: mpi.wait(%[[REQ]])
     %0 = shard.shift %arg0 on @grid grid_axes = [1] shift_axis = 1 offset = 3 rotate : tensor<3x4xf32> -> tensor<3x4xf32>
     return %0 : tensor<3x4xf32>
   }
 
-  // Without rotation, coordinate 1 shifted by 2 has no source: it keeps its buffer.
+  // Without rotation, coordinate 1 shifted by 2 sends to 3 and has no source: it keeps
+  // its buffer.
   // CHECK-LABEL: func.func @shift_no_rotate(
   func.func @shift_no_rotate(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32> {
-    // CHECK: memref.subview %{{.*}}[1, 0, 0] [1, 3, 4] [1, 1, 1] : memref<4x3x4xf32>
+    // CHECK-DAG: %[[C3:.*]] = arith.constant 3 : i32
+    // CHECK: %[[IN:.*]] = bufferization.to_buffer %arg0 read_only
+    // CHECK: %[[OUT:.*]] = memref.alloc() : memref<3x4xf32>
+    // CHECK: %[[REQ:.*]] = mpi.isend(%[[IN]], %{{.*}}, %[[C3]], %{{.*}})
+    // CHECK-NOT: mpi.recv
+    // CHECK: memref.copy %[[IN]], %[[OUT]]
+    // CHECK: mpi.wait(%[[REQ]])
     %0 = shard.shift %arg0 on @grid grid_axes = [1] shift_axis = 1 offset = 2 : tensor<3x4xf32> -> tensor<3x4xf32>
     return %0 : tensor<3x4xf32>
   }

@@ -144,6 +144,10 @@ def collective_cases(grid: tuple[int, ...]) -> list[Case]:
             res[split] //= k
             res[concat] *= k
             out.append(Case(f"all_to_all-{split}{concat}-{g}-{ax}", grid, _unary("f", f"shard.all_to_all %x on @g{_ga(axes)} split_axis = {split} concat_axis = {concat}", _ty("tensor", in_shape, "f64"), _ty("tensor", res, "f64")), _data(in_shape, "f64", 7)))
+        # a 3-D buffer whose parts are strided on both sides (staged sends, receives
+        # gathered then moved to the concat axis)
+        in3, res3 = (2, 3 * k, 2), (2, 3, 2 * k)
+        out.append(Case(f"all_to_all-3d-{g}-{ax}", grid, _unary("f", f"shard.all_to_all %x on @g{_ga(axes)} split_axis = 1 concat_axis = 2", _ty("tensor", in3, "i32"), _ty("tensor", res3, "i32")), _data(in3, "i32", 15)))
         if not axes:
             continue  # rooted ops and shift need a group axis
         root = [grid[a] - 1 for a in full_axes]
@@ -158,7 +162,12 @@ def collective_cases(grid: tuple[int, ...]) -> list[Case]:
         out.append(Case(f"gather-{g}-{ax}", grid, _unary("f", f"shard.gather %x on @g{_ga(axes)} gather_axis = 1 root = {root_s}", t, _ty("tensor", (2, 3 * k), "f64"), paren=True), _data((2, 3), "f64", 9), defined=at_root))
         out.append(Case(f"reduce-{g}-{ax}", grid, _unary("f", f"shard.reduce %x on @g{_ga(axes)} reduction = min root = {root_s}", _ty("tensor", (2, 3), "f32"), _ty("tensor", (2, 3), "f64"), paren=True), _data((2, 3), "f32", 10), defined=at_root))
         out.append(Case(f"scatter-{g}-{ax}", grid, _unary("f", f"shard.scatter %x on @g{_ga(axes)} scatter_axis = 0 root = {root_s}", _ty("tensor", (2 * k, 3), "f64"), t, paren=True), _data((2 * k, 3), "f64", 11)))
-        for s, off, rot in itertools.product(full_axes, (1, -1), (True, False)):
+        m = _ty("memref", (2, 3), "i64")
+        out.append(Case(f"broadcast-memref-{g}-{ax}", grid, _unary("f", f"shard.broadcast %x on @g{_ga(axes)} root = {root_s}", m, m, paren=True), _data((2, 3), "i64", 16)))
+        out.append(Case(f"scatter-axis1-{g}-{ax}", grid, _unary("f", f"shard.scatter %x on @g{_ga(axes)} scatter_axis = 1 root = {root_s}", _ty("tensor", (2, 3 * k), "i64"), _ty("tensor", (2, 3), "i64"), paren=True), _data((2, 3 * k), "i64", 17)))
+        first = [0] * len(full_axes)
+        out.append(Case(f"scatter-root0-{g}-{ax}", grid, _unary("f", f"shard.scatter %x on @g{_ga(axes)} scatter_axis = 0 root = {first}", _ty("tensor", (2 * k, 3), "f64"), t, paren=True), _data((2 * k, 3), "f64", 18)))
+        for s, off, rot in itertools.product(full_axes, (1, -1, 2), (True, False)):
 
             def has_source(r: int, i: int, s: int = s, off: int = off, rot: bool = rot) -> bool:
                 return rot or 0 <= coords(r, grid)[s] - off < grid[s]

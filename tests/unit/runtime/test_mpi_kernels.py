@@ -178,6 +178,62 @@ def test_nonblocking_ring(n):
         np.testing.assert_array_equal(y, X[(r - 1) % n])
 
 
+BIG_RING = """
+func.func @f(%x: memref<1048576xf64>) -> memref<1048576xf64> {
+  %comm = mpi.comm_world : !mpi.comm
+  %rank = mpi.comm_rank(%comm) : i32
+  %size = mpi.comm_size(%comm) : i32
+  %c1 = arith.constant 1 : i32
+  %n0 = arith.addi %rank, %c1 : i32
+  %next = arith.remsi %n0, %size : i32
+  %p0 = arith.addi %rank, %size : i32
+  %p1 = arith.subi %p0, %c1 : i32
+  %prev = arith.remsi %p1, %size : i32
+  %tag = arith.constant 3 : i32
+  %got = memref.alloc() : memref<1048576xf64>
+  mpi.send(%x, %tag, %next, %comm) : memref<1048576xf64>, i32, i32
+  mpi.recv(%got, %tag, %prev, %comm) : memref<1048576xf64>, i32, i32
+  mpi.barrier(%comm)
+  return %got : memref<1048576xf64>
+}"""
+
+
+@pytest.mark.parametrize("n", [2])
+def test_send_before_recv_of_8mb_does_not_deadlock(n):
+    """Every rank sends 8 MB before it receives (upstream's halo exchange order): with
+    MPI_Send this deadlocks beyond the eager limit, with buffered sends it goes through.
+    The send buffer is copied: the sender may overwrite it at once."""
+    X = [np.full(1 << 20, float(r)) for r in range(n)]
+    for r, y in enumerate(run_prog(BIG_RING, n, [(x,) for x in X])):
+        np.testing.assert_array_equal(y, X[(r - 1) % n])
+
+
+def test_buffered_send_copies_its_buffer():
+    """A send returns at once and later writes to its buffer do not reach the message."""
+    text = """
+func.func @f(%x: memref<4xf64>) -> memref<4xf64> {
+  %comm = mpi.comm_world : !mpi.comm
+  %rank = mpi.comm_rank(%comm) : i32
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %i0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f64
+  %got = memref.alloc() : memref<4xf64>
+  %first = arith.cmpi eq, %rank, %c0 : i32
+  scf.if %first {
+    mpi.send(%x, %c0, %c1, %comm) : memref<4xf64>, i32, i32
+    memref.store %zero, %x[%i0] : memref<4xf64>
+    memref.copy %x, %got : memref<4xf64> to memref<4xf64>
+  } else {
+    mpi.recv(%got, %c0, %c0, %comm) : memref<4xf64>, i32, i32
+  }
+  return %got : memref<4xf64>
+}"""
+    got = run_prog(text, 2, [(np.arange(1.0, 5.0),), (np.zeros(4),)])
+    np.testing.assert_array_equal(got[0], [0, 2, 3, 4])
+    np.testing.assert_array_equal(got[1], [1, 2, 3, 4])
+
+
 def test_unsupported_reduction_is_a_compile_error():
     from shardc.runtime import CompileError
 

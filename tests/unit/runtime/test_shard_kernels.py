@@ -234,10 +234,20 @@ func.func @f(%x: tensor<2xf64>, %i: index) -> tensor<2xf64> {{
 
 @pytest.mark.parametrize("grid,axis", [((4,), 0), ((2, 3), 0), ((2, 3), 1), ((3, 2), 1)])
 def test_send_recv_ring(grid, axis):
-    """Each device sends to the next along `axis` and receives from the previous."""
+    send_recv_ring(grid, axis)
+
+
+def test_send_recv_ring_of_8mb():
+    send_recv_ring((2,), 0, 1 << 20)
+
+
+def send_recv_ring(grid, axis, length=3):
+    """Each device sends to the next along `axis`, then receives from the previous:
+    sends are buffered, so this goes through whatever the message size."""
     n = grid[axis]
+    t = f"tensor<{length}xf64>"
     text = f"""{grid_decl(grid)}
-func.func @f(%x: tensor<3xf64>) -> tensor<3xf64> {{
+func.func @f(%x: {t}) -> {t} {{
   %i = shard.process_multi_index on @g axes = [{axis}] : index
   %c1 = arith.constant 1 : index
   %n = arith.constant {n} : index
@@ -246,11 +256,11 @@ func.func @f(%x: tensor<3xf64>) -> tensor<3xf64> {{
   %k = arith.addi %i, %n : index
   %k1 = arith.subi %k, %c1 : index
   %prev = arith.remsi %k1, %n : index
-  %s = shard.send %x on @g grid_axes = [{axis}] destination = [%next] : (tensor<3xf64>, index) -> tensor<3xf64>
-  %r = shard.recv %x on @g grid_axes = [{axis}] source = [%prev] : (tensor<3xf64>, index) -> tensor<3xf64>
-  return %r : tensor<3xf64>
+  %s = shard.send %x on @g grid_axes = [{axis}] destination = [%next] : ({t}, index) -> {t}
+  %r = shard.recv %x on @g grid_axes = [{axis}] source = [%prev] : ({t}, index) -> {t}
+  return %r : {t}
 }}"""
-    X = inputs(grid, (3,))
+    X = inputs(grid, (length,))
     for r, y in enumerate(run_prog(text, grid, [(x,) for x in X])):
         c = list(coords(r, grid))
         c[axis] = (c[axis] - 1) % n
