@@ -32,9 +32,10 @@ from xdsl.dialects.builtin import (
     DenseArrayBase,
     DictionaryAttr,
     FlatSymbolRefAttr,
-    ModuleOp,
-    TensorType,
     MemRefType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
     i16,
     i64,
 )
@@ -47,6 +48,9 @@ SHARDING_ATTR = "shardc.sharding"
 """Argument/result attribute: the sharding of the value before partitioning."""
 GLOBAL_TYPE_ATTR = "shardc.global_type"
 """Argument/result attribute: the value's type before partitioning."""
+NAME_ATTR = "shardc.name"
+"""Argument attribute: the argument's name in the source (`x` of `%x`), which the
+printed lowered program no longer carries (it prints `%arg0`)."""
 
 
 # =========================================================================================
@@ -93,6 +97,7 @@ def _result_annotation(value: SSAValue) -> DictionaryAttr | None:
 class _Boundary:
     args: list[tuple[Attribute, DictionaryAttr | None]]
     results: list[tuple[Attribute, DictionaryAttr | None]]
+    names: list[str | None]
 
 
 def record_boundaries(module: ModuleOp) -> dict[str, _Boundary]:
@@ -111,15 +116,22 @@ def record_boundaries(module: ModuleOp) -> dict[str, _Boundary]:
             else []
         )
         if any(s is not None for _, s in (*args, *results)):
-            found[f.sym_name.data] = _Boundary(args, results)
+            found[f.sym_name.data] = _Boundary(args, results, [a.name_hint for a in block.args])
     return found
 
 
-def _with(attrs: DictionaryAttr | None, global_type: Attribute, sharding: DictionaryAttr | None) -> DictionaryAttr:
+def _with(
+    attrs: DictionaryAttr | None,
+    global_type: Attribute,
+    sharding: DictionaryAttr | None,
+    name: str | None = None,
+) -> DictionaryAttr:
     entries = dict(attrs.data) if attrs is not None else {}
     entries[GLOBAL_TYPE_ATTR] = global_type  # types are attributes in xDSL
     if sharding is not None:
         entries[SHARDING_ATTR] = sharding
+    if name is not None:
+        entries[NAME_ATTR] = StringAttr(name)
     return DictionaryAttr(entries)
 
 
@@ -134,8 +146,20 @@ def attach_boundaries(module: ModuleOp, boundaries: dict[str, _Boundary]) -> Non
             continue  # the signature changed shape: nothing reliable to record
         old_args = f.arg_attrs.data if f.arg_attrs is not None else [None] * n_in
         old_res = f.res_attrs.data if f.res_attrs is not None else [None] * n_out
-        f.arg_attrs = ArrayAttr([_with(a, t, s) for a, (t, s) in zip(old_args, b.args)])
+        f.arg_attrs = ArrayAttr(
+            [_with(a, t, s, n) for a, (t, s), n in zip(old_args, b.args, b.names)]
+        )
         f.res_attrs = ArrayAttr([_with(a, t, s) for a, (t, s) in zip(old_res, b.results)])
+
+
+def recorded_arg_names(f: func.FuncOp) -> list[str | None]:
+    """The source names `shard-to-mpi-pipeline` recorded on `f`'s arguments."""
+    attrs = f.arg_attrs.data if f.arg_attrs is not None else ()
+    names: list[str | None] = []
+    for a in attrs:
+        name = a.data.get(NAME_ATTR) if isinstance(a, DictionaryAttr) else None
+        names.append(name.data if isinstance(name, StringAttr) else None)
+    return names + [None] * (len(f.function_type.inputs.data) - len(names))
 
 
 def boundary_shardings(module: ModuleOp, f: func.FuncOp) -> tuple[list[tuple[Attribute, Any]], list[tuple[Attribute, Any]]] | None:

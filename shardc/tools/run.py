@@ -214,7 +214,13 @@ def _boundaries(module: ModuleOp, f: func.FuncOp) -> tuple[list[Boundary], list[
     if recorded is None:
         return args, results, False
     in_r, out_r = recorded
-    args = [Boundary(b.label, t, sh) for b, (t, sh) in zip(args, in_r)]
+    from shardc.passes.pipelines import recorded_arg_names
+
+    names = recorded_arg_names(f)
+    args = [
+        Boundary(f"%{n}" if n else b.label, t, sh)
+        for b, (t, sh), n in zip(args, in_r, names)
+    ]
     results = [Boundary(b.label, t, sh) for b, (t, sh) in zip(results, out_r)]
     return args, results, True
 

@@ -412,7 +412,10 @@ def test_lowered_file_takes_and_gives_global_arrays(files, tmp_path, capsys):
     # the global shapes are what the lowered file's inputs are checked against
     wrong = [inputs[0], f"--input=arg1={files('w1l.npy', v['w1'][:, :16])}", inputs[2]]
     assert main([str(lowered), "--simulate", "4", *wrong]) == 1
-    assert "input %arg1: expected shape (32, 64) of float32, got shape (32, 16)" in capsys.readouterr().err
+    assert "input %w1: expected shape (32, 64) of float32, got shape (32, 16)" in capsys.readouterr().err
+    # the source names are recorded too (shardc.name), so the lowered file takes them
+    assert main([str(lowered), "--simulate", "4", *named, "--output", str(tmp_path / "byname")]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "byname" / "result0.npy"), got, rtol=0, atol=0)
 
 
 @pytest.mark.skipif("convert-shard-to-mpi" not in all_passes(), reason="convert-shard-to-mpi is not registered")
