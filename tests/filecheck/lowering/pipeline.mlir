@@ -7,8 +7,8 @@
 shard.grid @grid(shape = 2x2)
 
 // CHECK-LABEL: func.func @row_parallel(
-// CHECK-SAME: %[[A:.*]]: tensor<8x4xf32> {shardc.global_type = tensor<8x8xf32>, shardc.sharding = {grid = @grid, {{.*}}split_axes = [array<i16>, array<i16: 1>]}}
-// CHECK-SAME: %[[B:.*]]: tensor<4x6xf32> {shardc.global_type = tensor<8x6xf32>, shardc.sharding = {grid = @grid, {{.*}}split_axes = [array<i16: 1>]}}
+// CHECK-SAME: %[[A:.*]]: tensor<8x4xf32> {shardc.global_type = tensor<8x8xf32>, shardc.name = "a", shardc.sharding = {grid = @grid, {{.*}}split_axes = [array<i16>, array<i16: 1>]}}
+// CHECK-SAME: %[[B:.*]]: tensor<4x6xf32> {shardc.global_type = tensor<8x6xf32>, shardc.name = "b", shardc.sharding = {grid = @grid, {{.*}}split_axes = [array<i16: 1>]}}
 // CHECK-SAME: -> (tensor<8x6xf32> {shardc.global_type = tensor<8x6xf32>, shardc.sharding = {grid = @grid, {{.*}}split_axes = [array<i16>]}})
 // CHECK-NOT: shard.
 // CHECK: %[[P:.*]] = linalg.matmul ins(%[[A]], %[[B]] : tensor<8x4xf32>, tensor<4x6xf32>)
