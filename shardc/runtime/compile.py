@@ -336,11 +336,45 @@ def _func_pyname(cg: ModuleCodegen, sym: str) -> str:
     return "_fn_" + _IDENT.sub("_", sym)
 
 
+_ALLOCATOR_TUNED = False
+
+
+def tune_allocator() -> bool:
+    """Keep freed large arrays in the process heap (glibc only; once per process).
+
+    A compiled function allocates and frees the same large intermediates on every call.
+    With glibc's defaults, arrays past the (adaptive) mmap threshold get fresh pages from
+    the kernel each time, and freed heap tops are trimmed back to it, so every call pays
+    for page faults and zeroing (about a tenth of a training step). A fixed 32 MiB
+    threshold and a high trim threshold make the next call reuse the same memory; the
+    process keeps its peak heap. Set SHARDC_MALLOPT=0 to leave the allocator alone.
+    Returns whether the settings were applied."""
+    global _ALLOCATOR_TUNED
+    if _ALLOCATOR_TUNED:
+        return True
+    import ctypes
+    import os
+    import sys
+
+    if os.environ.get("SHARDC_MALLOPT", "1") == "0" or not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (musl, ...): nothing to tune
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    ok = mallopt(m_mmap_threshold, 32 << 20) == 1 and mallopt(m_trim_threshold, 1 << 30) == 1
+    _ALLOCATOR_TUNED = ok
+    return ok
+
+
 def compile_module(module: ModuleOp, name: str = "module") -> CompiledModule:
     """Compile every `func.func` of `module` (nested modules included) to Python."""
     from shardc.runtime import kernels
 
     kernels.load_all()
+    tune_allocator()
     cg = ModuleCodegen(module)
     funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
     chunks: list[str] = []

@@ -20,7 +20,9 @@ The body is classified once, at compile time:
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -101,6 +103,10 @@ class Unaligner:
         perm = tuple(srt.index(d) for d in dims)
         return Unaligner(squeeze, perm if list(perm) != list(range(len(perm))) else None, None in m, m)
 
+    @property
+    def identity(self) -> bool:
+        return not self.squeeze and self.perm is None and not self.take_shape
+
     def __call__(self, x: np.ndarray) -> np.ndarray:
         if self.squeeze:
             x = x.reshape([s for i, s in enumerate(x.shape) if i not in self.squeeze])
@@ -153,6 +159,8 @@ class StructuredSpec:
     combiners: list[tuple[Callable[..., np.ndarray], Callable[..., np.ndarray], bool]] = field(default_factory=list)
     name: str = ""
     zero_init: bool = False  # the init is known to be zeros (a fill of 0): skip adding it
+    plan: ContractionPlan | None = None
+    onehot: OneHotUse | None = None  # a one-hot input run as a gather / scatter-add
 
     # -- shapes ----------------------------------------------------------------------
     def sizes(self, operands: Sequence[np.ndarray]) -> tuple[int, ...]:
@@ -168,6 +176,9 @@ def _finish(spec: StructuredSpec, vals: Sequence[object], outs: Sequence[np.ndar
     results: list[np.ndarray] = []
     for k, v in enumerate(vals):
         un = spec.out_unalign[k]
+        if spec.out_is_tensor[k] and un.identity and type(v) is np.ndarray and v.shape == outs[k].shape:
+            results.append(v if v.dtype == spec.out_dtypes[k] else v.astype(spec.out_dtypes[k]))
+            continue  # the common case: the body computed the whole result already
         shape = [1 if d in un.squeeze else sizes[d] for d in range(spec.n_loops)]
         arr = np.broadcast_to(np.asarray(v), shape)
         res = un(arr)
@@ -178,10 +189,17 @@ def _finish(spec: StructuredSpec, vals: Sequence[object], outs: Sequence[np.ndar
     return tuple(results)
 
 
-def run_structured(spec: StructuredSpec, body: Callable[..., tuple[object, ...]], ins: Sequence[object], outs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+def run_structured(
+    spec: StructuredSpec, body: Callable[..., tuple[object, ...]], ins: Sequence[object], outs: Sequence[np.ndarray], aux: Sequence[np.ndarray] = ()
+) -> tuple[np.ndarray, ...]:
+    """Run one structured op; `aux` holds the (tokens, ids) of a one-hot input whose
+    producer was not emitted (`spec.onehot`), that input being None in `ins`."""
+    if spec.onehot is not None:
+        ins = list(ins)
+        ins[spec.onehot.input] = spec.onehot.placeholder(aux[0], aux[1])
     sizes = spec.sizes([*ins, *outs])  # type: ignore[list-item]
     if spec.kind == "contraction":
-        return _run_contraction(spec, body, ins, outs, sizes)
+        return _run_contraction(spec, body, ins, outs, sizes, aux)
     aligned_in = [a(x) if a is not None else x for a, x in zip(spec.in_align, ins)]  # type: ignore[arg-type]
     ix = spec.index_grids(sizes) if spec.uses_index else None
     if spec.kind == "elementwise":
@@ -235,91 +253,345 @@ def _run_general(spec: StructuredSpec, body: Callable[..., tuple[object, ...]], 
     return _finish(spec, acc, outs, sizes)
 
 
-def contract2(a: np.ndarray, sa: Map, b: np.ndarray, sb: Map, so: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
-    """Contract two operands (axes labelled by loop dims) into axes `so` via matmul."""
-    sa_l, sb_l = [d for d in sa], [d for d in sb]
-    # Sum out dims private to one operand and absent from the output.
-    for x_name in ("a", "b"):
-        x, s, other = (a, sa_l, sb_l) if x_name == "a" else (b, sb_l, sa_l)
-        private = [i for i, d in enumerate(s) if d not in other and d not in so]
-        if private:
-            x = x.sum(axis=tuple(private))
-            s = [d for i, d in enumerate(s) if i not in private]
-            if x_name == "a":
-                a, sa_l = x, s
-            else:
-                b, sb_l = x, s
-    batch = [d for d in so if d in sa_l and d in sb_l]
-    contr = [d for d in sa_l if d in sb_l and d not in so]
-    afree = [d for d in sa_l if d not in sb_l]
-    bfree = [d for d in sb_l if d not in sa_l]
-    bs = [sizes[d] for d in batch]
-    m = int(np.prod([sizes[d] for d in afree], dtype=np.int64))
-    k = int(np.prod([sizes[d] for d in contr], dtype=np.int64))
-    n = int(np.prod([sizes[d] for d in bfree], dtype=np.int64))
-    pa = [sa_l.index(d) for d in batch + afree + contr]
-    pb = [sb_l.index(d) for d in batch + contr + bfree]
-    A = a.transpose(pa).reshape(bs + [m, k])
-    B = b.transpose(pb).reshape(bs + [k, n])
-    C = np.matmul(A, B)
+def _view(x: np.ndarray, shape: Sequence[int]) -> np.ndarray | None:
+    """`x` reshaped without copying, or None when the strides do not allow it."""
+    try:
+        return np.reshape(x, tuple(shape), copy=False)
+    except (ValueError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class MatmulPlan:
+    """How two operands (axes labelled by loop dims) contract into output dims `so`: which
+    axes each sums alone first, the operand order, and the transposes into
+    `batch + m + k` / `batch + k + n`; computed once per (maps, output) and cached."""
+
+    sum_a: tuple[int, ...]
+    sum_b: tuple[int, ...]
+    swap: bool  # B @ A: the output's innermost dim comes from the first operand
+    pa: tuple[int, ...]
+    pb: tuple[int, ...]
+    batch: tuple[int, ...]
+    mdims: tuple[int, ...]
+    kdims: tuple[int, ...]
+    ndims: tuple[int, ...]
+    out_perm: tuple[int, ...]  # axes of the (batch, m, n) result in output order
+
+
+@functools.lru_cache(maxsize=4096)
+def matmul_plan(sa: Map, sb: Map, so: tuple[int, ...]) -> MatmulPlan:
+    sum_a = tuple(i for i, d in enumerate(sa) if d not in sb and d not in so)
+    sum_b = tuple(i for i, d in enumerate(sb) if d not in sa and d not in so)
+    la = [d for i, d in enumerate(sa) if i not in sum_a]
+    lb = [d for i, d in enumerate(sb) if i not in sum_b]
+    batch = [d for d in so if d in la and d in lb]
+    contr = [d for d in la if d in lb and d not in so]
+    afree = [d for d in so if d in la and d not in lb]
+    bfree = [d for d in so if d in lb and d not in la]
+    present = [d for d in so if d in la or d in lb]
+    # Put the operand whose free dims come last in the output second, so that the
+    # matmul's unit-stride axis is the output's innermost one (no transposed results).
+    swap = bool(present) and present[-1] in afree
+    if swap:
+        la, lb, afree, bfree = lb, la, bfree, afree
     got = batch + afree + bfree
-    C = C.reshape(bs + [sizes[d] for d in afree] + [sizes[d] for d in bfree])
-    present = [d for d in so if d in got]
-    perm = [got.index(d) for d in present]
-    if perm != list(range(len(perm))):
-        C = C.transpose(perm)
-    return C
+    return MatmulPlan(
+        sum_a, sum_b, swap,
+        tuple(la.index(d) for d in batch + afree + contr),
+        tuple(lb.index(d) for d in batch + contr + bfree),
+        tuple(batch), tuple(afree), tuple(contr), tuple(bfree),
+        tuple(got.index(d) for d in present),
+    )
 
 
-def _run_contraction(spec: StructuredSpec, leaves_fn: Callable[..., tuple[object, ...]], ins: Sequence[object], outs: Sequence[np.ndarray], sizes: Sequence[int]) -> tuple[np.ndarray, ...]:
-    leaves = leaves_fn(*ins, None)
-    factors: list[tuple[np.ndarray, Map]] = []
-    scale: object = None
-    for k, leaf in enumerate(leaves):
-        i = spec.factor_inputs[k]
-        if i < 0:
-            scale = leaf if scale is None else scale * leaf  # type: ignore[operator]
+def contract2(
+    a: np.ndarray, sa: Map, b: np.ndarray, sb: Map, so: Sequence[int], sizes: Sequence[int], dt: np.dtype | None = None
+) -> tuple[np.ndarray, bool]:
+    """Contract two operands (axes labelled by loop dims) into the output dims `so` that
+    either has, through one (batched) matmul; the result's axes follow `so`. With `dt`,
+    the matmul writes straight into a fresh C-ordered array of that dtype when the
+    operands have it. Returns (result, whether it is a fresh array the caller owns)."""
+    plan = matmul_plan(tuple(sa), tuple(sb), tuple(so))
+    if plan.sum_a:
+        a = a.sum(axis=plan.sum_a)
+    if plan.sum_b:
+        b = b.sum(axis=plan.sum_b)
+    if plan.swap:
+        a, b = b, a
+    bs = [sizes[d] for d in plan.batch]
+    m = math.prod(sizes[d] for d in plan.mdims)
+    k = math.prod(sizes[d] for d in plan.kdims)
+    n = math.prod(sizes[d] for d in plan.ndims)
+    A = a.transpose(plan.pa).reshape(bs + [m, k])
+    B = b.transpose(plan.pb).reshape(bs + [k, n])
+    present_shape = [sizes[d] for d in (*plan.batch, *plan.mdims, *plan.ndims)]
+    if dt is not None and A.dtype == dt and B.dtype == dt:
+        # Allocate the result in output order and let the matmul write through a view.
+        inv = np.argsort(plan.out_perm)
+        res = np.empty([present_shape[i] for i in plan.out_perm], dt)
+        target = _view(res.transpose(inv), bs + [m, n])
+        if target is not None:
+            np.matmul(A, B, out=target)
+            return res, True
+    C = np.matmul(A, B).reshape(present_shape)
+    if plan.out_perm != tuple(range(len(plan.out_perm))):
+        C = C.transpose(plan.out_perm)
+    return C, True
+
+
+@dataclass
+class ContractionPlan:
+    """Compile-time facts of a contraction beyond its maps: factors that are constants
+    with a single non-zero entry (the one-hot selectors an einsum-style model uses to pick
+    q/k/v out of a fused weight) fix their loop dims to that entry's index and scale the
+    result by its value, instead of multiplying whole arrays by mostly-zero ones."""
+
+    dropped: frozenset[int] = frozenset()  # leaves replaced by `fixed` and `scale`
+    fixed: dict[int, int] = field(default_factory=dict)  # loop dim -> index
+    scale: float | int | None = None
+    factor_index: dict[int, tuple[object, ...]] = field(default_factory=dict)  # leaf -> index
+    factor_maps: dict[int, Map] = field(default_factory=dict)  # leaf -> map after indexing
+    so: tuple[int, ...] = ()  # output dims (constant-0 axes dropped)
+    so_free: tuple[int, ...] = ()  # ... and fixed ones
+    out_take: tuple[object, ...] | None = None  # index into the output writing the free part
+
+
+def build_contraction_plan(spec: StructuredSpec, const_leaves: dict[int, np.ndarray]) -> ContractionPlan:
+    """`const_leaves`: leaf position -> the constant array that leaf reads unchanged."""
+    fixed: dict[int, int] = {}
+    dropped: set[int] = set()
+    scale: float | int | None = None
+    for k, arr in const_leaves.items():
+        m = spec.in_maps[spec.factor_inputs[k]]
+        nz = np.flatnonzero(arr)
+        if len(nz) != 1 or None in m or any(d in fixed for d in m) or arr.ndim == 0:
+            continue
+        pos = np.unravel_index(int(nz[0]), arr.shape)
+        for d, p in zip(m, pos):
+            fixed[d] = int(p)  # type: ignore[index]
+        dropped.add(k)
+        v = arr[pos].item()
+        if v != 1:
+            scale = v if scale is None else scale * v
+    factor_index: dict[int, tuple[object, ...]] = {}
+    factor_maps: dict[int, Map] = {}
+    for k, i in enumerate(spec.factor_inputs):
+        if i < 0 or k in dropped:
             continue
         m = spec.in_maps[i]
+        if None in m or any(d in fixed for d in m):
+            factor_index[k] = tuple(0 if d is None else fixed[d] if d in fixed else slice(None) for d in m)
+        factor_maps[k] = tuple(d for d in m if d is not None and d not in fixed)
+    so = tuple(d for d in spec.out_map if d is not None)
+    so_free = tuple(d for d in so if d not in fixed)
+    out_take = tuple(fixed[d] if d in fixed else slice(None) for d in so) if so_free != so else None
+    return ContractionPlan(frozenset(dropped), fixed, scale, factor_index, factor_maps, so, so_free, out_take)
+
+
+def onehot_positions(tok: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
+    """For each token, the position of the equal entry of `ids` (-1: none); None when
+    `ids` repeats a value (a one-hot row would then hold several ones)."""
+    ids = np.asarray(ids).reshape(-1)
+    tok = np.asarray(tok)
+    n = ids.size
+    if n == 0:
+        return np.full(tok.shape, -1, np.int64)
+    lo = int(ids[0])
+    if np.array_equal(ids.astype(np.int64) - lo, np.arange(n, dtype=np.int64)):
+        p = tok.astype(np.int64) - lo  # ids is a range (the vocabulary, or a shard of it)
+        bad = (p < 0) | (p >= n)
+    else:
+        order = np.argsort(ids, kind="stable")
+        srt = ids[order]
+        if n > 1 and bool((srt[1:] == srt[:-1]).any()):
+            return None
+        j = np.minimum(np.searchsorted(srt, tok), n - 1)
+        bad = srt[j] != tok
+        p = order[j].astype(np.int64)
+    if bad.any():
+        p = np.where(bad, -1, p)
+    return p
+
+
+def scatter_rows(pos: np.ndarray, x: np.ndarray, n: int, dt: np.dtype) -> np.ndarray:
+    """`out[pos[i]] += x[i]` into zeros of n rows (rows with pos -1 dropped)."""
+    keep = pos >= 0
+    if not keep.all():
+        pos, x = pos[keep], x[keep]
+    out = np.zeros((n, *x.shape[1:]), dt)
+    if pos.size == 0:
+        return out
+    order = np.argsort(pos, kind="stable")
+    ps = pos[order]
+    starts = np.flatnonzero(np.concatenate(([True], ps[1:] != ps[:-1])))
+    out[ps[starts]] = np.add.reduceat(x[order], starts, axis=0)
+    return out
+
+
+@dataclass(frozen=True)
+class OneHotUse:
+    """A contraction input that is `select(cmpi eq(tok, ids), 1, 0)` of another
+    linalg.generic (the embedding's and the loss's one-hot of token ids): summing it
+    against the other factor over the class dim is a gather of that factor's rows
+    (`take`), and contracting it over the token dims into the class dim a scatter-add,
+    so the one-hot array is neither built nor multiplied."""
+
+    input: int  # the consumer's input
+    leaf: int  # its leaf among the contraction's factors
+    dims: Map  # consumer loop dims of the one-hot's axes
+    tok_dims: tuple[int, ...]  # consumer dims of the tokens' axes, in their order
+    cls_dim: int  # consumer dim of the class (ids) axis
+    shape_src: tuple[tuple[int, int], ...]  # per one-hot axis: (0 tokens / 1 ids, axis)
+    # the producer, to build the one-hot when ids repeat a value
+    tok_align: Aligner
+    ids_align: Aligner
+    out_unalign: Unaligner
+    dtype: np.dtype
+
+    def placeholder(self, tok: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """A stand-in with the one-hot's shape (for loop sizes; never read)."""
+        srcs = (np.shape(tok), np.shape(ids))
+        shape = tuple(srcs[w][k] for w, k in self.shape_src)
+        return np.lib.stride_tricks.as_strided(np.zeros(1, self.dtype), shape, (0,) * len(shape), writeable=False)
+
+    def materialize(self, tok: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        eq = self.tok_align(np.asarray(tok)) == self.ids_align(np.asarray(ids))
+        return self.out_unalign(eq).astype(self.dtype)
+
+    def contract(self, pos: np.ndarray, x: np.ndarray, mx: Map, so: Sequence[int], sizes: Sequence[int], dt: np.dtype) -> tuple[np.ndarray, bool]:
+        """sum(onehot * x) into the dims `so` (those either factor has, in `so` order)."""
+        cv, tdims = self.cls_dim, self.tok_dims
+        if cv in mx:  # gather: the class dim is summed against x
+            ax = mx.index(cv)
+            shared = [d for d in tdims if d in mx]
+            mask = pos < 0
+            anybad = bool(mask.any())
+            ps = np.where(mask, 0, pos) if anybad else pos
+            if not shared:
+                r = np.take(x, ps, axis=ax)
+                rdims = [*mx[:ax], *tdims, *mx[ax + 1 :]]
+                if anybad:
+                    r = np.where(mask.reshape((1,) * ax + mask.shape + (1,) * (len(mx) - ax - 1)), 0, r)
+            else:  # x shares token dims (picking each row's own class): index on a grid
+                rdims = [d for d in tdims if d not in mx] + [d for d in mx if d != cv]
+                n = len(rdims)
+
+                def along(a: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+                    order = sorted(range(len(dims)), key=lambda i: rdims.index(dims[i]))
+                    a = a.transpose(order)
+                    shape = [1] * n
+                    for i in order:
+                        shape[rdims.index(dims[i])] = a.shape[order.index(i)]
+                    return a.reshape(shape)
+
+                idx = tuple(along(ps, tdims) if d == cv else along(np.arange(x.shape[k]), [d]) for k, d in enumerate(mx))
+                r = x[idx]
+                if anybad:
+                    r = np.where(along(mask, tdims), 0, r)
+            private = tuple(i for i, d in enumerate(rdims) if d not in so)
+            if private:
+                r = r.sum(axis=private, dtype=dt)
+            rest = [d for d in rdims if d in so]
+            perm = [rest.index(d) for d in so if d in rest]
+            if perm != list(range(len(perm))):
+                r = r.transpose(perm)
+            return r, True
+        # scatter-add: the token dims (all in x, all summed) land on the class dim
+        private = tuple(i for i, d in enumerate(mx) if d not in tdims and d not in so)
+        if private:
+            x = x.sum(axis=private, dtype=dt)
+        xd = [d for d in mx if d in tdims or d in so]
+        ydims = [d for d in xd if d not in tdims]
+        xt = x.transpose([xd.index(d) for d in (*tdims, *ydims)])
+        nt = math.prod(sizes[d] for d in tdims)
+        rows = scatter_rows(pos.reshape(-1), xt.reshape(nt, -1), sizes[cv], dt)
+        r = rows.reshape([sizes[cv]] + [sizes[d] for d in ydims])
+        rdims = [cv, *ydims]
+        perm = [rdims.index(d) for d in so if d in rdims]
+        if perm != list(range(len(perm))):
+            r = r.transpose(perm)
+        return r, True
+
+
+def _run_contraction(
+    spec: StructuredSpec, leaves_fn: Callable[..., tuple[object, ...]], ins: Sequence[object], outs: Sequence[np.ndarray], sizes: Sequence[int], aux: Sequence[np.ndarray] = ()
+) -> tuple[np.ndarray, ...]:
+    plan = spec.plan
+    assert plan is not None
+    oh = spec.onehot
+    positions = None
+    if oh is not None:
+        positions = onehot_positions(aux[0], aux[1])
+        if positions is None:  # ids with repeats: run on the one-hot array itself
+            ins = list(ins)
+            ins[oh.input] = oh.materialize(aux[0], aux[1])
+    leaves = leaves_fn(*ins, None)
+    factors: list[tuple[np.ndarray, Map]] = []
+    scale: object = plan.scale
+    other: tuple[np.ndarray, Map] | None = None
+    for k, leaf in enumerate(leaves):
+        if k in plan.dropped:
+            continue
+        if spec.factor_inputs[k] < 0:
+            scale = leaf if scale is None else scale * leaf  # type: ignore[operator]
+            continue
         x = np.asarray(leaf)
-        if None in m:
-            x = x[tuple(0 if d is None else slice(None) for d in m)]
-            m = tuple(d for d in m if d is not None)
-        factors.append((x, m))
-    so = [d for d in spec.out_map if d is not None]
+        idx = plan.factor_index.get(k)
+        if idx is not None:
+            x = x[idx]
+        factors.append((x, plan.factor_maps[k]))
+        if oh is not None and k != oh.leaf:
+            other = factors[-1]
+    so = plan.so_free
     dt = spec.out_dtypes[0]
     fresh = True
-    if len(factors) == 1:
+    if oh is not None and positions is not None and other is not None:
+        r, fresh = oh.contract(positions, other[0], other[1], so, sizes, dt)
+        present = {*oh.dims, *other[1]}
+    elif len(factors) == 1:
         (x, m), = factors
-        x = np.asarray(x)
         private = tuple(i for i, d in enumerate(m) if d not in so)
         r = x.sum(axis=private, dtype=dt) if private else x
         fresh = bool(private)
         rest = [d for d in m if d in so]
-        r = r.transpose([rest.index(d) for d in so if d in rest])
+        perm = [rest.index(d) for d in so if d in rest]
+        if perm != list(range(len(perm))):
+            r = r.transpose(perm)
     elif len(factors) == 2:
         (a, ma), (b, mb) = factors
-        r = contract2(a, ma, b, mb, so, sizes)
+        r, fresh = contract2(a, ma, b, mb, so, sizes, dt)
     else:
         letters = {d: chr(ord("a") + d) for d in range(spec.n_loops)}
         subs = ",".join("".join(letters[d] for d in m) for _, m in factors)
         present = {d for _, m in factors for d in m}
         out_s = "".join(letters[d] for d in so if d in present)
         r = np.einsum(f"{subs}->{out_s}", *[x for x, _ in factors], optimize="greedy")
-    present = {d for _, m in factors for d in m}
-    missing_red = [d for d in spec.red_dims if d not in present]
+    if oh is None or positions is None:
+        present = {d for _, m in factors for d in m}
+    missing_red = [d for d in spec.red_dims if d not in present and d not in plan.fixed]
     if missing_red:
-        r, fresh = r * dt.type(int(np.prod([sizes[d] for d in missing_red]))), True
+        r, fresh = r * dt.type(math.prod(sizes[d] for d in missing_red)), True
     if scale is not None:
-        r, fresh = r * scale, True
+        if fresh and r.dtype == dt:
+            np.multiply(r, scale, out=r, casting="unsafe")
+        else:
+            r, fresh = r * scale, True
     missing_out = [i for i, d in enumerate(so) if d not in present]
     if missing_out:
         r, fresh = np.broadcast_to(np.expand_dims(r, tuple(missing_out)), [sizes[d] for d in so]), False
+    init = outs[0]
+    zero = spec.zero_init and spec.out_is_tensor[0]
+    if plan.out_take is not None:
+        # Fixed output dims: the free part lands in one slice of the init (or of zeros).
+        full_shape = [sizes[d] for d in plan.so]
+        base = np.zeros(full_shape, dt) if zero else np.array(init, dtype=dt).reshape(full_shape)
+        base[plan.out_take] += r
+        r, fresh, zero = base, True, True
     if None in spec.out_map:
         r = np.expand_dims(r, tuple(i for i, d in enumerate(spec.out_map) if d is None))
-    init = outs[0]
     r = np.asarray(r)
-    if spec.zero_init and spec.out_is_tensor[0]:
+    if zero:
         r = r.astype(dt, copy=False)
     elif fresh and r.dtype == dt and r.shape == init.shape:
         np.add(r, init, out=r)
@@ -449,6 +721,119 @@ def _classify_reduction(block: Block, n_ins: int, yields: Sequence[SSAValue], me
     return out
 
 
+@dataclass(frozen=True)
+class _OneHotSrc:
+    """A linalg.generic computing `select(cmpi eq(tok, ids), 1, 0)` elementwise."""
+
+    tok: SSAValue
+    ids: SSAValue
+    tok_map: Map
+    ids_map: Map
+    out_map: Map
+    dtype: np.dtype
+
+
+def _scalar_constant(v: SSAValue) -> object:
+    from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+
+    op = v.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, FloatAttr | IntegerAttr):
+        return op.value.value.data
+    return None
+
+
+def _generic_iters(op: linalg.GenericOp) -> list[str]:
+    return [str(t.data).split(".")[-1].lower() for t in op.get_iterator_types().data]
+
+
+def _onehot_source(v: SSAValue) -> _OneHotSrc | None:
+    op = v.owner
+    if type(op) is not linalg.GenericOp or len(op.results) != 1 or len(op.inputs) != 2 or len(op.outputs) != 1:
+        return None
+    if _is_memref(op.outputs[0]) or any(not is_shaped(x.type) for x in op.inputs):
+        return None
+    try:
+        if any(t != "parallel" for t in _generic_iters(op)):
+            return None
+        maps = maps_of(op, op.get_indexing_maps().data)
+    except Exception:
+        return None
+    block = op.body.blocks.first
+    if block is None:
+        return None
+    body = [o for o in block.ops if not isinstance(o, arith.ConstantOp)]
+    if len(body) != 3:
+        return None
+    cmp, sel, yld = body
+    if not isinstance(cmp, arith.CmpiOp) or cmp.predicate.value.data != 0 or set(cmp.operands) != {block.args[0], block.args[1]}:
+        return None
+    if not isinstance(sel, arith.SelectOp) or sel.cond is not cmp.result or list(yld.operands) != [sel.result]:
+        return None
+    if _scalar_constant(sel.lhs) != 1 or _scalar_constant(sel.rhs) != 0:
+        return None
+    if any(None in m for m in maps) or len(set(maps[2])) != len(maps[2]):
+        return None
+    for j in (1, 0):  # the ids: one dim, which the tokens do not index
+        ids_map, tok_map = maps[j], maps[1 - j]
+        if len(ids_map) == 1 and ids_map[0] not in tok_map and set(tok_map) | set(ids_map) == set(maps[2]):
+            return _OneHotSrc(op.inputs[1 - j], op.inputs[j], tok_map, ids_map, maps[2], np_dtype(elem_type(op.outputs[0].type)))
+    return None
+
+
+def _onehot_use(ins: Sequence[SSAValue], outs: Sequence[SSAValue], maps: Sequence[Map], iter_types: Sequence[str], block: Block) -> tuple[int, int, _OneHotSrc] | None:
+    """(input, leaf, source) when a contraction has exactly two factors, one of them a
+    one-hot input read as is, and the other factor lets it run as a gather (the class dim
+    summed against it) or a scatter-add (the token dims summed into the class dim)."""
+    n_ins = len(ins)
+    red = {d for d, t in enumerate(iter_types) if t == "reduction"}
+    if not red or len(outs) != 1 or len(block.args) != n_ins + 1:
+        return None
+    leaves = _classify_contraction(block, n_ins, list(list(block.ops)[-1].operands), {})
+    if leaves is None or any(not is_shaped(ins[i].type) for _, i in leaves if i >= 0):
+        return None
+    factors = [(k, v, i) for k, (v, i) in enumerate(leaves) if i >= 0]
+    if len(factors) != 2 or _constant_leaves(block, ins, leaves):
+        return None
+    out_dims = set(maps[n_ins])
+    for (k, v, i), (_, _, j) in (factors, factors[::-1]):
+        if v is not block.args[i] or list(ins).count(ins[i]) != 1 or None in maps[i]:
+            continue
+        src = _onehot_source(ins[i])
+        if src is None:
+            continue
+        to_consumer = dict(zip(src.out_map, maps[i]))
+        cv = to_consumer[src.ids_map[0]]
+        tdims = [to_consumer[d] for d in src.tok_map]
+        mx = maps[j]
+        if cv in mx and cv in red:
+            return (i, k, src)
+        if cv not in mx and cv in out_dims and all(d in mx and d in red for d in tdims):
+            return (i, k, src)
+    return None
+
+
+def _onehot_elided(op: Operation) -> bool:
+    """Whether a one-hot generic is left out: every use is a contraction that gathers or
+    scatters through its tokens and ids instead."""
+    if type(op) is not linalg.GenericOp or len(op.results) != 1 or _onehot_source(op.results[0]) is None:
+        return False
+    uses = list(op.results[0].uses)
+    if not uses:
+        return False
+    for use in uses:
+        user = use.operation
+        if type(user) is not linalg.GenericOp:
+            return False
+        try:
+            maps = maps_of(user, user.get_indexing_maps().data)
+            found = _onehot_use(list(user.inputs), list(user.outputs), maps, _generic_iters(user), user.body.block)
+        except Exception:
+            return False
+        if found is None or found[0] != use.index:
+            return False
+    return True
+
+
 def emit_structured(
     op: Operation,
     g: FunctionBuilder,
@@ -459,6 +844,8 @@ def emit_structured(
     block: Block,
 ) -> None:
     """Emit a call to `run_structured` for a structured op with the given maps and body."""
+    if _onehot_elided(op):
+        return
     n_loops = len(iter_types)
     n_ins = len(ins)
     operands = [*ins, *outs]
@@ -495,6 +882,7 @@ def emit_structured(
             raise compile_error(op, f"output #{k}'s indexing map uses a reduction dimension")
     body_values: list[SSAValue]
     params: list[str]
+    onehot_args: tuple[int, _OneHotSrc] | None = None
     leaves = _classify_contraction(block, n_ins, yields, memo) if red_dims and len(outs) == 1 else None
     reduction = None if leaves is not None or not red_dims else _classify_reduction(block, n_ins, yields, memo)
     if leaves is not None and all(is_shaped(ins[i].type) for _, i in leaves if i >= 0):
@@ -502,6 +890,12 @@ def emit_structured(
         spec.zero_init = _is_zero_fill(outs[0])
         spec.out_map = maps[n_ins]
         spec.factor_inputs = [i for _, i in leaves]
+        spec.plan = build_contraction_plan(spec, _constant_leaves(block, ins, leaves))
+        found = _onehot_use(ins, outs, maps, iter_types, block) if type(op) is linalg.GenericOp else None
+        if found is not None:
+            i, k, src = found
+            spec.onehot = _onehot_spec(i, k, maps[i], src)
+            onehot_args = (i, src)
         body_values = [v for v, _ in leaves]
         params = ["ins"]
     elif reduction is not None:
@@ -524,13 +918,56 @@ def emit_structured(
         params = ["ins", "outs"]
     body_name = _emit_body_fn(g, block, n_ins, body_values, with_outs="outs" in params)
     spec_name = g.const(spec, "spec")
-    call = f"{g.const(run_structured, 'run_structured')}({spec_name}, {body_name}, {tuple_expr(g.vs(ins)) if ins else '()'}, {tuple_expr(g.vs(outs))})"
+    in_names = g.vs(ins) if onehot_args is None else [
+        "None" if k == onehot_args[0] and _onehot_elided(v.owner) else g.v(v) for k, v in enumerate(ins)  # type: ignore[arg-type]
+    ]
+    aux = "" if onehot_args is None else f", ({g.v(onehot_args[1].tok)}, {g.v(onehot_args[1].ids)})"
+    call = f"{g.const(run_structured, 'run_structured')}({spec_name}, {body_name}, {tuple_expr(in_names) if ins else '()'}, {tuple_expr(g.vs(outs))}{aux})"
     tensor_results = list(op.results)
     if tensor_results:
         names = [g.res(op, i, vec=False) for i in range(len(tensor_results))]
         g.emit(f"{targets(names)} = {call}")
     else:
         g.emit(call)
+
+
+def _onehot_spec(i: int, k: int, m: Map, src: _OneHotSrc) -> OneHotUse:
+    to_consumer = dict(zip(src.out_map, m))
+    n = len(src.out_map)
+    shape_src = tuple((0, src.tok_map.index(d)) if d in src.tok_map else (1, 0) for d in src.out_map)
+    return OneHotUse(
+        input=i,
+        leaf=k,
+        dims=m,
+        tok_dims=tuple(to_consumer[d] for d in src.tok_map),  # type: ignore[misc]
+        cls_dim=to_consumer[src.ids_map[0]],  # type: ignore[arg-type]
+        shape_src=shape_src,
+        tok_align=Aligner.build(src.tok_map, n),
+        ids_align=Aligner.build(src.ids_map, n),
+        out_unalign=Unaligner.build(src.out_map, n),
+        dtype=src.dtype,
+    )
+
+
+def _constant_leaves(block: Block, ins: Sequence[SSAValue], leaves: Sequence[tuple[SSAValue, int]]) -> dict[int, np.ndarray]:
+    """Leaf position -> the value of a dense `arith.constant` input that the leaf reads
+    unchanged (its block argument itself)."""
+    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ShapedType
+
+    from shardc.runtime.helpers import dense_to_array
+
+    out: dict[int, np.ndarray] = {}
+    for k, (v, i) in enumerate(leaves):
+        if i < 0 or v is not block.args[i]:
+            continue
+        cst = ins[i].owner
+        t = ins[i].type
+        if isinstance(cst, arith.ConstantOp) and isinstance(cst.value, DenseIntOrFPElementsAttr) and isinstance(t, ShapedType):
+            try:
+                out[k] = dense_to_array(cst.value, tuple(t.get_shape()), np_dtype(elem_type(t)))
+            except Exception:  # an attribute the decoder does not read: no specialisation
+                continue
+    return out
 
 
 def _is_zero_fill(v: SSAValue) -> bool:
