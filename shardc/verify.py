@@ -251,7 +251,7 @@ def _boundary(module: ModuleOp, entry: str) -> Any:
 
     f = _entry_of(module, entry)
     try:
-        args, results = _boundaries(f)
+        args, results, _ = _boundaries(module, f)
     except UserError as e:
         raise VerifyError(str(e)) from None
     return Program(module, entry, args, results, sharded=True)
