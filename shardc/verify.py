@@ -22,8 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -34,7 +33,8 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from shardc.ir import diagnostics
-from shardc.ir.diagnostics import DiagnosticEngine, DiagnosticError
+from shardc.ir.diagnostics import DiagnosticEngine
+from shardc.tools.cli import Reported, UserError, apply_passes, parse_module, pipeline_passes
 
 Stage = Literal["partitioned", "lowered", "all"]
 Status = Literal["ok", "mismatch", "rejected", "crash"]
@@ -43,8 +43,8 @@ PARTITION_PIPELINE = ("sharding-propagation", "shard-partition", "shard-simplify
 LOWERING_PIPELINE = ("convert-shard-to-mpi", "canonicalize")
 
 
-class VerifyError(Exception):
-    """A usage problem (no such entry, a dynamic shape, a grid that does not fit): one line."""
+VerifyError = UserError
+"""A usage problem (no such entry, a dynamic shape, a grid that does not fit): one line."""
 
 
 # =========================================================================================
@@ -127,12 +127,6 @@ class VerifyReport:
 # =========================================================================================
 
 
-class _Failed(Exception):
-    def __init__(self, status: Status):
-        super().__init__(status)
-        self.status = status
-
-
 @contextlib.contextmanager
 def _capture(name: str, text: str | None):
     """Diagnostics go to a string (the report's message), with the source for carets."""
@@ -150,69 +144,12 @@ def _engine_text(engine: DiagnosticEngine) -> str:
     return engine.stream.getvalue()
 
 
-def _parse(text: str, name: str) -> ModuleOp:
-    from xdsl.utils.exceptions import DiagnosticException, ParseError
-
-    from shardc.context import make_context
-    from shardc.ir.locations import LocatingParser
-    from shardc.ir.verifier import verify
-    from shardc.tools.opt import _parse_diagnostic  # pyright: ignore[reportPrivateUsage]
-
-    try:
-        module = LocatingParser(make_context(), text, name).parse_module()
-    except ParseError as e:
-        diagnostics.current_engine().emit(_parse_diagnostic(name, e))
-        raise _Failed("rejected") from None
-    except DiagnosticException as e:
-        diagnostics.emit(None, diagnostics.Severity.ERROR, str(e))
-        raise _Failed("rejected") from None
-    if not verify(module):
-        raise _Failed("rejected")
-    return module
-
-
 def _passes(pipeline: str | Sequence[str | ModulePass]) -> list[Any]:
     """Pass objects from a pipeline text (a bare list or `builtin.module(...)`), or from
     a list of pass names and pass objects."""
-    from shardc.passes import all_passes
-    from shardc.tools.argv import UsageError, instantiate, parse_pipeline
-
-    if not isinstance(pipeline, str):
-        return [q for p in pipeline for q in ([p] if isinstance(p, ModulePass) else _passes(p))]
-    text = pipeline.strip()
-    if text and "(" not in text.split(",")[0].split("{")[0]:
-        text = f"builtin.module({text})"
-    try:
-        return [instantiate(spec, all_passes()) for spec in parse_pipeline(text)] if text else []
-    except UsageError as e:
-        raise VerifyError(str(e).removeprefix("shardc-opt: ")) from None
-
-
-def _apply(module: ModuleOp, passes: Sequence[Any], before: Callable[[Any], None] | None = None) -> None:
-    """Run passes, verifying after each; `before(pass)` is called before each one."""
-    from xdsl.utils.exceptions import DiagnosticException
-
-    from shardc.context import make_context
-    from shardc.ir.verifier import report_crash, verify
-
-    ctx = make_context()
-    for p in passes:
-        if before is not None:
-            before(p)
-        try:
-            p.apply(ctx, module)
-        except DiagnosticError as e:
-            diagnostics.report_exception(e)
-            raise _Failed("rejected") from None
-        except DiagnosticException as e:
-            diagnostics.emit(None, diagnostics.Severity.ERROR, str(e))
-            raise _Failed("rejected") from None
-        except Exception as e:  # noqa: BLE001 - a pass bug: reported, counted as a crash
-            report_crash(module, f"pass '{p.name}'", e)
-            raise _Failed("crash") from None
-        crashes = len(diagnostics.current_engine().crashes)
-        if not verify(module):
-            raise _Failed("crash" if len(diagnostics.current_engine().crashes) > crashes else "rejected")
+    if isinstance(pipeline, str):
+        return pipeline_passes(pipeline)
+    return [q for p in pipeline for q in ([p] if isinstance(p, ModulePass) else pipeline_passes(p))]
 
 
 def _compile(module: ModuleOp, name: str) -> Any:
@@ -225,10 +162,10 @@ def _compile(module: ModuleOp, name: str) -> Any:
         return compile_module(module, name)
     except DiagnosticException as e:
         diagnostics.emit(None, diagnostics.Severity.ERROR, f"runtime: {e}")
-        raise _Failed("rejected") from None
+        raise Reported() from None
     except Exception as e:  # noqa: BLE001
         report_crash(module, "the runtime compiler", e)
-        raise _Failed("crash") from None
+        raise Reported("crash") from None
 
 
 # =========================================================================================
@@ -236,24 +173,11 @@ def _compile(module: ModuleOp, name: str) -> Any:
 # =========================================================================================
 
 
-def _entry_of(module: ModuleOp, name: str | None) -> func.FuncOp:
-    from shardc.tools.run import UserError, _entry  # pyright: ignore[reportPrivateUsage]
-
-    try:
-        return _entry(module, name)
-    except UserError as e:
-        raise VerifyError(str(e)) from None
-
-
 def _boundary(module: ModuleOp, entry: str) -> Any:
     """shardc-run's Program skeleton (argument and result shardings) of `entry`."""
-    from shardc.tools.run import Program, UserError, _boundaries  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import Program, _boundaries, _entry  # pyright: ignore[reportPrivateUsage]
 
-    f = _entry_of(module, entry)
-    try:
-        args, results, _ = _boundaries(module, f)
-    except UserError as e:
-        raise VerifyError(str(e)) from None
+    args, results, _ = _boundaries(module, _entry(module, entry))
     return Program(module, entry, args, results, sharded=True)
 
 
@@ -307,16 +231,12 @@ def _grid_size(module: ModuleOp) -> int:
 def random_inputs(prog: Any, seed: int) -> list[Any]:
     """One global random value per entry argument, of its type (normal floats, small
     integers, booleans); deterministic in `seed`."""
-    from shardc.tools.run import UserError, _np_type, _random  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import _np_type, _random  # pyright: ignore[reportPrivateUsage]
 
-    values: list[Any] = []
-    for k, b in enumerate(prog.args):
-        dtype, shape = _np_type(b.type)
-        try:
-            values.append(_random({"seed": str(seed * 7919 + k)}, dtype, shape, f"input {b.label}"))
-        except UserError as e:
-            raise VerifyError(str(e)) from None
-    return values
+    return [
+        _random({"seed": str(seed * 7919 + k)}, *_np_type(b.type), f"input {b.label}")
+        for k, b in enumerate(prog.args)
+    ]
 
 
 # =========================================================================================
@@ -324,34 +244,34 @@ def random_inputs(prog: Any, seed: int) -> list[Any]:
 # =========================================================================================
 
 
-def _as_tuple(value: Any, n: int) -> tuple[Any, ...]:
+def _local_inputs(prog: Any, inputs: Sequence[Any], rank: int, world: int) -> list[Any]:
+    """Rank `rank`'s pieces of the global `inputs`."""
+    from shardc.runtime.comm import CommError
+    from shardc.tools.run import InputSpec, local_inputs
+
+    specs = [InputSpec(b.label, (lambda v: lambda r: v)(v)) for b, v in zip(prog.args, inputs)]
+    try:
+        return local_inputs(prog, specs, rank, world)
+    except CommError as e:
+        raise VerifyError(str(e)) from None
+
+
+def _call(compiled: Any, prog: Any, local: Sequence[Any]) -> tuple[Any, ...]:
     from shardc.tools.run import _as_results  # pyright: ignore[reportPrivateUsage]
 
-    return _as_results(value, n)
+    return _as_results(compiled.call(prog.entry, *local), len(prog.results))
 
 
 def _run_ranks(compiled: Any, prog: Any, inputs: Sequence[Any], world: int) -> list[tuple[Any, ...]]:
     """Every rank's local results, on `world` simulated ranks."""
-    from shardc.runtime.comm import CommError, RankFailed, run_simulated
-    from shardc.tools.run import InputSpec, UserError, local_inputs
+    from shardc.runtime.comm import RankFailed, run_simulated
 
-    specs = [InputSpec(b.label, (lambda v: lambda r: v)(v)) for b, v in zip(prog.args, inputs)]
+    per_rank = [_local_inputs(prog, inputs, r, world) for r in range(world)]
     try:
-        per_rank = [local_inputs(prog, specs, r, world) for r in range(world)]
-    except (UserError, CommError) as e:
-        raise VerifyError(str(e)) from None
-    n = len(prog.results)
-    try:
-        outs = run_simulated(world, lambda *a: _as_tuple(compiled.call(prog.entry, *a), n), per_rank_args=per_rank)
+        return run_simulated(world, lambda *a: _call(compiled, prog, a), per_rank_args=per_rank)
     except RankFailed as e:
         diagnostics.emit(None, diagnostics.Severity.ERROR, f"runtime: {e}")
-        raise _Failed("crash") from None
-    return outs
-
-
-def _reference(module: ModuleOp, prog: Any, inputs: Sequence[Any], name: str) -> tuple[Any, ...]:
-    compiled = _compile(module, name)
-    return _run_ranks(compiled, _unsharded(prog), inputs, 1)[0]
+        raise Reported("crash") from None
 
 
 def _unsharded(prog: Any) -> Any:
@@ -454,13 +374,32 @@ def _compare_stage(
 
 @dataclass
 class _Setup:
-    name: str
-    text: str | None
     module: ModuleOp
     entry: str
     prog: Any
     inputs: list[Any]
     names: list[tuple[str, str]]
+
+
+def _setup(module_or_text: ModuleOp | str, entry: str | None, seed: int, inputs: Sequence[Any] | None, name: str) -> _Setup:
+    from shardc.tools.run import _entry  # pyright: ignore[reportPrivateUsage]
+
+    if isinstance(module_or_text, str):
+        module = parse_module(module_or_text, name)
+    else:
+        module = module_or_text.clone()
+    f = _entry(module, entry)
+    prog = _boundary(module, f.sym_name.data)
+    values = list(inputs) if inputs is not None else random_inputs(prog, seed)
+    if len(values) != len(prog.args):
+        raise VerifyError(f"@{prog.entry} takes {len(prog.args)} arguments, {len(values)} inputs given")
+    return _Setup(module, prog.entry, prog, values, _result_locations(f))
+
+
+def _reference(setup: _Setup, name: str) -> tuple[Any, ...]:
+    """The results of the program as written, on one device."""
+    compiled = _compile(setup.module, name)
+    return _run_ranks(compiled, _unsharded(setup.prog), setup.inputs, 1)[0]
 
 
 def _stages(stage: Stage) -> list[str]:
@@ -476,15 +415,34 @@ def _pipelines(pipeline: str | Sequence[str | ModulePass] | None) -> tuple[list[
     return base, _passes(LOWERING_PIPELINE)
 
 
-def _transform(module: ModuleOp, entry: str, passes: Sequence[Any], boundary: list[Any]) -> None:
-    """Run `passes`, keeping in `boundary[0]` the entry's shardings as they are just
-    before shard-partition (the originals when there is no such pass)."""
+def _stage_programs(
+    setup: _Setup, stages: Sequence[str], partition: Sequence[Any], lowering: Sequence[Any], name: str
+) -> Iterator[tuple[StageReport, Any, Any]]:
+    """For each stage asked for, in order: its (empty) report, the compiled program and
+    the boundary to scatter and gather by (as `shardc.tools.run.transform` finds it).
+    Lazy: the lowering runs only once the partitioned stage has been used."""
+    from shardc.tools.run import Program, transform
 
-    def before(p: Any) -> None:
-        if p.name == "shard-partition":
-            boundary[0] = _boundary(module, entry)
+    module = setup.module.clone()
+    args, results, _ = transform(module, setup.entry, partition, (setup.prog.args, setup.prog.results, False))
+    prog = Program(module, setup.entry, args, results, sharded=True)
+    if "partitioned" in stages:
+        yield StageReport("partitioned", _joined(partition)), _compile(module, name), prog
+    if "lowered" in stages:
+        apply_passes(module, lowering)
+        yield StageReport("lowered", _joined([*partition, *lowering])), _compile(module, name), prog
 
-    _apply(module, passes, before)
+
+def _joined(passes: Sequence[Any]) -> str:
+    return ",".join(p.name for p in passes)
+
+
+def _settle(report: VerifyReport) -> VerifyReport:
+    """Mark a report whose stages all ran as a mismatch where a result differs."""
+    if report.status == "ok" and any(not s.ok for s in report.stages):
+        report.status = "mismatch"
+        report.message = report.summary()
+    return report
 
 
 def verify(
@@ -510,49 +468,16 @@ def verify(
             partition, lowering = _pipelines(pipeline)
             setup = _setup(module_or_text, entry, seed, inputs, name)
             report.entry = setup.entry
-            world = ranks if ranks is not None else _grid_size(setup.module)
-            report.ranks = world
-            reference = _reference(setup.module, setup.prog, setup.inputs, name)
-            module = setup.module.clone()
-            boundary = [setup.prog]
-            _transform(module, setup.entry, partition, boundary)
-            for s in ["partitioned", "lowered"]:
-                if s == "lowered":
-                    if "lowered" not in stages:
-                        break
-                    _apply(module, lowering)
-                if s not in stages:
-                    continue
-                joined = ",".join(p.name for p in (partition + lowering if s == "lowered" else partition))
-                rep = StageReport(s, joined)
-                compiled = _compile(module, name)
-                prog = boundary[0]
+            world = report.ranks = ranks if ranks is not None else _grid_size(setup.module)
+            reference = _reference(setup, name)
+            for rep, compiled, prog in _stage_programs(setup, stages, partition, lowering, name):
                 per_rank = _run_ranks(compiled, prog, setup.inputs, world)
                 _compare_stage(rep, prog, reference, per_rank, world, setup.names, rtol, atol)
                 report.stages.append(rep)
-        except _Failed as e:
+        except Reported as e:
             report.status = e.status
             report.message = _engine_text(engine) or f"{e.status} (no diagnostic)"
-            return report
-    if any(not s.ok for s in report.stages):
-        report.status = "mismatch"
-        report.message = report.summary()
-    return report
-
-
-def _setup(module_or_text: ModuleOp | str, entry: str | None, seed: int, inputs: Sequence[Any] | None, name: str) -> _Setup:
-    if isinstance(module_or_text, str):
-        module = _parse(module_or_text, name)
-        text: str | None = module_or_text
-    else:
-        module = module_or_text.clone()
-        text = None
-    f = _entry_of(module, entry)
-    prog = _boundary(module, f.sym_name.data)
-    values = list(inputs) if inputs is not None else random_inputs(prog, seed)
-    if len(values) != len(prog.args):
-        raise VerifyError(f"@{prog.entry} takes {len(prog.args)} arguments, {len(values)} inputs given")
-    return _Setup(name, text, module, prog.entry, prog, values, _result_locations(f))
+    return _settle(report)
 
 
 # =========================================================================================
@@ -581,7 +506,7 @@ def verify_mpi(
     rank, size = world.Get_rank(), world.Get_size()
     text = module_or_text if isinstance(module_or_text, str) else None
     report = VerifyReport("ok", ranks=size)
-    compiled_by_stage: list[tuple[StageReport, Any, Any]] = []
+    compiled_stages: list[tuple[StageReport, Any, Any]] = []
     setup: _Setup | None = None
     reference: tuple[Any, ...] = ()
     with _capture(name, text) as engine:
@@ -591,19 +516,9 @@ def verify_mpi(
             setup = _setup(module_or_text, entry, seed, None, name)
             report.entry = setup.entry
             if rank == 0:
-                reference = _reference(setup.module, setup.prog, setup.inputs, name)
-            module = setup.module.clone()
-            boundary = [setup.prog]
-            _transform(module, setup.entry, partition, boundary)
-            for s in ["partitioned", "lowered"]:
-                if s == "lowered":
-                    if "lowered" not in stages:
-                        break
-                    _apply(module, lowering)
-                if s in stages:
-                    joined = ",".join(p.name for p in (partition + lowering if s == "lowered" else partition))
-                    compiled_by_stage.append((StageReport(s, joined), _compile(module, name), boundary[0]))
-        except _Failed as e:
+                reference = _reference(setup, name)
+            compiled_stages = list(_stage_programs(setup, stages, partition, lowering, name))
+        except Reported as e:
             report.status = e.status
             report.message = _engine_text(engine) or f"{e.status} (no diagnostic)"
         except VerifyError as e:
@@ -614,29 +529,18 @@ def verify_mpi(
         first = next(r for r, s in enumerate(statuses) if s != "ok")
         return world.bcast(report if rank == first else None, root=first)
     assert setup is not None
-    from shardc.tools.run import local_inputs, InputSpec, UserError
-    from shardc.runtime.comm import CommError
-
-    for rep, compiled, prog in compiled_by_stage:
-        specs = [InputSpec(b.label, (lambda v: lambda r: v)(v)) for b, v in zip(prog.args, setup.inputs)]
+    for rep, compiled, prog in compiled_stages:
         try:
-            local = local_inputs(prog, specs, rank, size)
-        except (UserError, CommError) as e:
+            local = _local_inputs(prog, setup.inputs, rank, size)
+        except VerifyError as e:
             report.status, report.message = "rejected", f"error: {e}"
             break
         with abort_on_error(world), use_comm(MPIComm(world)), np.errstate(all="ignore"):
             world.Barrier()
-            values = _as_tuple(compiled.call(prog.entry, *local), len(prog.results))
+            values = _call(compiled, prog, local)
         gathered = world.gather(values, root=0)
         if rank == 0:
             assert gathered is not None
             _compare_stage(rep, prog, reference, gathered, size, setup.names, rtol, atol)
         report.stages.append(rep)
-    if rank == 0 and report.status == "ok" and any(not s.ok for s in report.stages):
-        report.status = "mismatch"
-        report.message = report.summary()
-    return world.bcast(report if rank == 0 else None, root=0)
-
-
-def under_mpi() -> bool:
-    return any(v in os.environ for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"))
+    return world.bcast(_settle(report) if rank == 0 else None, root=0)

@@ -11,7 +11,7 @@ https://mlir.llvm.org/docs/Dialects/Affine/
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
@@ -21,9 +21,9 @@ from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     AffineMapAttr,
     AffineSetAttr,
-    FunctionType,
     BoolAttr,
     DenseArrayBase,
+    FunctionType,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -39,8 +39,6 @@ from xdsl.dialects.utils.dynamic_index_list import (
 )
 from xdsl.interfaces import HasFolderInterface
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-from collections.abc import Callable
-
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -48,19 +46,14 @@ from xdsl.ir.affine import (
     AffineDimExpr,
     AffineExpr,
     AffineMap,
+    AffineSet,
     AffineSymExpr,
 )
-from xdsl.ir.affine import AffineSet
-from xdsl.parser.affine_parser import AffineParser
-from xdsl.parser import UnresolvedOperand
-from xdsl.utils.exceptions import ParseError
-from xdsl.utils.lexer import Span
-from xdsl.utils.mlir_lexer import MLIRToken, MLIRTokenKind
 from xdsl.irdl import (
     AnyAttr,
-    VarConstraint,
     AttrSizedOperandSegments,
     IRDLOperation,
+    VarConstraint,
     irdl_op_definition,
     operand_def,
     opt_prop_def,
@@ -71,7 +64,8 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.parser.affine_parser import AffineParser
 from xdsl.printer import Printer
 from xdsl.traits import (
     ConstantLike,
@@ -81,13 +75,12 @@ from xdsl.traits import (
     RecursivelySpeculatable,
     SingleBlockImplicitTerminator,
 )
-from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.exceptions import ParseError
+from xdsl.utils.lexer import Span
+from xdsl.utils.mlir_lexer import MLIRToken, MLIRTokenKind
 
 from shardc.dialects.overlays import extend_dialect
-
-
-def _error(op: Operation, message: str) -> VerifyException:
-    return VerifyException(f"'{op.name}' op {message}")
+from shardc.dialects.overlays import op_error as _error
 
 
 def _constant_index(value: SSAValue) -> int | None:
@@ -425,10 +418,6 @@ def _const(e: AffineExpr) -> int | None:
 
 def _symbolic_or_constant(e: AffineExpr) -> bool:
     return not any(isinstance(x, AffineDimExpr) for x in e.dfs())
-
-
-def _is_bin(e: AffineExpr, kind: AffineBinaryOpKind) -> bool:
-    return isinstance(e, AffineBinaryOpExpr) and e.kind is kind
 
 
 def _divisor(e: AffineExpr) -> int:
@@ -784,7 +773,7 @@ class IfOp(xaffine.IfOp):
                 if len(last.arguments) != len(self.res):
                     raise _error(
                         self,
-                        f"parent of yield must have same number of results as the yield operands",
+                        "parent of yield must have same number of results as the yield operands",
                     )
 
     @classmethod

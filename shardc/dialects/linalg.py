@@ -46,15 +46,11 @@ from xdsl.irdl import (
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import RecursiveMemoryEffect
-from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.overlays import extend_dialect
+from shardc.dialects.overlays import op_error as _error
 
 _Shaped = base(MemRefType) | base(TensorType)
-
-
-def _error(op: Operation, message: str) -> VerifyException:
-    return VerifyException(f"'{op.name}' op {message}")
 
 
 def _element_type(value: SSAValue) -> Attribute:

@@ -59,15 +59,11 @@ from xdsl.traits import (
     NoMemoryEffect,
     SymbolOpInterface,
 )
-from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.overlays import extend_dialect
+from shardc.dialects.overlays import op_error as _error
 
 AnyMemRef = BaseAttr(MemRefType) | BaseAttr(UnrankedMemRefType)
-
-
-def _error(op: Operation, message: str) -> VerifyException:
-    return VerifyException(f"'{op.name}' op {message}")
 
 
 def _dynamic(value: int | None) -> bool:

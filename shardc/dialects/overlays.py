@@ -10,6 +10,12 @@ from collections.abc import Callable, Iterable
 
 from xdsl.dialect_interfaces import DialectInterface
 from xdsl.ir import Attribute, Dialect, Operation, TypeAttribute
+from xdsl.utils.exceptions import VerifyException
+
+
+def op_error(op: Operation, message: str) -> VerifyException:
+    """A verifier error worded like MLIR's `emitOpError`: `'name' op message`."""
+    return VerifyException(f"'{op.name}' op {message}")
 
 
 def _attr_key(attr: type[Attribute]) -> tuple[str, bool]:

@@ -23,7 +23,7 @@ from xdsl.dialects.utils.dynamic_index_list import (
     parse_dynamic_index_list_without_types,
     print_dynamic_index_list,
 )
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -45,15 +45,9 @@ from xdsl.traits import (
     RecursiveMemoryEffect,
     SingleBlockImplicitTerminator,
 )
-from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.overlays import extend_dialect
-
-_SEGMENT_PROPS = ("operandSegmentSizes", "staticLowerBound", "staticUpperBound", "staticStep")
-
-
-def _error(op: Operation, message: str) -> VerifyException:
-    return VerifyException(f"'{op.name}' op {message}")
+from shardc.dialects.overlays import op_error as _error
 
 
 def _print_arrow_types(printer: Printer, types: Sequence[Attribute]) -> None:

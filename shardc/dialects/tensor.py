@@ -38,13 +38,9 @@ from xdsl.traits import (
     RecursiveMemoryEffect,
     SingleBlockImplicitTerminator,
 )
-from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.overlays import extend_dialect
-
-
-def _error(op: Operation, message: str) -> VerifyException:
-    return VerifyException(f"'{op.name}' op {message}")
+from shardc.dialects.overlays import op_error as _error
 
 
 @irdl_op_definition

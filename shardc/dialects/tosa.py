@@ -55,6 +55,7 @@ from xdsl.traits import Commutative, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.overlays import extend_dialect
+from shardc.dialects.overlays import op_error as _error
 
 NanMode = xtosa.NanMode
 NanModeAttr = xtosa.NanModeAttr
@@ -155,10 +156,6 @@ def shapes_compatible(a: Sequence[int] | None, b: Sequence[int] | None) -> bool:
     if a is None or b is None:
         return True
     return len(a) == len(b) and all(_dims_compatible(x, y) for x, y in zip(a, b))
-
-
-def _error(op: Operation, message: str) -> VerifyException:
-    return VerifyException(f"'{op.name}' op {message}")
 
 
 def verify_broadcastable(op: Operation) -> None:

@@ -210,19 +210,23 @@ def lower_all_reduce(op: shard.AllReduceOp | shard.ReduceOp, rewriter: PatternRe
     c.finish(rewriter, buffer)
 
 
-def _check_gather_shapes(op: Operation, in_shape: Sequence[int], out_shape: Sequence[int],
-                         axis: int) -> int:
-    if any(i != o for d, (i, o) in enumerate(zip(in_shape, out_shape)) if d != axis):
-        raise fail(op, "Result and input shapes must match along non-gather axes.")
-    if in_shape[axis] == 0:
-        raise fail(op, "Input size along the gather axis must be non-zero.")
-    if out_shape[axis] % in_shape[axis]:
+def _axis_factor(
+    op: Operation, piece: Sequence[int], whole: Sequence[int], axis: int, what: str, names: tuple[str, str]
+) -> int:
+    """How many `piece`s make `whole` along `axis` (a gather or scatter axis), the other
+    dims being equal; `names` say which of input/result is the piece and the whole."""
+    if any(i != o for d, (i, o) in enumerate(zip(piece, whole)) if d != axis):
+        raise fail(op, f"Result and input shapes must match along non-{what} axes.")
+    small, big = names
+    if piece[axis] == 0:
+        raise fail(op, f"{small.capitalize()} size along the {what} axis must be non-zero.")
+    if whole[axis] % piece[axis]:
         raise fail(
             op,
-            "Result size along the gather axis must be an exact multiple of the input "
-            "size along the gather axis.",
+            f"{big.capitalize()} size along the {what} axis must be an exact multiple of the {small} "
+            f"size along the {what} axis.",
         )
-    return out_shape[axis] // in_shape[axis]
+    return whole[axis] // piece[axis]
 
 
 def lower_all_gather(op: shard.AllGatherOp | shard.GatherOp, rewriter: PatternRewriter) -> None:
@@ -232,7 +236,7 @@ def lower_all_gather(op: shard.AllGatherOp | shard.GatherOp, rewriter: PatternRe
     axis = op.gather_axis.value.data
     in_shape, _ = c.static_type(op.input)
     out_shape, _ = c.static_type(op.result)
-    n = _check_gather_shapes(op, in_shape, out_shape, axis)
+    n = _axis_factor(op, in_shape, out_shape, axis, "gather", ("input", "result"))
     if n == 1:
         rewriter.replace(op, [], [op.input])
         return
@@ -265,17 +269,7 @@ def lower_reduce_scatter(op: shard.ReduceScatterOp, rewriter: PatternRewriter) -
     reduction = _check_kind(op, ReductionKind(op.reduction.data))
     in_shape, elem = c.static_type(op.input)
     out_shape, _ = c.static_type(op.result)
-    if any(i != o for d, (i, o) in enumerate(zip(in_shape, out_shape)) if d != axis):
-        raise fail(op, "Result and input shapes must match along non-scatter axes.")
-    if out_shape[axis] == 0:
-        raise fail(op, "Output size along the scatter axis must be non-zero.")
-    if in_shape[axis] % out_shape[axis]:
-        raise fail(
-            op,
-            "Input size along the scatter axis must be an exact multiple of the output "
-            "size along the scatter axis.",
-        )
-    n = in_shape[axis] // out_shape[axis]
+    n = _axis_factor(op, out_shape, in_shape, axis, "scatter", ("output", "input"))
     if n != c.size:
         raise fail(
             op,

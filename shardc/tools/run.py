@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import math
 import os
 import sys
 import time
@@ -45,32 +46,20 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute, BlockArgument, SSAValue
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.utils.exceptions import DiagnosticException
+
+from shardc.tools.cli import ArgParser, Reported, UserError, apply_passes, parse_module, pipeline_passes, under_mpi
 
 TOOL = "shardc-run"
 DEFAULT_PIPELINE = ("sharding-propagation", "shard-partition", "canonicalize", "cse")
 
 
-class UserError(Exception):
-    """A command-line or input problem: reported as one line, exit code 1."""
-
-
-class _Reported(Exception):
-    """An IR problem whose diagnostic is already printed."""
-
-
-class _ArgParser(argparse.ArgumentParser):
-    def error(self, message: str):  # type: ignore[override]
-        raise UserError(message)
-
-
 def _arg_parser() -> argparse.ArgumentParser:
-    p = _ArgParser(
+    p = ArgParser(
         prog=TOOL,
         description="Run an MLIR program on N devices (mpiexec, or simulated ranks). Global inputs are "
         "scattered by the entry's shardings: shard.shard annotations, or the shardc.sharding attributes "
         "that shard-to-mpi-pipeline records on a lowered program.",
-        allow_abbrev=False,
     )
     p.add_argument("program", help="the .mlir file")
     p.add_argument("--entry", help="function to call (default: the only public function, or @main)")
@@ -110,30 +99,13 @@ class Program:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def _parse(path: str) -> ModuleOp:
-    from shardc.context import make_context
-    from shardc.ir import diagnostics
-    from shardc.ir.locations import LocatingParser
-    from shardc.ir.verifier import verify
-    from shardc.tools.opt import _parse_diagnostic  # pyright: ignore[reportPrivateUsage]
-
+def read_program(path: str) -> str:
     try:
-        text = Path(path).read_text()
+        return Path(path).read_text()
     except OSError as e:
         raise UserError(f"cannot read '{path}': {e.strerror}") from None
     except UnicodeDecodeError:
         raise UserError(f"cannot read '{path}': not a text file") from None
-    try:
-        module = LocatingParser(make_context(), text, path).parse_module()
-    except ParseError as e:
-        diagnostics.current_engine().emit(_parse_diagnostic(path, e))
-        raise _Reported() from None
-    except DiagnosticException as e:
-        sys.stderr.write(f"{path}: error: {e}\n")
-        raise _Reported() from None
-    if not verify(module):
-        raise _Reported()
-    return module
 
 
 def _functions(module: ModuleOp) -> list[func.FuncOp]:
@@ -234,49 +206,39 @@ def _recorded_boundaries(module: ModuleOp, f: func.FuncOp) -> Any:
         raise UserError(f"@{f.sym_name.data}: bad shardc.sharding attribute ({e})") from None
 
 
-def _pipeline_text(text: str | None, sharded: bool) -> str:
+def _pipeline_passes(text: str | None, sharded: bool) -> list[Any]:
+    """The passes of --pipeline; without it, the default partitioning of a sharded program."""
     from shardc.passes import all_passes
 
-    if text is None:
-        if not sharded:
-            return ""
-        table = all_passes()
-        if "shard-partition" not in table:
-            raise UserError("the program has sharding annotations but shardc-opt has no 'shard-partition' pass to partition it (give --pipeline)")
-        return "builtin.module(" + ",".join(p for p in DEFAULT_PIPELINE if p in table) + ")"
-    text = text.strip()
-    if text and "(" not in text.split(",")[0].split("{")[0]:
-        text = f"builtin.module({text})"  # a bare pass list
-    return text
+    if text is not None:
+        return pipeline_passes(text)
+    if not sharded:
+        return []
+    table = all_passes()
+    if "shard-partition" not in table:
+        raise UserError("the program has sharding annotations but shardc-opt has no 'shard-partition' pass to partition it (give --pipeline)")
+    return pipeline_passes(",".join(p for p in DEFAULT_PIPELINE if p in table))
 
 
-def _run_pipeline(module: ModuleOp, text: str) -> None:
-    from shardc.context import make_context
-    from shardc.ir import diagnostics
-    from shardc.ir.diagnostics import DiagnosticError
-    from shardc.ir.verifier import report_crash, verify
-    from shardc.passes import all_passes
-    from shardc.tools.argv import UsageError, instantiate, parse_pipeline
+def transform(
+    module: ModuleOp, entry: str, passes: Sequence[Any], boundary: tuple[list[Boundary], list[Boundary], bool]
+) -> tuple[list[Boundary], list[Boundary], bool]:
+    """Run `passes` on `module` and return the entry's global boundary as the transformed
+    program sees it: read just before shard-partition (propagation has then settled the
+    shardings of every argument and result), or recorded by a pass that lowered the
+    program (shard-to-mpi-pipeline); else `boundary`, as read before the passes."""
 
-    try:
-        passes = [instantiate(spec, all_passes()) for spec in parse_pipeline(text)] if text else []
-    except UsageError as e:
-        raise UserError(str(e).removeprefix("shardc-opt: ")) from None
-    ctx = make_context()
-    for p in passes:
-        try:
-            p.apply(ctx, module)
-        except DiagnosticError as e:
-            diagnostics.report_exception(e)
-            raise _Reported() from None
-        except DiagnosticException as e:
-            diagnostics.emit(None, diagnostics.Severity.ERROR, str(e))
-            raise _Reported() from None
-        except Exception as e:  # noqa: BLE001 - a pass bug becomes a diagnostic
-            report_crash(module, f"pass '{p.name}'", e)
-            raise _Reported() from None
-        if not verify(module):
-            raise _Reported()
+    def before(p: Any) -> None:
+        nonlocal boundary
+        if p.name == "shard-partition":
+            boundary = _boundaries(module, _entry(module, entry))
+
+    apply_passes(module, passes, before)
+    if not boundary[2]:
+        after = _boundaries(module, _entry(module, entry))
+        if after[2]:
+            return after
+    return boundary
 
 
 def prepare(args: argparse.Namespace) -> Program:
@@ -284,19 +246,20 @@ def prepare(args: argparse.Namespace) -> Program:
     from shardc.runtime import compile_module
 
     t0 = time.perf_counter()
-    module = _parse(args.program)
+    module = parse_module(read_program(args.program), args.program)
     entry = _entry(module, args.entry)
     in_b, out_b, lowered = _boundaries(module, entry)
     sharded = any(b.sharding is not None for b in [*in_b, *out_b]) or any(isinstance(op, ShardOp) for op in entry.walk())
     t1 = time.perf_counter()
-    _run_pipeline(module, _pipeline_text(args.pipeline, sharded and not lowered))
+    passes = _pipeline_passes(args.pipeline, sharded and not lowered)
+    in_b, out_b, lowered = transform(module, entry.sym_name.data, passes, (in_b, out_b, lowered))
     entry = _entry(module, entry.sym_name.data)
     t2 = time.perf_counter()
     try:
         compiled = compile_module(module, Path(args.program).name)
     except DiagnosticException as e:
         sys.stderr.write(f"{TOOL}: error: {e}\n")
-        raise _Reported() from None
+        raise Reported() from None
     t3 = time.perf_counter()
     prog = Program(module, entry.sym_name.data, in_b, out_b, sharded or lowered, compiled)
     prog.timings = {"parse": t1 - t0, "pipeline": t2 - t1, "compile": t3 - t2}
@@ -351,6 +314,8 @@ def _random(opts: dict[str, str], dtype: np.dtype, shape: tuple[int, ...] | None
         high = float(opts["high"]) if "high" in opts else None
     except ValueError:
         raise UserError(f"{what}: random options must be numbers") from None
+    if seed < 0:
+        raise UserError(f"{what}: the random seed must not be negative, got {seed}")
     if shape is not None and any(s < 0 for s in shape):
         raise UserError(f"{what}: cannot make random data for a dynamic shape; give a .npy file")
     rng = np.random.default_rng(seed)
@@ -358,12 +323,30 @@ def _random(opts: dict[str, str], dtype: np.dtype, shape: tuple[int, ...] | None
     if dtype == np.bool_:
         a = rng.random(size) < 0.5
     elif dtype.kind in "iu":
-        a = rng.integers(int(low if low is not None else -10), int(high if high is not None else 10), size=size).astype(dtype)
+        a = rng.integers(*_int_bounds(low, high, dtype, what), size=size).astype(dtype)
     elif low is not None or high is not None:
-        a = rng.uniform(low if low is not None else 0.0, high if high is not None else 1.0, size=size).astype(dtype)
+        a = rng.uniform(*_bounds(low, high, 0.0, 1.0, what), size=size).astype(dtype)
     else:
         a = rng.standard_normal(size).astype(dtype)
     return a if shape is not None else a[()]
+
+
+def _bounds(low: float | None, high: float | None, low0: float, high0: float, what: str) -> tuple[float, float]:
+    """[low, high) of random values, each defaulting to its `*0`; finite with low < high."""
+    lo, hi = low0 if low is None else low, high0 if high is None else high
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise UserError(f"{what}: random bounds need finite low < high, got low={lo:g}, high={hi:g}")
+    return lo, hi
+
+
+def _int_bounds(low: float | None, high: float | None, dtype: np.dtype, what: str) -> tuple[int, int]:
+    """[low, high) of random integers of `dtype` (default [-10, 10), unsigned [0, 10))."""
+    lo, hi = _bounds(low, high, 0 if dtype.kind == "u" else -10, 10, what)
+    ilo, ihi = math.ceil(lo), math.ceil(hi)
+    info = np.iinfo(dtype)
+    if ilo >= ihi or ilo < info.min or ihi - 1 > info.max:
+        raise UserError(f"{what}: no {dtype} values in [{lo:g}, {hi:g})")
+    return ilo, ihi
 
 
 def _check(value: Any, dtype: np.dtype, shape: tuple[int, ...] | None, what: str) -> Any:
@@ -478,11 +461,23 @@ def assemble(prog: Program, per_rank: Sequence[Sequence[Any]], world: int) -> li
             grid = _grid_of(b.sharding, world)
             out.append((b.label, b.sharding.assemble([np.asarray(r[i]) for r in per_rank], grid), True))
         elif prog.sharded or world == 1:
-            out.append((b.label, per_rank[0][i], True))
+            out.append((b.label, _whole(b, per_rank[0][i]), True))
         else:
             for r, vals in enumerate(per_rank):
                 out.append((f"{b.label}.rank{r}", vals[i], False))
     return out
+
+
+def _whole(b: Boundary, value: Any) -> Any:
+    """A result without a sharding, checked to be the whole value (not one rank's piece)."""
+    dtype, shape = _np_type(b.type)
+    got = np.shape(value)
+    if shape is not None and (len(got) != len(shape) or any(0 <= s != g for s, g in zip(shape, got))):
+        raise UserError(
+            f"{b.label}: expected {_describe(dtype, shape)}, but rank 0 returned shape {got} "
+            "and no sharding is recorded to put the pieces together"
+        )
+    return value
 
 
 def type_text(value: Any) -> str:
@@ -613,7 +608,7 @@ def run_mpi(args: argparse.Namespace) -> int:
             local = local_inputs(prog, input_specs(prog, args.input, n), rank, n)
         except UserError as e:
             error = f"{TOOL}: error: {e}"
-        except _Reported:
+        except Reported:
             error = ""
     errors = world.allgather(error)
     first = next((e for e in errors if e is not None), None)
@@ -642,14 +637,10 @@ def run_mpi(args: argparse.Namespace) -> int:
     return 0
 
 
-def _under_mpi() -> bool:
-    return any(v in os.environ for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _arg_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-        if args.simulate is None and _under_mpi():
+        if args.simulate is None and under_mpi():
             return run_mpi(args)
         if args.simulate is None:
             args.simulate = 1
@@ -657,7 +648,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as e:
         sys.stderr.write(f"{TOOL}: error: {e}\n")
         return 1
-    except _Reported:
+    except Reported:
         return 1
     except KeyboardInterrupt:
         return 130

@@ -16,29 +16,22 @@ compiled step. Command-line and configuration problems: one line, exit code 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
-import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+from shardc.tools.cli import ArgParser, UserError, under_mpi
 
 TOOL = "shardc-train"
 
 
-class UserError(Exception):
-    """A command-line or configuration problem: one line, exit code 1."""
-
-
-class _ArgParser(argparse.ArgumentParser):
-    def error(self, message: str):  # type: ignore[override]
-        raise UserError(message)
-
-
 def _arg_parser() -> argparse.ArgumentParser:
-    p = _ArgParser(prog=TOOL, description="Train a small GPT with the sharded step compiled by shardc.", allow_abbrev=False)
+    p = ArgParser(prog=TOOL, description="Train a small GPT with the sharded step compiled by shardc.")
     where = p.add_argument_group("ranks")
     where.add_argument("--np", type=int, metavar="N", help="launch `mpiexec -n N` on this command")
     where.add_argument("--simulate", type=int, metavar="N", help="run N ranks as threads of this process (no MPI)")
@@ -82,10 +75,6 @@ def _check_args(a: argparse.Namespace) -> None:
         raise UserError(f"--eval-every must be non-negative, got {a.eval_every}")
     if a.fsdp and a.zero is False:
         raise UserError("--fsdp requires ZeRO: drop --no-zero")
-
-
-def _under_mpi() -> bool:
-    return any(v in os.environ for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"))
 
 
 def _launch(argv: Sequence[str], n: int) -> int:
@@ -219,9 +208,12 @@ def _write_outputs(out: Path, result, tok) -> list[str]:
 
 def _emit_ir(directory: str, program) -> None:
     d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    for name, text in program.stage_texts():
-        (d / name).write_text(text)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        for name, text in program.stage_texts():
+            (d / name).write_text(text)
+    except OSError as e:
+        raise UserError(f"cannot write to '{directory}': {e.strerror}") from None
 
 
 def _finish(a: argparse.Namespace, result, tok, progress: Progress) -> None:
@@ -275,16 +267,29 @@ def _run_mpi(a: argparse.Namespace) -> int:
     set_blas_threads(1)
     program = compile_program(cfg, grid, keep_text=bool(a.emit_ir) and rank == 0)
     if rank == 0:
-        if a.emit_ir:
-            _emit_ir(a.emit_ir, program)
+        with _abort_on_user_error(world):
+            if a.emit_ir:
+                _emit_ir(a.emit_ir, program)
         print(_header(cfg, grid, n, program), flush=True)
     progress = Progress(cfg.steps, a.quiet)
     result = train_mpi(cfg, train, val, progress if rank == 0 else None, program)
     if rank == 0:
         assert result is not None
-        _finish(a, result, tok, progress)
+        with _abort_on_user_error(world):
+            _finish(a, result, tok, progress)
     world.Barrier()
     return 0
+
+
+@contextlib.contextmanager
+def _abort_on_user_error(world) -> Iterator[None]:
+    """Rank 0's file output failing ends the whole job (the others wait in collectives)."""
+    try:
+        yield
+    except UserError as e:
+        sys.stderr.write(f"{TOOL}: error: {e}\n")
+        sys.stderr.flush()
+        world.Abort(1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -293,10 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _arg_parser().parse_args(argv)
         _check_args(args)
         if args.np is not None:
-            if _under_mpi():
+            if under_mpi():
                 raise UserError("--np launches mpiexec: do not use it under mpiexec")
             return _launch(argv, args.np)
-        if args.simulate is None and _under_mpi():
+        if args.simulate is None and under_mpi():
             return _run_mpi(args)
         return _run_simulated(args)
     except UserError as e:

@@ -15,24 +15,18 @@ fails prints its MLIR diagnostic (exit 1); a command-line problem one line (exit
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+
+from shardc.tools.cli import ArgParser, UserError, under_mpi
+from shardc.tools.run import read_program
 
 TOOL = "shardc-verify"
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _ArgParser(argparse.ArgumentParser):
-    def error(self, message: str):  # type: ignore[override]
-        raise _UsageError(message)
-
-
 def _arg_parser() -> argparse.ArgumentParser:
-    p = _ArgParser(prog=TOOL, description="Check by execution that a sharding pipeline keeps a program's meaning.", allow_abbrev=False)
+    p = ArgParser(prog=TOOL, description="Check by execution that a sharding pipeline keeps a program's meaning.")
     p.add_argument("program", help="the annotated .mlir file")
     p.add_argument("--entry", help="function to call (default: the only public function, or @main)")
     p.add_argument("--pipeline", help="passes that partition the program, in mlir-opt pass-pipeline syntax (default: sharding-propagation,shard-partition,shard-simplify,canonicalize,cse)")
@@ -42,15 +36,6 @@ def _arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance for floating-point results")
     p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance for floating-point results")
     return p
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError as e:
-        raise _UsageError(f"cannot read '{path}': {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise _UsageError(f"cannot read '{path}': not a text file") from None
 
 
 def _report(report) -> int:  # noqa: ANN001
@@ -65,15 +50,17 @@ def _report(report) -> int:  # noqa: ANN001
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from shardc.verify import VerifyError, under_mpi, verify, verify_mpi
+    from shardc.verify import verify, verify_mpi
 
     try:
         args = _arg_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
         if args.simulate is not None and args.simulate < 1:
-            raise _UsageError("--simulate needs at least 1 rank")
-        if args.rtol < 0 or args.atol < 0:
-            raise _UsageError("--rtol and --atol must not be negative")
-        text = _read(args.program)
+            raise UserError("--simulate needs at least 1 rank")
+        if not (args.rtol >= 0 and args.atol >= 0 and math.isfinite(args.rtol + args.atol)):
+            raise UserError("--rtol and --atol must be finite and not negative")
+        if args.seed < 0:
+            raise UserError(f"--seed must not be negative, got {args.seed}")
+        text = read_program(args.program)
         options = dict(entry=args.entry, pipeline=args.pipeline, stage=args.stage, seed=args.seed, rtol=args.rtol, atol=args.atol, name=args.program)
         if args.simulate is None and under_mpi():
             from mpi4py import MPI
@@ -82,10 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if MPI.COMM_WORLD.Get_rank() != 0:
                 return 0 if report.ok else 1
             if report.status == "rejected" and report.message.startswith("error: "):
-                raise _UsageError(report.message.removeprefix("error: "))
+                raise UserError(report.message.removeprefix("error: "))
             return _report(report)
         return _report(verify(text, ranks=args.simulate, **options))
-    except (_UsageError, VerifyError) as e:
+    except UserError as e:
         sys.stderr.write(f"{TOOL}: error: {e}\n")
         return 1
     except KeyboardInterrupt:

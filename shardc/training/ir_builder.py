@@ -202,11 +202,6 @@ class FuncBuilder:
     def zeros(self, shape: Sequence[int]) -> SSAValue:
         return self.filled(shape, 0.0)
 
-    def scalar_const(self, value: float, t: Attribute | None = None) -> Value:
-        t = t or self.ft
-        attr = FloatAttr(value, t) if isinstance(t, AnyFloat) else IntegerAttr(int(value), t)  # type: ignore[arg-type]
-        return Value(self.add_op(arith.ConstantOp(attr)).results[0], self)
-
     def scalar(self, op: Operation) -> Value:
         """Append a scalar op (arith/math on scalars) and wrap its result."""
         return Value(self.add_op(op).results[0], self)

@@ -235,6 +235,10 @@ ERRORS = [
     (["--input", "x=X", "--input", "s=1", "--bogus"], "unrecognized arguments: --bogus"),
     (["--input", "x=X", "--input", "s=1", "--pipeline", "nosuchpass"], "'nosuchpass' does not refer to a registered pass"),
     (["--input", "x=X", "--input", "s=1", "--simulate", "3"], "grid of shape 2 has 2 devices but the world has 3 ranks"),
+    (["--input", "x=random:seed=-1", "--input", "s=1"], "input %x: the random seed must not be negative, got -1"),
+    (["--input", "x=random:low=5,high=1", "--input", "s=1"], "input %x: random bounds need finite low < high, got low=5, high=1"),
+    (["--input", "x=random:low=nan", "--input", "s=1"], "input %x: random bounds need finite low < high"),
+    (["--input", "x=X", "--input", "s=random:low=2"], "input %s: random bounds need finite low < high, got low=2, high=1"),
 ]
 
 
@@ -315,7 +319,7 @@ def test_mpiexec_bad_input_one_line(files, tmp_path):
     prog = files("p.mlir", PARTITIONED)
     p = mpirun(2, [prog, "--input", f"x={files('w.npy', np.ones(4))}", "--input", "s=2"])
     assert p.returncode != 0
-    assert p.stderr.strip().splitlines() == [f"shardc-run: error: input %x: expected shape (3,) of float64, got shape (4,)"]
+    assert p.stderr.strip().splitlines() == ["shardc-run: error: input %x: expected shape (3,) of float64, got shape (4,)"]
 
 
 @pytest.mark.mpi
@@ -425,3 +429,56 @@ def test_pipeline_option_lowers_inside_shardc_run(files, tmp_path, capsys):
     assert main([str(ROOT / "examples/mlp.mlir"), "--simulate", "4", "--pipeline", "shard-to-mpi-pipeline", *named, "--output", str(tmp_path / "o"), "-q"]) == 0
     assert capsys.readouterr().out == ""
     np.testing.assert_allclose(np.load(tmp_path / "o" / "result0.npy"), want, rtol=1e-4, atol=1e-4)
+
+
+INT_PROG = """func.func @f(%x: tensor<5xi32>) -> tensor<5xi32> {
+  return %x : tensor<5xi32>
+}
+"""
+
+
+def test_random_integer_bounds(files, tmp_path, capsys):
+    prog = files("i.mlir", INT_PROG)
+    assert main([prog, "--input", "x=random:low=-2.5,high=0.5", "--output", str(tmp_path / "o")]) == 0
+    got = np.load(tmp_path / "o" / "result0.npy")
+    assert got.dtype == np.int32 and set(got.tolist()) <= {-2, -1, 0}
+    assert main([prog, "--input", "x=random:low=0.2,high=0.7"]) == 1
+    assert capsys.readouterr().err.strip() == "shardc-run: error: input %x: no int32 values in [0.2, 0.7)"
+
+
+TOSA_SPLIT = """shard.grid @g(shape = 2)
+func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %s = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %0 = shard.shard %a to %s : tensor<4xf32>
+  %1 = tosa.add %0, %0 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+"""
+
+
+@pytest.mark.skipif("shard-partition" not in all_passes(), reason="shard-partition is not registered")
+def test_result_sharding_found_by_propagation_is_gathered(files, tmp_path, capsys):
+    """The result has no annotation of its own: propagation gives it the argument's
+    split, and shardc-run must gather it by that sharding, not return rank 0's piece."""
+    prog = files("t.mlir", TOSA_SPLIT)
+    x = np.arange(4, dtype=np.float32)
+    rc = main([prog, "--simulate", "2", "--input", f"a={files('x.npy', x)}", "--output", str(tmp_path / "o")])
+    assert rc == 0, capsys.readouterr().err
+    np.testing.assert_array_equal(np.load(tmp_path / "o" / "result0.npy"), 2 * x)
+
+
+def test_local_piece_of_an_unsharded_result_is_an_error(files, capsys):
+    """A lowered program whose result records a global type but no sharding: a rank's
+    piece of another shape is refused, not printed as the result."""
+    split = "{grid = @g, halo_sizes = array<i64>, sharded_dims_offsets = array<i64>, split_axes = [array<i16: 0>]}"
+    prog = files("l.mlir", f"""shard.grid @g(shape = 2)
+func.func @f(%a: tensor<2xf32> {{shardc.global_type = tensor<4xf32>, shardc.sharding = {split}}}) -> (tensor<2xf32> {{shardc.global_type = tensor<4xf32>}}) {{
+  return %a : tensor<2xf32>
+}}
+""")
+    assert main([prog, "--simulate", "2", "--input", "a=zeros"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "shardc-run: error: result0: expected shape (4,) of float32, but rank 0 returned shape (2,) "
+        "and no sharding is recorded to put the pieces together"
+    ]

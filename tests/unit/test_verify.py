@@ -225,6 +225,11 @@ def test_cli_ok_mismatch_and_errors(tmp_path: Path) -> None:
     r = _cli(str(good), "--stage", "wrong")
     assert r.returncode == 1 and "invalid choice" in r.stderr and "Traceback" not in r.stderr
 
+    r = _cli(str(good), "--seed", "-1")
+    assert r.returncode == 1 and r.stderr == "shardc-verify: error: --seed must not be negative, got -1\n"
+    r = _cli(str(good), "--rtol", "nan")
+    assert r.returncode == 1 and r.stderr == "shardc-verify: error: --rtol and --atol must be finite and not negative\n"
+
 
 def test_cli_mismatch_exit_code_and_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import shardc.verify

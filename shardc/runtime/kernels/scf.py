@@ -59,7 +59,6 @@ def _if(op: Operation, g: FunctionBuilder) -> None:
 def _while(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, scf.WhileOp)
     before = single_block(op.before_region)
-    after = single_block(op.after_region)
     bargs = [g.fresh(a.name_hint or "w") for a in before.args]
     for b, init in zip(bargs, g.vs(op.arguments)):
         g.emit(f"{b} = {init}")

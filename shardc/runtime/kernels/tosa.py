@@ -8,11 +8,13 @@ from xdsl.dialects import tosa
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Operation
 
+from shardc.dialects import tosa as stosa
 from shardc.runtime import helpers
 from shardc.runtime.compile import FunctionBuilder, compile_error, register, single_block
 from shardc.runtime.dtypes import np_dtype
 from shardc.runtime.kernels._common import elem, shape_of
 from shardc.runtime.kernels.arith import dt_expr
+from shardc.runtime.kernels.math import _erf  # pyright: ignore[reportPrivateUsage]
 
 
 def _by_mro(table: dict, op: Operation):  # type: ignore[type-arg]
@@ -25,6 +27,16 @@ def _by_mro(table: dict, op: Operation):  # type: ignore[type-arg]
 
 def _rdt(g: FunctionBuilder, op: Operation) -> str:
     return dt_expr(g, np_dtype(elem(op.results[0].type)))
+
+
+def _ignores_nan(op: Operation) -> bool:
+    """Whether the op's `nan_mode` is IGNORE (NaN operands lose to numbers)."""
+    return "IGNORE" in str(op.properties.get("nan_mode", "")).upper()
+
+
+def _first(x: object) -> np.generic:
+    """The one element of a zero point or shift tensor."""
+    return np.asarray(x).reshape(-1)[0]
 
 
 @register(tosa.ConstOp)
@@ -45,7 +57,7 @@ def _addsub(op: Operation, g: FunctionBuilder) -> None:
 
 
 def _mul_shift(a: np.ndarray, b: np.ndarray, shift: np.ndarray, dt: np.dtype) -> np.ndarray:
-    s = int(np.asarray(shift).reshape(-1)[0]) if np.size(shift) else 0
+    s = int(_first(shift)) if np.size(shift) else 0
     if dt.kind == "f" or s == 0:
         return np.asarray(a * b).astype(dt, copy=False)
     wide = a.astype(np.int64) * b.astype(np.int64)
@@ -76,20 +88,7 @@ def _clamp(x: np.ndarray, lo: object, hi: object, propagate: bool) -> np.ndarray
 def _clamp_emit(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, tosa.ClampOp)
     lo, hi = _attr_value(op.min_val), _attr_value(op.max_val)
-    propagate = "IGNORE" not in str(op.nan_mode).upper()
-    g.assign(op, f"{g.const(_clamp, 'clamp')}({g.v(op.input)}, {lo!r}, {hi!r}, {propagate})")
-
-
-@register(tosa.ReciprocalOp)
-def _reciprocal(op: Operation, g: FunctionBuilder) -> None:
-    x = g.v(op.operands[0])
-    g.assign(op, f"_np.reciprocal({x})")
-
-
-@register(tosa.SinOp, tosa.CosOp)
-def _trig(op: Operation, g: FunctionBuilder) -> None:
-    fn = "sin" if isinstance(op, tosa.SinOp) else "cos"
-    g.assign(op, f"_np.{fn}({g.v(op.operands[0])})")
+    g.assign(op, f"{g.const(_clamp, 'clamp')}({g.v(op.input)}, {lo!r}, {hi!r}, {not _ignores_nan(op)})")
 
 
 _REDUCE = {
@@ -106,16 +105,15 @@ _REDUCE = {
 def _reduce(op: Operation, g: FunctionBuilder) -> None:
     axis = op.axis.value.data  # type: ignore[attr-defined]
     fn = _by_mro(_REDUCE, op)
-    nan = op.properties.get("nan_mode")
-    if nan is not None and "IGNORE" in str(nan).upper():
+    if _ignores_nan(op):
         fn = {"_np.maximum.reduce": "_np.fmax.reduce", "_np.minimum.reduce": "_np.fmin.reduce"}.get(fn, fn)
     g.assign(op, f"{fn}({g.v(op.operands[0])}, axis={axis}, keepdims=True).astype({_rdt(g, op)}, copy=False)")
 
 
 def _matmul(a: np.ndarray, b: np.ndarray, azp: np.ndarray, bzp: np.ndarray, dt: np.dtype) -> np.ndarray:
     if dt.kind in "iu":
-        a = a.astype(dt) - np.asarray(azp).astype(dt).reshape(-1)[0]
-        b = b.astype(dt) - np.asarray(bzp).astype(dt).reshape(-1)[0]
+        a = a.astype(dt) - _first(azp).astype(dt)
+        b = b.astype(dt) - _first(bzp).astype(dt)
     return np.matmul(a, b).astype(dt, copy=False)
 
 
@@ -133,14 +131,14 @@ def _concat(op: Operation, g: FunctionBuilder) -> None:
 
 
 def _rescale(x, mult, shift, izp, ozp, dt, double_round, in_unsigned, out_unsigned):  # type: ignore[no-untyped-def]
-    v = (helpers.uview(x, x.dtype) if in_unsigned else x).astype(np.int64) - np.asarray(izp).astype(np.int64).reshape(-1)[0]
+    v = (helpers.uview(x, x.dtype) if in_unsigned else x).astype(np.int64) - int(_first(izp))
     m = np.asarray(mult).astype(np.int64)
     s = np.asarray(shift).astype(np.int64)
     rnd = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
     if double_round:
         rnd = rnd + np.where(s > 31, np.where(v >= 0, 1 << 30, -(1 << 30)), 0)
     r = (v * m + rnd) >> s
-    r = r + np.asarray(ozp).astype(np.int64).reshape(-1)[0]
+    r = r + int(_first(ozp))
     target = helpers.UNSIGNED[dt] if out_unsigned else dt
     info = np.iinfo(target)
     r = np.clip(r, info.min, info.max).astype(target)
@@ -181,9 +179,6 @@ def _if(op: Operation, g: FunctionBuilder) -> None:
 # shardc's tosa overlay (`shardc.dialects.tosa`): the ops xDSL lacks
 # ---------------------------------------------------------------------------------------
 
-from shardc.dialects import tosa as stosa  # noqa: E402
-from shardc.runtime.kernels.math import _erf  # noqa: E402  # pyright: ignore[reportPrivateUsage]
-
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return (1 / (1 + np.exp(-x))).astype(x.dtype, copy=False)
@@ -203,6 +198,9 @@ def _clz(x: np.ndarray) -> np.ndarray:
 
 
 _UNARY_EXPR = {
+    tosa.ReciprocalOp: "_np.reciprocal({x})",
+    tosa.SinOp: "_np.sin({x})",
+    tosa.CosOp: "_np.cos({x})",
     stosa.AbsOp: "_np.abs({x})",
     stosa.BitwiseNotOp: "_np.invert({x})",
     stosa.CeilOp: "_np.ceil({x})",
@@ -229,8 +227,7 @@ def _unary_fn(op: Operation, g: FunctionBuilder) -> None:
 def _negate(x: np.ndarray, izp: np.ndarray, ozp: np.ndarray) -> np.ndarray:
     if x.dtype.kind == "f":
         return -x
-    i = int(np.asarray(izp).reshape(-1)[0])
-    o = int(np.asarray(ozp).reshape(-1)[0])
+    i, o = int(_first(izp)), int(_first(ozp))
     info = np.iinfo(x.dtype)
     return np.clip(-(x.astype(np.int64) - i) + o, info.min, info.max).astype(x.dtype)
 
@@ -293,7 +290,7 @@ def _binary_helper(op: Operation, g: FunctionBuilder) -> None:
 @register(stosa.MaximumOp, stosa.MinimumOp)
 def _minmax(op: Operation, g: FunctionBuilder) -> None:
     a, b = g.vs(op.operands)
-    ignore = "IGNORE" in str(op.properties.get("nan_mode", "")).upper()
+    ignore = _ignores_nan(op)
     fn = ("fmax" if ignore else "maximum") if isinstance(op, stosa.MaximumOp) else ("fmin" if ignore else "minimum")
     g.assign(op, f"_np.{fn}({a}, {b})")
 

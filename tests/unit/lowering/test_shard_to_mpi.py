@@ -59,3 +59,39 @@ def test_only_grids_remain() -> None:
     assert {n for n in names if n.startswith("shard.")} == {"shard.grid"}
     assert {"mpi.allreduce", "mpi.allgather", "arith.divf"} <= names
     assert "mpi.comm_rank" not in names  # rank 3 is a constant
+
+
+@pytest.mark.parametrize(
+    "op, message",
+    [
+        (
+            "shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : tensor<3xf32> -> tensor<7xf32>",
+            "Result size along the gather axis must be an exact multiple of the input size along the gather axis.",
+        ),
+        (
+            "shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : tensor<3x2xf32> -> tensor<6x3xf32>",
+            "Result and input shapes must match along non-gather axes.",
+        ),
+        (
+            "shard.reduce_scatter %x on @g grid_axes = [0] scatter_axis = 0 : tensor<3xf32> -> tensor<2xf32>",
+            "Input size along the scatter axis must be an exact multiple of the output size along the scatter axis.",
+        ),
+        (
+            "shard.reduce_scatter %x on @g grid_axes = [0] scatter_axis = 0 : tensor<3xf32> -> tensor<0xf32>",
+            "Output size along the scatter axis must be non-zero.",
+        ),
+    ],
+)
+def test_gather_and_scatter_shape_checks(op: str, message: str) -> None:
+    """The lowering's own shape checks, for IR that was not verified first."""
+    operand, result = op.rsplit(": ", 1)[1].split(" -> ")
+    with pytest.raises(DiagnosticException, match=message.replace(".", r"\.")):
+        lower(
+            f"""
+            shard.grid @g(shape = 2)
+            func.func @f(%x: {operand}) -> {result} {{
+              %0 = {op}
+              return %0 : {result}
+            }}
+            """
+        )

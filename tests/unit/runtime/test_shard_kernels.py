@@ -383,7 +383,7 @@ def test_update_halo(grid, split_axes, halos, gshape, kind):
     sh = RuntimeSharding("g", grid, split_axes, halos)
     G = np.arange(np.prod(gshape), dtype=np.float64).reshape(gshape) + 1
     n = int(np.prod(grid))
-    locals_, masks = [], []
+    locals_ = []
     for r in range(n):
         full = sh.local_part(G, grid, coords(r, grid))
         inside = sh.local_part(np.ones(gshape, bool), grid, coords(r, grid))

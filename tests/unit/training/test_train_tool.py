@@ -57,6 +57,11 @@ def test_loss_falls_on_the_synthetic_corpus(tmp_path, capsys):
         (["--steps", "x"], "argument --steps: invalid int value: 'x'"),
         (["--data", "/nonexistent/file.txt"], "cannot read '/nonexistent/file.txt': No such file or directory"),
         (["--n-embd", "10", "--n-head", "4"], "n_embd (10) must be a multiple of n_head (4)"),
+        (["--lr", "nan"], "--lr must be a positive number, got nan"),
+        (
+            ["--steps", "1", "--n-layer", "1", "--n-embd", "8", "--n-head", "2", "--block-size", "8", "--emit-ir", "/proc/no/such/dir"],
+            "cannot write to '/proc/no/such/dir': No such file or directory",
+        ),
         (
             ["--simulate", "8", "--tp", "2", "--fsdp", "--n-head", "2", "--n-embd", "8"],
             "state params/h.0.attn.c_attn.weight of shape (8, 3, 2, 4) with partition spec "

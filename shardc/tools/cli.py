@@ -1,0 +1,107 @@
+"""What the command-line tools (`shardc-run`, `shardc-verify`, `shardc-train`) share:
+the one-line user error, an argument parser that raises it instead of exiting, and
+parsing and transforming a program with every problem reported as a diagnostic."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from xdsl.dialects.builtin import ModuleOp
+
+from shardc.ir import diagnostics
+
+
+class UserError(Exception):
+    """A command-line, input or configuration problem: one line, exit code 1."""
+
+
+class Reported(Exception):
+    """A problem whose diagnostic is already emitted: "rejected" for bad IR or a pass
+    that refused it, "crash" for a Python exception inside the compiler (a bug)."""
+
+    def __init__(self, status: Literal["rejected", "crash"] = "rejected"):
+        super().__init__(status)
+        self.status: Literal["rejected", "crash"] = status
+
+
+class ArgParser(argparse.ArgumentParser):
+    """argparse that raises UserError rather than printing usage and exiting 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UserError(message)
+
+
+def under_mpi() -> bool:
+    """Whether this process was started by mpiexec."""
+    return any(v in os.environ for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"))
+
+
+def parse_module(text: str, name: str) -> ModuleOp:
+    """Parse and verify a program; its diagnostics go to the current engine."""
+    from xdsl.utils.exceptions import DiagnosticException, ParseError
+
+    from shardc.context import make_context
+    from shardc.ir.locations import LocatingParser
+    from shardc.ir.verifier import verify
+    from shardc.tools.opt import _parse_diagnostic  # pyright: ignore[reportPrivateUsage]
+
+    try:
+        module = LocatingParser(make_context(), text, name).parse_module()
+    except ParseError as e:
+        diagnostics.current_engine().emit(_parse_diagnostic(name, e))
+        raise Reported() from None
+    except DiagnosticException as e:
+        diagnostics.current_engine().write(f"{name}: error: {e}\n")
+        raise Reported() from None
+    if not verify(module):
+        raise Reported()
+    return module
+
+
+def pipeline_passes(text: str) -> list[Any]:
+    """The pass objects of a pipeline: `builtin.module(...)` or a bare pass list."""
+    from shardc.passes import all_passes
+    from shardc.tools.argv import TOOL, UsageError, instantiate, parse_pipeline
+
+    text = text.strip()
+    if text and "(" not in text.split(",")[0].split("{")[0]:
+        text = f"builtin.module({text})"
+    try:
+        return [instantiate(spec, all_passes()) for spec in parse_pipeline(text)] if text else []
+    except UsageError as e:
+        raise UserError(str(e).removeprefix(f"{TOOL}: ")) from None
+
+
+def apply_passes(module: ModuleOp, passes: Sequence[Any], before: Callable[[Any], None] | None = None) -> None:
+    """Run passes, verifying after each; `before(pass)` is called before each one."""
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from shardc.context import make_context
+    from shardc.ir.diagnostics import DiagnosticError
+    from shardc.ir.verifier import report_crash, verify
+
+    ctx = make_context()
+    for p in passes:
+        if before is not None:
+            before(p)
+        try:
+            p.apply(ctx, module)
+        except DiagnosticError as e:
+            diagnostics.report_exception(e)
+            raise Reported() from None
+        except DiagnosticException as e:
+            diagnostics.emit(None, diagnostics.Severity.ERROR, str(e))
+            raise Reported() from None
+        except Exception as e:  # noqa: BLE001 - a pass bug becomes a diagnostic
+            report_crash(module, f"pass '{p.name}'", e)
+            raise Reported("crash") from None
+        crashes = len(diagnostics.current_engine().crashes)
+        if not verify(module):
+            raise Reported("crash" if len(diagnostics.current_engine().crashes) > crashes else "rejected")
