@@ -243,8 +243,11 @@ class ShardToMPIPipelinePass(ModulePass):
         ]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        boundaries = record_boundaries(op) if self.keep_shardings else {}
+        boundaries: dict[str, _Boundary] = {}
         for stage in self.stages():
+            if self.keep_shardings and stage.name == "shard-partition":
+                # after propagation: results get their shardings there too
+                boundaries = record_boundaries(op)
             stage.apply(ctx, op)
         attach_boundaries(op, boundaries)
 

@@ -482,3 +482,31 @@ func.func @f(%a: tensor<2xf32> {{shardc.global_type = tensor<4xf32>, shardc.shar
         "shardc-run: error: result0: expected shape (4,) of float32, but rank 0 returned shape (2,) "
         "and no sharding is recorded to put the pieces together"
     ]
+
+
+PROPAGATED_RESULT = """
+shard.grid @grid(shape = 2)
+func.func @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %s = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<4x8xf32>
+  %zp = "tosa.const"() <{values = dense<0.0> : tensor<1xf32>}> : () -> tensor<1xf32>
+  %n = tosa.negate %xs, %zp, %zp : (tensor<4x8xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<4x8xf32>
+  return %n : tensor<4x8xf32>
+}
+"""
+
+
+def test_lowered_result_sharded_by_propagation_is_gathered(files, tmp_path, capsys):
+    """The result has no annotation of its own: the pipeline records the sharding that
+    propagation gives it, so shardc-run gathers the whole result."""
+    from shardc.tools.opt import main as opt_main
+
+    lowered = tmp_path / "low.mlir"
+    try:
+        opt_main([files("p.mlir", PROPAGATED_RESULT), "--shard-to-mpi-pipeline", "-o", str(lowered)])
+    except SystemExit as e:
+        assert e.code in (0, None)
+    assert lowered.read_text().count("shardc.sharding") == 2
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    assert main([str(lowered), "--simulate", "2", "--input", f"x={files('x.npy', x)}", "--output", str(tmp_path / "o")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "o" / "result0.npy"), -x)
