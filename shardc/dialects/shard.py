@@ -128,6 +128,22 @@ def i64_array(values: Iterable[int] = ()) -> DenseArrayBase[I64]:
 
 
 @lru_cache(maxsize=4096)
+def _symbol_ref(name: str) -> SymbolRefAttr:
+    return SymbolRefAttr(name)
+
+
+def array_values(attr: DenseArrayBase) -> tuple[int, ...]:
+    """`attr.get_values()`, unpacked once per attribute object (attributes are immutable;
+    the tuple is kept in the instance, outside its dataclass fields, so equality, hashing
+    and printing are unchanged)."""
+    cached = attr.__dict__.get("_shardc_values")
+    if cached is None:
+        cached = attr.get_values()
+        object.__setattr__(attr, "_shardc_values", cached)
+    return cached  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=4096)
 def _split_axes_attr(axes: tuple[tuple[int, ...], ...]) -> GridAxesArrayAttr:
     return GridAxesArrayAttr(axes)
 
@@ -147,7 +163,11 @@ class GridAxesArrayAttr(ParametrizedAttribute, OpaqueSyntaxAttribute):
         super().__init__(axes if axes.data else ArrayAttr((grid_axes_attr(),)))
 
     def as_tuple(self) -> tuple[tuple[int, ...], ...]:
-        return tuple(sub.get_values() for sub in self.axes.data)
+        cached = self.__dict__.get("_shardc_tuple")
+        if cached is None:
+            cached = tuple(array_values(sub) for sub in self.axes.data)
+            object.__setattr__(self, "_shardc_tuple", cached)
+        return cached
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -263,13 +283,16 @@ class Sharding:
             raise ValueError("expected a value defined by shard.sharding")
         if not op.split_axes.axes.data:
             return Sharding(op.grid.string_value())
+        if op.operands:
+            dynamic = (tuple(op.dynamic_halo_sizes), tuple(op.dynamic_sharded_dims_offsets))
+        else:  # the common case: no segment sizes to read
+            dynamic = ((), ())
         return Sharding(
             op.grid.string_value(),
             op.split_axes.as_tuple(),
-            op.static_halo_sizes.get_values(),
-            op.static_sharded_dims_offsets.get_values(),
-            tuple(op.dynamic_halo_sizes),
-            tuple(op.dynamic_sharded_dims_offsets),
+            array_values(op.static_halo_sizes),
+            array_values(op.static_sharded_dims_offsets),
+            *dynamic,
         )
 
     @property
@@ -926,6 +949,21 @@ _ATTR_CONSTRAINTS: dict[str, tuple[Attribute, str]] = {
 _SEGMENTS = "operandSegmentSizes"
 
 
+@lru_cache(maxsize=256)
+def _segment_sizes(sizes: tuple[int, ...]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i32, sizes)
+
+
+@lru_cache(maxsize=1)
+def _sharding_type() -> ShardingType:
+    return ShardingType()
+
+
+@lru_cache(maxsize=1)
+def _unit() -> UnitAttr:
+    return UnitAttr()
+
+
 def _default_segment_sizes(op: IRDLOperation) -> None:
     """MLIR's property storage reads a missing `operandSegmentSizes` as all zeros: valid
     for an op without operands (the property is then materialized), else this error."""
@@ -1266,15 +1304,19 @@ class ShardingOp(IRDLOperation):
         static_offs, dyn_offs = _split_mixed(sharded_dims_offsets)
         if not isinstance(split_axes, GridAxesArrayAttr):
             split_axes = _split_axes_attr(tuple(tuple(sub) for sub in split_axes))
-        super().__init__(
-            operands=[dyn_offs, dyn_halos],
+        # What IRDLOperation's builder makes of it, from cached attributes: propagation
+        # builds thousands of these.
+        Operation.__init__(
+            self,
+            operands=[*dyn_offs, *dyn_halos],
             properties={
-                "grid": grid if isinstance(grid, SymbolRefAttr) else SymbolRefAttr(grid),
+                "grid": grid if isinstance(grid, SymbolRefAttr) else _symbol_ref(grid),
                 "split_axes": split_axes,
                 "static_sharded_dims_offsets": i64_array(static_offs),
                 "static_halo_sizes": i64_array(static_halos),
+                _SEGMENTS: _segment_sizes((len(dyn_offs), len(dyn_halos))),
             },
-            result_types=[ShardingType()],
+            result_types=[_sharding_type()],
         )
 
     @property
@@ -1430,10 +1472,12 @@ class ShardOp(IRDLOperation):
     )
 
     def __init__(self, src: SSAValue, sharding: SSAValue, annotate_for_users: bool = False):
-        super().__init__(
-            operands=[src, sharding],
-            result_types=[src.type],
-            properties={"annotate_for_users": UnitAttr() if annotate_for_users else None},
+        # IRDLOperation's builder, without its generic argument checking (hot in passes).
+        Operation.__init__(
+            self,
+            operands=[SSAValue.get(src), SSAValue.get(sharding)],
+            result_types=[SSAValue.get(src).type],
+            properties={"annotate_for_users": _unit()} if annotate_for_users else {},
         )
 
     @property
@@ -1472,7 +1516,7 @@ class CollectiveOp(IRDLOperation, ABC):
 
     @property
     def grid_axes_tuple(self) -> tuple[int, ...]:
-        return self.grid_axes.get_values()
+        return array_values(self.grid_axes)
 
     def get_asm_result_names(self) -> Sequence[str | None]:
         return [self.ASM_NAME]

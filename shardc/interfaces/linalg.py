@@ -57,7 +57,9 @@ from shardc.interfaces.sharding import (
     ReductionKind,
     ShardingInterface,
     grid_axis_assignment_for_loop_iterators,
+    indexing_maps,
     is_at_least_one_reduction_iterator_sharded,
+    loop_iterator_types,
     partition_trivially_shardable,
     ranked_tensor_rank,
     reduction_grid_axes,
@@ -131,23 +133,28 @@ class StructuredOpSharding(ShardingInterface):
     """Every linalg structured op: loops and maps from the op itself."""
 
     def _loops_and_maps(self, op: Operation) -> tuple[list[IteratorType], list[AffineMap]]:
+        return self._loops(op), self._maps(op)
+
+    def _loops(self, op: Operation) -> list[IteratorType]:
         assert isinstance(op, LinalgStructuredOperation)
-        maps = [m.data for m in op.get_indexing_maps()]
-        loops = [t.data for t in op.get_iterator_types()]
-        return loops, maps
+        return [t.data for t in op.get_iterator_types()]
+
+    def _maps(self, op: Operation) -> list[AffineMap]:
+        assert isinstance(op, LinalgStructuredOperation)
+        return [m.data for m in op.get_indexing_maps()]
 
     def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
-        return self._loops_and_maps(op)[0]
+        return self._loops(op)
 
     def get_indexing_maps(self, op: Operation) -> list[AffineMap]:
-        _, maps = self._loops_and_maps(op)
+        maps = self._maps(op)
         inits = _inits(op)
         first_init = len(op.operands) - len(inits)
         # Results are indexed as the destination-passing-style inits they update.
         return [*maps, *(maps[first_init + i] for i in range(len(op.results)))]
 
     def get_reduction_loop_iterator_kinds(self, op: Operation) -> list[ReductionKind]:
-        count = sum(t == IteratorType.REDUCTION for t in self.get_loop_iterator_types(op))
+        count = sum(t == IteratorType.REDUCTION for t in loop_iterator_types(self, op))
         return [reduction_kind(op)] * count
 
     def partition(
@@ -161,7 +168,17 @@ class StructuredOpSharding(ShardingInterface):
         _partition(self, op, operands, operand_shardings, result_shardings, partitioner)
 
 
-class ReduceOpSharding(StructuredOpSharding):
+class _SpelledOutSharding(StructuredOpSharding):
+    """Structured ops whose loop nest is spelled out here (`_loops_and_maps`)."""
+
+    def _loops(self, op: Operation) -> list[IteratorType]:
+        return self._loops_and_maps(op)[0]
+
+    def _maps(self, op: Operation) -> list[AffineMap]:
+        return self._loops_and_maps(op)[1]
+
+
+class ReduceOpSharding(_SpelledOutSharding):
     """linalg.reduce: a loop per input dimension, `dimensions` reduced."""
 
     def _loops_and_maps(self, op: Operation) -> tuple[list[IteratorType], list[AffineMap]]:
@@ -179,7 +196,7 @@ class ReduceOpSharding(StructuredOpSharding):
         return loops, [AffineMap.identity(rank), _projection(rank, kept)]
 
 
-class BroadcastOpSharding(StructuredOpSharding):
+class BroadcastOpSharding(_SpelledOutSharding):
     """linalg.broadcast: a parallel loop per init dimension, `dimensions` added."""
 
     def _loops_and_maps(self, op: Operation) -> tuple[list[IteratorType], list[AffineMap]]:
@@ -204,12 +221,12 @@ def _partition(
     result_shardings: Sequence[Sharding | None],
     partitioner: Partitioner,
 ) -> None:
-    maps = impl.get_indexing_maps(op)[: len(op.operands)]
+    maps = indexing_maps(impl, op)[: len(op.operands)]
     if not all(m.is_projected_permutation() for m in maps):
         raise diagnostics.op_error(
             op, "supports indexing maps that are only projected permutation."
         )
-    loops = impl.get_loop_iterator_types(op)
+    loops = loop_iterator_types(impl, op)
     try:
         assignment = grid_axis_assignment_for_loop_iterators(operand_shardings, loops, maps)
     except LoopShardingConflict as e:

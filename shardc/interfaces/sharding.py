@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import lru_cache
 from io import StringIO
 from typing import Iterator, TypeVar
 
@@ -95,13 +96,19 @@ class ShardingInfo:
         """The sharding a `!shard.sharding` value defines (MLIR's `Sharding(Value)`)."""
         op = value.owner
         assert isinstance(op, ShardingOp)
-        return ShardingInfo(Sharding.of(op), op.split_axes.as_tuple())
+        memo = _memo
+        if memo is None:
+            return ShardingInfo(Sharding.of(op), op.split_axes.as_tuple())
+        infos = memo["info"]
+        found = infos.get(op)
+        if found is None:
+            found = infos[op] = ShardingInfo(Sharding.of(op), op.split_axes.as_tuple())
+        return found
 
     @staticmethod
     def get(grid: str, split_axes: Sequence[Sequence[int]]) -> ShardingInfo:
         """MLIR's `Sharding::get(grid, splitAxes)` without halos or offsets."""
-        axes = tuple(tuple(a) for a in split_axes)
-        return ShardingInfo(Sharding(grid, axes), axes)
+        return _sharding_info(grid, tuple(tuple(a) for a in split_axes))
 
     def same_as(self, other: ShardingInfo | None) -> bool:
         return other is not None and self.sharding == other.sharding
@@ -123,6 +130,11 @@ class ShardingOption:
     @staticmethod
     def make_empty() -> ShardingOption:
         return ShardingOption(empty=True)
+
+
+@lru_cache(maxsize=4096)
+def _sharding_info(grid: str, axes: tuple[GridAxes, ...]) -> ShardingInfo:
+    return ShardingInfo(Sharding(grid, axes), axes)
 
 
 def remove_trailing_empty_sub_arrays(array: list[list[int]]) -> None:
@@ -266,6 +278,82 @@ def get_sharding_interface(op: Operation) -> ShardingInterface | None:
 
 
 # =========================================================================================
+# Per-pass memo of per-op derived data
+# =========================================================================================
+# Propagation visits each op several times (every traversal, every combination of
+# shardings) and partition reads each op's maps more than once; an op's indexing maps,
+# loop types and the validity of its implementation depend only on its own attributes and
+# operand/result types, which neither pass changes on an op it has not finished with.
+
+_memo: dict[str, dict] | None = None
+
+
+@contextmanager
+def pass_cache() -> Iterator[None]:
+    """Within the block, per-op derived data (indexing maps, loop iterator types, the
+    interface check, the sharding a `shard.sharding` op defines) is computed once."""
+    global _memo
+    saved = _memo
+    _memo = {"maps": {}, "loops": {}, "valid": {}, "info": {}, "sharding": {}, "grid": {}}
+    try:
+        yield
+    finally:
+        _memo = saved
+
+
+def indexing_maps(impl: ShardingInterface, op: Operation) -> list[AffineMap]:
+    """`impl.get_indexing_maps(op)`, once per op inside `pass_cache` (do not mutate)."""
+    memo = _memo
+    if memo is None:
+        return impl.get_indexing_maps(op)
+    maps = memo["maps"]
+    found = maps.get(op)
+    if found is None:
+        found = maps[op] = impl.get_indexing_maps(op)
+    return found
+
+
+def sharding_of(value: SSAValue) -> Sharding:
+    """`Sharding.of(value)`, once per `shard.sharding` op inside `pass_cache` (for passes
+    that do not modify sharding ops)."""
+    memo = _memo
+    if memo is None:
+        return Sharding.of(value)
+    op = value.owner
+    shardings = memo["sharding"]
+    found = shardings.get(op)
+    if found is None:
+        found = shardings[op] = Sharding.of(value)
+    return found
+
+
+def cached_lookup_grid(op: Operation, name: str) -> GridOp | None:
+    """`lookup_grid(op, name)`, once per block and name inside `pass_cache` (for passes
+    that do not add, remove or rename grids)."""
+    memo = _memo
+    if memo is None:
+        return lookup_grid(op, name)
+    key = (op.parent_block(), name)
+    grids = memo["grid"]
+    if key in grids:
+        return grids[key]
+    found = grids[key] = lookup_grid(op, name)
+    return found
+
+
+def loop_iterator_types(impl: ShardingInterface, op: Operation) -> list[IteratorType]:
+    """`impl.get_loop_iterator_types(op)`, once per op inside `pass_cache`."""
+    memo = _memo
+    if memo is None:
+        return impl.get_loop_iterator_types(op)
+    loops = memo["loops"]
+    found = loops.get(op)
+    if found is None:
+        found = loops[op] = impl.get_loop_iterator_types(op)
+    return found
+
+
+# =========================================================================================
 # Helpers on types, values and affine expressions
 # =========================================================================================
 
@@ -289,6 +377,12 @@ def is_constant_like(op: Operation) -> bool:
 def operand_expr_loops(expr: AffineExpr, num_dims: int) -> list[int] | None:
     """Loops an operand dimension depends on, for exprs of the form
     `c_i * d_i + d_j + ...` (each loop once); None for anything else."""
+    loops = _expr_loops(expr, num_dims)
+    return None if loops is None else list(loops)
+
+
+@lru_cache(maxsize=8192)
+def _expr_loops(expr: AffineExpr, num_dims: int) -> tuple[int, ...] | None:
     seen = [False] * num_dims
 
     def visit(e: AffineExpr) -> bool:
@@ -309,16 +403,28 @@ def operand_expr_loops(expr: AffineExpr, num_dims: int) -> list[int] | None:
 
     if not visit(expr):
         return None
-    return [i for i, s in enumerate(seen) if s]
+    return tuple(i for i, s in enumerate(seen) if s)
 
 
 def verify_sharding_interface_impl(impl: ShardingInterface, op: Operation) -> bool:
     """MLIR's `verifyShardingInterfaceImpl`: ranked tensors or scalars only, one map per
-    operand and result, projected-permutation maps for results."""
+    operand and result, projected-permutation maps for results (once per op inside
+    `pass_cache`)."""
+    memo = _memo
+    if memo is None:
+        return _verify_impl(impl, op)
+    valid = memo["valid"]
+    found = valid.get(op)
+    if found is None:
+        found = valid[op] = _verify_impl(impl, op)
+    return found
+
+
+def _verify_impl(impl: ShardingInterface, op: Operation) -> bool:
     for t in (*op.operand_types, *op.result_types):
         if not isinstance(t, TensorType) and not is_int_index_or_float(t):
             return False
-    maps = impl.get_indexing_maps(op)
+    maps = indexing_maps(impl, op)
     if not maps or len(maps) != len(op.operands) + len(op.results):
         return False
     n = len(op.operands)
@@ -363,9 +469,9 @@ def default_get_sharding_option(
     if not verify_sharding_interface_impl(impl, op):
         emit_op_error(op, "invalid sharding interface implementation")
         return None
-    maps = impl.get_indexing_maps(op)
+    maps = indexing_maps(impl, op)
     num_operands = len(op.operands)
-    option = ShardingOption([[] for _ in impl.get_loop_iterator_types(op)])
+    option = ShardingOption([[] for _ in loop_iterator_types(impl, op)])
     visited: set[int] = set()
     any_sharding = False
 
@@ -396,7 +502,7 @@ def default_get_sharding_option(
             option.grid = sharding.grid
         map_ = maps[index]
         for expr, axes in zip(map_.results, sharding.split_axes):
-            loops = operand_expr_loops(expr, map_.num_dims)
+            loops = _expr_loops(expr, map_.num_dims)
             if loops is None:
                 emit_op_error(
                     op,
@@ -460,7 +566,7 @@ def operand_sharding_for_option(
         return ShardingInfo.get(option.grid, [])
     split: list[list[int]] = [[] for _ in range(rank)]
     for i, expr in enumerate(map_.results):
-        loops = operand_expr_loops(expr, map_.num_dims)
+        loops = _expr_loops(expr, map_.num_dims)
         if loops is None:
             raise _Impossible
         sharded = [
@@ -481,7 +587,7 @@ def operand_sharding_for_option(
 def default_get_sharding_annotations(
     impl: ShardingInterface, op: Operation, option: ShardingOption
 ) -> list[ShardingInfo | None] | None:
-    maps = impl.get_indexing_maps(op)
+    maps = indexing_maps(impl, op)
     n = len(op.operands)
     res: list[ShardingInfo | None] = []
     try:
@@ -700,7 +806,7 @@ def default_add_sharding_annotations(
     impl: ShardingInterface, op: Operation, option: ShardingOption
 ) -> bool:
     assert not option.empty and option.grid is not None
-    maps = impl.get_indexing_maps(op)
+    maps = indexing_maps(impl, op)
     n = len(op.operands)
     for i, result in enumerate(op.results):
         insert_result_annotation(result_sharding_for_option(result, option, maps[n + i]), result)
@@ -740,7 +846,7 @@ class Partitioner:
         return self.mapping.get(value, value)
 
     def grid(self, op: Operation, name: str) -> GridOp:
-        grid = lookup_grid(op, name)
+        grid = cached_lookup_grid(op, name)
         if grid is None:
             raise diagnostics.op_error(op, f"undefined symbol reference to grid @{name}")
         return grid
@@ -792,7 +898,14 @@ def local_type(
                     "sharded_dims_offsets)",
                 )
     local = sharding.shard_shape(shape, gshape)
-    return TensorType(type_.get_element_type(), local)
+    return _tensor_type(type_.get_element_type(), tuple(local))
+
+
+@lru_cache(maxsize=4096)
+def _tensor_type(element_type: Attribute, shape: tuple[int, ...]) -> TensorType:
+    """Types are immutable: one object per local type instead of one built and verified
+    per partitioned value."""
+    return TensorType(element_type, shape)
 
 
 def type_text(type_: Attribute) -> str:

@@ -51,7 +51,7 @@ from shardc.dialects import shard
 from shardc.lowering.shard_to_mpi_builder import Emitter, drop_group_marks, fail, static_grid_shape
 from shardc.lowering.shard_to_mpi_collectives import COLLECTIVE_PATTERNS
 from shardc.lowering.shard_to_mpi_indices import INDEX_PATTERNS
-from shardc.passes.greedy import apply_patterns_greedily
+from shardc.passes.greedy import apply_patterns_greedily, paused_gc
 from shardc.passes.simplify import folding_patterns
 
 Lowering = Callable[[Operation, PatternRewriter], None]
@@ -75,6 +75,12 @@ class _Dispatch(RewritePattern):
         lowering = self.table.get(type(op))
         if lowering is not None:
             lowering(op, rewriter)
+
+
+def _holds(module: ModuleOp, classes: tuple[type[Operation], ...]) -> bool:
+    """Whether an op of `classes` is in `module` (one walk, far cheaper than a rewrite
+    walker that finds nothing to do)."""
+    return any(isinstance(op, classes) for op in module.walk())
 
 
 def _run(module: ModuleOp, patterns: Sequence[RewritePattern]) -> None:
@@ -310,9 +316,15 @@ class ConvertShardToMPIPass(ModulePass):
     name = "convert-shard-to-mpi"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        _run(op, [_Dispatch({shard.GetShardingOp: lower_get_sharding})])
+        with paused_gc():
+            self._apply(ctx, op)
+
+    def _apply(self, ctx: Context, op: ModuleOp) -> None:
+        if _holds(op, (shard.GetShardingOp,)):
+            _run(op, [_Dispatch({shard.GetShardingOp: lower_get_sharding})])
         upstream = _upstream_patterns()
-        if upstream:
+        # They rewrite only all_slice and process_multi_index ops.
+        if upstream and _holds(op, (shard.AllSliceOp, shard.ProcessMultiIndexOp)):
             _run(op, upstream)
         table: dict[type[Operation], Lowering] = {**COLLECTIVE_PATTERNS, **INDEX_PATTERNS}
         _run(op, [_Dispatch(table)])

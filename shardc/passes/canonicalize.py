@@ -22,7 +22,7 @@ from xdsl.traits import HasCanonicalizationPatternsTrait
 from xdsl.utils.exceptions import PassFailedException
 
 from shardc.passes.fold_registry import registered_patterns, replaces_native_patterns
-from shardc.passes.greedy import NO_LIMIT, GreedyRewriteConfig, apply_patterns_greedily
+from shardc.passes.greedy import NO_LIMIT, GreedyRewriteConfig, apply_patterns_greedily, paused_gc
 
 PatternFilter = Callable[[RewritePattern], bool]
 
@@ -80,7 +80,8 @@ class CanonicalizePass(ModulePass):
             max_num_rewrites=self.max_num_rewrites,
         )
         patterns = CanonicalizationPatterns(self._filter())
-        converged = apply_patterns_greedily(op, patterns, config=config, ctx=ctx)
+        with paused_gc():
+            converged = apply_patterns_greedily(op, patterns, config=config, ctx=ctx)
         if self.test_convergence and not converged:
             raise PassFailedException("canonicalizer failed to converge")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation, Region
+from xdsl.ir import Attribute, Block, Operation, Region
 from xdsl.passes import ModulePass
 from xdsl.traits import IsolatedFromAbove, IsTerminator
 from xdsl.transforms.common_subexpression_elimination import (
@@ -22,7 +22,8 @@ from xdsl.transforms.common_subexpression_elimination import (
     OperationInfo,
 )
 
-from shardc.passes.folding import is_commutative, is_memory_effect_free, is_trivially_dead
+from shardc.passes.folding import has_trait, is_commutative, is_memory_effect_free, is_trivially_dead
+from shardc.passes.greedy import paused_gc
 
 
 def _successors(block: Block) -> Sequence[Block]:
@@ -82,6 +83,19 @@ def dominator_tree(region: Region) -> dict[Block, list[Block]]:
     return children
 
 
+def _attr_hash(attr: Attribute) -> int:
+    """`hash(attr)`, computed once per attribute object: attributes are immutable and
+    their (dataclass) hash walks all their parameters. Kept in the instance, outside its
+    fields."""
+    fields = getattr(attr, "__dict__", None)
+    if fields is None:  # an attribute class with slots: nowhere to keep it
+        return hash(attr)
+    found = fields.get("_shardc_hash")
+    if found is None:
+        found = fields["_shardc_hash"] = hash(attr)
+    return found
+
+
 class _Info(OperationInfo):
     """Op equivalence as MLIR's OperationEquivalence: the operands of commutative ops
     compare as a multiset."""
@@ -97,9 +111,9 @@ class _Info(OperationInfo):
         return hash(
             (
                 self.name,
-                sum(hash(i) for i in op.attributes.items()),
-                sum(hash(i) for i in op.properties.items()),
-                hash(op.result_types),
+                sum(hash((k, _attr_hash(v))) for k, v in op.attributes.items()),
+                sum(hash((k, _attr_hash(v))) for k, v in op.properties.items()),
+                hash(tuple(_attr_hash(t) for t in op.result_types)),
                 hash(self._operands()),
             )
         )
@@ -147,11 +161,11 @@ class _DominanceCSEDriver(CSEDriver):
 
     def _simplify_operation(self, op: Operation) -> None:
         # MLIR's trivially-dead test (allocations of unused results are dead)
-        if not op.has_trait(IsTerminator) and is_trivially_dead(op):
+        if not has_trait(op, IsTerminator) and is_trivially_dead(op):
             self._mark_erasure(op)
             return
         if (
-            not op.has_trait(IsTerminator)
+            not has_trait(op, IsTerminator)
             and is_memory_effect_free(op)
             and not any(len(region.blocks) > 1 for region in op.regions)
         ):
@@ -176,7 +190,7 @@ class _DominanceCSEDriver(CSEDriver):
         # xDSL's block walk opens blank scopes as plain KnownOps; keep ours
         for op in block.ops:
             if op.regions:
-                if op.has_trait(IsolatedFromAbove, value_if_unregistered=True):
+                if has_trait(op, IsolatedFromAbove, True):
                     outer = self._known_ops
                     self._known_ops = _KnownOps()
                     for region in op.regions:
@@ -214,4 +228,5 @@ class CSEPass(ModulePass):
     name = "cse"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        _DominanceCSEDriver().simplify(op)
+        with paused_gc():
+            _DominanceCSEDriver().simplify(op)

@@ -40,6 +40,8 @@ _MATERIALIZERS: dict[str, Materializer] = {}
 _CONSTANTS: dict[type[Operation], Callable[[Operation], Attribute | None]] = {}
 _EFFECT_FREE: dict[type[Operation], Callable[[Operation], bool] | None] = {}
 _REPLACED: set[type[Operation]] = set()
+_LOOKUPS: dict[tuple[str, type[Operation]], object] = {}
+"""Memo of the MRO lookups below, per table and class (cleared by every registration)."""
 _loaded = False
 
 F = TypeVar("F", bound=Callable[..., FoldResult])
@@ -50,6 +52,7 @@ def register_folder(*classes: type[Operation]) -> Callable[[F], F]:
     """Decorator: `fn(op)` is the folder of `classes` (and of their subclasses)."""
 
     def add(fn: F) -> F:
+        _LOOKUPS.clear()
         for cls in classes:
             _FOLDERS[cls] = fn
         return fn
@@ -63,6 +66,7 @@ def register_patterns(
     """Append canonicalization patterns to `cls` (and its subclasses). With
     `replace_native`, the patterns xDSL's traits give `cls` are not used: they are not
     MLIR's and would run first."""
+    _LOOKUPS.clear()
     _PATTERNS.setdefault(cls, []).extend(patterns)
     if replace_native:
         _REPLACED.add(cls)
@@ -70,6 +74,7 @@ def register_patterns(
 
 def register_constant(cls: type[Operation], value: Callable[[Operation], Attribute | None]) -> None:
     """`cls` is ConstantLike (MLIR's `m_Constant` matches it); `value(op)` is its value."""
+    _LOOKUPS.clear()
     _CONSTANTS[cls] = value
 
 
@@ -79,6 +84,7 @@ def register_effect_free(
     """`classes` have no memory effect (MLIR declares them Pure; xDSL's do not); with
     `when`, only the ops it accepts (MLIR's effects that depend on operand types, as
     linalg's: none on tensors, reads and writes on memrefs)."""
+    _LOOKUPS.clear()
     for cls in classes:
         _EFFECT_FREE[cls] = when
 
@@ -95,41 +101,66 @@ def _load() -> None:
 
 
 def registered_folder(cls: type[Operation]) -> Folder | None:
-    return _first(_FOLDERS, cls)
+    return _first(_FOLDERS, cls, "folder")
 
 
 def registered_patterns(cls: type[Operation]) -> tuple[RewritePattern, ...]:
     _load()
+    key = ("patterns", cls)
+    if key in _LOOKUPS:
+        return _LOOKUPS[key]  # type: ignore[return-value]
     found: list[RewritePattern] = []
     for klass in cls.__mro__:
         found.extend(_PATTERNS.get(klass, ()))  # pyright: ignore[reportArgumentType]
-    return tuple(found)
+    _LOOKUPS[key] = result = tuple(found)
+    return result
 
 
-def _first(table: dict[type[Operation], T], cls: type[Operation]) -> T | None:
+_MISSING = object()
+
+
+def _first(table: dict[type[Operation], T], cls: type[Operation], name: str) -> T | None:
     _load()
-    for klass in cls.__mro__:
-        if klass in table:
-            return table[klass]  # pyright: ignore[reportArgumentType]
-    return None
+    key = (name, cls)
+    found = _LOOKUPS.get(key, _MISSING)
+    if found is _MISSING:
+        found = next((table[k] for k in cls.__mro__ if k in table), None)
+        _LOOKUPS[key] = found
+    return found  # type: ignore[return-value]
 
 
 def registered_constant(cls: type[Operation]) -> Callable[[Operation], Attribute | None] | None:
-    return _first(_CONSTANTS, cls)
+    return _first(_CONSTANTS, cls, "constant")
+
+
+_NOT_REGISTERED = object()
 
 
 def registered_effect_free(op: Operation) -> bool:
+    found = _effect_free_entry(type(op))
+    if found is _NOT_REGISTERED:
+        return False
+    return found is None or found(op)  # type: ignore[operator]
+
+
+def _effect_free_entry(cls: type[Operation]) -> object:
+    """The `when` of the nearest registered class (None: always), or _NOT_REGISTERED."""
     _load()
-    for klass in type(op).__mro__:
-        if klass in _EFFECT_FREE:
-            when = _EFFECT_FREE[klass]
-            return when is None or when(op)
-    return False
+    key = ("effect_free_entry", cls)
+    found = _LOOKUPS.get(key, _MISSING)
+    if found is _MISSING:
+        found = next((_EFFECT_FREE[k] for k in cls.__mro__ if k in _EFFECT_FREE), _NOT_REGISTERED)
+        _LOOKUPS[key] = found
+    return found
 
 
 def replaces_native_patterns(cls: type[Operation]) -> bool:
     _load()
-    return any(klass in _REPLACED for klass in cls.__mro__)
+    key = ("replaced", cls)
+    found = _LOOKUPS.get(key)
+    if found is None:
+        found = _LOOKUPS[key] = any(klass in _REPLACED for klass in cls.__mro__)
+    return found  # type: ignore[return-value]
 
 
 def registered_materializer(dialect: str) -> Materializer | None:

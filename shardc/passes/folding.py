@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from xdsl.context import Context
 from xdsl.dialect_interfaces.constant_materialization import (
@@ -40,6 +41,42 @@ from shardc.passes.fold_registry import (
 )
 
 
+T = TypeVar("T")
+
+_HAS_TRAIT: dict[tuple[type[Operation], object, bool], bool] = {}
+_TRAITS_OF_TYPE: dict[tuple[type[Operation], type], tuple] = {}
+
+
+def has_trait(op: Operation, trait: object, value_if_unregistered: bool = True) -> bool:
+    """`op.has_trait(trait)`, once per op class (an op's traits are those of its class)."""
+    key = (type(op), trait, value_if_unregistered)
+    found = _HAS_TRAIT.get(key)
+    if found is None:
+        found = _HAS_TRAIT[key] = op.has_trait(trait, value_if_unregistered=value_if_unregistered)  # type: ignore[arg-type]
+    return found
+
+
+def traits_of_type(op: Operation, trait: type[T]) -> tuple[T, ...]:
+    """`op.get_traits_of_type(trait)`, once per op class."""
+    key = (type(op), trait)
+    found = _TRAITS_OF_TYPE.get(key)
+    if found is None:
+        found = _TRAITS_OF_TYPE[key] = tuple(op.get_traits_of_type(trait))
+    return found
+
+
+_TRAIT: dict[tuple[type[Operation], type], object] = {}
+
+
+def get_trait(op: Operation, trait: type[T]) -> T | None:
+    """`op.get_trait(trait)`, once per op class."""
+    key = (type(op), trait)
+    if key in _TRAIT:
+        return _TRAIT[key]  # type: ignore[return-value]
+    found = _TRAIT[key] = op.get_trait(trait)
+    return found
+
+
 def constant_value(value: SSAValue) -> Attribute | None:
     """The attribute of `value` if a ConstantLike op defines it (MLIR's `m_Constant`)."""
     if not isinstance(value, OpResult):
@@ -48,9 +85,9 @@ def constant_value(value: SSAValue) -> Attribute | None:
     value_of = registered_constant(type(op))
     if value_of is not None:
         return value_of(op)
-    if not op.has_trait(ConstantLike, value_if_unregistered=False):
+    if not has_trait(op, ConstantLike, False):
         return None
-    trait = op.get_trait(HasFolder)
+    trait = get_trait(op, HasFolder)
     if trait is None:
         return None
     folded = trait.fold(op)
@@ -69,7 +106,7 @@ def op_constant_value(op: Operation) -> Attribute | None:
 
 def might_be_isolated(op: Operation) -> bool:
     """`mightHaveTrait<IsIsolatedFromAbove>`: unregistered ops might be."""
-    return isinstance(op, UnregisteredOp) or op.has_trait(IsolatedFromAbove)
+    return isinstance(op, UnregisteredOp) or has_trait(op, IsolatedFromAbove)
 
 
 # -----------------------------------------------------------------------------------------
@@ -83,7 +120,7 @@ def _own_effects_are_droppable(op: Operation) -> bool | None:
     if registered_effect_free(op):
         return True
     traits = [
-        t for t in op.get_traits_of_type(MemoryEffect)
+        t for t in traits_of_type(op, MemoryEffect)
         if not isinstance(t, RecursiveMemoryEffect)
     ]
     if not traits:
@@ -107,14 +144,14 @@ def _own_effects_are_droppable(op: Operation) -> bool | None:
 
 def would_be_trivially_dead(root: Operation) -> bool:
     """MLIR's `wouldOpBeTriviallyDead`: no effect beyond its results."""
-    if isinstance(root, UnregisteredOp) or root.has_trait(IsTerminator):
+    if isinstance(root, UnregisteredOp) or has_trait(root, IsTerminator):
         return False
-    if root.has_trait(SymbolOpInterface):
+    if has_trait(root, SymbolOpInterface):
         return False
     stack = [root]
     while stack:
         op = stack.pop()
-        recursive = op.has_trait(RecursiveMemoryEffect)
+        recursive = has_trait(op, RecursiveMemoryEffect)
         if recursive:
             for region in op.regions:
                 for block in region.blocks:
@@ -138,7 +175,7 @@ def is_memory_effect_free(op: Operation) -> bool:
         return False
     if registered_effect_free(op):
         return True
-    traits = op.get_traits_of_type(MemoryEffect)
+    traits = traits_of_type(op, MemoryEffect)
     if not traits:
         return False
     recursive = False
@@ -177,7 +214,7 @@ COMMUTATIVE_OPS = frozenset(
 
 
 def is_commutative(op: Operation) -> bool:
-    return op.name in COMMUTATIVE_OPS or op.has_trait(Commutative)
+    return op.name in COMMUTATIVE_OPS or has_trait(op, Commutative)
 
 
 def fold_commutative(op: Operation) -> bool:
@@ -239,7 +276,7 @@ def try_fold(op: Operation) -> FoldResult | None:
     else:
         folded = _arith_identity_fold(op)
         if folded is None:
-            trait = op.get_trait(HasFolder)
+            trait = get_trait(op, HasFolder)
             folded = trait.fold(op) if trait is not None else None
     if folded is not None and len(folded) == 0 and op.results:
         return FoldResult(None)  # updated in place

@@ -43,18 +43,21 @@ from shardc.dialects.shard import (
     Sharding,
     ShardingOp,
     ShardOp,
-    lookup_grid,
 )
 from shardc.interfaces.sharding import (
     Partitioner,
+    cached_lookup_grid,
     clone_op,
     get_sharding_interface,
     is_constant_like,
     local_type,
     partition_fully_replicated,
+    pass_cache,
+    sharding_of,
     type_text,
 )
 from shardc.ir import diagnostics
+from shardc.passes.greedy import paused_gc
 from shardc.passes.resharding import (
     AllGather,
     AllToAll,
@@ -70,7 +73,7 @@ def _is_ranked_non0(value: SSAValue) -> bool:
 
 
 def _grid(op: Operation, sharding: Sharding) -> GridOp:
-    grid = lookup_grid(op, sharding.grid)
+    grid = cached_lookup_grid(op, sharding.grid)
     if grid is None:
         raise diagnostics.op_error(op, f"undefined symbol reference to grid @{sharding.grid}")
     return grid
@@ -158,7 +161,7 @@ def operand_shardings(op: Operation) -> list[Sharding | None]:
     for operand in op.operands:
         owner = operand.owner
         if _is_ranked_non0(operand) and isinstance(owner, ShardOp):
-            res.append(Sharding.of(owner.sharding))
+            res.append(sharding_of(owner.sharding))
         else:
             res.append(None)
     return res
@@ -174,7 +177,7 @@ def result_shardings(op: Operation) -> list[Sharding | None]:
         if len(uses) == 1 and isinstance(result.type, TensorType):
             user = uses[0].operation
             if isinstance(user, ShardOp):
-                sharding = Sharding.of(user.sharding)
+                sharding = sharding_of(user.sharding)
             elif not result.type.get_shape():
                 grid = next(
                     (o.owner for o in op.operands if isinstance(o.owner, ShardingOp)), None
@@ -215,7 +218,7 @@ class BlockPartitioner:
                 continue
             shard = next(iter(arg.uses)).operation
             assert isinstance(shard, ShardOp)
-            sharding = Sharding.of(shard.sharding)
+            sharding = sharding_of(shard.sharding)
             grid = _grid(shard, sharding)
             types.append(local_type(arg.type, grid, sharding, f"block argument {arg.index}", owner))
         return types
@@ -229,12 +232,14 @@ class BlockPartitioner:
 
     def verify_created(self) -> None:
         """Annotations that contradict each other (say, operands of an elementwise op split
-        differently) give local ops that do not verify: say so at the original op."""
+        differently) give local ops that do not verify: say so at the original op. The
+        regions of a clone of the original op hold clones of its verified body (only the
+        op's own types changed), so their ops are not verified again."""
         for new, op in self.origins:
             if new.has_trait(ReturnLike):
                 continue  # checked against the function type, updated later
             try:
-                new.verify()
+                new.verify(verify_nested_ops=new.name != op.name)
             except VerifyException as e:
                 raise diagnostics.error(
                     op, f"Cannot partition: the partitioned op does not verify: {e}"
@@ -298,7 +303,7 @@ class BlockPartitioner:
             self.mapping[op.result] = self.lookup(op, op.src)
             return
         value = self.lookup(op, source.result)
-        src, tgt = Sharding.of(source.sharding), Sharding.of(op.sharding)
+        src, tgt = sharding_of(source.sharding), sharding_of(op.sharding)
         global_type = source.src.type
         if src == tgt or (src.is_fully_replicated and tgt.is_fully_replicated):
             self.mapping[op.result] = value
@@ -392,5 +397,6 @@ class ShardPartitionPass(ModulePass):
     name = "shard-partition"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
-            partition_function(function)
+        with pass_cache(), paused_gc():
+            for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
+                partition_function(function)

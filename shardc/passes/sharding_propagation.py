@@ -34,6 +34,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from shardc.dialects.shard import ShardingOp, ShardOp
 from shardc.ir import diagnostics
+from shardc.passes.greedy import paused_gc
 from shardc.interfaces.sharding import (
     ConflictingUserShardings,
     ShardingInfo,
@@ -46,6 +47,7 @@ from shardc.interfaces.sharding import (
     is_constant_like,
     listen_to_annotations,
     operand_annotation,
+    pass_cache,
     result_annotation,
 )
 
@@ -321,7 +323,7 @@ class ShardingPropagationPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         failed = False
-        with collect_diagnostics() as found:
+        with collect_diagnostics() as found, pass_cache(), paused_gc():
             for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
                 if not propagate_function(function, self.traversal, self.explain):
                     failed = True

@@ -10,6 +10,13 @@ Patterns (upstream `Simplify.cpp` / `Simplifications.cpp`):
   tensor axis);
 - `grid_shape` of static grid axes -> `arith.constant` (dynamic axes stay queried).
 
+Beyond upstream (shard-simplify only; `canonicalize` keeps upstream's behaviour): a
+collective whose grid axes (at least one) all have static size 1 (all_reduce, all_gather, all_slice,
+all_to_all, reduce_scatter, broadcast, gather, scatter, reduce, and shift when it rotates
+or does not move) is an identity, replaced by its input when the types match or by a
+`tensor.cast` when only static/dynamic sizes differ. A grid `(dp, tp)` with tp=1 then
+leaves no collective over the tp axis.
+
 `simplification_patterns()` is upstream's older `populateSimplificationPatterns` (what
 mlir-opt's `test-grid-simplifications` runs: endomorphisms and grid_shape folding only);
 `simplify_patterns()` is `populateSimplifyPatterns`, the `shard-simplify` set.
@@ -28,14 +35,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, ShapedType
+from xdsl.dialects import arith, tensor
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, ModuleOp, ShapedType, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from shardc.dialects import shard
-from shardc.passes.greedy import apply_patterns_greedily
+from shardc.passes.greedy import apply_patterns_greedily, paused_gc
 
 # =========================================================================================
 # Patterns
@@ -79,6 +86,11 @@ class AllReduceEndomorphism(RewritePattern):
     algebraic_op: type[Operation]
     reduction: shard.ReductionKind
 
+    @property
+    def root_ops(self) -> tuple[type[Operation], ...]:
+        """What the greedy driver tries this pattern on (`PatternList`)."""
+        return (self.algebraic_op,)
+
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if type(op) is not self.algebraic_op or not op.operands:
             return
@@ -118,6 +130,8 @@ class AllReduceAllSliceToReduceScatter(RewritePattern):
     """`all_slice(all_reduce(x))` -> `reduce_scatter(x)`: half the traffic, 1/N the
     memory. The all-reduce must have no other use and the same grid and grid axes."""
 
+    root_ops = (shard.AllSliceOp,)
+
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, shard.AllSliceOp):
             return
@@ -151,6 +165,8 @@ class AllGatherAllSliceCancel(RewritePattern):
     """`all_slice(all_gather(x))` and `all_gather(all_slice(x))` -> `x`, when they undo
     each other (the inner op may have other uses: it is not erased then)."""
 
+    root_ops = (shard.AllSliceOp, shard.AllGatherOp)
+
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if isinstance(op, shard.AllSliceOp):
             inner = op.input.owner
@@ -165,6 +181,8 @@ class AllGatherAllSliceCancel(RewritePattern):
 class GridShapeFolder(RewritePattern):
     """`grid_shape` -> `arith.constant` for each static axis; the dynamic ones stay, in
     a narrower `grid_shape ... axes = [...]`."""
+
+    root_ops = (shard.GridShapeOp,)
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, shard.GridShapeOp):
@@ -195,6 +213,67 @@ class GridShapeFolder(RewritePattern):
         rewriter.replace(op, new_ops, results)
 
 
+_SINGLE_PROCESS_IDENTITIES = (
+    shard.AllReduceOp,
+    shard.AllGatherOp,
+    shard.AllSliceOp,
+    shard.AllToAllOp,
+    shard.ReduceScatterOp,
+    shard.BroadcastOp,
+    shard.GatherOp,
+    shard.ScatterOp,
+    shard.ReduceOp,
+    shard.ShiftOp,
+)
+
+
+def _single_process_groups(op: shard.CollectiveOp) -> bool:
+    """Every group of `op` is one process: it has grid axes, all of static size 1 (empty
+    grid axes are canonicalize's, as upstream)."""
+    axes = op.grid_axes_tuple
+    if not axes:
+        return False
+    grid = shard.lookup_grid(op, op.grid)
+    if grid is None:
+        return False
+    shape = grid.shape_tuple
+    return all(0 <= a < len(shape) and shape[a] == 1 for a in axes)
+
+
+def _compatible_tensor_types(a: Attribute, b: Attribute) -> bool:
+    """Ranked tensors of one element type and rank whose static sizes agree (`tensor.cast`
+    goes between them)."""
+    if not isinstance(a, TensorType) or not isinstance(b, TensorType):
+        return False
+    if a.get_element_type() != b.get_element_type():
+        return False
+    sa, sb = a.get_shape(), b.get_shape()
+    return len(sa) == len(sb) and all(x == y or DYNAMIC_INDEX in (x, y) for x, y in zip(sa, sb))
+
+
+class SingleProcessCollectiveFolder(RewritePattern):
+    """A collective whose groups are single processes (all its grid axes of static size 1)
+    moves nothing: its result is its input (through a `tensor.cast` where only static and
+    dynamic sizes differ). Beyond upstream; a shift folds only when it rotates or its
+    offset is 0 (otherwise the lone process receives nothing), and a collective that
+    changes the element type (an all_reduce into a wider accumulator) stays."""
+
+    root_ops = _SINGLE_PROCESS_IDENTITIES
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, _SINGLE_PROCESS_IDENTITIES):
+            return
+        if isinstance(op, shard.ShiftOp) and op.rotate is None and op.offset.value.data != 0:
+            return
+        source, result = op.operands[0], op.results[0]
+        if not isinstance(source.type, TensorType) or not _single_process_groups(op):
+            return
+        if source.type == result.type:
+            rewriter.replace(op, [], [source])
+        elif _compatible_tensor_types(source.type, result.type):
+            rewriter.replace(op, tensor.CastOp(source, result.type))
+
+
 def folding_patterns() -> list[RewritePattern]:
     """Upstream's `populateFoldingPatterns`."""
     return [GridShapeFolder()]
@@ -211,6 +290,7 @@ def simplify_patterns() -> list[RewritePattern]:
         *endomorphism_patterns(),
         AllReduceAllSliceToReduceScatter(),
         AllGatherAllSliceCancel(),
+        SingleProcessCollectiveFolder(),
         *folding_patterns(),
     ]
 
@@ -219,9 +299,11 @@ def simplify_patterns() -> list[RewritePattern]:
 class ShardSimplifyPass(ModulePass):
     """Applies the Shard simplification patterns (all-reduce endomorphisms, all_slice of
     all_reduce to reduce_scatter, all_gather/all_slice cancellation, static grid_shape to
-    constants) with MLIR's greedy driver."""
+    constants) with MLIR's greedy driver, plus (beyond upstream) the folding of
+    collectives over size-1 grid axes."""
 
     name = "shard-simplify"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        apply_patterns_greedily(op, simplify_patterns(), ctx=ctx)
+        with paused_gc():
+            apply_patterns_greedily(op, simplify_patterns(), ctx=ctx)
