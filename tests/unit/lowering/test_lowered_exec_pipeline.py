@@ -72,7 +72,8 @@ def test_lowered_mlp_on_scattered_global_inputs_equals_unsharded() -> None:
     assert recorded is not None
     args, results = recorded
     assert [str(t) for t, _ in args] == ["tensor<16x32xf32>", "tensor<32x64xf32>", "tensor<64x32xf32>"]
-    assert args[0][1] is None and args[1][1].split_axes == ((), (0,)) and args[2][1].split_axes == ((0,), ())
+    # recorded after propagation: x is annotated too (replicated)
+    assert args[0][1].split_axes == ((),) and args[1][1].split_axes == ((), (0,)) and args[2][1].split_axes == ((0,), ())
     values = mlp_values()
     grid = (4,)
     per_rank = [
