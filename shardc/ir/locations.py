@@ -30,8 +30,9 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, AttributeInvT, BlockArgument, Operation, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.utils.exceptions import MultipleSpansParseError
-from xdsl.utils.lexer import Span
-from xdsl.utils.mlir_lexer import MLIRTokenKind
+from xdsl.parser.generic_parser import ParserState
+from xdsl.utils.lexer import Input, Span
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
 _NEWLINE = re.compile("\n")
 
@@ -128,6 +129,14 @@ def _alias_name(loc: Attribute) -> str | None:
     return None
 
 
+class _LinearStringLexer(MLIRLexer):
+    """xDSL's string-literal pattern nests `+` inside `*`, which backtracks exponentially
+    on a long unterminated string (a hang on one mistyped quote); this one matches a
+    character at a time, so it is linear."""
+
+    _unescaped_characters_regex = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
+
+
 class LocatingParser(Parser):
     """An xDSL parser that gives each op the location of its name (MLIR's op location)
     and each block argument the location of its `%name`, unless the input says `loc(...)`.
@@ -145,6 +154,7 @@ class LocatingParser(Parser):
         module_loc: tuple[int, int] = (0, 0),
     ) -> None:
         super().__init__(ctx, text, name)
+        self._parser_state = ParserState(_LinearStringLexer(Input(text, name)))
         self.source = SourceFile(name, text)
         self._name_attr = StringAttr(name)
         self._op_name_starts: list[int] = []
