@@ -202,13 +202,14 @@ class DiagnosticEngine:
 
 
 def op_text(op: Operation, generic: bool = True) -> str | None:
-    """The op as text (generic form: as MLIR's "see current operation" note shows it);
-    None if the printer cannot print it."""
+    """The op as MLIR's "see current operation" note shows it: generic form, values
+    numbered as in its closest isolated-from-above ancestor (`%5 = "x.y"(%3)`, not
+    numbers restarting at the op); None if the printer cannot print it."""
     try:
         from shardc.ir.printer import MLIRPrinter
 
         stream = StringIO()
-        MLIRPrinter(stream=stream, print_generic_format=generic).print_op(op)
+        MLIRPrinter(stream=stream, print_generic_format=generic).print_op_in_scope(op)
         return stream.getvalue().rstrip("\n")
     except Exception:
         return None

@@ -3,7 +3,9 @@ parsed operation and block argument, and the helpers that turn positions and loc
 attributes into `file:line:col` for diagnostics.
 
 xDSL's parser only records explicit `loc(...)`; `LocatingParser` hooks three of its
-methods to add file locations, so parsing stays within a few percent of plain xDSL.
+methods to add file locations (a line table built on first use, then a bisect per op).
+It is a `FastParser` (shardc.ir.fast_parser) and builds affine expressions as MLIR does
+(`MLIRAffineParsing`).
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ from xdsl.dialects.builtin import (
     UnregisteredOp,
 )
 from xdsl.ir import Attribute, AttributeInvT, BlockArgument, Operation, SSAValue
-from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.parser import UnresolvedOperand
 from xdsl.utils.exceptions import MultipleSpansParseError
-from xdsl.parser.generic_parser import ParserState
-from xdsl.utils.lexer import Input, Span
-from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
+from xdsl.utils.lexer import Span
+from xdsl.utils.mlir_lexer import MLIRTokenKind
+
+from shardc.dialects.affine import MLIRAffineParsing
+from shardc.ir.fast_parser import FastParser
 
 _NEWLINE = re.compile("\n")
 
@@ -43,10 +47,14 @@ class SourceFile:
 
     name: str
     text: str
-    _line_starts: list[int] = field(init=False, repr=False)
+    _lines: list[int] | None = field(default=None, init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self._line_starts = [0, *(m.end() for m in _NEWLINE.finditer(self.text))]
+    @property
+    def _line_starts(self) -> list[int]:
+        """Offsets where lines start, computed on first use."""
+        if self._lines is None:
+            self._lines = [0, *(m.end() for m in _NEWLINE.finditer(self.text))]
+        return self._lines
 
     def line_col(self, offset: int) -> tuple[int, int]:
         """1-based line and column of a character offset."""
@@ -129,15 +137,7 @@ def _alias_name(loc: Attribute) -> str | None:
     return None
 
 
-class _LinearStringLexer(MLIRLexer):
-    """xDSL's string-literal pattern nests `+` inside `*`, which backtracks exponentially
-    on a long unterminated string (a hang on one mistyped quote); this one matches a
-    character at a time, so it is linear."""
-
-    _unescaped_characters_regex = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
-
-
-class LocatingParser(Parser):
+class LocatingParser(MLIRAffineParsing, FastParser):
     """An xDSL parser that gives each op the location of its name (MLIR's op location)
     and each block argument the location of its `%name`, unless the input says `loc(...)`.
 
@@ -154,7 +154,6 @@ class LocatingParser(Parser):
         module_loc: tuple[int, int] = (0, 0),
     ) -> None:
         super().__init__(ctx, text, name)
-        self._parser_state = ParserState(_LinearStringLexer(Input(text, name)))
         self.source = SourceFile(name, text)
         self._name_attr = StringAttr(name)
         self._op_name_starts: list[int] = []
@@ -195,12 +194,18 @@ class LocatingParser(Parser):
             del self._op_name_starts[depth:]
             if op.location is UNKNOWN_LOC:
                 op.location = self.loc_at(start)
+            if op.regions:
+                _locate_implicit_terminators(op)
+                if op.name in _ARGS_AT_OPERANDS:
+                    _locate_args_at_operands(op)
+                elif op.name in _BODY_AT_OP:
+                    _locate_body_at_op(op)
         return op
 
     def _get_op_by_name(self, name: str) -> type[Operation]:
         """xDSL's lookup, with mlir-opt's messages for unknown operations."""
         dialect_stack = self._parser_state.dialect_stack
-        op_type = self.ctx.get_optional_op(name, dialect_stack=dialect_stack)
+        op_type = self._lookup_op(name)
         start = self._op_name_starts[-1] if self._op_name_starts else self.current_offset
         if op_type is not None and not issubclass(op_type, UnregisteredOp):
             return op_type
@@ -254,6 +259,15 @@ class LocatingParser(Parser):
 
     def _parse_location(self) -> LocationAttr:
         token = self._current_token
+        if token.kind == MLIRTokenKind.BARE_IDENT and token.text == "fused":
+            # `fused<metadata>[...]`, which xDSL's location parser lacks
+            self._consume_token()
+            metadata: Attribute = NoneAttr()
+            if self.parse_optional_punctuation("<") is not None:
+                metadata = self.parse_attribute()
+                self.parse_punctuation(">")
+            locs = self.parse_comma_separated_list(self.Delimiter.SQUARE, self._parse_location)
+            return FusedLoc(tuple(locs), metadata)
         if token.kind == MLIRTokenKind.HASH_IDENT and token.text not in self.attribute_aliases:
             self._consume_token(MLIRTokenKind.HASH_IDENT)
             if (known := self._loc_aliases.get(token.text)) is not None:
@@ -339,6 +353,52 @@ class LocatingParser(Parser):
                 return FusedLoc(inner, loc.metadata)
             case _:
                 return loc
+
+
+def _locate_implicit_terminators(op: Operation) -> None:
+    """A terminator the op's parser added (`scf.yield` of an empty `scf.for` body) has
+    the op's location, as MLIR's `ensureTerminator` gives it. Bodies built whole by a
+    parser (linalg named ops) keep unknown locations, as in MLIR."""
+    for region in op.regions:
+        for block in region.blocks:
+            last = block.last_op
+            if last is None or last.location is not UNKNOWN_LOC:
+                continue
+            if all(other.location is not UNKNOWN_LOC for other in block.ops if other is not last):
+                last.location = op.location
+
+
+#: Ops whose parser builds the body with one block argument per operand, located where
+#: the operand is defined (MLIR's linalg.transpose/broadcast builders do this).
+_ARGS_AT_OPERANDS = frozenset({"linalg.transpose", "linalg.broadcast"})
+
+
+#: Ops whose short form (`linalg.map { arith.addf } ...`) has the parser build the
+#: body ops, which MLIR locates at the op.
+_BODY_AT_OP = frozenset({"linalg.map", "linalg.reduce"})
+
+
+def _locate_body_at_op(op: Operation) -> None:
+    for block in op.regions[0].blocks:
+        for inner in block.ops:
+            if inner.location is UNKNOWN_LOC:
+                inner.location = op.location
+
+
+def _value_location(value: SSAValue) -> LocationAttr:
+    if isinstance(value, BlockArgument):
+        return value.location
+    owner = value.owner
+    return owner.location if isinstance(owner, Operation) else UNKNOWN_LOC
+
+
+def _locate_args_at_operands(op: Operation) -> None:
+    block = op.regions[0].blocks.first
+    if block is None:
+        return
+    for arg, operand in zip(block.args, op.operands):
+        if arg.location is UNKNOWN_LOC:
+            arg.location = _value_location(operand)
 
 
 def is_unknown(loc: Attribute) -> bool:

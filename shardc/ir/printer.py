@@ -26,13 +26,13 @@ name, so no dialect module is imported to print a file that does not use it).
 Floats follow LLVM's APFloat::toString exactly (including its truncation quirks), and
 arrays elide `: i64` / `: f64` on their elements as MLIR does.
 
+With `--mlir-print-debuginfo`, locations print as mlir-opt prints them: `loc(#locN)`
+on ops, `#locN = loc(...)` aliases numbered in a first (silent) printing pass, block
+argument locations inline (`_LocationAliases`). A diagnostic's "see current operation"
+note numbers values as the op's closest isolated-from-above ancestor does
+(`MLIRPrinter.print_op_in_scope`).
+
 Known differences left (xDSL does not hold what MLIR prints from, or lacks the op):
-* `loc(...)` trailing locations with `--mlir-print-debuginfo` print xDSL's way, without
-  `#loc` aliases;
-* affine expressions in `affine_map<...>`/`affine_set<...>` are built by xDSL's parser,
-  which distributes `(d0 + d1) * 4` into `d0 * 4 + d1 * 4`; a parser that mixes in
-  `shardc.dialects.affine.MLIRAffineParsing` builds them as MLIR does (the affine ops'
-  `[%i + symbol(%n)]` subscripts always are);
 * generic form only: xDSL builds the body of linalg.matmul as `addf(%mul, %acc)` where
   MLIR writes `addf(%acc, %mul)` (our linalg.batch_matmul follows MLIR);
 * an empty `scf.index_switch` default region (`default {}`) is parsed by xDSL without
@@ -69,6 +69,12 @@ from xdsl.dialects.builtin import (
     IntegerType,
     ModuleOp,
     UnregisteredOp,
+    CallSiteLoc,
+    FileLineColLoc,
+    FusedLoc,
+    LocationAttr,
+    NameLoc,
+    UnknownLoc,
 )
 from xdsl.ir import ParametrizedAttribute, Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.ir.affine import (
@@ -82,7 +88,8 @@ from xdsl.ir.affine import (
 )
 from xdsl.ir.affine.affine_set import AffineConstraintKind, AffineSet
 from xdsl.printer import Printer
-from xdsl.traits import IsTerminator
+from xdsl.utils.identity import identity
+from xdsl.traits import IsolatedFromAbove, IsTerminator
 
 ResultNamesFn = Callable[[Operation], Sequence[str | None]]
 BlockArgNamesFn = Callable[[Operation, Region], Sequence[str | None]]
@@ -583,6 +590,106 @@ def _own_print(printer: Printer, op: Operation) -> None:
 
 
 # ---------------------------------------------------------------------------
+# Location aliases (--mlir-print-debuginfo)
+# ---------------------------------------------------------------------------
+
+_LOCATION_TYPES: frozenset[type[Attribute]] = frozenset(
+    {FileLineColLoc, NameLoc, CallSiteLoc, FusedLoc, UnknownLoc}
+)
+
+
+def _nested_locations(loc: Attribute) -> tuple[Attribute, ...]:
+    """The locations printed inside `loc` (a name's unknown child is not printed)."""
+    match loc:
+        case NameLoc():
+            child = loc.location
+            return () if isinstance(child, NoneAttr | UnknownLoc) else (child,)
+        case CallSiteLoc():
+            return (loc.callee, loc.caller)
+        case FusedLoc():
+            return tuple(loc.locations.data)  # pyright: ignore[reportUnknownMemberType]
+        case _:
+            return ()
+
+
+def _quoted(text: str) -> str:
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    stream = StringIO()
+    Printer(stream=stream).print_string_literal(text)
+    return stream.getvalue()
+
+
+class _LocationAliases:
+    """MLIR's `#locN` aliases. As MLIR does, a first printing pass records every
+    location printed: an op's when the op starts, a block argument's where it is
+    printed (a custom format that leaves a block argument out leaves its location
+    out). Aliases are numbered by nesting depth (locations without nested ones first),
+    then by first use. Aliases a block argument reaches (it prints its own location
+    inline) are defined before the IR, the others after it."""
+
+    def __init__(self) -> None:
+        self.collecting = False
+        self.names: dict[Attribute, str] = {}
+        self._order: list[Attribute] = []
+        self._depth: dict[Attribute, int] = {}
+        self._early: set[Attribute] = set()
+
+    def visit(self, loc: Attribute, early: bool) -> None:
+        """Record a location as the printer meets it (ops: before anything of theirs
+        is printed; block arguments: where their location is printed)."""
+        self._visit(loc, self._order, early)
+
+    def finish(self) -> None:
+        """Name the locations recorded: by depth, then by first visit."""
+        order = self._order
+        ranked = sorted(range(len(order)), key=lambda i: (self._depth[order[i]], i))
+        self.names = {order[i]: f"#loc{n or ''}" for n, i in enumerate(ranked)}
+
+    def _visit(self, loc: Attribute, order: list[Attribute], early: bool) -> int:
+        depth = self._depth.get(loc)
+        if depth is None:
+            order.append(loc)
+            self._depth[loc] = 0  # placeholder while the nested ones are visited
+            inner = [self._visit(c, order, early) for c in _nested_locations(loc)]
+            depth = self._depth[loc] = 1 + max(inner) if inner else 0
+        if early and loc not in self._early:
+            self._early.add(loc)
+            for c in _nested_locations(loc):
+                self._visit(c, order, True)
+        return depth
+
+    def body(self, loc: Attribute, top: bool = True) -> str:
+        """What goes inside `loc(...)`; nested locations by their aliases."""
+        if not top and (alias := self.names.get(loc)) is not None:
+            return alias
+        match loc:
+            case FileLineColLoc():
+                return f"{_quoted(loc.filename.data)}:{loc.line.data}:{loc.column.data}"
+            case NameLoc():
+                inner = _nested_locations(loc)
+                child = f"({self.body(inner[0], False)})" if inner else ""
+                return _quoted(loc.desc.data) + child
+            case CallSiteLoc():
+                return f"callsite({self.body(loc.callee, False)} at {self.body(loc.caller, False)})"
+            case FusedLoc():
+                meta = "" if isinstance(loc.metadata, NoneAttr) else f"<{_type_text(loc.metadata)}>"
+                inner = ", ".join(self.body(x, False) for x in _nested_locations(loc))
+                return f"fused{meta}[{inner}]"
+            case _:
+                return "unknown"
+
+    def definitions(self, *, early: bool, nested: bool) -> str:
+        """`#locN = loc(...)` lines of one group, in alias order."""
+        lines: list[str] = []
+        for loc, name in self.names.items():
+            if (loc in self._early) == early and (self._depth[loc] > 0) == nested:
+                lines.append(f"{name} = loc({self.body(loc)})\n")
+        lines.sort(key=lambda line: int(line[4 : line.index(" ")] or 0))
+        return "".join(lines)
+
+
+# ---------------------------------------------------------------------------
 # The printer
 # ---------------------------------------------------------------------------
 
@@ -600,12 +707,47 @@ class MLIRPrinter(Printer):
         self._alias_counts: dict[str, int] = {}
         self._depth = 0
         self._previsited: set[Operation] = set()
+        self._scoped = False
+        #: --mlir-print-debuginfo: alias of every location, and which must precede the IR
+        self._locs = _LocationAliases()
+        self._op_loc = False
+        #: depth of the op whose custom printer is running (-1: none)
+        self._custom_depth = -1
+        self._text_write = self.stream.write if self._encode is identity else None
+
+    def print_string(self, text: str, *, indent: int | None = None) -> None:
+        """xDSL's, with a short path for text without a newline (most of it)."""
+        write = self._text_write
+        if write is not None and "\n" not in text:
+            self._current_column += len(text)
+            write(text)
+            return
+        super().print_string(text, indent=indent)
+
+    def print_op_in_scope(self, op: Operation) -> None:
+        """Print `op` alone, with the numbers it has when its closest isolated-from-above
+        ancestor (or itself, or its topmost ancestor) is printed: what mlir-opt shows in
+        a diagnostic's "see current operation" note (MLIR's local-scope printing)."""
+        root = op
+        while not root.has_trait(IsolatedFromAbove, value_if_unregistered=False):
+            parent = root.parent_op()
+            if parent is None:
+                break
+            root = parent
+        self._namer.name_root(root)
+        self._named.add(op)
+        self._scoped = True
+        self.print_op(op)
 
     # -- names ---------------------------------------------------------------
 
     def print_ssa_value(self, value: SSAValue) -> str:
         text = self._namer.uses.get(value)
         if text is None:
+            if self._scoped:
+                # MLIR's text for a value its numbering of the scope did not reach
+                self.print_string("<<UNKNOWN SSA VALUE>>")
+                return "<<UNKNOWN SSA VALUE>>"
             return super().print_ssa_value(value)
         self.print_string(text)
         return text[1:]
@@ -644,6 +786,7 @@ class MLIRPrinter(Printer):
         if self._depth == 0 and op not in self._named:
             self._namer.name_root(op)
             self._named.add(op)
+
         self._depth += 1
         try:
             self._print_op(op)
@@ -651,6 +794,8 @@ class MLIRPrinter(Printer):
             self._depth -= 1
 
     def _print_op(self, op: Operation) -> None:
+        if self._locs.collecting:
+            self._locs.visit(op.location, False)
         begin = self._current_column
         self._print_results(op)
         custom = None
@@ -677,10 +822,14 @@ class MLIRPrinter(Printer):
             self.print_op_with_default_format(op)
             op.attributes["op_name__"] = op_name
         elif custom is not None:
-            custom(self, op)  # type: ignore[operator]
+            outer, self._custom_depth = self._custom_depth, self._depth
+            try:
+                custom(self, op)  # type: ignore[operator]
+            finally:
+                self._custom_depth = outer
             if self.print_debuginfo:
                 self.print_string(" ")
-                self.print_attribute(op.location)
+                self._print_op_location(op)
         else:
             self.print_op_with_default_format(op)
 
@@ -801,11 +950,39 @@ class MLIRPrinter(Printer):
         names = ", ".join(f"^{self._get_block_name(p)}" for p in order)
         self.print_string(f"  // {len(preds)} preds: {names}")
 
+    # -- locations (--mlir-print-debuginfo) -----------------------------------
+
+    def print_operation_type(self, op: Operation) -> None:
+        """Generic form: `: (types) -> types loc(#locN)`."""
+        self.print_function_type(op.operand_types, op.result_types)
+        # (a custom printer that prints its op's type this way prints no location)
+        if self.print_debuginfo and self._custom_depth != self._depth:
+            self.print_string(" ")
+            self._print_op_location(op)
+
+    def _print_op_location(self, op: Operation) -> None:
+        self._op_loc = True
+        try:
+            self.print_attribute(op.location)
+        finally:
+            self._op_loc = False
+
+    def _print_location(self, loc: Attribute) -> None:
+        """An op's location by its alias, `loc(#loc3)`; any other (a block argument's)
+        inline, its nested locations by their aliases, as MLIR prints them."""
+        alias = self._locs.names.get(loc) if self._op_loc else None
+        if self._locs.collecting and not self._op_loc:
+            self._locs.visit(loc, True)
+        self._op_loc = False
+        self.print_string(f"loc({alias})" if alias else f"loc({self._locs.body(loc)})")
+
     # -- attributes ----------------------------------------------------------
 
     def print_attribute(self, attribute: Attribute) -> None:
         cls = type(attribute)
-        if cls is AffineMapAttr or cls is AffineSetAttr:
+        if cls in _LOCATION_TYPES:
+            self._print_location(attribute)
+        elif cls is AffineMapAttr or cls is AffineSetAttr:
             self.print_string(self._alias(attribute, "map" if cls is AffineMapAttr else "set"))
         elif cls is DictionaryAttr:
             self.print_attr_dict(attribute.data)  # type: ignore[attr-defined]
@@ -857,12 +1034,18 @@ class MLIRPrinter(Printer):
         return name
 
     def alias_definitions(self) -> str:
-        """`#map = affine_map<...>` lines for the aliases used so far, MLIR's order."""
+        """The alias definitions that precede the IR, MLIR's order: locations without
+        nested locations that a block argument uses, `#map`s, `#set`s, then the other
+        such locations."""
         maps = [(n, a) for a, n in self._aliases.items() if isinstance(a, AffineMapAttr)]
         sets = [(n, a) for a, n in self._aliases.items() if isinstance(a, AffineSetAttr)]
         lines = [f"{n} = affine_map<{affine_map_text(a.data)}>\n" for n, a in maps]  # type: ignore[attr-defined]
         lines += [f"{n} = affine_set<{integer_set_text(a.data)}>\n" for n, a in sets]  # type: ignore[attr-defined]
-        return "".join(lines)
+        return self._locs.definitions(early=True, nested=False) + "".join(lines) + self._locs.definitions(early=True, nested=True)
+
+    def deferred_alias_definitions(self) -> str:
+        """The location aliases printed after the IR (those only ops use)."""
+        return self._locs.definitions(early=False, nested=False) + self._locs.definitions(early=False, nested=True)
 
     def print_attr_dict(self, attr_dict: Mapping[str, Attribute]) -> None:
         super().print_attr_dict(dict(sorted(attr_dict.items())))
@@ -1069,10 +1252,20 @@ def print_module(
     and the blank line mlir-opt ends each module with."""
     body = StringIO()
     printer = MLIRPrinter(stream=body, print_generic_format=generic, print_debuginfo=debuginfo)
+    if debuginfo:
+        # MLIR names locations in a first printing pass that prints nothing
+        dry = MLIRPrinter(stream=StringIO(), print_generic_format=generic, print_debuginfo=True)
+        dry._locs.collecting = True  # pyright: ignore[reportPrivateUsage]
+        dry.print_op(module)
+        dry._locs.collecting = False  # pyright: ignore[reportPrivateUsage]
+        dry._locs.finish()  # pyright: ignore[reportPrivateUsage]
+        printer._locs = dry._locs  # pyright: ignore[reportPrivateUsage]
     printer.print_op(module)
     stream.write(printer.alias_definitions())
     stream.write(body.getvalue())
-    stream.write("\n\n")
+    stream.write("\n")
+    stream.write(printer.deferred_alias_definitions())
+    stream.write("\n")
 
 
 def module_to_string(module: Operation, *, generic: bool = False) -> str:

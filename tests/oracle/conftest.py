@@ -83,22 +83,22 @@ class MlirOpt:
 
 
 class Shardc:
-    """shardc-opt's parse and print, in-process."""
+    """shardc-opt's parse and print, in-process: the same parser (file locations, MLIR's
+    affine expressions) and printer as the tool."""
 
     def __init__(self) -> None:
         from shardc.context import make_context
 
         self.ctx = make_context(allow_unregistered=True)
 
-    def run(self, text: str, *, generic: bool = False, name: str = "<input>") -> str:
-        from xdsl.parser import Parser
-
+    def run(self, text: str, *, generic: bool = False, debuginfo: bool = False, name: str = "<stdin>") -> str:
+        from shardc.ir.locations import LocatingParser
         from shardc.ir.printer import print_module
 
-        module = Parser(self.ctx, text, name).parse_module()
+        module = LocatingParser(self.ctx, text, name).parse_module()
         module.verify()
         out = StringIO()
-        print_module(module, out, generic=generic)
+        print_module(module, out, generic=generic, debuginfo=debuginfo)
         return out.getvalue()
 
 

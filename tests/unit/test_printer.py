@@ -193,3 +193,76 @@ def test_normalize_keeps_strings_and_group_suffixes() -> None:
     assert normalize_ssa_names(text) == (
         '%v0 = "op"() {s = "keep %x ^bb0"} : () -> ()\n%v1:2 = op %v0\nuse %v1#1 ^b0'
     )
+
+
+def _named(module: ModuleOp, name: str) -> Operation:
+    from xdsl.dialects.builtin import UnregisteredOp
+
+    return next(
+        op for op in module.walk()
+        if (op.op_name.data if isinstance(op, UnregisteredOp) else op.name) == name
+    )
+
+
+def _parsed(text: str) -> ModuleOp:
+    from shardc.ir.locations import LocatingParser
+
+    return LocatingParser(make_context(allow_unregistered=True), text, "t.mlir").parse_module()
+
+
+def test_see_current_operation_numbers_values_as_the_enclosing_function() -> None:
+    """mlir-opt's note prints the op with the numbers its closest isolated-from-above
+    ancestor gives (`%3 = "x.use"(%arg0, %1)`), not numbers restarting at the op."""
+    from shardc.ir.diagnostics import op_text
+
+    module = _parsed(
+        "func.func @f(%a: i32) {\n"
+        '  %x = "x.def"() : () -> i32\n'
+        '  %y:2 = "x.two"() : () -> (i32, i32)\n'
+        '  "x.region"() ({\n'
+        "  ^bb0(%b: i32):\n"
+        '    %u = "x.use"(%a, %y#1, %b) : (i32, i32, i32) -> i32\n'
+        '    "x.end"() : () -> ()\n'
+        "  }) : () -> ()\n"
+        "  return\n"
+        "}\n"
+    )
+    use = _named(module, "x.use")
+    assert op_text(use) == '%2 = "x.use"(%arg0, %1#1, %arg1) : (i32, i32, i32) -> i32'
+    top = _named(module, "func.func")
+    assert op_text(top.clone()).startswith('"func.func"() <{')  # detached: its own scope
+
+
+def test_see_current_operation_of_a_detached_op() -> None:
+    """Values the op's scope does not define print as MLIR prints them."""
+    from shardc.ir.diagnostics import op_text
+
+    module = _parsed('%x = "x.def"() : () -> i32\n%u = "x.use"(%x) : (i32) -> i32\n')
+    use = _named(module, "x.use")
+    assert op_text(use) == '%1 = "x.use"(%0) : (i32) -> i32'
+    use.detach()
+    assert op_text(use) == '%0 = "x.use"(<<UNKNOWN SSA VALUE>>) : (i32) -> i32'
+
+
+def test_debuginfo_aliases() -> None:
+    """As mlir-opt 22 prints it (numbered func first, then its argument, then the
+    nested `c.py` before the callsite that names it)."""
+    module = _parsed(
+        "func.func @f(%a: i32 loc(\"arg.py\":1:1)) -> i32 {\n"
+        '  return %a : i32 loc(callsite("c.py":2:2 at "arg.py":1:1))\n'
+        "}\n"
+    )
+    out = StringIO()
+    print_module(module, out, debuginfo=True)
+    assert out.getvalue() == (
+        '#loc2 = loc("arg.py":1:1)\n'
+        "module {\n"
+        '  func.func @f(%arg0: i32 loc("arg.py":1:1)) -> i32 {\n'
+        "    return %arg0 : i32 loc(#loc4)\n"
+        "  } loc(#loc1)\n"
+        "} loc(#loc)\n"
+        '#loc = loc("t.mlir":0:0)\n'
+        '#loc1 = loc("t.mlir":1:1)\n'
+        '#loc3 = loc("c.py":2:2)\n'
+        "#loc4 = loc(callsite(#loc3 at #loc2))\n\n"
+    )

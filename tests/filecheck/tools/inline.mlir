@@ -50,4 +50,5 @@ func.func @user(%b: i32) -> i32 {
 }
 
 // Inlined ops are located at callsite(<where they were> at <the call>).
-// LOC: arith.addi {{.*}}callsite(
+// LOC: arith.addi {{.*}} loc(#[[L:loc[0-9]+]])
+// LOC: #[[L]] = loc(callsite(
