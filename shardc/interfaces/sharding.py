@@ -23,7 +23,7 @@ helpers upstream's implementations share (`partition_trivially_shardable`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -96,14 +96,9 @@ class ShardingInfo:
         """The sharding a `!shard.sharding` value defines (MLIR's `Sharding(Value)`)."""
         op = value.owner
         assert isinstance(op, ShardingOp)
-        memo = _memo
-        if memo is None:
-            return ShardingInfo(Sharding.of(op), op.split_axes.as_tuple())
-        infos = memo["info"]
-        found = infos.get(op)
-        if found is None:
-            found = infos[op] = ShardingInfo(Sharding.of(op), op.split_axes.as_tuple())
-        return found
+        return _memoized(
+            "info", op, lambda: ShardingInfo(Sharding.of(op), op.split_axes.as_tuple())
+        )
 
     @staticmethod
     def get(grid: str, split_axes: Sequence[Sequence[int]]) -> ShardingInfo:
@@ -301,56 +296,41 @@ def pass_cache() -> Iterator[None]:
         _memo = saved
 
 
-def indexing_maps(impl: ShardingInterface, op: Operation) -> list[AffineMap]:
-    """`impl.get_indexing_maps(op)`, once per op inside `pass_cache` (do not mutate)."""
+T = TypeVar("T")
+
+
+def _memoized(table: str, key: Hashable, compute: Callable[[], T]) -> T:
+    """`compute()`, once per key of `table` inside `pass_cache` (every call outside)."""
     memo = _memo
     if memo is None:
-        return impl.get_indexing_maps(op)
-    maps = memo["maps"]
-    found = maps.get(op)
-    if found is None:
-        found = maps[op] = impl.get_indexing_maps(op)
+        return compute()
+    entries = memo[table]
+    if key in entries:
+        return entries[key]
+    found = entries[key] = compute()
     return found
+
+
+def indexing_maps(impl: ShardingInterface, op: Operation) -> list[AffineMap]:
+    """`impl.get_indexing_maps(op)`, once per op inside `pass_cache` (do not mutate)."""
+    return _memoized("maps", op, lambda: impl.get_indexing_maps(op))
 
 
 def sharding_of(value: SSAValue) -> Sharding:
     """`Sharding.of(value)`, once per `shard.sharding` op inside `pass_cache` (for passes
     that do not modify sharding ops)."""
-    memo = _memo
-    if memo is None:
-        return Sharding.of(value)
-    op = value.owner
-    shardings = memo["sharding"]
-    found = shardings.get(op)
-    if found is None:
-        found = shardings[op] = Sharding.of(value)
-    return found
+    return _memoized("sharding", value.owner, lambda: Sharding.of(value))
 
 
 def cached_lookup_grid(op: Operation, name: str) -> GridOp | None:
     """`lookup_grid(op, name)`, once per block and name inside `pass_cache` (for passes
     that do not add, remove or rename grids)."""
-    memo = _memo
-    if memo is None:
-        return lookup_grid(op, name)
-    key = (op.parent_block(), name)
-    grids = memo["grid"]
-    if key in grids:
-        return grids[key]
-    found = grids[key] = lookup_grid(op, name)
-    return found
+    return _memoized("grid", (op.parent_block(), name), lambda: lookup_grid(op, name))
 
 
 def loop_iterator_types(impl: ShardingInterface, op: Operation) -> list[IteratorType]:
     """`impl.get_loop_iterator_types(op)`, once per op inside `pass_cache`."""
-    memo = _memo
-    if memo is None:
-        return impl.get_loop_iterator_types(op)
-    loops = memo["loops"]
-    found = loops.get(op)
-    if found is None:
-        found = loops[op] = impl.get_loop_iterator_types(op)
-    return found
+    return _memoized("loops", op, lambda: impl.get_loop_iterator_types(op))
 
 
 # =========================================================================================
@@ -410,14 +390,7 @@ def verify_sharding_interface_impl(impl: ShardingInterface, op: Operation) -> bo
     """MLIR's `verifyShardingInterfaceImpl`: ranked tensors or scalars only, one map per
     operand and result, projected-permutation maps for results (once per op inside
     `pass_cache`)."""
-    memo = _memo
-    if memo is None:
-        return _verify_impl(impl, op)
-    valid = memo["valid"]
-    found = valid.get(op)
-    if found is None:
-        found = valid[op] = _verify_impl(impl, op)
-    return found
+    return _memoized("valid", op, lambda: _verify_impl(impl, op))
 
 
 def _verify_impl(impl: ShardingInterface, op: Operation) -> bool:

@@ -10,6 +10,7 @@ from shardc.context import make_context
 from shardc.ir.locations import LocatingParser
 
 
+@pytest.mark.timeout(30, method="thread")  # a backtracking regex ignores signals
 @pytest.mark.parametrize("tail", ["\\", "", "\\q"])
 def test_unterminated_string_fails_fast(tail):
     text = 'func.func @f() {\n  %0 = "test.op"() {a = "' + "x" * 80 + tail + "} : () -> ()\n"
