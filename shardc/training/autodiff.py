@@ -13,6 +13,8 @@ Primitives and their VJPs (g is the output cotangent, in the output's letters):
   einsum  d x_i = einsum(out, other operands -> x_i)  (also sums, transposes, broadcasts)
   map     the elementwise derivative, then summed over the letters x_i was broadcast on
   mask    the same mask with 0 as fill
+  take    the slices of one `unstack` together: one `stack` of their cotangents (zeros
+          for a slice the loss does not use), so the source gets a single cotangent
   max, onehot  not differentiated: max only shifts softmax/logsumexp (shift-invariant),
                onehot reads integer tokens
 """
@@ -102,10 +104,24 @@ def vjp(fb: FuncBuilder, node: Node, i: int, g: Value) -> Value:
         return _sum_to(fb, rule(fb, node, i, g, si, so), so, si[i])
     if node.kind == "mask":
         return fb.causal_mask(so, g, str(node.attrs["query"]), str(node.attrs["key"]), fill=0.0)
+    if node.kind == "take":
+        return _stack_vjp(fb, [node], {id(node.output): g})
     raise ValueError(f"no derivative for a {node.kind!r} node")
 
 
-DIFFERENTIABLE = ("einsum", "map", "mask")
+def _stack_vjp(fb: FuncBuilder, takes: Sequence[Node], cot: dict[int, Value]) -> Value:
+    """The cotangent of the source of `takes` (slices of one unstack): their cotangents
+    stacked back along the unstacked letter, zeros for the slices without one."""
+    (si,), so = parse_spec(takes[0].spec)
+    axis = str(takes[0].attrs["axis"])
+    x = takes[0].inputs[0]
+    by_index = {int(n.attrs["index"]): cot.get(id(n.output)) for n in takes}
+    part_shape = [n for c, n in zip(si, x.shape) if c != axis]
+    parts = [by_index.get(i) or Value(fb.zeros(part_shape), fb) for i in range(x.shape[si.index(axis)])]
+    return fb.stack(si, parts, axis)
+
+
+DIFFERENTIABLE = ("einsum", "map", "mask", "take")
 
 
 def grad(fb: FuncBuilder, loss: Value, wrt: Sequence[Value]) -> list[Value]:
@@ -128,7 +144,18 @@ def grad(fb: FuncBuilder, loss: Value, wrt: Sequence[Value]) -> list[Value]:
             s = LETTERS[: len(x.shape)]
             cot[id(x)] = fb.add(f"{s},{s}->{s}", prev, g)
 
+    # The slices of an unstack are consecutive on the tape and used only after it: when
+    # the backward walk reaches the last one, all of their cotangents are complete.
+    groups: dict[object, list[Node]] = {}
+    for node in tape:
+        if node.kind == "take":
+            groups.setdefault(node.attrs["group"], []).append(node)
     for node in reversed(tape):
+        if node.kind == "take":
+            takes = groups.pop(node.attrs["group"], None)
+            if takes and id(node.inputs[0]) in active and any(id(n.output) in cot for n in takes):
+                accumulate(node.inputs[0], _stack_vjp(fb, takes, cot))
+            continue
         g = cot.get(id(node.output))
         if g is None or node.kind not in DIFFERENTIABLE:
             continue

@@ -8,7 +8,7 @@ output projection `[heads, head_dim, n_embd]`, the MLP `[n_embd, n_mlp]` and
 embedding. Sequences are always `block_size` long (positions = the rows of `wpe`).
 
 Einsum letters used below: b batch, t query position, u key position, c n_embd,
-k q/k/v selector, h heads, d head_dim, m n_mlp, v vocab.
+k q/k/v, h heads, d head_dim, m n_mlp, v vocab.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType, f32, f64
+from xdsl.dialects.builtin import ModuleOp, TensorType, f32, f64
 from xdsl.ir import Attribute
 
 from shardc.training.ir_builder import FuncBuilder, Value, int_tensor, module_of
@@ -115,25 +114,12 @@ def init_params(cfg: GPTConfig, seed: int = 0, dtype: type = np.float32) -> dict
 # ---------------------------------------------------------------------------------------
 
 
-def _selector(fb: FuncBuilder, k: int) -> Value:
-    """The constant one-hot vector picking q (0), k (1) or v (2) out of the qkv axis."""
-    t = TensorType(fb.ft, [3])
-    data = [1.0 if i == k else 0.0 for i in range(3)]
-    return fb.scalar(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(t, data)))
-
-
 def attention(fb: FuncBuilder, cfg: GPTConfig, x: Value, p: dict[str, Value], pre: str) -> Value:
-    """Causal self-attention on x [b, t, c]."""
-    w, bias = p[f"{pre}.c_attn.weight"], p.get(f"{pre}.c_attn.bias")
-
-    def project(which: int) -> Value:  # [b, t, h, d]
-        sel = _selector(fb, which)
-        y = fb.einsum("btc,ckhd,k->bthd", x, w, sel)
-        if bias is not None:
-            y = fb.add("bthd,hd->bthd", y, fb.einsum("khd,k->hd", bias, sel))
-        return y
-
-    q, k, v = project(0), project(1), project(2)
+    """Causal self-attention on x [b, t, c]; q, k and v come out of one projection."""
+    qkv = fb.einsum("btc,ckhd->btkhd", x, p[f"{pre}.c_attn.weight"])
+    if (bias := p.get(f"{pre}.c_attn.bias")) is not None:
+        qkv = fb.add("btkhd,khd->btkhd", qkv, bias)
+    q, k, v = fb.unstack("btkhd", qkv, axis="k")
     att = fb.unary("scale", "bhtu", fb.einsum("bthd,buhd->bhtu", q, k), 1.0 / math.sqrt(cfg.head_dim))
     att = fb.softmax("bhtu", fb.causal_mask("bhtu", att, query="t", key="u"), axis="u")
     y = fb.einsum("bhtu,buhd->bthd", att, v)

@@ -30,7 +30,9 @@ from xdsl.dialects import arith, func, math, tensor
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     AnyFloat,
+    DenseIntOrFPElementsAttr,
     FloatAttr,
+    IndexType,
     IntegerAttr,
     IntegerType,
     ModuleOp,
@@ -74,7 +76,7 @@ class Value:
 
 @dataclass(eq=False)
 class Node:
-    """One recorded op: `kind` in einsum | map | max | mask | onehot."""
+    """One recorded op: `kind` in einsum | map | max | mask | onehot | take | stack."""
 
     kind: str
     spec: str
@@ -336,6 +338,42 @@ class FuncBuilder:
 
         (out,) = self.generic(spec, [tokens, ids], [self.ft], body)
         return self._record("onehot", spec, (tokens, ids), out)
+
+    def unstack(self, s: str, x: Value, axis: str) -> list[Value]:
+        """The slices of `x` (letters `s`) along letter `axis`. Each is a contraction with
+        a constant one-hot selector, so it stays a projected-permutation generic that any
+        split of the other letters carries through (the runtime reads it as an index).
+        The slices' gradients come back as one `stack`, so a fused weight (q/k/v in one
+        `[n_embd, 3, heads, head_dim]` tensor) gets one gradient contraction, not one per
+        slice with two thirds zeros."""
+        n = x.shape[s.index(axis)]
+        spec = f"{s},{axis}->{s.replace(axis, '')}"
+        group = len(self.tape)
+        parts = []
+        for i in range(n):
+            t = TensorType(self.ft, [n])
+            sel = self.scalar(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(t, [float(i == j) for j in range(n)])))
+            (out,) = self.generic(spec, [x, sel], [self.ft], lambda b, a: [b.add(a[2], b.mul(a[0], a[1]))], init_zero=True)
+            parts.append(self._record("take", f"{s}->{s.replace(axis, '')}", (x,), out, axis=axis, index=i, group=group))
+        return parts
+
+    def stack(self, s: str, parts: Sequence[Value], axis: str) -> Value:
+        """`out[..., i, ...] = parts[i]` in letters `s`, the parts lacking `axis`. The
+        entry is chosen with `linalg.index` on `axis`, so that letter must not be split
+        (it is the unsplit q/k/v axis where the autodiff uses it)."""
+        n = len(parts)
+        spec = ",".join([s.replace(axis, "")] * n) + f"->{s}"
+        dim = s.index(axis)
+
+        def body(b: Body, a: Sequence[SSAValue]) -> list[SSAValue]:
+            at = b.index(dim)
+            out = a[n - 1]
+            for i in reversed(range(n - 1)):
+                out = b.select(b.cmpi(at, b.const(i, IndexType()), "eq"), a[i], out)
+            return [out]
+
+        (out,) = self.generic(spec, parts, [self.ft], body, sizes={axis: n})
+        return self._record("stack", spec, parts, out, axis=axis)
 
     # -- conveniences over the primitives ---------------------------------------------------
     def add(self, spec: str, a: Value, b: Value) -> Value:

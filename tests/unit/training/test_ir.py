@@ -90,3 +90,30 @@ def test_builder_layers_run():
     np.testing.assert_allclose(gelu, 0.5 * X * (1 + np.tanh(np.sqrt(2 / np.pi) * (X + 0.044715 * X**3))), rtol=1e-13)
     logp = np.log(e / e.sum(-1, keepdims=True))
     np.testing.assert_allclose(ce, -np.take_along_axis(logp, T[..., None], -1).mean(), rtol=1e-13)
+
+
+def test_unstack_gradients_come_back_as_one_stack():
+    """f(x) = sum(x[:, 0]^2) + 3 sum(x[:, 2]) (slice 1 unused): the source gets one
+    cotangent, a stack of the slices' cotangents with zeros for the unused slice."""
+    from shardc.training.autodiff import grad
+
+    fb = FuncBuilder("f", [("x", TensorType(f64, [2, 3, 4]))], f64)
+    (x,) = fb.args
+    a, b, c = fb.unstack("bkd", x, axis="k")
+    assert a.shape == b.shape == c.shape == (2, 4)
+    loss = fb.add(",->", fb.einsum("bd,bd->", a, a), fb.unary("scale", "", fb.einsum("bd->", c), 3.0))
+    n_tape = len(fb.tape)
+    (dx,) = grad(fb, loss, [x])
+    backward = fb.tape[n_tape:]
+    assert [n.kind for n in backward].count("stack") == 1
+    assert not any(n.kind == "map" and n.attrs.get("op") == "add" and n.output.shape == x.shape for n in backward)
+    fb.ret(a, b, c, dx)
+    X = np.random.default_rng(0).normal(size=(2, 3, 4))
+    got_a, got_b, got_c, got_dx = compile_module(module_of(fb.func)).call("f", X)
+    np.testing.assert_array_equal(got_a, X[:, 0])
+    np.testing.assert_array_equal(got_b, X[:, 1])
+    np.testing.assert_array_equal(got_c, X[:, 2])
+    want = np.zeros_like(X)
+    want[:, 0] = 2 * X[:, 0]
+    want[:, 2] = 3.0
+    np.testing.assert_allclose(got_dx, want, rtol=1e-15)
