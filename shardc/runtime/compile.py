@@ -369,12 +369,18 @@ def tune_allocator() -> bool:
     return ok
 
 
-def compile_module(module: ModuleOp, name: str = "module") -> CompiledModule:
-    """Compile every `func.func` of `module` (nested modules included) to Python."""
+def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True) -> CompiledModule:
+    """Compile every `func.func` of `module` (nested modules included) to Python. With
+    `fuse`, chains of elementwise linalg ops run fused (`shardc.runtime.fusion`, on a
+    copy: `module` is left as it is)."""
     from shardc.runtime import kernels
+    from shardc.runtime.fusion import fuse_elementwise
 
     kernels.load_all()
     tune_allocator()
+    if fuse:
+        module = module.clone()
+        fuse_elementwise(module)
     cg = ModuleCodegen(module)
     funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
     chunks: list[str] = []
@@ -444,16 +450,34 @@ def _free_dead_values(source: str) -> str:
         for name in names:
             last[name] = k
     lines = source.split("\n")
-    inserts: dict[int, list[str]] = {}
+    inserts: dict[int, tuple[str, list[str]]] = {}
     for name, k in last.items():
         stmt = fn.body[k]
         if name in assigned and not isinstance(stmt, ast.Return) and name.split("_")[0] not in ("body",):
-            inserts.setdefault(stmt.end_lineno or stmt.lineno, []).append(name)
+            inserts.setdefault(stmt.end_lineno or stmt.lineno, ("    ", []))[1].append(name)
+    # Inside the body functions of structured ops (straight-line code): a fused
+    # elementwise chain would otherwise keep every temporary alive until it returns.
+    for stmt in fn.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name.startswith("body_"):
+            local_last: dict[str, ast.stmt] = {}
+            local_assigned: set[str] = set()
+            for inner in stmt.body:
+                if isinstance(inner, ast.Assign):
+                    for t in inner.targets:
+                        local_assigned.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+                for n in ast.walk(inner):
+                    if isinstance(n, ast.Name):
+                        local_last[n.id] = inner
+            indent = " " * (stmt.body[0].col_offset if stmt.body else 8)
+            for name, inner in local_last.items():
+                if name in local_assigned and not isinstance(inner, ast.Return):
+                    inserts.setdefault(inner.end_lineno or inner.lineno, (indent, []))[1].append(name)
     out: list[str] = []
     for i, line in enumerate(lines, start=1):
         out.append(line)
         if i in inserts:
-            out.append(f"    del {', '.join(sorted(inserts[i]))}")
+            indent, names = inserts[i]
+            out.append(f"{indent}del {', '.join(sorted(names))}")
     return "\n".join(out)
 
 

@@ -161,6 +161,7 @@ class StructuredSpec:
     zero_init: bool = False  # the init is known to be zeros (a fill of 0): skip adding it
     plan: ContractionPlan | None = None
     onehot: OneHotUse | None = None  # a one-hot input run as a gather / scatter-add
+    stack: tuple[int, tuple[int, ...]] | None = None  # (loop dim, input per index): see _stack_cases
 
     # -- shapes ----------------------------------------------------------------------
     def sizes(self, operands: Sequence[np.ndarray]) -> tuple[int, ...]:
@@ -203,6 +204,8 @@ def run_structured(
     aligned_in = [a(x) if a is not None else x for a, x in zip(spec.in_align, ins)]  # type: ignore[arg-type]
     ix = spec.index_grids(sizes) if spec.uses_index else None
     if spec.kind == "elementwise":
+        if spec.stack is not None and sizes[spec.stack[0]] == len(spec.stack[1]):
+            return _finish(spec, [_run_stack(spec, aligned_in, sizes)], outs, sizes)
         aligned_out = [a(x) for a, x in zip(spec.out_align, outs)]
         return _finish(spec, body(*aligned_in, *aligned_out, ix), outs, sizes)
     if spec.kind == "reduction":
@@ -223,6 +226,17 @@ def run_structured(
                 vals.append(comb(init, r))
         return _finish(spec, vals, outs, sizes)
     return _run_general(spec, body, aligned_in, outs, sizes)
+
+
+def _run_stack(spec: StructuredSpec, aligned_in: Sequence[object], sizes: Sequence[int]) -> np.ndarray:
+    """The inputs (size 1 along the stacked dim) copied into their places along it."""
+    assert spec.stack is not None
+    d, which = spec.stack
+    out = np.empty(tuple(sizes), spec.out_dtypes[0])
+    lead = (slice(None),) * d
+    for k, i in enumerate(which):
+        out[(*lead, slice(k, k + 1))] = aligned_in[i]
+    return out
 
 
 def _run_general(spec: StructuredSpec, body: Callable[..., tuple[object, ...]], aligned_in: list[object], outs: Sequence[np.ndarray], sizes: Sequence[int]) -> tuple[np.ndarray, ...]:
@@ -319,6 +333,14 @@ def contract2(
         b = b.sum(axis=plan.sum_b)
     if plan.swap:
         a, b = b, a
+    if not plan.mdims and not plan.ndims and (plan.pa != tuple(range(a.ndim)) or plan.pb != tuple(range(b.ndim))):
+        # Batched dot products over axes a matmul would first transpose (a layernorm
+        # gain's gradient, summed over batch and positions): einsum reads them in place.
+        da = [d for i, d in enumerate(sa) if i not in plan.sum_a]
+        db = [d for i, d in enumerate(sb) if i not in plan.sum_b]
+        if plan.swap:
+            da, db = db, da
+        return np.einsum(a, da, b, db, [d for d in so if d in plan.batch]), True
     bs = [sizes[d] for d in plan.batch]
     m = math.prod(sizes[d] for d in plan.mdims)
     k = math.prod(sizes[d] for d in plan.kdims)
@@ -914,6 +936,7 @@ def emit_structured(
             )
         else:
             spec.kind = "elementwise"
+            spec.stack = _stack_cases(block, n_ins, yields, maps, n_loops)
         body_values = yields
         params = ["ins", "outs"]
     body_name = _emit_body_fn(g, block, n_ins, body_values, with_outs="outs" in params)
@@ -988,6 +1011,46 @@ def _is_memref(v: SSAValue) -> bool:
     from xdsl.dialects.builtin import MemRefType
 
     return isinstance(v.type, MemRefType)
+
+
+def _stack_cases(block: Block, n_ins: int, yields: Sequence[SSAValue], maps: Sequence[Map], n_loops: int) -> tuple[int, tuple[int, ...]] | None:
+    """A body that stacks its inputs along loop dim d: `select(index(d) == 0, in_a,
+    select(index(d) == 1, in_b, ... in_z))`, no input reading d, the output writing it.
+    Returns (d, the input of each index); run as slice copies, not as a chain of
+    `where`s over broadcast index grids (the stacked q/k/v gradients of a GPT)."""
+    if len(yields) != 1 or len(maps) != n_ins + 1:
+        return None
+    cases: dict[int, int] = {}
+    dim: int | None = None
+    v = yields[0]
+    while isinstance(v.owner, arith.SelectOp):
+        sel = v.owner
+        cmp = sel.cond.owner
+        if not isinstance(cmp, arith.CmpiOp) or cmp.predicate.value.data != 0:  # eq
+            return None
+        idx = next((o.owner for o in cmp.operands if isinstance(o.owner, linalg.IndexOp)), None)
+        cst = next((o.owner for o in cmp.operands if isinstance(o.owner, arith.ConstantOp)), None)
+        arg = sel.lhs
+        if idx is None or cst is None or not isinstance(arg, BlockArgument) or arg.block is not block or arg.index >= n_ins:
+            return None
+        d = idx.dim.value.data
+        if dim is not None and d != dim:
+            return None
+        dim = d
+        k = cst.value.value.data  # type: ignore[union-attr]
+        if not isinstance(k, int) or k in cases:
+            return None
+        cases[k] = arg.index
+        v = sel.rhs
+    if dim is None or not isinstance(v, BlockArgument) or v.block is not block or v.index >= n_ins:
+        return None
+    rest = [k for k in range(len(cases) + 1) if k not in cases]
+    if len(rest) != 1 or sorted([*cases, *rest]) != list(range(len(cases) + 1)):
+        return None
+    cases[rest[0]] = v.index
+    if dim not in maps[n_ins] or any(dim in maps[i] for i in set(cases.values())):
+        return None
+    return dim, tuple(cases[k] for k in range(len(cases)))
 
 
 def _emit_body_fn(g: FunctionBuilder, block: Block, n_ins: int, values: Sequence[SSAValue], with_outs: bool) -> str:

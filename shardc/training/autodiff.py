@@ -12,7 +12,9 @@ contracts over the batch letters, which becomes the data-parallel gradient reduc
 Primitives and their VJPs (g is the output cotangent, in the output's letters):
   einsum  d x_i = einsum(out, other operands -> x_i)  (also sums, transposes, broadcasts)
   map     the elementwise derivative, then summed over the letters x_i was broadcast on
-  mask    the same mask with 0 as fill
+  softmax    y (g - sum(g y)) over the softmax letter
+  layernorm  x: rstd (gw - mean(gw) - xhat mean(gw xhat)); gain: sum(g xhat); bias: sum(g)
+  gelu       g times its slope, from the forward's tanh
   take    the slices of one `unstack` together: one `stack` of their cotangents (zeros
           for a slice the loss does not use), so the source gets a single cotangent
   max, onehot  not differentiated: max only shifts softmax/logsumexp (shift-invariant),
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from shardc.training.ir_builder import FuncBuilder, Node, Value, parse_spec
+from shardc.training.ir_builder import GELU_A, GELU_S, FuncBuilder, Node, Value, parse_spec
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -102,11 +104,46 @@ def vjp(fb: FuncBuilder, node: Node, i: int, g: Value) -> Value:
     if node.kind == "map":
         rule = MAP_VJPS[str(node.attrs["op"])]
         return _sum_to(fb, rule(fb, node, i, g, si, so), so, si[i])
-    if node.kind == "mask":
-        return fb.causal_mask(so, g, str(node.attrs["query"]), str(node.attrs["key"]), fill=0.0)
     if node.kind == "take":
         return _stack_vjp(fb, [node], {id(node.output): g})
+    if node.kind == "softmax":
+        y, s = node.output, so
+        r = s.replace(str(node.attrs["axis"]), "")
+        gy = fb.mul(_ew(s, s, s), g, y)
+        return fb.sub(_ew(s, s, s), gy, fb.mul(_ew(s, s, r), y, fb.einsum(f"{s}->{r}", gy)))
+    if node.kind == "layernorm":
+        return _layernorm_vjp(fb, node, i, g, so)
+    if node.kind == "gelu":
+        return _gelu_vjp(fb, node, g, so)
     raise ValueError(f"no derivative for a {node.kind!r} node")
+
+
+def _layernorm_vjp(fb: FuncBuilder, node: Node, i: int, g: Value, s: str) -> Value:
+    """Inputs (x, gain[, bias]); normalised over the last letter of `s`."""
+    saved: dict[str, Value] = node.attrs["saved"]  # type: ignore[assignment]
+    xhat, rstd = saved["xhat"], saved["rstd"]
+    c, r = s[-1], s[:-1]
+    if i == 1:
+        return fb.einsum(f"{s},{s}->{c}", g, xhat)
+    if i == 2:
+        return fb.einsum(f"{s}->{c}", g)
+    gw = fb.mul(_ew(s, s, c), g, node.inputs[1])
+    inv_n = 1.0 / xhat.shape[-1]
+    m1 = fb.unary("scale", r, fb.einsum(f"{s}->{r}", gw), inv_n)
+    m2 = fb.unary("scale", r, fb.einsum(f"{s},{s}->{r}", gw, xhat), inv_n)
+    centred = fb.sub(_ew(s, s, r), gw, m1)
+    return fb.mul(_ew(s, s, r), fb.sub(_ew(s, s, s), centred, fb.mul(_ew(s, s, r), xhat, m2)), rstd)
+
+
+def _gelu_vjp(fb: FuncBuilder, node: Node, g: Value, s: str) -> Value:
+    """g (0.5 (1 + t) + 0.5 x (1 - t^2) S (1 + 3 A x^2)), t the forward's tanh."""
+    saved: dict[str, Value] = node.attrs["saved"]  # type: ignore[assignment]
+    x, t = node.inputs[0], saved["tanh"]
+    e = _ew(s, s, s)
+    poly = fb.unary("shift", s, fb.unary("scale", s, fb.unary("square", s, x), 3 * GELU_A * GELU_S), GELU_S)
+    sech2 = fb.unary("shift", s, fb.unary("neg", s, fb.unary("square", s, t)), 1.0)
+    slope = fb.add(e, fb.mul(e, fb.mul(e, poly, sech2), x), fb.unary("shift", s, t, 1.0))
+    return fb.mul(e, g, fb.unary("scale", s, slope, 0.5))
 
 
 def _stack_vjp(fb: FuncBuilder, takes: Sequence[Node], cot: dict[int, Value]) -> Value:
@@ -121,7 +158,7 @@ def _stack_vjp(fb: FuncBuilder, takes: Sequence[Node], cot: dict[int, Value]) ->
     return fb.stack(si, parts, axis)
 
 
-DIFFERENTIABLE = ("einsum", "map", "mask", "take")
+DIFFERENTIABLE = ("einsum", "map", "take", "softmax", "layernorm", "gelu")
 
 
 def grad(fb: FuncBuilder, loss: Value, wrt: Sequence[Value]) -> list[Value]:

@@ -76,7 +76,9 @@ class Value:
 
 @dataclass(eq=False)
 class Node:
-    """One recorded op: `kind` in einsum | map | max | mask | onehot | take | stack."""
+    """One recorded op: `kind` in einsum | map | max | onehot | take | stack, or a layer
+    recorded whole with its own derivative (softmax | layernorm | gelu; `attrs` keeps
+    the intermediates the derivative reads)."""
 
     kind: str
     spec: str
@@ -163,6 +165,10 @@ MAP_OPS: dict[str, tuple[int, Callable[[Body, Sequence[SSAValue], float], SSAVal
     "sqrt": (1, lambda b, a, c: b.sqrt(a[0])),
     "rsqrt": (1, lambda b, a, c: b.add_op(math.RsqrtOp(a[0]))),
 }
+
+
+GELU_A = 0.044715
+GELU_S = pymath.sqrt(2.0 / pymath.pi)
 
 
 # ---------------------------------------------------------------------------------------
@@ -317,18 +323,22 @@ class FuncBuilder:
         self.add_op(op)
         return self._record("max", spec, (x,), op.results[0])
 
-    def causal_mask(self, s: str, x: Value, query: str, key: str, fill: float = float("-inf")) -> Value:
-        """`x` (letters `s`) where key position <= query position, else `fill` (positions
-        from linalg.index)."""
-        spec = f"{s}->{s}"
-        qi, ki = s.index(query), s.index(key)
-
-        def body(b: Body, a: Sequence[SSAValue]) -> list[SSAValue]:
-            keep = b.cmpi(b.index(ki), b.index(qi), "ule")
-            return [b.select(keep, a[0], b.const(fill))]
-
-        (out,) = self.generic(spec, [x], [self.ft], body)
-        return self._record("mask", spec, (x,), out, query=query, key=key, fill=fill)
+    def causal_mask(self, s: str, x: Value, query: str, key: str) -> Value:
+        """`x` (letters `s`) where key position <= query position, else -inf: `x` plus a
+        [query, key] bias of 0 and -inf made from linalg.index (positions are never
+        split). Its derivative is the add's, the identity: the softmax after it already
+        gives masked entries a zero gradient, so no backward pass is spent on the mask."""
+        nq, nk = x.shape[s.index(query)], x.shape[s.index(key)]
+        init = self.empty([nq, nk])
+        block = Block(arg_types=[self.ft])
+        b = Body(block, self.ft)
+        keep = b.cmpi(b.index(1), b.index(0), "ule")
+        block.add_op(linalg.YieldOp(b.select(keep, b.const(0.0), b.const(float("-inf")))))
+        ident = AffineMapAttr(AffineMap.identity(2))
+        op = linalg.GenericOp([], [init], Region(block), [ident], [IteratorTypeAttr(IteratorType.PARALLEL)] * 2, [init.type])
+        self.add_op(op)
+        bias = Value(op.results[0], self)  # a constant: not on the tape
+        return self.add(f"{s},{query}{key}->{s}", x, bias)
 
     def onehot(self, spec: str, tokens: Value, ids: Value) -> Value:
         """`out[..., v] = 1.0 if tokens[...] == ids[v] else 0.0` (spec like `"bt,v->btv"`)."""
@@ -397,29 +407,57 @@ class FuncBuilder:
         return self.unary("scale", out_spec, self.einsum(spec, x), 1.0 / count)
 
     # -- layers -----------------------------------------------------------------------------
+    def _layer(self, kind: str, spec: str, ins: Sequence[Value], build: Callable[[], Value], **attrs: object) -> Value:
+        """Build a layer from primitives, then record it on the tape as one node: the
+        autodiff applies the layer's own derivative (a few passes over the activations)
+        instead of walking back through every primitive. `attrs` may name values that
+        `build` stores in the dict it is given."""
+        start = len(self.tape)
+        out = build()
+        del self.tape[start:]
+        return self._record(kind, spec, ins, out.ssa, **attrs)
+
     def softmax(self, s: str, x: Value, axis: str) -> Value:
         """Softmax over letter `axis` of `x` (spec letters `s`), shifted by its max."""
         r = s.replace(axis, "")
-        m = self.reduce_max(f"{s}->{r}", x)
-        e = self.unary("exp", s, self.sub(f"{s},{r}->{s}", x, m))
-        return self.div(f"{s},{r}->{s}", e, self.einsum(f"{s}->{r}", e))
+
+        def build() -> Value:
+            m = self.reduce_max(f"{s}->{r}", x)
+            e = self.unary("exp", s, self.sub(f"{s},{r}->{s}", x, m))
+            return self.div(f"{s},{r}->{s}", e, self.einsum(f"{s}->{r}", e))
+
+        return self._layer("softmax", f"{s}->{s}", (x,), build, axis=axis)
 
     def layernorm(self, s: str, x: Value, w: Value, bias: Value | None, eps: float = 1e-5) -> Value:
         """LayerNorm over the last letter of `s`, with gain `w` and optional `bias`."""
         c, r = s[-1], s[:-1]
-        xc = self.sub(f"{s},{r}->{s}", x, self.mean(f"{s}->{r}", x))
-        var = self.unary("scale", r, self.einsum(f"{s},{s}->{r}", xc, xc), 1.0 / x.shape[-1])
-        rstd = self.unary("rsqrt", r, self.unary("shift", r, var, eps))
-        y = self.mul(f"{s},{c}->{s}", self.mul(f"{s},{r}->{s}", xc, rstd), w)
-        return self.add(f"{s},{c}->{s}", y, bias) if bias is not None else y
+        saved: dict[str, Value] = {}
+
+        def build() -> Value:
+            xc = self.sub(f"{s},{r}->{s}", x, self.mean(f"{s}->{r}", x))
+            var = self.unary("scale", r, self.einsum(f"{s},{s}->{r}", xc, xc), 1.0 / x.shape[-1])
+            saved["rstd"] = self.unary("rsqrt", r, self.unary("shift", r, var, eps))
+            saved["xhat"] = self.mul(f"{s},{r}->{s}", xc, saved["rstd"])
+            y = self.mul(f"{s},{c}->{s}", saved["xhat"], w)
+            return self.add(f"{s},{c}->{s}", y, bias) if bias is not None else y
+
+        ins = (x, w) if bias is None else (x, w, bias)
+        spec = f"{s},{c}->{s}" if bias is None else f"{s},{c},{c}->{s}"
+        return self._layer("layernorm", spec, ins, build, saved=saved)
 
     def gelu(self, s: str, x: Value) -> Value:
-        """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+        """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+        recorded as one layer whose derivative reuses the forward's tanh."""
         e = f"{s},{s}->{s}"
-        x3 = self.mul(e, x, self.unary("square", s, x))
-        inner = self.unary("scale", s, self.add(e, x, self.unary("scale", s, x3, 0.044715)), pymath.sqrt(2.0 / pymath.pi))
-        t = self.unary("shift", s, self.unary("tanh", s, inner), 1.0)
-        return self.mul(e, self.unary("scale", s, x, 0.5), t)
+        saved: dict[str, Value] = {}
+
+        def build() -> Value:
+            x3 = self.mul(e, x, self.unary("square", s, x))
+            inner = self.unary("scale", s, self.add(e, x, self.unary("scale", s, x3, GELU_A)), GELU_S)
+            saved["tanh"] = self.unary("tanh", s, inner)
+            return self.mul(e, self.unary("scale", s, x, 0.5), self.unary("shift", s, saved["tanh"], 1.0))
+
+        return self._layer("gelu", f"{s}->{s}", (x,), build, saved=saved)
 
     def cross_entropy(self, s: str, logits: Value, targets: Value, ids: Value) -> Value:
         """Mean over all positions of -log softmax(logits)[target]; `s` ends with the

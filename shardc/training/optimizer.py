@@ -47,13 +47,14 @@ def adamw_update(fb: FuncBuilder, cfg: AdamWConfig, s: StepScalars, p: Value, g:
     arith ops outside them, as upstream does)."""
     x = LETTERS[: len(p.shape)]
 
+    # Scalar factors are combined first (on scalars), so each array sees one multiply:
+    # m' = beta m + g ((1 - beta) s), v' = beta v + g^2 ((1 - beta) s^2), s the grad scale.
     def moment(beta: float, square: bool) -> Value:
         def body(b: Body, a: Sequence[SSAValue]) -> list[SSAValue]:
             gs, ga, ma = a[:3]
-            grad = b.mul(ga, gs)
-            if square:
-                grad = b.mul(grad, grad)
-            return [b.add(b.mul(b.const(beta), ma), b.mul(b.const(1.0 - beta), grad))]
+            grad = b.mul(ga, ga) if square else ga
+            factor = b.mul(b.const(1.0 - beta), b.mul(gs, gs) if square else gs)
+            return [b.add(b.mul(b.const(beta), ma), b.mul(grad, factor))]
 
         return Value(fb.generic(f",{x},{x}->{x}", [s.grad_scale, g, m if not square else v], [fb.ft], body)[0], fb)
 
@@ -65,10 +66,12 @@ def adamw_update(fb: FuncBuilder, cfg: AdamWConfig, s: StepScalars, p: Value, g:
         one = b.const(1.0)
         bc1 = b.sub(one, b.add_op(math.PowFOp(b.const(cfg.beta1), t)))
         bc2 = b.sub(one, b.add_op(math.PowFOp(b.const(cfg.beta2), t)))
-        upd = b.div(b.div(ma, bc1), b.add(b.sqrt(b.div(va, bc2)), b.const(cfg.eps)))
+        # p' = p (1 - lr wd) - (lr / bc1) m / (sqrt(v / bc2) + eps), scalars folded first.
+        den = b.add(b.sqrt(b.mul(va, b.div(one, bc2))), b.const(cfg.eps))
+        step_size = b.div(lr, bc1)
         if decay and cfg.weight_decay:
             pa = b.mul(pa, b.sub(one, b.mul(lr, b.const(cfg.weight_decay))))
-        return [b.sub(pa, b.mul(lr, upd))]
+        return [b.sub(pa, b.mul(b.div(ma, den), step_size))]
 
     p1 = fb.generic(f",,{x},{x},{x}->{x}", [s.lr, s.step, p, m1, v1], [fb.ft], update)[0]
     return Value(p1, fb), m1, v1

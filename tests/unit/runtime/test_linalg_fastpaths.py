@@ -88,6 +88,9 @@ def test_constant_selector_on_an_output_dim_places_one_slice(rng):
         ("bhts", "bshd", "bthd"),  # attention output: batch dims not leading
         ("btc", "btn", "cn"),  # weight gradient
         ("xik", "kj", "ij"),  # a dim summed by one operand alone
+        ("btc", "btc", "c"),  # batched dots over leading axes (a layernorm gain's gradient): einsum
+        ("btc", "ctb", "c"),
+        ("btc", "btc", "bt"),  # batched dots over the innermost axis: matmul
     ],
 )
 def test_contract2_writes_the_output_layout(sa, sb, so, rng):
@@ -206,3 +209,36 @@ def test_onehot_with_another_user_is_still_built(rng):
 def test_allocator_tuning_is_idempotent():
     first = tune_allocator()
     assert tune_allocator() == first
+
+
+def _stack_text(order: str) -> str:
+    """out[b, k, d] = (p0, p1, p2)[k][b, d] as a select chain on linalg.index 1; `order`
+    swaps the compared constants (a chain the fast path must still read right)."""
+    c0, c1 = ("0", "1") if order == "plain" else ("1", "0")
+    t, o = "tensor<2x4xf32>", "tensor<2x3x4xf32>"
+    part = "affine_map<(b, k, d) -> (b, d)>"
+    return f"""func.func @f(%p0: {t}, %p1: {t}, %p2: {t}) -> {o} {{
+  %e = tensor.empty() : {o}
+  %r = linalg.generic {{indexing_maps = [{part}, {part}, {part}, affine_map<(b, k, d) -> (b, k, d)>], iterator_types = ["parallel", "parallel", "parallel"]}} ins(%p0, %p1, %p2 : {t}, {t}, {t}) outs(%e : {o}) {{
+  ^bb0(%a: f32, %b: f32, %c: f32, %out: f32):
+    %k = linalg.index 1 : index
+    %i0 = arith.constant {c0} : index
+    %i1 = arith.constant {c1} : index
+    %is0 = arith.cmpi eq, %k, %i0 : index
+    %is1 = arith.cmpi eq, %i1, %k : index
+    %s1 = arith.select %is1, %b, %c : f32
+    %s0 = arith.select %is0, %a, %s1 : f32
+    linalg.yield %s0 : f32
+  }} -> {o}
+  return %r : {o}
+}}"""
+
+
+@pytest.mark.parametrize("order", ["plain", "swapped"])
+def test_a_select_chain_on_an_index_runs_as_a_stack(order, rng):
+    fn = compile_text(_stack_text(order))["f"]
+    (spec,) = specs(fn)
+    parts = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(3)]
+    want = np.stack(parts if order == "plain" else [parts[1], parts[0], parts[2]], axis=1)
+    assert spec.stack == (1, (0, 1, 2) if order == "plain" else (1, 0, 2))
+    np.testing.assert_array_equal(fn(*parts), want)

@@ -117,3 +117,36 @@ def test_unstack_gradients_come_back_as_one_stack():
     want[:, 0] = 2 * X[:, 0]
     want[:, 2] = 3.0
     np.testing.assert_allclose(got_dx, want, rtol=1e-15)
+
+
+def test_layer_derivatives_match_finite_differences():
+    """softmax (after the causal mask), layernorm and gelu are recorded whole with their
+    own derivatives: each against central differences, in float64."""
+    from shardc.training.autodiff import grad
+
+    shape = (2, 3, 3)
+    fb = FuncBuilder(
+        "f",
+        [("x", TensorType(f64, list(shape))), ("w", TensorType(f64, [3])), ("b", TensorType(f64, [3])), *((f"c{i}", TensorType(f64, list(shape))) for i in range(3))],
+        f64,
+    )
+    x, w, b, *c = fb.args
+    parts = [fb.softmax("btv", fb.causal_mask("btv", x, "t", "v"), "v"), fb.layernorm("btv", x, w, b), fb.gelu("btv", x)]
+    loss = fb.einsum("btv,btv->", parts[0], c[0])
+    for p, ci in zip(parts[1:], c[1:]):
+        loss = fb.add(",->", loss, fb.einsum("btv,btv->", p, ci))
+    fb.ret(loss, *grad(fb, loss, [x, w, b]))
+    fn = compile_module(module_of(fb.func))["f"]
+    rng = np.random.default_rng(3)
+    args = [rng.normal(size=shape), 1 + rng.normal(size=3) * 0.1, rng.normal(size=3), *(rng.normal(size=shape) for _ in range(3))]
+    _, *grads = fn(*args)
+    eps = 1e-6
+    for k, g in enumerate(grads):
+        fd = np.zeros_like(args[k])
+        for idx in np.ndindex(*args[k].shape):
+            for sign in (1, -1):
+                bumped = list(args)
+                bumped[k] = args[k].copy()
+                bumped[k][idx] += sign * eps
+                fd[idx] += sign * float(fn(*bumped)[0]) / (2 * eps)
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-9)
