@@ -793,6 +793,16 @@ def _write(dst: np.ndarray, flat: np.ndarray, what: str) -> None:
     dst[...] = flat.reshape(dst.shape)
 
 
+def _same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
+    """The same memory viewed the same way (a buffer reduced in place)."""
+    return (
+        a.shape == b.shape
+        and a.strides == b.strides
+        and a.dtype == b.dtype
+        and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    )
+
+
 class MPIP2P:
     """The mpi dialect over mpi4py buffer calls on numpy arrays (memrefs).
 
@@ -896,6 +906,10 @@ class MPIP2P:
 
     @classmethod
     def allreduce(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> int:
+        if _same_buffer(send, recv) and recv.flags.c_contiguous:
+            # The lowering reduces a buffer in place (send is recv): MPI_IN_PLACE.
+            comm.Allreduce(_mpi().IN_PLACE, recv, op=cls._op(op))
+            return 0
         src = np.ascontiguousarray(send)
         if recv.flags.c_contiguous and not np.shares_memory(src, recv):
             comm.Allreduce(src, recv, op=cls._op(op))

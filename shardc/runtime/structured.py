@@ -936,7 +936,7 @@ def emit_structured(
             )
         else:
             spec.kind = "elementwise"
-            spec.stack = _stack_cases(block, n_ins, yields, maps, n_loops)
+            spec.stack = _stack_cases(block, n_ins, yields, maps)
         body_values = yields
         params = ["ins", "outs"]
     body_name = _emit_body_fn(g, block, n_ins, body_values, with_outs="outs" in params)
@@ -1013,7 +1013,7 @@ def _is_memref(v: SSAValue) -> bool:
     return isinstance(v.type, MemRefType)
 
 
-def _stack_cases(block: Block, n_ins: int, yields: Sequence[SSAValue], maps: Sequence[Map], n_loops: int) -> tuple[int, tuple[int, ...]] | None:
+def _stack_cases(block: Block, n_ins: int, yields: Sequence[SSAValue], maps: Sequence[Map]) -> tuple[int, tuple[int, ...]] | None:
     """A body that stacks its inputs along loop dim d: `select(index(d) == 0, in_a,
     select(index(d) == 1, in_b, ... in_z))`, no input reading d, the output writing it.
     Returns (d, the input of each index); run as slice copies, not as a chain of
