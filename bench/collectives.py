@@ -9,14 +9,10 @@ side in one run (interleaved, median of repeats). Prints runtime/direct ratios
 
 from __future__ import annotations
 
-import os
-import shutil
-import statistics
-import subprocess
 import sys
-import time
 
 import numpy as np
+from _paired import compare, under_mpiexec  # bench/ is the script's folder
 
 N_BYTES = 4 * 1024 * 1024
 REPEATS = 60
@@ -32,13 +28,6 @@ func.func @all_gather(%x: tensor<{e}xf32>) -> tensor<{g}xf32> {{
 }}
 """
 
-
-def _bench(comm, fn, x) -> float:
-    comm.Barrier()
-    t0 = time.perf_counter()
-    fn(x)
-    comm.Barrier()
-    return time.perf_counter() - t0
 
 
 def main() -> int:
@@ -69,18 +58,7 @@ def main() -> int:
             "all_gather": (lambda a: cm.call("all_gather", a), direct_allgather),
         }
         for name, (ours, theirs) in cases.items():
-            np.testing.assert_allclose(ours(x), theirs(x), rtol=1e-6)  # same result, and warm-up
-            t_ours, t_theirs = [], []
-            for k in range(REPEATS):  # alternate who goes first: no order bias
-                if k % 2:
-                    t_ours.append(_bench(world, ours, x))
-                    t_theirs.append(_bench(world, theirs, x))
-                else:
-                    t_theirs.append(_bench(world, theirs, x))
-                    t_ours.append(_bench(world, ours, x))
-            mo, mt = statistics.median(t_ours), statistics.median(t_theirs)
-            bo, bt = min(t_ours), min(t_theirs)
-            mo, mt, bo, bt = (world.allreduce(v, op=MPI.MAX) for v in (mo, mt, bo, bt))
+            mo, mt, bo, bt = compare(world, ours, theirs, x, REPEATS, rtol=1e-6)
             if rank == 0:
                 print(
                     f"{name:11s} 4 MB x {n} ranks: runtime {mo * 1e3:7.3f} ms  mpi4py {mt * 1e3:7.3f} ms  "
@@ -91,9 +69,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    if not any(v in os.environ for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")):
-        mpiexec = shutil.which("mpiexec")
-        if mpiexec is None:
-            sys.exit("bench/collectives.py: mpiexec is not on PATH")
-        sys.exit(subprocess.call([mpiexec, "-n", "2", sys.executable, os.path.abspath(__file__)]))
+    under_mpiexec(__file__)
     sys.exit(main())

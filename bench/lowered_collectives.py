@@ -21,13 +21,10 @@ same for every program, that is not the lowering's).
 from __future__ import annotations
 
 import os
-import shutil
-import statistics
-import subprocess
 import sys
-import time
 
 import numpy as np
+from _paired import compare, under_mpiexec  # bench/ is the script's folder
 
 N_BYTES = 4 * 1024 * 1024
 COLS = 256
@@ -56,13 +53,6 @@ func.func @shift(%x: tensor<{r}x{c}xf32>) -> tensor<{r}x{c}xf32> {{
 }}
 """
 
-
-def _bench(comm, fn, x) -> float:
-    comm.Barrier()
-    t0 = time.perf_counter()
-    fn(x)
-    comm.Barrier()
-    return time.perf_counter() - t0
 
 
 def lowered_module(text: str):
@@ -140,15 +130,7 @@ def main() -> int:
         for name, (ours, theirs) in cases.items():
             if only and name not in only:
                 continue
-            np.testing.assert_allclose(ours(x), theirs(x), rtol=1e-5)  # same result, and warm-up
-            t_ours, t_theirs = [], []
-            for k in range(REPEATS):  # alternate who goes first: no order bias
-                pair = ((t_ours, ours), (t_theirs, theirs))
-                for times, fn in pair if k % 2 else pair[::-1]:
-                    times.append(_bench(world, fn, x))
-            mo, mt = statistics.median(t_ours), statistics.median(t_theirs)
-            bo, bt = min(t_ours), min(t_theirs)
-            mo, mt, bo, bt = (world.allreduce(v, op=MPI.MAX) for v in (mo, mt, bo, bt))
+            mo, mt, bo, bt = compare(world, ours, theirs, x, REPEATS, rtol=1e-5)
             if rank == 0:
                 print(
                     f"{name:14s} 4 MB x {n} ranks: lowered {mo * 1e3:7.3f} ms  mpi4py {mt * 1e3:7.3f} ms  "
@@ -159,9 +141,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    if not any(v in os.environ for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")):
-        mpiexec = shutil.which("mpiexec")
-        if mpiexec is None:
-            sys.exit("bench/lowered_collectives.py: mpiexec is not on PATH")
-        sys.exit(subprocess.call([mpiexec, "-n", "2", sys.executable, os.path.abspath(__file__), *sys.argv[1:]]))
+    under_mpiexec(__file__)
     sys.exit(main())
