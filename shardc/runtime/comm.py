@@ -931,8 +931,12 @@ class MPIP2P:
 
     @classmethod
     def reduce_scatter_block(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> int:
+        src = np.ascontiguousarray(send)
+        if recv.flags.c_contiguous and not np.shares_memory(src, recv):
+            comm.Reduce_scatter_block(src, recv, op=cls._op(op))
+            return 0
         out = np.empty_like(recv, order="C")
-        comm.Reduce_scatter_block(np.ascontiguousarray(send), out, op=cls._op(op))
+        comm.Reduce_scatter_block(src, out, op=cls._op(op))
         recv[...] = out
         return 0
 
