@@ -10,15 +10,17 @@ sharding passes split it the same way (a contraction's gradient w.r.t. a weight
 contracts over the batch letters, which becomes the data-parallel gradient reduction).
 
 Primitives and their VJPs (g is the output cotangent, in the output's letters):
-  einsum  d x_i = einsum(out, other operands -> x_i)  (also sums, transposes, broadcasts)
-  map     the elementwise derivative, then summed over the letters x_i was broadcast on
+  einsum     d x_i = einsum(out, other operands -> x_i)  (also sums, transposes, broadcasts)
+  map        the elementwise derivative, then summed over the letters x_i was broadcast on
+  take       the slices of one `unstack` together: one `stack` of their cotangents (zeros
+             for a slice the loss does not use), so the source gets a single cotangent
+  stack      each part: its slice of the cotangent
+  max, onehot  not differentiated: max only shifts softmax/logsumexp (shift-invariant),
+             onehot reads integer tokens
+Layers recorded whole, with their own derivatives:
   softmax    y (g - sum(g y)) over the softmax letter
   layernorm  x: rstd (gw - mean(gw) - xhat mean(gw xhat)); gain: sum(g xhat); bias: sum(g)
   gelu       g times its slope, from the forward's tanh
-  take    the slices of one `unstack` together: one `stack` of their cotangents (zeros
-          for a slice the loss does not use), so the source gets a single cotangent
-  max, onehot  not differentiated: max only shifts softmax/logsumexp (shift-invariant),
-               onehot reads integer tokens
 """
 
 from __future__ import annotations
@@ -106,16 +108,23 @@ def vjp(fb: FuncBuilder, node: Node, i: int, g: Value) -> Value:
         return _sum_to(fb, rule(fb, node, i, g, si, so), so, si[i])
     if node.kind == "take":
         return _stack_vjp(fb, [node], {id(node.output): g})
+    if node.kind == "stack":
+        return fb.take(so, g, str(node.attrs["axis"]), i)
     if node.kind == "softmax":
-        y, s = node.output, so
-        r = s.replace(str(node.attrs["axis"]), "")
-        gy = fb.mul(_ew(s, s, s), g, y)
-        return fb.sub(_ew(s, s, s), gy, fb.mul(_ew(s, s, r), y, fb.einsum(f"{s}->{r}", gy)))
+        return _softmax_vjp(fb, node, g, so)
     if node.kind == "layernorm":
         return _layernorm_vjp(fb, node, i, g, so)
     if node.kind == "gelu":
         return _gelu_vjp(fb, node, g, so)
     raise ValueError(f"no derivative for a {node.kind!r} node")
+
+
+def _softmax_vjp(fb: FuncBuilder, node: Node, g: Value, s: str) -> Value:
+    """y (g - sum(g y)), the sum over the softmax letter."""
+    y = node.output
+    r = s.replace(str(node.attrs["axis"]), "")
+    gy = fb.mul(_ew(s, s, s), g, y)
+    return fb.sub(_ew(s, s, s), gy, fb.mul(_ew(s, s, r), y, fb.einsum(f"{s}->{r}", gy)))
 
 
 def _layernorm_vjp(fb: FuncBuilder, node: Node, i: int, g: Value, s: str) -> Value:
@@ -158,7 +167,7 @@ def _stack_vjp(fb: FuncBuilder, takes: Sequence[Node], cot: dict[int, Value]) ->
     return fb.stack(si, parts, axis)
 
 
-DIFFERENTIABLE = ("einsum", "map", "take", "softmax", "layernorm", "gelu")
+DIFFERENTIABLE = ("einsum", "map", "take", "stack", "softmax", "layernorm", "gelu")
 
 
 def grad(fb: FuncBuilder, loss: Value, wrt: Sequence[Value]) -> list[Value]:

@@ -349,23 +349,25 @@ class FuncBuilder:
         (out,) = self.generic(spec, [tokens, ids], [self.ft], body)
         return self._record("onehot", spec, (tokens, ids), out)
 
-    def unstack(self, s: str, x: Value, axis: str) -> list[Value]:
-        """The slices of `x` (letters `s`) along letter `axis`. Each is a contraction with
-        a constant one-hot selector, so it stays a projected-permutation generic that any
+    def take(self, s: str, x: Value, axis: str, index: int, group: int | None = None) -> Value:
+        """Slice `index` of `x` (letters `s`) along letter `axis`: a contraction with a
+        constant one-hot selector, so it stays a projected-permutation generic that any
         split of the other letters carries through (the runtime reads it as an index).
-        The slices' gradients come back as one `stack`, so a fused weight (q/k/v in one
+        Takes of one `group` are differentiated together (see `unstack`)."""
+        n = x.shape[s.index(axis)]
+        sel = self.scalar(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(TensorType(self.ft, [n]), [float(index == j) for j in range(n)])))
+        rest = s.replace(axis, "")
+        (out,) = self.generic(f"{s},{axis}->{rest}", [x, sel], [self.ft], lambda b, a: [b.add(a[2], b.mul(a[0], a[1]))], init_zero=True)
+        group = len(self.tape) if group is None else group
+        return self._record("take", f"{s}->{rest}", (x,), out, axis=axis, index=index, group=group)
+
+    def unstack(self, s: str, x: Value, axis: str) -> list[Value]:
+        """Every slice of `x` (letters `s`) along letter `axis`, as one group of takes:
+        their gradients come back as one `stack`, so a fused weight (q/k/v in one
         `[n_embd, 3, heads, head_dim]` tensor) gets one gradient contraction, not one per
         slice with two thirds zeros."""
-        n = x.shape[s.index(axis)]
-        spec = f"{s},{axis}->{s.replace(axis, '')}"
         group = len(self.tape)
-        parts = []
-        for i in range(n):
-            t = TensorType(self.ft, [n])
-            sel = self.scalar(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(t, [float(i == j) for j in range(n)])))
-            (out,) = self.generic(spec, [x, sel], [self.ft], lambda b, a: [b.add(a[2], b.mul(a[0], a[1]))], init_zero=True)
-            parts.append(self._record("take", f"{s}->{s.replace(axis, '')}", (x,), out, axis=axis, index=i, group=group))
-        return parts
+        return [self.take(s, x, axis, i, group) for i in range(x.shape[s.index(axis)])]
 
     def stack(self, s: str, parts: Sequence[Value], axis: str) -> Value:
         """`out[..., i, ...] = parts[i]` in letters `s`, the parts lacking `axis`. The

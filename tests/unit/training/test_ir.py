@@ -150,3 +150,17 @@ def test_layer_derivatives_match_finite_differences():
                 bumped[k][idx] += sign * eps
                 fd[idx] += sign * float(fn(*bumped)[0]) / (2 * eps)
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-9)
+
+
+def test_stack_is_differentiated_part_by_part():
+    """f(a, b) = sum(stack(a, b) * c): d a = c[:, 0], d b = c[:, 1]."""
+    from shardc.training.autodiff import grad
+
+    fb = FuncBuilder("f", [("a", TensorType(f64, [2, 4])), ("b", TensorType(f64, [2, 4])), ("c", TensorType(f64, [2, 2, 4]))], f64)
+    a, b, c = fb.args
+    loss = fb.einsum("bkd,bkd->", fb.stack("bkd", [a, b], "k"), c)
+    fb.ret(*grad(fb, loss, [a, b]))
+    C = np.random.default_rng(1).normal(size=(2, 2, 4))
+    da, db = compile_module(module_of(fb.func)).call("f", np.zeros((2, 4)), np.zeros((2, 4)), C)
+    np.testing.assert_array_equal(da, C[:, 0])
+    np.testing.assert_array_equal(db, C[:, 1])
