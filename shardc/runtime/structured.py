@@ -66,6 +66,7 @@ class Aligner:
     take: tuple[object, ...] | None  # index for constant-0 axes (None: no such axis)
     perm: tuple[int, ...] | None  # transpose of the remaining axes into increasing loop dim
     expand: tuple[int, ...]  # axes to insert (loop dims the operand lacks)
+    insert: tuple[object, ...] | None = None  # the index inserting them (np.newaxis)
 
     @staticmethod
     def build(m: Map, n_loops: int) -> Aligner:
@@ -74,15 +75,16 @@ class Aligner:
         order = sorted(range(len(dims)), key=lambda i: dims[i])
         perm = tuple(order) if order != list(range(len(dims))) else None
         expand = tuple(d for d in range(n_loops) if d not in dims)
-        return Aligner(take, perm, expand)
+        insert = tuple(None if d in expand else slice(None) for d in range(n_loops)) if expand else None
+        return Aligner(take, perm, expand, insert)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         if self.take is not None:
             x = x[self.take]
         if self.perm is not None:
             x = x.transpose(self.perm)
-        if self.expand:
-            x = np.expand_dims(x, self.expand)
+        if self.insert is not None:
+            x = x[self.insert]
         return x
 
 
@@ -180,8 +182,10 @@ def _finish(spec: StructuredSpec, vals: Sequence[object], outs: Sequence[np.ndar
         if spec.out_is_tensor[k] and un.identity and type(v) is np.ndarray and v.shape == outs[k].shape:
             results.append(v if v.dtype == spec.out_dtypes[k] else v.astype(spec.out_dtypes[k]))
             continue  # the common case: the body computed the whole result already
-        shape = [1 if d in un.squeeze else sizes[d] for d in range(spec.n_loops)]
-        arr = np.broadcast_to(np.asarray(v), shape)
+        shape = tuple(1 if d in un.squeeze else sizes[d] for d in range(spec.n_loops))
+        arr = np.asarray(v)
+        if arr.shape != shape:
+            arr = np.broadcast_to(arr, shape)
         res = un(arr)
         if spec.out_is_tensor[k]:
             results.append(res.astype(spec.out_dtypes[k], copy=False))
@@ -214,7 +218,9 @@ def run_structured(
         full = tuple(sizes)
         for k, (red, comb, unsigned) in enumerate(spec.combiners):
             dt = spec.out_dtypes[k]
-            e = np.broadcast_to(np.asarray(exprs[k], dtype=dt), full)
+            e = np.asarray(exprs[k], dtype=dt)
+            if e.shape != full:
+                e = np.broadcast_to(e, full)
             init = spec.out_align[k](outs[k])
             if unsigned:
                 from shardc.runtime.helpers import uview
@@ -222,10 +228,46 @@ def run_structured(
                 r = red(uview(e, dt), axis=spec.red_dims, keepdims=True)
                 vals.append(comb(uview(init, dt), r).view(dt))
             else:
-                r = red(e, axis=spec.red_dims, keepdims=True, dtype=dt)
+                r = sum_axes(e, spec.red_dims, dt, keepdims=True) if red == np.add.reduce else red(e, axis=spec.red_dims, keepdims=True, dtype=dt)
                 vals.append(comb(init, r))
         return _finish(spec, vals, outs, sizes)
     return _run_general(spec, body, aligned_in, outs, sizes)
+
+
+@functools.lru_cache(maxsize=256)
+def _ones(n: int, dt: np.dtype) -> np.ndarray:
+    ones = np.ones(n, dt)
+    ones.flags.writeable = False
+    return ones
+
+
+def sum_axes(x: np.ndarray, axes: Sequence[int], dt: np.dtype, keepdims: bool = False) -> np.ndarray:
+    """`x` summed over `axes` in `dt`. When they are the outer or the inner axes of a
+    float array's memory layout (a transposed view counts by its layout), a product with
+    a vector of ones: BLAS does it two to three times faster than numpy's pairwise
+    reduce (a layernorm's mean, a bias's gradient); elsewhere numpy's reduce."""
+    n = x.ndim
+    ax = sorted(a % n for a in axes) if n else []
+    if ax and x.size and x.dtype == dt and dt.kind == "f" and dt.itemsize >= 4:
+        plain = x.flags.c_contiguous
+        order = list(range(n)) if plain else sorted(range(n), key=lambda i: -x.strides[i])
+        y = x if plain else x.transpose(order)
+        if y.flags.c_contiguous:
+            pos = ax if plain else sorted(order.index(a) for a in ax)
+            k = math.prod(x.shape[a] for a in ax)
+            r = None
+            if pos[-1] == len(pos) - 1:  # the outer axes
+                r = _ones(k, dt) @ y.reshape(k, -1)
+            elif pos[0] == n - len(pos) and pos[-1] == n - 1:  # the inner axes
+                r = y.reshape(-1, k) @ _ones(k, dt)
+            if r is not None:
+                kept = [a for a in order if a not in ax]  # r's axes, in memory order
+                if plain or kept == sorted(kept):
+                    shape = [1 if i in ax else s for i, s in enumerate(x.shape)] if keepdims else [x.shape[a] for a in sorted(kept)]
+                    return r.reshape(shape)
+                r = r.reshape([x.shape[a] for a in kept]).transpose(np.argsort(kept))
+                return np.expand_dims(r, tuple(ax)) if keepdims else r
+    return np.add.reduce(x, axis=tuple(ax), keepdims=keepdims, dtype=dt)
 
 
 def _run_stack(spec: StructuredSpec, aligned_in: Sequence[object], sizes: Sequence[int]) -> np.ndarray:
@@ -574,7 +616,7 @@ def _run_contraction(
     elif len(factors) == 1:
         (x, m), = factors
         private = tuple(i for i, d in enumerate(m) if d not in so)
-        r = x.sum(axis=private, dtype=dt) if private else x
+        r = sum_axes(x, private, dt) if private else x
         fresh = bool(private)
         rest = [d for d in m if d in so]
         perm = [rest.index(d) for d in so if d in rest]

@@ -242,3 +242,23 @@ def test_a_select_chain_on_an_index_runs_as_a_stack(order, rng):
     want = np.stack(parts if order == "plain" else [parts[1], parts[0], parts[2]], axis=1)
     assert spec.stack == (1, (0, 1, 2) if order == "plain" else (1, 0, 2))
     np.testing.assert_array_equal(fn(*parts), want)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (2, 1, 3), (4,), (2, 3)])
+def test_sum_axes_equals_numpy_on_every_layout(shape, rng):
+    """Sums through BLAS (outer or inner axes of the memory layout, transposed views
+    included) and numpy's reduce elsewhere: every axis subset of every transpose."""
+    import itertools
+
+    from shardc.runtime.structured import sum_axes
+
+    base = rng.standard_normal(shape).astype(np.float32)
+    for perm in itertools.permutations(range(len(shape))):
+        x = base.transpose(perm)
+        for r in range(1, x.ndim + 1):
+            for axes in itertools.combinations(range(x.ndim), r):
+                for keepdims in (False, True):
+                    got = sum_axes(x, axes, np.dtype(np.float32), keepdims)
+                    want = x.sum(axis=axes, keepdims=keepdims, dtype=np.float32)
+                    assert got.shape == want.shape and got.dtype == np.float32
+                    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
