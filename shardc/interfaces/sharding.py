@@ -1014,13 +1014,9 @@ def reduction_grid_axes(
     ]
 
 
-class IndependentParallelIteratorDomainShardingInterface(ShardingInterface):
-    """Ops whose tensor dimensions are independent parallel loops (func.return, as
-    upstream): partitioned by using the local tensors as they are."""
-
-    def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
-        types = (*op.operand_types, *op.result_types)
-        return [IteratorType.PARALLEL] * sum(ranked_tensor_rank(t) or 0 for t in types)
+class TriviallyShardableInterface(ShardingInterface):
+    """Ops partitioned by running them as they are on the local shards (upstream's
+    `partitionTriviallyShardableOperation`)."""
 
     def partition(
         self,
@@ -1035,11 +1031,20 @@ class IndependentParallelIteratorDomainShardingInterface(ShardingInterface):
         )
 
 
+class IndependentParallelIteratorDomainShardingInterface(TriviallyShardableInterface):
+    """Ops whose tensor dimensions are independent parallel loops (func.return, as
+    upstream): partitioned by using the local tensors as they are."""
+
+    def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
+        types = (*op.operand_types, *op.result_types)
+        return [IteratorType.PARALLEL] * sum(ranked_tensor_rank(t) or 0 for t in types)
+
+
 def identity_maps(rank: int, count: int) -> list[AffineMap]:
     return [AffineMap.identity(rank)] * count
 
 
-class ElementwiseShardingInterface(ShardingInterface):
+class ElementwiseShardingInterface(TriviallyShardableInterface):
     """Elementwise ops: one parallel loop per dimension of operand 0, identity maps for
     every operand and result (broadcast dimensions of size one included, as upstream)."""
 
@@ -1052,15 +1057,3 @@ class ElementwiseShardingInterface(ShardingInterface):
         if rank is None:
             return []
         return identity_maps(rank, len(op.operands) + len(op.results))
-
-    def partition(
-        self,
-        op: Operation,
-        operands: Sequence[SSAValue],
-        operand_shardings: Sequence[Sharding | None],
-        result_shardings: Sequence[Sharding | None],
-        partitioner: Partitioner,
-    ) -> None:
-        partition_trivially_shardable(
-            op, operands, operand_shardings, result_shardings, partitioner
-        )

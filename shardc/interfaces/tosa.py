@@ -10,20 +10,15 @@ replicated.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 
-from shardc.dialects.shard import Sharding
 from shardc.interfaces.sharding import (
     ElementwiseShardingInterface,
-    Partitioner,
     ReductionKind,
     ShardingInterface,
     ranked_tensor_rank,
-    partition_trivially_shardable,
     register_sharding_interface,
 )
 
@@ -40,12 +35,8 @@ def _map(num_dims: int, dims: tuple[int, ...]) -> AffineMap:
     return AffineMap(num_dims, 0, tuple(AffineDimExpr(d) for d in dims))
 
 
-class NegateSharding(ShardingInterface):
+class NegateSharding(ElementwiseShardingInterface):
     """tosa.negate: elementwise on input1; the zero-point tensors map to no loop."""
-
-    def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
-        rank = ranked_tensor_rank(op.operands[0].type)
-        return [] if rank is None else [IteratorType.PARALLEL] * rank
 
     def get_indexing_maps(self, op: Operation) -> list[AffineMap]:
         rank = ranked_tensor_rank(op.operands[0].type)
@@ -53,18 +44,6 @@ class NegateSharding(ShardingInterface):
             return []
         none = AffineMap(0, 0, ())
         return [AffineMap.identity(rank), none, none, AffineMap.identity(rank)]
-
-    def partition(
-        self,
-        op: Operation,
-        operands: Sequence[SSAValue],
-        operand_shardings: Sequence[Sharding | None],
-        result_shardings: Sequence[Sharding | None],
-        partitioner: Partitioner,
-    ) -> None:
-        partition_trivially_shardable(
-            op, operands, operand_shardings, result_shardings, partitioner
-        )
 
 
 class MatMulSharding(ShardingInterface):

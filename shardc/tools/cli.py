@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -36,6 +37,20 @@ class ArgParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         raise UserError(message)
+
+
+def run_tool(tool: str, body: Callable[[], int]) -> int:
+    """A tool's `main`: `body()`'s exit status; a UserError is one line on stderr and
+    status 1, a problem already reported as a diagnostic status 1, ^C status 130."""
+    try:
+        return body()
+    except UserError as e:
+        sys.stderr.write(f"{tool}: error: {e}\n")
+        return 1
+    except Reported:
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 def under_mpi() -> bool:

@@ -48,7 +48,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute, BlockArgument, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
-from shardc.tools.cli import ArgParser, Reported, UserError, apply_passes, parse_module, pipeline_passes, under_mpi
+from shardc.tools.cli import ArgParser, Reported, UserError, apply_passes, parse_module, pipeline_passes, run_tool, under_mpi
 
 TOOL = "shardc-run"
 DEFAULT_PIPELINE = ("sharding-propagation", "shard-partition", "canonicalize", "cse")
@@ -638,20 +638,16 @@ def run_mpi(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        args = _arg_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-        if args.simulate is None and under_mpi():
-            return run_mpi(args)
-        if args.simulate is None:
-            args.simulate = 1
-        return run_simulated(args)
-    except UserError as e:
-        sys.stderr.write(f"{TOOL}: error: {e}\n")
-        return 1
-    except Reported:
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return run_tool(TOOL, lambda: _main(list(sys.argv[1:] if argv is None else argv)))
+
+
+def _main(argv: list[str]) -> int:
+    args = _arg_parser().parse_args(argv)
+    if args.simulate is None and under_mpi():
+        return run_mpi(args)
+    if args.simulate is None:
+        args.simulate = 1
+    return run_simulated(args)
 
 
 if __name__ == "__main__":

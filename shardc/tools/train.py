@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from shardc.tools.cli import ArgParser, UserError, under_mpi
+from shardc.tools.cli import ArgParser, UserError, run_tool, under_mpi
 
 TOOL = "shardc-train"
 
@@ -293,22 +293,19 @@ def _abort_on_user_error(world) -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = _arg_parser().parse_args(argv)
-        _check_args(args)
-        if args.np is not None:
-            if under_mpi():
-                raise UserError("--np launches mpiexec: do not use it under mpiexec")
-            return _launch(argv, args.np)
-        if args.simulate is None and under_mpi():
-            return _run_mpi(args)
-        return _run_simulated(args)
-    except UserError as e:
-        sys.stderr.write(f"{TOOL}: error: {e}\n")
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return run_tool(TOOL, lambda: _main(list(sys.argv[1:] if argv is None else argv)))
+
+
+def _main(argv: list[str]) -> int:
+    args = _arg_parser().parse_args(argv)
+    _check_args(args)
+    if args.np is not None:
+        if under_mpi():
+            raise UserError("--np launches mpiexec: do not use it under mpiexec")
+        return _launch(argv, args.np)
+    if args.simulate is None and under_mpi():
+        return _run_mpi(args)
+    return _run_simulated(args)
 
 
 if __name__ == "__main__":

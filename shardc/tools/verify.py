@@ -19,7 +19,7 @@ import math
 import sys
 from collections.abc import Sequence
 
-from shardc.tools.cli import ArgParser, UserError, under_mpi
+from shardc.tools.cli import ArgParser, UserError, run_tool, under_mpi
 from shardc.tools.run import read_program
 
 TOOL = "shardc-verify"
@@ -50,33 +50,31 @@ def _report(report) -> int:  # noqa: ANN001
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return run_tool(TOOL, lambda: _main(list(sys.argv[1:] if argv is None else argv)))
+
+
+def _main(argv: list[str]) -> int:
     from shardc.verify import verify, verify_mpi
 
-    try:
-        args = _arg_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-        if args.simulate is not None and args.simulate < 1:
-            raise UserError("--simulate needs at least 1 rank")
-        if not (args.rtol >= 0 and args.atol >= 0 and math.isfinite(args.rtol + args.atol)):
-            raise UserError("--rtol and --atol must be finite and not negative")
-        if args.seed < 0:
-            raise UserError(f"--seed must not be negative, got {args.seed}")
-        text = read_program(args.program)
-        options = dict(entry=args.entry, pipeline=args.pipeline, stage=args.stage, seed=args.seed, rtol=args.rtol, atol=args.atol, name=args.program)
-        if args.simulate is None and under_mpi():
-            from mpi4py import MPI
+    args = _arg_parser().parse_args(argv)
+    if args.simulate is not None and args.simulate < 1:
+        raise UserError("--simulate needs at least 1 rank")
+    if not (args.rtol >= 0 and args.atol >= 0 and math.isfinite(args.rtol + args.atol)):
+        raise UserError("--rtol and --atol must be finite and not negative")
+    if args.seed < 0:
+        raise UserError(f"--seed must not be negative, got {args.seed}")
+    text = read_program(args.program)
+    options = dict(entry=args.entry, pipeline=args.pipeline, stage=args.stage, seed=args.seed, rtol=args.rtol, atol=args.atol, name=args.program)
+    if args.simulate is None and under_mpi():
+        from mpi4py import MPI
 
-            report = verify_mpi(text, **options)
-            if MPI.COMM_WORLD.Get_rank() != 0:
-                return 0 if report.ok else 1
-            if report.status == "rejected" and report.message.startswith("error: "):
-                raise UserError(report.message.removeprefix("error: "))
-            return _report(report)
-        return _report(verify(text, ranks=args.simulate, **options))
-    except UserError as e:
-        sys.stderr.write(f"{TOOL}: error: {e}\n")
-        return 1
-    except KeyboardInterrupt:
-        return 130
+        report = verify_mpi(text, **options)
+        if MPI.COMM_WORLD.Get_rank() != 0:
+            return 0 if report.ok else 1
+        if report.status == "rejected" and report.message.startswith("error: "):
+            raise UserError(report.message.removeprefix("error: "))
+        return _report(report)
+    return _report(verify(text, ranks=args.simulate, **options))
 
 
 if __name__ == "__main__":

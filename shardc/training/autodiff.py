@@ -96,7 +96,8 @@ def _sum_to(fb: FuncBuilder, g: Value, so: str, si: str) -> Value:
 
 
 def vjp(fb: FuncBuilder, node: Node, i: int, g: Value) -> Value:
-    """The cotangent of `node.inputs[i]` given the output cotangent `g`."""
+    """The cotangent of `node.inputs[i]` given the output cotangent `g` (takes are
+    differentiated a group at a time, by `grad`)."""
     si, so = parse_spec(node.spec)
     x = node.inputs[i]
     if node.kind == "einsum":
@@ -106,8 +107,6 @@ def vjp(fb: FuncBuilder, node: Node, i: int, g: Value) -> Value:
     if node.kind == "map":
         rule = MAP_VJPS[str(node.attrs["op"])]
         return _sum_to(fb, rule(fb, node, i, g, si, so), so, si[i])
-    if node.kind == "take":
-        return _stack_vjp(fb, [node], {id(node.output): g})
     if node.kind == "stack":
         return fb.take(so, g, str(node.attrs["axis"]), i)
     if node.kind == "softmax":

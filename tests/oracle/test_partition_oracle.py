@@ -39,7 +39,7 @@ from shardc.context import make_context
 from shardc.dialects.shard import GridOp, ShardingOp, ShardOp
 from shardc.ir import diagnostics
 from shardc.ir.diagnostics import DiagnosticEngine, DiagnosticError
-from shardc.ir.printer import print_module
+from shardc.ir.printer import module_to_string
 from shardc.passes.partition import ShardPartitionPass
 from shardc.passes.sharding_propagation import ShardingPropagationPass
 from shardc.testing.gen_programs import (
@@ -189,12 +189,6 @@ def annotate_returns_for_users(module: ModuleOp) -> None:
             op.operands[index] = shard.result
 
 
-def _print(module: ModuleOp) -> str:
-    out = StringIO()
-    print_module(module, out)
-    return out.getvalue()
-
-
 def _parse(text: str) -> ModuleOp:
     module = Parser(make_context(), text).parse_module()
     module.verify()
@@ -216,7 +210,7 @@ def shardc_pipeline(text: str, traversal: str, fix_returns: bool) -> str | None:
         except Exception as e:  # noqa: BLE001 - any other exception is a bug
             raise AssertionError(f"shardc raised {type(e).__name__}: {e}") from e
         module.verify()
-        return _print(module)
+        return module_to_string(module)
 
 
 def _mlir_opt(text: str | None, *args: str) -> tuple[str | None, str]:
@@ -232,7 +226,7 @@ def _fixed_up(text: str | None) -> str | None:
         return None
     module = _parse(text)
     fix_annotations(module)
-    return _print(module)
+    return module_to_string(module)
 
 
 def mlir_opt_pipeline(text: str, traversal: str) -> tuple[str | None, str]:
@@ -316,8 +310,8 @@ func.func @f(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
         module = _parse(text)
         ShardingPropagationPass().apply(make_context(), module)
         ShardPartitionPass().apply(make_context(), module)
-    assert "tensor<2x6xf32>" in _print(module)
-    assert normalize_ssa_names(_print(module)) == normalize_ssa_names(expected)
+    assert "tensor<2x6xf32>" in module_to_string(module)
+    assert normalize_ssa_names(module_to_string(module)) == normalize_ssa_names(expected)
 
 
 PROPAGATE_THEN_PARTITION = (

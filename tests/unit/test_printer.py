@@ -10,15 +10,13 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, var_result_def
 from xdsl.parser import Parser
 
 from shardc.context import make_context
-from shardc.ir.printer import affine_map_text, print_module
+from shardc.ir.printer import affine_map_text, module_to_string, print_module
 from shardc.testing.normalize import normalize_ssa_names
 
 
 def roundtrip(text: str, *, generic: bool = False) -> str:
     module = Parser(make_context(allow_unregistered=True), text).parse_module()
-    out = StringIO()
-    print_module(module, out, generic=generic)
-    return out.getvalue()
+    return module_to_string(module, generic=generic)
 
 
 def body(text: str) -> list[str]:
@@ -163,9 +161,7 @@ def _module_with(*ops: Operation) -> ModuleOp:
 def test_duck_typed_result_names_and_groups() -> None:
     op = _NamedOp.create(result_types=[i32, i32, i32, i32])
     user = _NamedOp.create(operands=list(op.results), result_types=[i32])
-    out = StringIO()
-    print_module(_module_with(op, user), out)
-    text = out.getvalue()
+    text = module_to_string(_module_with(op, user))
     assert '%a:2, %b, %_9lives = "test.named"() : () -> (i32, i32, i32, i32)' in text
     assert '%a_0 = "test.named"(%a#0, %a#1, %b, %_9lives)' in text
 

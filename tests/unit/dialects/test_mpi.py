@@ -1,6 +1,5 @@
 """The mpi dialect from Python: builders, enums, result names and canonicalization."""
 
-from io import StringIO
 
 import pytest
 from xdsl.builder import ImplicitBuilder
@@ -13,13 +12,7 @@ from shardc.context import make_context
 from shardc.dialects import mpi
 from shardc.ir import diagnostics
 from shardc.ir.diagnostics import DiagnosticEngine
-from shardc.ir.printer import print_module
-
-
-def _print(module: ModuleOp) -> str:
-    out = StringIO()
-    print_module(module, out)
-    return out.getvalue()
+from shardc.ir.printer import module_to_string
 
 
 def _parse(text: str) -> ModuleOp:
@@ -32,7 +25,7 @@ def _canonicalize(text: str) -> str:
     module = _parse(text)
     CanonicalizePass().apply(make_context(), module)
     module.verify()
-    return _print(module)
+    return module_to_string(module)
 
 
 def test_enum_codes_match_mlir():
@@ -82,7 +75,7 @@ def _build_all() -> ModuleOp:
 def test_builders_make_valid_ops_that_print_like_mlir():
     module = _build_all()
     module.verify()
-    text = _print(module)
+    text = module_to_string(module)
     for line in [
         "mpi.init\n",
         "%0 = mpi.comm_world : !mpi.comm",
@@ -105,7 +98,7 @@ def test_builders_make_valid_ops_that_print_like_mlir():
     ]:
         assert line in text
     # and the text reads back to the same IR
-    assert _print(_parse(text)) == text
+    assert module_to_string(_parse(text)) == text
 
 
 def test_accessors():
@@ -141,11 +134,10 @@ def test_result_names_follow_ods_for_ops_with_two_result_definitions():
 
 def test_custom_generic_custom_round_trip_is_stable():
     module = _build_all()
-    generic = StringIO()
-    print_module(module, generic, generic=True)
-    assert '"mpi.allreduce"(%arg0, %arg0, %0) <{op = 3 : i32}>' in generic.getvalue()
-    assert "<{errclass = #mpi.errclass<MPI_ERR_COMM>}>" in generic.getvalue()
-    assert _print(_parse(generic.getvalue())) == _print(module)
+    generic = module_to_string(module, generic=True)
+    assert '"mpi.allreduce"(%arg0, %arg0, %0) <{op = 3 : i32}>' in generic
+    assert "<{errclass = #mpi.errclass<MPI_ERR_COMM>}>" in generic
+    assert module_to_string(_parse(generic)) == module_to_string(module)
 
 
 def test_fold_cast_uses_the_static_source():

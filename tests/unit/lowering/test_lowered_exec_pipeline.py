@@ -107,11 +107,7 @@ def test_shardc_run_pipeline_option(tmp_path: Path, capsys) -> None:
 @pytest.mark.oracle
 @pytest.mark.skipif(find_mlir_opt() is None, reason="mlir-opt not found")
 def test_mlir_opt_reads_the_lowered_mlp(tmp_path: Path) -> None:
-    from io import StringIO
+    from shardc.ir.printer import module_to_string
 
-    from shardc.ir.printer import print_module
-
-    out = StringIO()
-    print_module(lowered_mlp(), out)
-    result = run_mlir_opt("-", stdin=out.getvalue())
+    result = run_mlir_opt("-", stdin=module_to_string(lowered_mlp()))
     assert result.returncode == 0, result.stderr

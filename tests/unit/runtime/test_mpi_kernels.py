@@ -115,8 +115,12 @@ def test_allreduce_ops(n, op):
         np.testing.assert_array_equal(b, want[2 * r : 2 * r + 2])
 
 
-RING = """
-func.func @f(%x: memref<3xf64>) -> memref<3xf64> {
+def ring_prog(n: int, tag: int, body: str) -> str:
+    """`@f(%x: memref<n x f64>) -> %got`: each rank's `%next` / `%prev` neighbours on a
+    ring, `%tag`, a fresh `%got`, then `body` (the exchange)."""
+    t = f"memref<{n}xf64>"
+    return f"""
+func.func @f(%x: {t}) -> {t} {{
   %comm = mpi.comm_world : !mpi.comm
   %rank = mpi.comm_rank(%comm) : i32
   %size = mpi.comm_size(%comm) : i32
@@ -126,9 +130,14 @@ func.func @f(%x: memref<3xf64>) -> memref<3xf64> {
   %p0 = arith.addi %rank, %size : i32
   %p1 = arith.subi %p0, %c1 : i32
   %prev = arith.remsi %p1, %size : i32
-  %tag = arith.constant 7 : i32
-  %got = memref.alloc() : memref<3xf64>
-  %c2 = arith.constant 2 : i32
+  %tag = arith.constant {tag} : i32
+  %got = memref.alloc() : {t}
+{body}
+  return %got : {t}
+}}"""
+
+
+RING = ring_prog(3, 7, """  %c2 = arith.constant 2 : i32
   %odd = arith.remsi %rank, %c2 : i32
   %c0 = arith.constant 0 : i32
   %even = arith.cmpi eq, %odd, %c0 : i32
@@ -138,9 +147,7 @@ func.func @f(%x: memref<3xf64>) -> memref<3xf64> {
   } else {
     mpi.recv(%got, %tag, %prev, %comm) : memref<3xf64>, i32, i32
     mpi.send(%x, %tag, %next, %comm) : memref<3xf64>, i32, i32
-  }
-  return %got : memref<3xf64>
-}"""
+  }""")
 
 
 @pytest.mark.parametrize("n", [2, 4])
@@ -150,25 +157,10 @@ def test_p2p_ring(n):
         np.testing.assert_array_equal(y, X[(r - 1) % n])
 
 
-NONBLOCKING = """
-func.func @f(%x: memref<3xf64>) -> memref<3xf64> {
-  %comm = mpi.comm_world : !mpi.comm
-  %rank = mpi.comm_rank(%comm) : i32
-  %size = mpi.comm_size(%comm) : i32
-  %c1 = arith.constant 1 : i32
-  %n0 = arith.addi %rank, %c1 : i32
-  %next = arith.remsi %n0, %size : i32
-  %p0 = arith.addi %rank, %size : i32
-  %p1 = arith.subi %p0, %c1 : i32
-  %prev = arith.remsi %p1, %size : i32
-  %tag = arith.constant 9 : i32
-  %got = memref.alloc() : memref<3xf64>
-  %r1 = mpi.irecv(%got, %tag, %prev, %comm) : memref<3xf64>, i32, i32 -> !mpi.request
+NONBLOCKING = ring_prog(3, 9, """  %r1 = mpi.irecv(%got, %tag, %prev, %comm) : memref<3xf64>, i32, i32 -> !mpi.request
   %rv, %r2 = mpi.isend(%x, %tag, %next, %comm) : memref<3xf64>, i32, i32 -> !mpi.retval, !mpi.request
   mpi.wait(%r2) : !mpi.request
-  %w = mpi.wait(%r1) : !mpi.request -> !mpi.retval
-  return %got : memref<3xf64>
-}"""
+  %w = mpi.wait(%r1) : !mpi.request -> !mpi.retval""")
 
 
 @pytest.mark.parametrize("n", [1, 2, 4])
@@ -178,24 +170,9 @@ def test_nonblocking_ring(n):
         np.testing.assert_array_equal(y, X[(r - 1) % n])
 
 
-BIG_RING = """
-func.func @f(%x: memref<1048576xf64>) -> memref<1048576xf64> {
-  %comm = mpi.comm_world : !mpi.comm
-  %rank = mpi.comm_rank(%comm) : i32
-  %size = mpi.comm_size(%comm) : i32
-  %c1 = arith.constant 1 : i32
-  %n0 = arith.addi %rank, %c1 : i32
-  %next = arith.remsi %n0, %size : i32
-  %p0 = arith.addi %rank, %size : i32
-  %p1 = arith.subi %p0, %c1 : i32
-  %prev = arith.remsi %p1, %size : i32
-  %tag = arith.constant 3 : i32
-  %got = memref.alloc() : memref<1048576xf64>
-  mpi.send(%x, %tag, %next, %comm) : memref<1048576xf64>, i32, i32
+BIG_RING = ring_prog(1048576, 3, """  mpi.send(%x, %tag, %next, %comm) : memref<1048576xf64>, i32, i32
   mpi.recv(%got, %tag, %prev, %comm) : memref<1048576xf64>, i32, i32
-  mpi.barrier(%comm)
-  return %got : memref<1048576xf64>
-}"""
+  mpi.barrier(%comm)""")
 
 
 @pytest.mark.parametrize("n", [2])
