@@ -1,0 +1,1 @@
+"""Frontends: programs written elsewhere, brought to shardc's tensor IR."""
