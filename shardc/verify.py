@@ -207,11 +207,13 @@ def _result_locations(f: func.FuncOp) -> list[tuple[str, str]]:
 def _loc_text(op: Operation) -> str:
     from xdsl.dialects.builtin import FileLineColLoc
 
+    from shardc.runtime.codegen_safe import display
+
     loc = op.location
-    if isinstance(loc, FileLineColLoc):
-        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
+    if isinstance(loc, FileLineColLoc):  # a file name from the IR: shown escaped
+        return f"{display(loc.filename.data)}:{loc.line.data}:{loc.column.data}"
     text = diagnostics.format_location(loc)
-    return "unknown location" if text == "unknown" else f"loc({text})"
+    return "unknown location" if text == "unknown" else f"loc({display(text)})"
 
 
 def _grid_size(module: ModuleOp) -> int:

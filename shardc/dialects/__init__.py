@@ -27,4 +27,6 @@ def shardc_dialects() -> dict[str, Callable[[], Dialect]]:
     from shardc.dialects import overlays
 
     table.update(overlays.overlay_dialects())
+    table["vector"] = lambda: __import__("shardc.dialects.vector", fromlist=["Vector"]).Vector
+    table["tm_tensor"] = lambda: __import__("shardc.dialects.tm_tensor", fromlist=["TMTensor"]).TMTensor
     return table

@@ -1,10 +1,13 @@
-"""The linalg overlay: linalg.batch_matmul and linalg.map, which xDSL lacks, and
-linalg.reduce with MLIR's short form.
+"""The linalg overlay: linalg.batch_matmul and linalg.map, which xDSL lacks;
+linalg.reduce with MLIR's short form; linalg.generic with MLIR's multi-result syntax
+(`%r:2 = linalg.generic ... -> (t1, t2)`, as torch-mlir writes max/argmax) and sorted
+leading dictionary; linalg.matmul with MLIR's body.
 
 MLIR prints a map or reduce whose body is one op applied to the block arguments in order
 (`%in`s for map, `%in, %init` reversed for reduce) in the short form `{ arith.addf }`,
-and parses it back into that body. batch_matmul's body is MLIR's `addf(acc, mul)`
-(xDSL's own linalg.matmul builds `addf(mul, acc)`, visible in generic form).
+and parses it back into that body. The bodies of batch_matmul and matmul are MLIR's
+`addf(acc, mul)` (xDSL's own linalg.matmul builds `addf(mul, acc)`, visible in generic
+form).
 
 https://mlir.llvm.org/docs/Dialects/Linalg/
 """
@@ -23,20 +26,25 @@ from xdsl.dialects.builtin import (
     AnyFloat,
     ArrayAttr,
     DenseArrayBase,
+    IntegerType,
     MemRefType,
+    ShapedType,
+    StringAttr,
     TensorType,
     i64,
 )
-from xdsl.dialects.linalg.attrs import IteratorTypeAttr
+from xdsl.dialects.linalg.attrs import IteratorType, IteratorTypeAttr
 from xdsl.dialects.linalg.ops import YieldOp
 from xdsl.dialects.linalg.abstract_ops import NamedOperation
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.irdl import (
     IRDLOperation,
+    SameVariadicOperandSize,
     base,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     region_def,
     traits_def,
@@ -46,6 +54,7 @@ from xdsl.irdl import (
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import RecursiveMemoryEffect
+from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.overlays import extend_dialect
 from shardc.dialects.overlays import op_error as _error
@@ -58,8 +67,28 @@ def _element_type(value: SSAValue) -> Attribute:
     return ty.get_element_type() if isinstance(ty, MemRefType | TensorType) else ty
 
 
+def _cast_to(value: SSAValue, to: Attribute) -> SSAValue:
+    """`value` as `to`, cast as MLIR's named ops cast operands (`cast_signed`)."""
+    src = value.type
+    if src == to:
+        return value
+    src_float, to_float = isinstance(src, AnyFloat), isinstance(to, AnyFloat)
+    if src_float and to_float:
+        assert isinstance(src, AnyFloat) and isinstance(to, AnyFloat)
+        cast = arith.ExtFOp(value, to) if to.bitwidth > src.bitwidth else arith.TruncFOp(value, to)
+    elif to_float:
+        cast = arith.SIToFPOp(value, to)
+    elif src_float:
+        cast = arith.FPToSIOp(value, to)
+    else:
+        assert isinstance(src, IntegerType) and isinstance(to, IntegerType)
+        cast = arith.ExtSIOp(value, to) if to.width.data > src.width.data else arith.TruncIOp(value, to)
+    return cast.result
+
+
 def _mul_add_region(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
-    """The contraction body MLIR builds: `acc + a * b`."""
+    """The contraction body MLIR builds: `acc + cast(a) * cast(b)`, the operands cast
+    to the accumulator's element type."""
     types = NamedOperation.body_arg_types((*inputs, *outputs))
     add, mul = (
         (arith.AddfOp, arith.MulfOp)
@@ -69,7 +98,7 @@ def _mul_add_region(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> 
 
     @Builder.implicit_region(types)
     def body(args: tuple[BlockArgument, ...]) -> None:
-        product = mul(args[0], args[1])
+        product = mul(_cast_to(args[0], types[-1]), _cast_to(args[1], types[-1]))
         YieldOp(add(args[2], product))
 
     return body
@@ -136,6 +165,25 @@ class BatchMatmulOp(NamedOperation):
             super().print(printer)
 
 
+@irdl_op_definition
+class MatmulOp(xlinalg_ops.MatmulOp):
+    """xDSL's linalg.matmul with MLIR's body `acc + a * b` (xDSL builds `a * b + acc`,
+    visible in generic form)."""
+
+    inputs = var_operand_def()
+    outputs = var_operand_def(ShapedType)
+    res = var_result_def(TensorType)
+    body = region_def("single_block")
+    indexing_maps = prop_def(
+        ArrayAttr[AffineMapAttr],
+        default_value=xlinalg_ops.MatmulOp.get_irdl_definition().properties["indexing_maps"].default_value,
+    )
+
+    @classmethod
+    def get_hidden_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
+        return _mul_add_region(inputs, outputs)
+
+
 # ---------------------------------------------------------------------------
 # Short form `{ dialect.op }` of map and reduce
 # ---------------------------------------------------------------------------
@@ -192,8 +240,10 @@ def _build_payload(parser: Parser, name: str, arg_types: Sequence[Attribute], op
     return Region(block)
 
 
-def _parse_ins_outs(parser: Parser, keyword: str) -> list[SSAValue]:
-    parser.parse_keyword(keyword)
+def _parse_ins_outs(parser: Parser, keyword: str | None) -> list[SSAValue]:
+    """`keyword(%a, %b : t, u)` (the keyword already read when None)."""
+    if keyword is not None:
+        parser.parse_keyword(keyword)
     parser.parse_punctuation("(")
     pos = parser.pos
     names = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
@@ -297,39 +347,113 @@ class MapOp(IRDLOperation):
 
 @irdl_op_definition
 class ReduceOp(xlinalg_ops.ReduceOp):
-    """xDSL's linalg.reduce with MLIR's short form `linalg.reduce { arith.addf }`."""
+    """xDSL's linalg.reduce with MLIR's variadic operands (`ins(%a, %b : ...) outs(%x,
+    %y : ...)`, several inputs reduced together, one result per init) and its short
+    form `linalg.reduce { arith.addf }`.
+
+    xDSL's fields `input` and `init` stay the first input and init (what code written
+    for one-input reductions reads); the others are `extra_inputs` / `extra_inits`,
+    and `inputs` / `inits` are all of them. The operands are MLIR's (inputs, then
+    inits), split evenly (SameVariadicOperandSize)."""
 
     input = operand_def(_Shaped)
+    extra_inputs = var_operand_def(_Shaped)
     init = operand_def(_Shaped)
+    extra_inits = var_operand_def(_Shaped)
     result = var_result_def(TensorType)
     region = region_def("single_block")
     dimensions = prop_def(DenseArrayBase.constr(i64))
 
+    irdl_options = (SameVariadicOperandSize(),)
+
+    def __init__(
+        self,
+        input: SSAValue | Sequence[SSAValue],
+        init: SSAValue | Sequence[SSAValue],
+        dimensions: Attribute,
+        region: Region,
+    ):
+        inputs = [input] if isinstance(input, SSAValue) else list(input)
+        inits = [init] if isinstance(init, SSAValue) else list(init)
+        IRDLOperation.__init__(
+            self,
+            properties={"dimensions": dimensions},
+            operands=[inputs[0], inputs[1:], inits[0], inits[1:]],
+            regions=[region],
+            result_types=[[v.type for v in inits if isinstance(v.type, TensorType)]],
+        )
+
+    @property
+    def inputs(self) -> Sequence[SSAValue]:
+        return (self.input, *self.extra_inputs)
+
+    @property
+    def inits(self) -> Sequence[SSAValue]:
+        return (self.init, *self.extra_inits)
+
+    def verify_(self) -> None:
+        # Not xDSL's: its generated verify_ checks one input and one init.
+        dims = self.dimensions.get_values()
+        for input, init in zip(self.inputs, self.inits):
+            in_t, init_t = input.type, init.type
+            assert isinstance(in_t, TensorType | MemRefType) and isinstance(init_t, TensorType | MemRefType)
+            if in_t.get_element_type() != init_t.get_element_type():
+                raise VerifyException(
+                    f"Reduction element types must be equal, but input is {in_t.get_element_type()} "
+                    f"and init is {init_t.get_element_type()}"
+                )
+            in_shape, init_shape = in_t.get_shape(), init_t.get_shape()
+            if len(init_shape) != len(in_shape) - len(dims):
+                raise VerifyException(
+                    "Output rank must equal input rank minus number of dimensions being reduced over"
+                )
+            kept = [d for d in range(len(in_shape)) if d not in dims]
+            for j, d in enumerate(kept):
+                if in_shape[d] != init_shape[j]:
+                    raise VerifyException(f"Non-reduced input dimension {d} must equal output dimension {j}")
+        args = self.region.block.args
+        if len(args) != 2 * len(self.inputs):
+            raise _error(
+                self,
+                f"mismatching number of operands and block arguments: expected {2 * len(self.inputs)}, "
+                f"got {len(args)}",
+            )
+
     @classmethod
     def parse(cls, parser: Parser) -> ReduceOp:
         short = _parse_short_form(parser)
-        (input,) = _parse_ins_outs(parser, "ins")
-        (init,) = _parse_ins_outs(parser, "outs")
+        start = parser.pos
+        inputs = _parse_ins_outs(parser, "ins")
+        inits = _parse_ins_outs(parser, "outs")
+        if not inputs or len(inputs) != len(inits):
+            parser.raise_error(
+                f"linalg.reduce needs as many inits as inputs, got {len(inputs)} and {len(inits)}", start, parser.pos
+            )
         parser.parse_keyword("dimensions")
         parser.parse_punctuation("=")
         dims = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
         attrs = parser.parse_optional_attr_dict()
         if short is not None:
-            region = _build_payload(parser, short, [_element_type(input), _element_type(init)], (1, 0))
+            if len(inputs) != 1:
+                parser.raise_error("the short form `{ op }` of linalg.reduce takes one input", start, parser.pos)
+            region = _build_payload(parser, short, [_element_type(inputs[0]), _element_type(inits[0])], (1, 0))
         else:
             args = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_argument)
             region = parser.parse_region(args)
-        op = cls(input, init, DenseArrayBase.from_list(i64, dims), region)
+        op = cls(inputs, inits, DenseArrayBase.from_list(i64, dims), region)
         op.attributes |= attrs
         return op
 
     def print(self, printer: Printer) -> None:
+        # also prints xDSL's ReduceOp (one input, one init)
+        inputs = getattr(self, "inputs", (self.input,))
+        inits = getattr(self, "inits", (self.init,))
         args = self.region.block.args
         payload = _payload_op(self.region, (args[1], args[0])) if len(args) == 2 else None
         if payload is not None:
             printer.print_string(f" {{ {payload.name} }}")
-        _print_ins_outs(printer, "ins", [self.input])
-        _print_ins_outs(printer, "outs", [self.init])
+        _print_ins_outs(printer, "ins", inputs)
+        _print_ins_outs(printer, "outs", inits)
         printer.print_string(" dimensions = [")
         printer.print_string(", ".join(str(d) for d in self.dimensions.get_values()))
         printer.print_string("] ")
@@ -338,4 +462,98 @@ class ReduceOp(xlinalg_ops.ReduceOp):
             _print_long_body(printer, self.region)
 
 
-Linalg = extend_dialect(xlinalg.Linalg, [BatchMatmulOp, MapOp, ReduceOp])
+@irdl_op_definition
+class GenericOp(xlinalg_ops.GenericOp):
+    """xDSL's linalg.generic, parsing MLIR's `-> (t1, t2)` result list of a multi-result
+    generic (xDSL's parser reads only a bare list)."""
+
+    inputs = var_operand_def()
+    outputs = var_operand_def(ShapedType)
+    res = var_result_def(TensorType)
+    body = region_def("single_block")
+    indexing_maps = prop_def(ArrayAttr[AffineMapAttr])
+    iterator_types = prop_def(ArrayAttr[IteratorTypeAttr])
+    doc = opt_prop_def(StringAttr)
+    library_call = opt_prop_def(StringAttr)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GenericOp:
+        start = parser.pos
+        attrs = parser.parse_optional_attr_dict()
+        end = parser.pos
+        traits: dict[str, Attribute] = {}
+        for name in ("indexing_maps", "iterator_types", "doc", "library_call"):
+            if name in attrs:
+                traits[name] = attrs.pop(name)
+        for name in ("indexing_maps", "iterator_types"):
+            if not isinstance(traits.get(name), ArrayAttr):
+                parser.raise_error(f"Expected {name} for linalg.generic", start, end)
+        iterators: list[IteratorTypeAttr] = []
+        for it in traits["iterator_types"]:  # pyright: ignore[reportGeneralTypeIssues]
+            if isinstance(it, IteratorTypeAttr):
+                iterators.append(it)
+            elif isinstance(it, StringAttr) and it.data in {t.value for t in IteratorType}:
+                iterators.append(IteratorTypeAttr(IteratorType(it.data)))
+            else:
+                parser.raise_error(f"Unknown iterator type {it}", start, end)
+        inputs = _parse_ins_outs(parser, None) if parser.parse_optional_characters("ins") else []
+        outputs = _parse_ins_outs(parser, None) if parser.parse_optional_characters("outs") else []
+        extra: dict[str, Attribute] = {}
+        if parser.parse_optional_keyword("attrs"):
+            parser.parse_punctuation("=")
+            extra = parser.expect(parser.parse_optional_attr_dict, "expect extra attributes")
+        body = parser.parse_region()
+        results: list[Attribute] = []
+        if parser.parse_optional_punctuation("->"):
+            if parser._current_token.text == "(":  # pyright: ignore[reportPrivateUsage]
+                results = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
+            else:
+                results = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        op = cls(
+            inputs,
+            outputs,
+            body,
+            traits["indexing_maps"],  # pyright: ignore[reportArgumentType]
+            iterators,
+            results,
+            traits.get("doc"),  # pyright: ignore[reportArgumentType]
+            traits.get("library_call"),  # pyright: ignore[reportArgumentType]
+        )
+        op.attributes |= attrs | extra
+        return op
+
+    def print(self, printer: Printer) -> None:
+        # MLIR's leading dictionary is sorted: doc, indexing_maps, iterator_types, library_call
+        printer.print_string(" {")
+        if self.doc is not None:
+            printer.print_string("doc = ")
+            printer.print_attribute(self.doc)
+            printer.print_string(", ")
+        printer.print_string("indexing_maps = ")
+        printer.print_attribute(self.indexing_maps)
+        printer.print_string(", iterator_types = [")
+        printer.print_list(self.iterator_types, lambda it: printer.print_string_literal(it.data))
+        printer.print_string("]")
+        if self.library_call is not None:
+            printer.print_string(", library_call = ")
+            printer.print_attribute(self.library_call)
+        printer.print_string("}")
+        if self.inputs:
+            _print_ins_outs(printer, "ins", self.inputs)
+        if self.outputs:
+            _print_ins_outs(printer, "outs", self.outputs)
+        if self.attributes:
+            printer.print_string(" attrs = ")
+            printer.print_op_attributes(self.attributes)
+        printer.print_string(" ")
+        printer.print_region(self.body)
+        if len(self.res) == 1:
+            printer.print_string(" -> ")
+            printer.print_attribute(self.res[0].type)
+        elif self.res:
+            printer.print_string(" -> (")
+            printer.print_list(self.res.types, printer.print_attribute)
+            printer.print_string(")")
+
+
+Linalg = extend_dialect(xlinalg.Linalg, [BatchMatmulOp, MatmulOp, MapOp, ReduceOp, GenericOp])

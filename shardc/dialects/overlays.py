@@ -91,6 +91,12 @@ def _scf() -> Dialect:
     return SCF
 
 
+def _arith() -> Dialect:
+    from shardc.dialects.arith import Arith
+
+    return Arith
+
+
 def overlay_dialects() -> dict[str, Callable[[], Dialect]]:
     """Overlay factories by dialect name; each imports its module only when loaded."""
     return {
@@ -102,4 +108,5 @@ def overlay_dialects() -> dict[str, Callable[[], Dialect]]:
         "tensor": _tensor,
         "scf": _scf,
         "linalg": _linalg,
+        "arith": _arith,
     }

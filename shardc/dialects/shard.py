@@ -19,11 +19,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 from abc import ABC
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import auto
 from math import prod
-from typing import ClassVar, NoReturn, TypeAlias
+from typing import Any, ClassVar, NoReturn, Self, TypeAlias
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -914,11 +914,7 @@ class IntegerProperty(CustomDirective):
     value: AttributeVariable
 
     def parse(self, parser: Parser, state: ParsingState) -> None:
-        pos = parser.pos
-        value = parser.parse_integer(allow_boolean=False)
-        if not _I64[0] <= value <= _I64[1]:
-            _fail(parser, [(pos, "integer constant out of range for attribute")])
-        self.value.set(state, IntegerAttr(value, _ATTR_CONSTRAINTS[self.value.name][0]))
+        _parse_integer_property(parser, self.value, state)
 
     def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
         state.print_whitespace(printer)
@@ -929,8 +925,82 @@ class IntegerProperty(CustomDirective):
             printer.print_attribute(attr)
 
 
+@irdl_custom_directive
+class GridRef(CustomDirective):
+    """The grid an op refers to: a flat symbol reference (`@grid`). Anything else is
+    rejected where it is written, with the message of MLIR's `parseAttribute` into a
+    FlatSymbolRefAttr, instead of failing verification later."""
+
+    grid: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        pos = parser.pos
+        attr = parser.parse_attribute()
+        if not isinstance(attr, SymbolRefAttr) or attr.nested_references.data:
+            _fail(parser, [(pos, _custom_op(state) + "invalid kind of attribute specified")])
+        self.grid.set(state, attr)
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        printer.print_attribute(self.grid.get(op))  # pyright: ignore[reportArgumentType]
+
+
+def _parse_integer_property(parser: Parser, value: AttributeVariable, state: ParsingState) -> None:
+    pos = parser.pos
+    number = parser.parse_integer(allow_boolean=False)
+    if not _I64[0] <= number <= _I64[1]:
+        _fail(parser, [(pos, "integer constant out of range for attribute")])
+    value.set(state, IntegerAttr(number, _ATTR_CONSTRAINTS[value.name][0]))
+
+
+_LEGACY_KEYWORDS = {"scatter_dim": "scatter_axis"}
+"""Properties trunk renamed, trunk's name -> MLIR 22.1.8's. Both spellings are read (in
+op syntax and in generic form); trunk's is printed."""
+_LEGACY_NAMES = {old: new for new, old in _LEGACY_KEYWORDS.items()}
+
+
+@irdl_custom_directive
+class ScatterDim(CustomDirective):
+    """`scatter_dim = 1` (trunk) or `scatter_axis = 1` (MLIR 22.1.8), printed as trunk's."""
+
+    value: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        name = self.value.name
+        if parser.parse_optional_keyword(_LEGACY_KEYWORDS[name]) is None:
+            if parser.parse_optional_keyword(name) is None:
+                _fail(parser, [(parser.pos, f"{_custom_op(state)}expected '{name}'")])
+        parser.parse_punctuation("=")
+        _parse_integer_property(parser, self.value, state)
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        printer.print_string(f"{self.value.name} = ")
+        attr = self.value.get(op)
+        if isinstance(attr, IntegerAttr):
+            printer.print_string(str(attr.value.data))
+        elif attr is not None:
+            printer.print_attribute(attr)
+
+
+class _RenamedProperties(IRDLOperation, ABC):
+    """Ops with a property trunk renamed: `create` (the generic parser, pattern code)
+    takes 22.1.8's name too, and the old name stays readable from Python."""
+
+    @classmethod
+    def create(cls, *, properties: Mapping[str, Attribute] = {}, **kwargs: Any) -> Self:
+        if any(old in properties for old in _LEGACY_NAMES):
+            properties = {_LEGACY_NAMES.get(k, k): v for k, v in properties.items()}
+        return super().create(properties=properties, **kwargs)
+
+    @property
+    def scatter_axis(self) -> IntegerAttr[IndexType]:
+        """22.1.8's name of `scatter_dim`."""
+        return self.scatter_dim  # pyright: ignore[reportAttributeAccessIssue]
+
+
 _DIRECTIVES = (GridAxes, SplitAxes, IndexList, OptionalIndexList, TensorTypeOf, RankedTensorTypeOf,
-    IndexTypeOf, HaloResultType, IntegerProperty,
+    IndexTypeOf, HaloResultType, IntegerProperty, ScatterDim, GridRef,
 )
 
 # =========================================================================================
@@ -940,7 +1010,7 @@ _DIRECTIVES = (GridAxes, SplitAxes, IndexList, OptionalIndexList, TensorTypeOf, 
 _ATTR_CONSTRAINTS: dict[str, tuple[Attribute, str]] = {
     **{
         name: (IndexType(), "index attribute")
-        for name in ("concat_axis", "gather_axis", "scatter_axis", "shift_axis", "slice_axis", "split_axis")
+        for name in ("concat_axis", "gather_axis", "scatter_dim", "shift_axis", "slice_axis", "split_axis")
     },
     "offset": (i64, "64-bit signless integer attribute"),
 }
@@ -1091,12 +1161,13 @@ class GridOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> GridOp:
-        # `private @g(...)` is accepted besides MLIR's `@g(...) {sym_visibility = "private"}`.
-        visibility = None
-        for keyword in _VISIBILITIES:
-            if parser.parse_optional_keyword(keyword) is not None:
-                visibility = keyword
-                break
+        # Trunk's `"private" @g(...)`, MLIR 22.1.8's `@g(...) {sym_visibility = "private"}`
+        # and the bare `private @g(...)` are read; trunk's is printed.
+        visibility = parser.parse_optional_str_literal()
+        if visibility is None:
+            visibility = next(
+                (k for k in _VISIBILITIES if parser.parse_optional_keyword(k) is not None), None
+            )
         name = parser.parse_symbol_name()
         parser.parse_punctuation("(")
         parser.parse_keyword("shape")
@@ -1113,6 +1184,13 @@ class GridOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
+        attributes = dict(self.attributes)
+        visibility = attributes.pop("sym_visibility", None)
+        if isinstance(visibility, StringAttr):
+            printer.print_string_literal(visibility.data)
+            printer.print_string(" ")
+        elif visibility is not None:
+            attributes["sym_visibility"] = visibility
         printer.print_symbol_name(self.sym_name.data)
         printer.print_string("(shape = ")
         dims = self.shape.get_values()
@@ -1121,9 +1199,19 @@ class GridOp(IRDLOperation):
         else:
             printer.print_string("[]")
         printer.print_string(")")
-        printer.print_op_attributes(self.attributes)
+        printer.print_op_attributes(attributes)
 
     def verify_(self) -> None:
+        visibility = self.attributes.get("sym_visibility")
+        if visibility is not None and (
+            not isinstance(visibility, StringAttr) or visibility.data not in _VISIBILITIES
+        ):
+            got = f'"{visibility.data}"' if isinstance(visibility, StringAttr) else str(visibility)
+            raise _op_error(
+                self,
+                'visibility expected to be one of ["public", "private", "nested"], but got '
+                + got,
+            )
         if self.rank <= 0:
             raise _op_error(self, "rank of grid is expected to be a positive integer")
         if any(d < 0 and d != DYNAMIC for d in self.shape.get_values()):
@@ -1168,7 +1256,7 @@ class GridShapeOp(_GridQueryOp):
     name = "shard.grid_shape"
 
     custom_directives = _DIRECTIVES
-    assembly_format = "$grid (`axes` `=` custom<GridAxes>($axes)^)? attr-dict `:` type($result)"
+    assembly_format = "custom<GridRef>($grid) (`axes` `=` custom<GridAxes>($axes)^)? attr-dict `:` type($result)"
 
     def get_asm_result_names(self) -> Sequence[str | None]:
         return _group_name("grid_shape", len(self.results))
@@ -1181,7 +1269,7 @@ class ProcessMultiIndexOp(_GridQueryOp):
     name = "shard.process_multi_index"
 
     custom_directives = _DIRECTIVES
-    assembly_format = "`on` $grid (`axes` `=` custom<GridAxes>($axes)^)? attr-dict `:` type($result)"
+    assembly_format = "`on` custom<GridRef>($grid) (`axes` `=` custom<GridAxes>($axes)^)? attr-dict `:` type($result)"
 
     def get_asm_result_names(self) -> Sequence[str | None]:
         # Upstream names this op's results like process_linear_index's.
@@ -1200,7 +1288,7 @@ class ProcessLinearIndexOp(IRDLOperation):
     traits = traits_def(Pure())
 
     custom_directives = _DIRECTIVES
-    assembly_format = "`on` $grid attr-dict `:` custom<IndexTypeOf>(type($result))"
+    assembly_format = "`on` custom<GridRef>($grid) attr-dict `:` custom<IndexTypeOf>(type($result))"
 
     def __init__(self, grid: str):
         super().__init__(properties={"grid": SymbolRefAttr(grid)}, result_types=[IndexType()])
@@ -1229,7 +1317,7 @@ class NeighborsLinearIndicesOp(IRDLOperation):
 
     custom_directives = _DIRECTIVES
     assembly_format = (
-        "`on` $grid `[` $device `]` `split_axes` `=` custom<GridAxes>($split_axes) attr-dict `:` type(results)"
+        "`on` custom<GridRef>($grid) `[` $device `]` `split_axes` `=` custom<GridAxes>($split_axes) attr-dict `:` type(results)"
     )
 
     def __init__(self, grid: str, device: Sequence[SSAValue], split_axes: Sequence[int]):
@@ -1286,7 +1374,7 @@ class ShardingOp(IRDLOperation):
 
     custom_directives = _DIRECTIVES
     assembly_format = (
-        "$grid `split_axes` `=` custom<SplitAxes>($split_axes) "
+        "custom<GridRef>($grid) `split_axes` `=` custom<SplitAxes>($split_axes) "
         "(`halo_sizes` `=` custom<IndexList>($dynamic_halo_sizes, $static_halo_sizes)^)? "
         "(`sharded_dims_offsets` `=` custom<IndexList>"
         "($dynamic_sharded_dims_offsets, $static_sharded_dims_offsets)^)? "
@@ -1596,7 +1684,7 @@ class AllGatherOp(CollectiveOp):
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} `gather_axis` `=` custom<IntegerProperty>($gather_axis) "
+        f"$input `on` custom<GridRef>($grid) {_GRID_AXES} `gather_axis` `=` custom<IntegerProperty>($gather_axis) "
         "attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<TensorTypeOf>(type($result))"
     )
 
@@ -1626,7 +1714,7 @@ class AllReduceOp(CollectiveOp):
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} (`reduction` `=` $reduction^)? "
+        f"$input `on` custom<GridRef>($grid) {_GRID_AXES} (`reduction` `=` $reduction^)? "
         "attr-dict `:` type($input) `->` type($result)"
     )
 
@@ -1646,7 +1734,7 @@ class AllSliceOp(CollectiveOp):
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} `slice_axis` `=` custom<IntegerProperty>($slice_axis) "
+        f"$input `on` custom<GridRef>($grid) {_GRID_AXES} `slice_axis` `=` custom<IntegerProperty>($slice_axis) "
         "attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<TensorTypeOf>(type($result))"
     )
 
@@ -1677,7 +1765,7 @@ class AllToAllOp(CollectiveOp):
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} `split_axis` `=` custom<IntegerProperty>($split_axis) "
+        f"$input `on` custom<GridRef>($grid) {_GRID_AXES} `split_axis` `=` custom<IntegerProperty>($split_axis) "
         "`concat_axis` `=` custom<IntegerProperty>($concat_axis) attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<TensorTypeOf>(type($result))"
     )
 
@@ -1712,7 +1800,7 @@ class BroadcastOp(_RootedOp):
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} {_ROOT} attr-dict `:` functional-type(operands, results)"
+        f"$input `on` custom<GridRef>($grid) {_GRID_AXES} {_ROOT} attr-dict `:` functional-type(operands, results)"
     )
 
 
@@ -1733,7 +1821,7 @@ class GatherOp(_RootedOp):
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} `gather_axis` `=` custom<IntegerProperty>($gather_axis) {_ROOT} "
+        f"$input `on` custom<GridRef>($grid) {_GRID_AXES} `gather_axis` `=` custom<IntegerProperty>($gather_axis) {_ROOT} "
         "attr-dict `:` functional-type(operands, results)"
     )
 
@@ -1764,7 +1852,7 @@ class RecvOp(CollectiveOp):
     traits = traits_def(_EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} "
+        f"$input `on` custom<GridRef>($grid) {_GRID_AXES} "
         "(`source` `=` custom<OptionalIndexList>($source_dynamic, $source)^)? "
         "attr-dict `:` functional-type(operands, results)"
     )
@@ -1795,21 +1883,21 @@ class ReduceOp(_RootedOp):
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} (`reduction` `=` $reduction^)? {_ROOT} "
+        f"$input `on` custom<GridRef>($grid) {_GRID_AXES} (`reduction` `=` $reduction^)? {_ROOT} "
         "attr-dict `:` functional-type(operands, results)"
     )
 
 
 @_shard_op
-class ReduceScatterOp(CollectiveOp):
+class ReduceScatterOp(_RenamedProperties, CollectiveOp):
     """Reduction over the group, then each device keeps its slice along
-    `scatter_axis`."""
+    `scatter_dim`."""
 
     name = "shard.reduce_scatter"
 
     input = operand_def(AnyAttr())
     reduction = prop_def(ReductionKindAttr, default_value=SUM)
-    scatter_axis = prop_def(IntegerAttr[IndexType])
+    scatter_dim = prop_def(IntegerAttr[IndexType])
     result = result_def(AnyAttr())
 
     RESULT: ClassVar = RANKED_TENSOR
@@ -1818,28 +1906,28 @@ class ReduceScatterOp(CollectiveOp):
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} (`reduction` `=` $reduction^)? "
-        "`scatter_axis` `=` custom<IntegerProperty>($scatter_axis) attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<RankedTensorTypeOf>(type($result))"
+        f"$input `on` custom<GridRef>($grid) {_GRID_AXES} (`reduction` `=` $reduction^)? "
+        "custom<ScatterDim>($scatter_dim) attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<RankedTensorTypeOf>(type($result))"
     )
 
     def verify_with_grid(self, grid: GridOp) -> None:
         _verify_scatter_shapes(
             self.input.type,
             self.result.type,
-            self.scatter_axis.value.data,
+            self.scatter_dim.value.data,
             _group_size(self.grid_axes_tuple, grid),
             "Scatter",
         )
 
 
 @_shard_op
-class ScatterOp(_RootedOp):
-    """Splits the root device's tensor along `scatter_axis` across its group."""
+class ScatterOp(_RenamedProperties, _RootedOp):
+    """Splits the root device's tensor along `scatter_dim` across its group."""
 
     name = "shard.scatter"
 
     input = operand_def(AnyAttr())
-    scatter_axis = prop_def(IntegerAttr[IndexType])
+    scatter_dim = prop_def(IntegerAttr[IndexType])
     root = prop_def(DenseArrayBase[I64])
     root_dynamic = var_operand_def(INDEX)
     result = result_def(AnyAttr())
@@ -1850,7 +1938,7 @@ class ScatterOp(_RootedOp):
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} `scatter_axis` `=` custom<IntegerProperty>($scatter_axis) {_ROOT} "
+        f"$input `on` custom<GridRef>($grid) {_GRID_AXES} custom<ScatterDim>($scatter_dim) {_ROOT} "
         "attr-dict `:` functional-type(operands, results)"
     )
 
@@ -1859,7 +1947,7 @@ class ScatterOp(_RootedOp):
         _verify_scatter_shapes(
             self.input.type,
             self.result.type,
-            self.scatter_axis.value.data,
+            self.scatter_dim.value.data,
             _group_size(self.grid_axes_tuple, grid),
             "Scatter",
         )
@@ -1882,7 +1970,7 @@ class SendOp(CollectiveOp):
     traits = traits_def(_EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} "
+        f"$input `on` custom<GridRef>($grid) {_GRID_AXES} "
         "`destination` `=` custom<IndexList>($destination_dynamic, $destination) "
         "attr-dict `:` functional-type(operands, results)"
     )
@@ -1911,7 +1999,7 @@ class ShiftOp(CollectiveOp):
     traits = traits_def(Pure())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        f"$input `on` $grid {_GRID_AXES} `shift_axis` `=` custom<IntegerProperty>($shift_axis) `offset` `=` custom<IntegerProperty>($offset) "
+        f"$input `on` custom<GridRef>($grid) {_GRID_AXES} `shift_axis` `=` custom<IntegerProperty>($shift_axis) `offset` `=` custom<IntegerProperty>($offset) "
         "(`rotate` $rotate^)? attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<RankedTensorTypeOf>(type($result))"
     )
 
@@ -1941,7 +2029,7 @@ class UpdateHaloOp(IRDLOperation):
     traits = traits_def(Pure())
     custom_directives = _DIRECTIVES
     assembly_format = (
-        "$destination `on` $grid `split_axes` `=` custom<SplitAxes>($split_axes) "
+        "$destination `on` custom<GridRef>($grid) `split_axes` `=` custom<SplitAxes>($split_axes) "
         "(`halo_sizes` `=` custom<IndexList>($halo_sizes, $static_halo_sizes)^)? "
         "attr-dict `:` custom<HaloResultType>(type($result))"
     )

@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.utils import DynamicIndexList
+from xdsl.dialects.utils.reshape_ops_utils import ContiguousArrayOfIntArray
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -179,4 +180,29 @@ class ParallelInsertSliceOp(IRDLOperation):
                 )
 
 
-Tensor = extend_dialect(xtensor.Tensor, [RankOp, GenerateOp, ParallelInsertSliceOp])
+@irdl_op_definition
+class ExpandShapeOp(xtensor.ExpandShapeOp):
+    """xDSL's tensor.expand_shape, accepting a rank-0 source as MLIR does: `[]` expands
+    a `tensor<f32>` (torch-mlir's unsqueeze of a scalar), which xDSL's verifier refuses."""
+
+    src = operand_def(TensorType)
+    dynamic_output_shape = var_operand_def(IndexType)
+    reassociation = prop_def(ContiguousArrayOfIntArray())
+    static_output_shape = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(TensorType)
+
+    def verify_(self) -> None:
+        src, res = self.src.type, self.result.type
+        assert isinstance(src, TensorType) and isinstance(res, TensorType)
+        if src.get_shape() == () and not self.reassociation.data:
+            if len(self.static_output_shape) != len(res.get_shape()):
+                raise _error(
+                    self,
+                    "expected number of static shape dims to be equal to the output rank "
+                    f"({len(res.get_shape())}) but found {len(self.static_output_shape)} inputs instead",
+                )
+            return  # mlir-opt 22 accepts any static result here
+        super().verify_()
+
+
+Tensor = extend_dialect(xtensor.Tensor, [RankOp, GenerateOp, ParallelInsertSliceOp, ExpandShapeOp])

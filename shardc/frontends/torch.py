@@ -43,6 +43,15 @@ class ExportedModule:
         """Every function argument's name: the inputs, then the parameters by FQN."""
         return [*self.input_names, *self.param_names]
 
+    def arguments(self, module: Any, inputs: Sequence[Any]) -> dict[str, Any]:
+        """The function's arguments as numpy arrays keyed `arg0`, `arg1`, ... (how the
+        printed program names them; `shardc-run --inputs` takes such a .npz): `inputs`,
+        then the module's current parameters and buffers by FQN."""
+        state = dict(module.named_parameters())
+        state.update(module.named_buffers())
+        values = [*inputs, *(state[n] for n in self.param_names)]
+        return {f"arg{i}": v.detach().cpu().numpy() for i, v in enumerate(values)}
+
 
 def export_module(
     module: Any,

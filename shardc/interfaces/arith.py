@@ -1,9 +1,12 @@
 """Sharding of arith.constant: a tensor constant takes the sharding of its result
-annotation (propagation never invents one); a scalar constant stays replicated.
+annotation (upstream's traversals never invent one); a scalar constant stays replicated.
+The completion after the traversals may split only a splat (anything else would need
+slicing the data per process): other tensor constants stay replicated there.
 
 Partitioned, a splat tensor constant becomes the splat of its local shard type; a scalar
-is cloned. Upstream gives up on other dense constants; we clone them when they are fully
-replicated (every process holds the whole value) and report an error when split.
+is cloned. Upstream gives up on other tensor constants (dense, `dense_resource`); we
+clone them, and when split, slice each process's shard out of the whole value (the
+resharding from replicated, `shard.all_slice`: no communication).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from shardc.interfaces.sharding import (
     register_sharding_interface,
 )
 from shardc.ir import diagnostics
+from shardc.passes.resharding import ReshardingError, reshard
 
 
 class ConstantSharding(ShardingInterface):
@@ -51,6 +55,11 @@ class ConstantSharding(ShardingInterface):
             return ShardingOption([list(axes) for axes in result.split_axes], result.grid)
         return ShardingOption([], result.grid)
 
+    def allows_option(self, op: Operation, option: ShardingOption) -> bool:
+        value = op.properties.get("value") or op.attributes.get("value")
+        splat = isinstance(value, DenseIntOrFPElementsAttr) and value.is_splat()
+        return splat or not any(option.sharding_array)
+
     def partition(
         self,
         op: Operation,
@@ -62,7 +71,9 @@ class ConstantSharding(ShardingInterface):
         assert isinstance(op, arith.ConstantOp)
         value = op.value
         (sharding,) = result_shardings
-        if not isinstance(value, DenseIntOrFPElementsAttr):
+        if not isinstance(op.result.type, TensorType) or (
+            sharding is None and not isinstance(value, DenseIntOrFPElementsAttr)
+        ):
             partitioner.insert(clone_op(op, partitioner.mapping))
             return
         if sharding is None:
@@ -71,12 +82,24 @@ class ConstantSharding(ShardingInterface):
                 "cannot partition a tensor constant whose result is not used by exactly "
                 "one shard.shard",
             )
-        if not value.is_splat():
-            if not sharding.is_fully_replicated:
-                raise diagnostics.op_error(
-                    op, "cannot partition a dense constant that is split and not a splat"
+        if not isinstance(value, DenseIntOrFPElementsAttr) or not value.is_splat():
+            whole = partitioner.insert(clone_op(op, partitioner.mapping))
+            if sharding.is_fully_replicated:
+                return
+            grid = partitioner.grid(op, sharding.grid)
+            try:
+                local = reshard(
+                    partitioner.builder,
+                    Sharding(sharding.grid),
+                    sharding,
+                    op.result.type,
+                    grid.shape_tuple,
+                    whole.results[0],
+                    value_name="a tensor constant",
                 )
-            partitioner.insert(clone_op(op, partitioner.mapping))
+            except ReshardingError as e:
+                raise diagnostics.error(op, f"Cannot partition: {e}") from None
+            partitioner.mapping[op.result] = local
             return
         grid = partitioner.grid(op, sharding.grid)
         new_type = local_type(op.result.type, grid, sharding, "result #0", op)

@@ -11,6 +11,13 @@ Partitioning (upstream's `partition`): with no reduction loop on a split grid ax
 runs as it is on the local shards. A reduction over split axes keeps the init only on the
 lead process of each reduction group (the others start from the combiner's neutral
 element), then combines the partial results with `shard.all_reduce` of the combiner's kind.
+
+Beyond upstream: a body reading `linalg.index k` of a split loop sees the global index
+(the local one plus this process's offset, `process_multi_index` along the loop's grid
+axes times the local loop size; upstream would read the local one). The completion
+after upstream's traversals never splits a reduction loop the partitioning cannot
+combine (several inits, or a combiner without a reduction kind and neutral element, as
+the max/argmax generic of a softmax).
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp
+from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, IndexOp, ReduceOp
+from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -56,8 +64,10 @@ from shardc.interfaces.sharding import (
     Partitioner,
     ReductionKind,
     ShardingInterface,
+    ShardingOption,
     grid_axis_assignment_for_loop_iterators,
     indexing_maps,
+    is_projected_permutation_or_constant,
     is_at_least_one_reduction_iterator_sharded,
     loop_iterator_types,
     partition_trivially_shardable,
@@ -122,6 +132,8 @@ def reduction_kind(op: Operation) -> ReductionKind:
 def _inits(op: Operation):
     if isinstance(op, LinalgStructuredOperation):
         return op.outputs
+    if (inits := getattr(op, "inits", None)) is not None:  # shardc's variadic linalg.reduce
+        return inits
     return (op.operands[-1],)
 
 
@@ -156,6 +168,20 @@ class StructuredOpSharding(ShardingInterface):
     def get_reduction_loop_iterator_kinds(self, op: Operation) -> list[ReductionKind]:
         count = sum(t == IteratorType.REDUCTION for t in loop_iterator_types(self, op))
         return [reduction_kind(op)] * count
+
+    def allows_option(self, op: Operation, option: ShardingOption) -> bool:
+        loops = loop_iterator_types(self, op)
+        split_reduction = any(
+            t == IteratorType.REDUCTION and axes
+            for t, axes in zip(loops, option.sharding_array)
+        )
+        if not split_reduction:
+            return True
+        return (
+            len(_inits(op)) == 1
+            and reduction_kind(op) != ReductionKind.GENERIC
+            and _neutral_element(op) is not None
+        )
 
     def partition(
         self,
@@ -193,7 +219,8 @@ class ReduceOpSharding(_SpelledOutSharding):
             for d in range(rank)
         ]
         kept = [d for d in range(rank) if d not in reduced]
-        return loops, [AffineMap.identity(rank), _projection(rank, kept)]
+        n = len(getattr(op, "inputs", (op.input,)))  # shardc's linalg.reduce is variadic
+        return loops, [AffineMap.identity(rank)] * n + [_projection(rank, kept)] * n
 
 
 class BroadcastOpSharding(_SpelledOutSharding):
@@ -222,7 +249,7 @@ def _partition(
     partitioner: Partitioner,
 ) -> None:
     maps = indexing_maps(impl, op)[: len(op.operands)]
-    if not all(m.is_projected_permutation() for m in maps):
+    if not all(is_projected_permutation_or_constant(m) for m in maps):
         raise diagnostics.op_error(
             op, "supports indexing maps that are only projected permutation."
         )
@@ -236,6 +263,7 @@ def _partition(
             op, operands, operand_shardings, result_shardings, partitioner
         )
         _check_inits_match_results(new)
+        _globalize_indices(op, new, assignment, operand_shardings, result_shardings, partitioner)
         return
     grid = next(
         (s.grid for s in (*operand_shardings, *result_shardings) if s is not None), None
@@ -258,6 +286,9 @@ def _partition(
         op, new_operands, operand_shardings, result_shardings, partitioner, internal
     )
     _check_inits_match_results(partitioned)
+    _globalize_indices(
+        op, partitioned, assignment, operand_shardings, result_shardings, partitioner
+    )
     kind = reduction_kind(op)
     for result, local, sharding in zip(op.results, partitioned.results, result_shardings):
         reduce_grid = sharding.grid if sharding is not None else grid
@@ -273,6 +304,89 @@ def _partition(
         all_reduce.location = op.location
         partitioner.insert(all_reduce)
         partitioner.mapping[result] = all_reduce.result
+
+
+def _loop_sizes(impl_maps: Sequence[AffineMap], values: Sequence[SSAValue], count: int) -> list[int]:
+    """Global size of each loop, read from the tensors its dimension indexes."""
+    sizes = [DYNAMIC] * count
+    for map_, value in zip(impl_maps, values):
+        shape = value.type.get_shape() if isinstance(value.type, TensorType) else ()
+        for expr, size in zip(map_.results, shape):
+            if isinstance(expr, AffineDimExpr) and expr.position < count:
+                if sizes[expr.position] == DYNAMIC:
+                    sizes[expr.position] = size
+    return sizes
+
+
+def _globalize_indices(
+    op: Operation,
+    new: Operation,
+    assignment: Sequence[Sequence[int]],
+    operand_shardings: Sequence[Sharding | None],
+    result_shardings: Sequence[Sharding | None],
+    partitioner: Partitioner,
+) -> None:
+    """`linalg.index k` of a split loop k reads the global index in the local op: the
+    local index plus this process's offset along the loop's grid axes."""
+    body = _body(new)
+    if body is None:
+        return
+    indices = [o for o in body.walk() if isinstance(o, IndexOp) and o.dim.value.data < len(assignment) and assignment[o.dim.value.data]]
+    if not indices:
+        return
+    grid_name = next(
+        (s.grid for s in (*operand_shardings, *result_shardings) if s is not None), None
+    )
+    assert grid_name is not None
+    grid = partitioner.grid(op, grid_name)
+    impl = StructuredOpSharding()
+    maps = indexing_maps(impl, op) if isinstance(op, LinalgStructuredOperation) else []
+    sizes = _loop_sizes(maps, [*op.operands, *op.results], len(assignment))
+    offsets: dict[int, SSAValue] = {}
+    loc = op.location
+    for index_op in indices:
+        loop = index_op.dim.value.data
+        if loop not in offsets:
+            axes = list(assignment[loop])
+            shards = math.prod((grid.shape_tuple[a] or 1) for a in axes)
+            if sizes[loop] == DYNAMIC or sizes[loop] % shards:
+                raise diagnostics.op_error(
+                    op,
+                    f"cannot partition: linalg.index {loop} reads a split loop whose size "
+                    "is not known to split evenly",
+                )
+            created: list[Operation] = []
+            process = ProcessMultiIndexOp(grid_name, axes)
+            shape = GridShapeOp(grid_name, axes)
+            created += [process, shape]
+            local = arith.ConstantOp(IntegerAttr(sizes[loop] // shards, IndexType()))
+            created.append(local)
+            Rewriter.insert_op(created, InsertPoint.before(new))
+            collector = _Collector(InsertPoint.before(new))
+            linear = _linearize(list(process.results), list(shape.results), collector, loc)  # type: ignore[arg-type]
+            offset = arith.MuliOp(linear, local.result)
+            Rewriter.insert_op(offset, InsertPoint.before(new))
+            for c in (*created, *collector.ops, offset):
+                c.location = loc
+            offsets[loop] = offset.result
+        add = arith.AddiOp(index_op.result, offsets[loop])
+        Rewriter.insert_op(add, InsertPoint.after(index_op))
+        # Captured tensors (a gather's table) are read whole by the partitioned op (see
+        # partition.py), so every use, their indices included, wants the global index.
+        index_op.result.replace_uses_with_if(add.result, lambda use, add=add: use.operation is not add)
+
+
+class _Collector:
+    """A Partitioner stand-in for `_linearize` that inserts at a fixed point."""
+
+    def __init__(self, point: InsertPoint):
+        self.point = point
+        self.ops: list[Operation] = []
+
+    def insert(self, op: Operation) -> Operation:
+        Rewriter.insert_op(op, self.point)
+        self.ops.append(op)
+        return op
 
 
 def _check_inits_match_results(op: Operation) -> None:

@@ -16,6 +16,11 @@ of each reduction loop. From that the shared algorithms below derive, as upstrea
 * `default_add_sharding_annotations`: the `shard.sharding`/`shard.shard` ops that make the
   IR say so (incl. `annotate_for_users` on operands).
 
+Beyond upstream: a map result may be a constant (torch-mlir's `(d0, d1, d2) -> (d0, d1, 0)`
+for a reduction that keeps a size-one dimension): that dimension maps to no loop and is
+never split. `allows_option` lets an implementation refuse options the completion after
+upstream's traversals would otherwise consider (splits its `partition` cannot emit).
+
 `partition` is the hook the partition pass calls to emit an op on local shards, with the
 helpers upstream's implementations share (`partition_trivially_shardable`,
 `partition_fully_replicated`, `local_type`, the loop-to-grid-axes assignment).
@@ -215,6 +220,11 @@ class ShardingInterface:
         """Annotate every operand and result of `op` for `option`."""
         return default_add_sharding_annotations(self, op, option)
 
+    def allows_option(self, op: Operation, option: ShardingOption) -> bool:
+        """Whether the completion after upstream's traversals may choose `option` (an op
+        may be unable to partition some splits, e.g. a reduction without a combiner)."""
+        return True
+
     def partition(
         self,
         op: Operation,
@@ -255,6 +265,9 @@ def _load_builtin_models() -> None:
 
     for module in (linalg, tosa, tensor, arith):
         module.register()
+    from shardc.interfaces import tm_tensor
+
+    tm_tensor.register()
     # func.return, as upstream's func extension; propagation skips terminators anyway.
     register_sharding_interface("func.return", IndependentParallelIteratorDomainShardingInterface())
 
@@ -404,9 +417,20 @@ def _verify_impl(impl: ShardingInterface, op: Operation) -> bool:
     for i, result in enumerate(op.results):
         if not isinstance(result.type, TensorType):
             return False
-        if not maps[n + i].is_projected_permutation():
+        if not is_projected_permutation_or_constant(maps[n + i]):
             return False
     return True
+
+
+def is_projected_permutation_or_constant(map_: AffineMap) -> bool:
+    """Distinct loops or constants (a size-one dimension kept by a reduction, as
+    torch-mlir writes `(d0, d1, d2) -> (d0, d1, 0)`); upstream allows no constants."""
+    if map_.is_projected_permutation():
+        return True
+    dims = [e.position for e in map_.results if isinstance(e, AffineDimExpr)]
+    return len(set(dims)) == len(dims) and all(
+        isinstance(e, AffineDimExpr | AffineConstantExpr) for e in map_.results
+    )
 
 
 # =========================================================================================
@@ -458,7 +482,10 @@ def default_get_sharding_option(
             option.grid = sharding.grid
             continue
         for expr, axes in zip(map_.results, sharding.split_axes):
-            assert isinstance(expr, AffineDimExpr)
+            if not isinstance(expr, AffineDimExpr):
+                if axes:
+                    return None  # a fixed index cannot be split
+                continue
             visited.add(expr.position)
             if not _fill_sharding_option(option, sharding.grid, axes, expr.position):
                 return None
@@ -475,6 +502,8 @@ def default_get_sharding_option(
             option.grid = sharding.grid
         map_ = maps[index]
         for expr, axes in zip(map_.results, sharding.split_axes):
+            if isinstance(expr, AffineConstantExpr) and not axes:
+                continue  # a fixed index into an unsplit (size-one) dimension
             loops = _expr_loops(expr, map_.num_dims)
             if loops is None:
                 emit_op_error(
@@ -513,7 +542,8 @@ def result_sharding_for_option(
     rank = ranked_tensor_rank(result.type) or 0
     split: list[list[int]] = [[] for _ in range(rank)]
     for i, expr in enumerate(map_.results):
-        assert isinstance(expr, AffineDimExpr)
+        if not isinstance(expr, AffineDimExpr):
+            continue
         if expr.position < len(option.sharding_array) and i < rank:
             split[i].extend(option.sharding_array[expr.position])
     remove_trailing_empty_sub_arrays(split)
@@ -539,6 +569,8 @@ def operand_sharding_for_option(
         return ShardingInfo.get(option.grid, [])
     split: list[list[int]] = [[] for _ in range(rank)]
     for i, expr in enumerate(map_.results):
+        if isinstance(expr, AffineConstantExpr):
+            continue  # a fixed index: that dimension stays whole
         loops = _expr_loops(expr, map_.num_dims)
         if loops is None:
             raise _Impossible

@@ -1,10 +1,24 @@
-"""Sharding of tensor.empty and tensor.splat: creators, one parallel loop per result
-dimension and identity maps (the dynamic sizes / splat value are mapped like the result,
-as upstream).
+"""Sharding of tensor ops.
 
-Partitioned, a creator makes its local shard directly. When the local shape has a dynamic
-dimension the global one lacks (uneven shards, a dynamic grid), the size comes from
-`shard.shard_shape` for this process (upstream's way).
+tensor.empty and tensor.splat (upstream's set) are creators, one parallel loop per result
+dimension and identity maps (the dynamic sizes / splat value are mapped like the result,
+as upstream). Partitioned, a creator makes its local shard directly. When the local shape
+has a dynamic dimension the global one lacks (uneven shards, a dynamic grid), the size
+comes from `shard.shard_shape` for this process (upstream's way).
+
+Beyond upstream:
+
+* tensor.expand_shape / collapse_shape, by factors in the spirit of Shardy: one loop per
+  dimension of the expanded side; each collapsed dimension maps to the *major* loop of
+  its group (the first one of size above one). A split of a collapsed dimension follows
+  that loop, which is exact when it divides the major dimension (the local block of rows
+  is then contiguous in both shapes); a split of any other loop of a group has no
+  collapsed counterpart, so the group stays replicated there. Partitioned: the same
+  reshape of the local shards.
+* tensor.extract_slice / insert_slice / concat / pad: one parallel loop per dimension,
+  identity maps; only dimensions the op keeps whole (a slice of offset 0, full size and
+  stride 1; not the concatenated dimension; no padding) may be split. Partitioned: the
+  same op with the local sizes of the split dimensions.
 """
 
 from __future__ import annotations
@@ -12,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import tensor
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import DenseArrayBase, TensorType, i64
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.ir import Operation, SSAValue
-from xdsl.ir.affine import AffineMap
+from xdsl.ir.affine import AffineDimExpr, AffineMap
 
 from shardc.dialects.shard import (
     DYNAMIC,
@@ -25,10 +39,14 @@ from shardc.dialects.shard import (
 )
 from shardc.interfaces.sharding import (
     Partitioner,
+    ShardingInfo,
     ShardingInterface,
+    ShardingOption,
     clone_op,
+    default_get_sharding_option,
     identity_maps,
     local_type,
+    partition_trivially_shardable,
     ranked_tensor_rank,
     register_sharding_interface,
 )
@@ -101,7 +119,183 @@ class CreatorOpSharding(ShardingInterface):
         partitioner.mapping[op.results[0]] = created.results[0]
 
 
+# =========================================================================================
+# Reshapes
+# =========================================================================================
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    t = value.type
+    return tuple(t.get_shape()) if isinstance(t, TensorType) else ()
+
+
+def _groups(op: Operation) -> list[list[int]]:
+    reassociation = op.properties["reassociation"]
+    return [[int(i.value.data) for i in group.data] for group in reassociation.data]  # type: ignore[attr-defined]
+
+
+def _expanded(op: Operation) -> SSAValue:
+    return op.results[0] if isinstance(op, tensor.ExpandShapeOp) else op.operands[0]
+
+
+def _major_loops(op: Operation) -> tuple[list[int], set[int]]:
+    """The loop each collapsed dimension follows, and the loops that may be split."""
+    shape = _shape(_expanded(op))
+    majors = []
+    for group in _groups(op):
+        major = next((d for d in group if shape[d] != 1), group[0]) if group else 0
+        majors.append(major)
+    return majors, set(majors)
+
+
+class ReshapeSharding(ShardingInterface):
+    """tensor.expand_shape / collapse_shape (see the module docstring)."""
+
+    def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
+        return [IteratorType.PARALLEL] * len(_shape(_expanded(op)))
+
+    def get_indexing_maps(self, op: Operation) -> list[AffineMap]:
+        rank = len(_shape(_expanded(op)))
+        majors, _ = _major_loops(op)
+        collapsed = AffineMap(rank, 0, tuple(AffineDimExpr(d) for d in majors))
+        full = AffineMap.identity(rank)
+        if isinstance(op, tensor.ExpandShapeOp):
+            return [] if op.dynamic_output_shape else [collapsed, full]
+        return [full, collapsed]
+
+    def get_sharding_option(
+        self,
+        op: Operation,
+        operand_shardings: Sequence[ShardingInfo | None],
+        result_shardings: Sequence[ShardingInfo | None],
+    ) -> ShardingOption | None:
+        option = default_get_sharding_option(self, op, operand_shardings, result_shardings)
+        if option is None or option.empty:
+            return option
+        _, splittable = _major_loops(op)
+        for loop, axes in enumerate(option.sharding_array):
+            if loop not in splittable:
+                axes.clear()
+        return option
+
+    def allows_option(self, op: Operation, option: ShardingOption) -> bool:
+        _, splittable = _major_loops(op)
+        return all(not a or i in splittable for i, a in enumerate(option.sharding_array))
+
+    def partition(
+        self,
+        op: Operation,
+        operands: Sequence[SSAValue],
+        operand_shardings: Sequence[Sharding | None],
+        result_shardings: Sequence[Sharding | None],
+        partitioner: Partitioner,
+    ) -> None:
+        new = partition_trivially_shardable(
+            op, operands, operand_shardings, result_shardings, partitioner
+        )
+        if isinstance(new, tensor.ExpandShapeOp):
+            shape = _shape(new.results[0])
+            new.properties["static_output_shape"] = DenseArrayBase.from_list(i64, shape)
+
+
+# =========================================================================================
+# Slices, concatenation, padding
+# =========================================================================================
+
+
+def _static(op: Operation, name: str) -> list[int]:
+    attr = op.properties.get(name)
+    return list(attr.get_values()) if attr is not None else []  # type: ignore[attr-defined]
+
+
+def _whole_dims(op: Operation) -> set[int]:
+    """Dimensions the op keeps whole (which may be split)."""
+    if isinstance(op, tensor.ExtractSliceOp | tensor.InsertSliceOp):
+        full = _shape(op.results[0] if isinstance(op, tensor.InsertSliceOp) else op.operands[0])
+        part = _shape(op.operands[0] if isinstance(op, tensor.InsertSliceOp) else op.results[0])
+        if len(full) != len(part) or op.offsets or op.sizes or op.strides:
+            return set()
+        offsets, sizes, strides = (_static(op, n) for n in ("static_offsets", "static_sizes", "static_strides"))
+        return {
+            d
+            for d in range(len(full))
+            if offsets[d] == 0 and sizes[d] == full[d] and strides[d] == 1 and part[d] == full[d]
+        }
+    if isinstance(op, tensor.ConcatOp):
+        axis = op.dim.value.data
+        return {d for d in range(len(_shape(op.results[0]))) if d != axis}
+    if isinstance(op, tensor.PadOp):
+        if op.low or op.high:
+            return set()
+        low, high = _static(op, "static_low"), _static(op, "static_high")
+        return {d for d in range(len(low)) if low[d] == 0 and high[d] == 0}
+    return set()
+
+
+class DimensionPreservingSharding(ShardingInterface):
+    """Ops whose tensors share one loop per dimension (identity maps on every tensor
+    operand and result; index and scalar operands map to no loop); only the dimensions
+    the op keeps whole may be split."""
+
+    def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
+        return [IteratorType.PARALLEL] * len(_shape(op.results[0]))
+
+    def get_indexing_maps(self, op: Operation) -> list[AffineMap]:
+        rank = len(_shape(op.results[0]))
+        maps = []
+        for value in (*op.operands, *op.results):
+            t = value.type
+            if isinstance(t, TensorType) and len(t.get_shape()) == rank:
+                maps.append(AffineMap.identity(rank))
+            else:
+                maps.append(AffineMap(rank, 0, ()))
+        return maps
+
+    def get_sharding_option(
+        self,
+        op: Operation,
+        operand_shardings: Sequence[ShardingInfo | None],
+        result_shardings: Sequence[ShardingInfo | None],
+    ) -> ShardingOption | None:
+        option = default_get_sharding_option(self, op, operand_shardings, result_shardings)
+        if option is None or option.empty:
+            return option
+        whole = _whole_dims(op)
+        for loop, axes in enumerate(option.sharding_array):
+            if loop not in whole:
+                axes.clear()
+        return option
+
+    def allows_option(self, op: Operation, option: ShardingOption) -> bool:
+        whole = _whole_dims(op)
+        return all(not a or i in whole for i, a in enumerate(option.sharding_array))
+
+    def partition(
+        self,
+        op: Operation,
+        operands: Sequence[SSAValue],
+        operand_shardings: Sequence[Sharding | None],
+        result_shardings: Sequence[Sharding | None],
+        partitioner: Partitioner,
+    ) -> None:
+        new = partition_trivially_shardable(
+            op, operands, operand_shardings, result_shardings, partitioner
+        )
+        if isinstance(new, tensor.ExtractSliceOp | tensor.InsertSliceOp):
+            part = new.results[0] if isinstance(new, tensor.ExtractSliceOp) else new.operands[0]
+            sizes = _static(new, "static_sizes")
+            local = _shape(part)
+            if len(sizes) == len(local) and sizes != list(local):
+                new.properties["static_sizes"] = DenseArrayBase.from_list(i64, list(local))
+
+
 def register() -> None:
     creator = CreatorOpSharding()
     register_sharding_interface(tensor.EmptyOp, creator)
     register_sharding_interface(tensor.SplatOp, creator)
+    reshape = ReshapeSharding()
+    register_sharding_interface(tensor.ExpandShapeOp, reshape)
+    register_sharding_interface(tensor.CollapseShapeOp, reshape)
+    preserving = DimensionPreservingSharding()
+    for cls in (tensor.ExtractSliceOp, tensor.InsertSliceOp, tensor.ConcatOp, tensor.PadOp):
+        register_sharding_interface(cls, preserving)

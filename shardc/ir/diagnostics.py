@@ -189,7 +189,9 @@ class DiagnosticEngine:
     ) -> None:
         """llvm::SourceMgr::PrintMessage: header, then the source line and a caret
         (with `~` under the next `length - 1` characters)."""
-        out.write(f"{filename}:{line}:{col}: {severity}: {message}\n")
+        from shardc.runtime.codegen_safe import display  # a file name from a loc(): escaped
+
+        out.write(f"{display(filename)}:{line}:{col}: {severity}: {message}\n")
         source = self.sources.get(filename)
         if not show_line or source is None or line == 0 or col == 0:
             return

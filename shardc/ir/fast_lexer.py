@@ -144,6 +144,16 @@ class FastLexer(MLIRLexer):
         self.pos = m.end()
         literal = StringLiteral(start_pos, self.pos, self.input)
         text = m.group()
-        if "\\" not in text or literal.bytes_contents.isascii():
+        if "\\" not in text or _is_utf8(literal.bytes_contents):
             return Token(MLIRTokenKind.STRING_LIT, literal)
         return Token(MLIRTokenKind.BYTES_LIT, literal)
+
+
+def _is_utf8(data: bytes) -> bool:
+    """Whether escaped bytes are text (xDSL's lexer asks for ASCII, so `"\\CE\\BB"`, the
+    escaped spelling of "λ" that MLIR prints, did not read back as a string)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -10,22 +10,33 @@ It changes no xDSL class; it only overrides methods in a subclass:
   distinct text and context: attributes are immutable, so the next occurrence of the
   same text takes the parsed value and jumps past it. A text is cached only after a
   parse consumed exactly it, and its key includes the values of the aliases it names;
-* op names are resolved once per (name, default dialect).
+* op names are resolved once per (name, default dialect);
+* `dense_resource<key>` blobs go to shardc's table (`shardc.ir.resources`): the file's
+  `{-# dialect_resources ... #-}` section is read before the first attribute that
+  names a key, so the attribute gets the key the blob was entered under; its
+  `external_resources` are kept on the parsed module (`attach_file_metadata`);
+* a `0x...` element of a float dense literal is the element's bit pattern, as in MLIR
+  (`dense<0xFF800000> : tensor<f32>` is -inf; xDSL reads it as the integer's value).
 """
 
 from __future__ import annotations
 
 import re
 import weakref
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from xdsl.context import Context
+from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
+from xdsl.dialects.builtin import AnyFloat, DenseResourceAttr, ModuleOp, ShapedType, StringAttr
 from xdsl.ir import Attribute, Operation, TypeAttribute
 from xdsl.parser import Parser
+from xdsl.parser.attribute_parser import AttrParser
 from xdsl.parser.generic_parser import ParserState
 from xdsl.utils.lexer import Input
 from xdsl.utils.mlir_lexer import MLIRToken, MLIRTokenKind, PunctuationSpelling
 
+from shardc.ir import resources
 from shardc.ir.fast_lexer import FastLexer
 
 _BARE = MLIRTokenKind.BARE_IDENT
@@ -51,6 +62,7 @@ _ALIAS_REFS = re.compile(r"[#!][a-zA-Z0-9$._-]+")
 _UNCACHEABLE = re.compile(r"loc\(|distinct\[|dense_resource")
 
 _MAX_ENTRIES = 100_000
+_METADATA_BEGIN = re.compile(r"\{-#")
 
 
 def balanced_end(content: str, pos: int) -> int:
@@ -87,6 +99,19 @@ class _ContextCaches:
         return entry[1]
 
 
+@dataclass
+class _HexElement(AttrParser._TensorLiteralElement):  # pyright: ignore[reportPrivateUsage]
+    """A `0x...` element of a dense literal: for a float element type, its bit pattern
+    (`dense<0xFF800000> : tensor<f32>` is -inf), as in MLIR."""
+
+    def to_type(self, parser: AttrParser, type: Any) -> Any:
+        if isinstance(type, AnyFloat) and isinstance(self.value, int) and not isinstance(self.value, bool):
+            if self.value.bit_length() > type.bitwidth:
+                parser.raise_error("hexadecimal float constant out of range for type", at_position=self.span)
+            return next(type.iter_unpack(self.value.to_bytes(type.compile_time_size, "little")))
+        return super().to_type(parser, type)
+
+
 class FastParser(Parser):
     """A `Parser` with a faster lexer, leaner token handling and attribute caches."""
 
@@ -95,6 +120,12 @@ class FastParser(Parser):
         text = self.lexer.input.content
         self._parser_state = ParserState(FastLexer(Input(text, name)))
         self._caches = _ContextCaches.of(ctx, type(self))
+        #: the file's builtin resources, key as written -> key in the table (lazily read)
+        self._resource_keys: dict[str, str] | None = None
+        #: (key, blob) pairs a pre-reading parser collects instead of entering them
+        self._collected: list[tuple[str, str]] | None = None
+        #: the file's external_resources groups
+        self._external: list[resources.ExternalGroup] = []
 
     # -- tokens --------------------------------------------------------------------
 
@@ -235,6 +266,13 @@ class FastParser(Parser):
     def parse_optional_attribute(self) -> Attribute | None:
         return self._parse_cached(self._caches.attributes, super().parse_optional_attribute)
 
+    def _parse_tensor_literal_element(self) -> AttrParser._TensorLiteralElement:  # pyright: ignore[reportPrivateUsage]
+        token = self._parser_state.current_token
+        if token.kind is MLIRTokenKind.INTEGER_LIT and token.text[:2] in ("0x", "0X"):
+            self._consume_token()
+            return _HexElement(False, int(token.text, 16), token.span)
+        return super()._parse_tensor_literal_element()
+
     # -- op names ------------------------------------------------------------------
 
     def _lookup_op(self, name: str) -> type[Operation] | None:
@@ -248,3 +286,96 @@ class FastParser(Parser):
             if op_type is not None:
                 ops[key] = op_type
         return op_type
+
+    # -- dense_resource blobs ------------------------------------------------------
+
+    def _file_resource_keys(self) -> dict[str, str]:
+        """Enter every builtin blob of this file's resource sections in the table; the
+        key each was entered under, by the key the file writes. A section that does
+        not parse is left for the main parse to report where it is."""
+        if self._resource_keys is None:
+            self._resource_keys = {}
+            content: str = self._parser_state.lexer.input.content
+            for m in _METADATA_BEGIN.finditer(content):
+                reader = FastParser(self.ctx, content)
+                reader._collected = []
+                reader._resume_from(m.start())
+                try:
+                    reader._parse_file_metadata_dictionary()
+                except Exception:
+                    continue
+                for key, blob in reader._collected:
+                    try:
+                        self._resource_keys[key] = resources.declare_blob(key, blob)
+                    except resources.ResourceError:
+                        pass
+        return self._resource_keys
+
+    def _parse_resource_key(self) -> str:
+        """A resource key: a bare identifier or a string literal, as in MLIR."""
+        key = self.parse_optional_identifier()
+        if key is None:
+            key = self.parse_optional_str_literal()
+        if key is None:
+            self.raise_error("expected identifier key for 'resource' entry")
+        return key
+
+    def _parse_builtin_dense_resource_attr(self) -> DenseResourceAttr:
+        self.parse_characters("<", " in dense_resource attribute")
+        key = self._parse_resource_key()
+        self.parse_characters(">", " in dense_resource attribute")
+        at = self._parser_state.current_token.span
+        self.parse_characters(":", " in dense_resource attribute")
+        type = self.parse_type()
+        if not isinstance(type, ShapedType):
+            self.raise_error("`dense_resource` expected a shaped type", at)
+        return DenseResourceAttr(StringAttr(self._file_resource_keys().get(key, key)), type)
+
+    def _parse_single_dialect_resources(self) -> None:
+        token = self._parser_state.current_token
+        if token.kind is _BARE and self.ctx.get_optional_dialect(token.text) is None:
+            self.raise_error(f"dialect '{token.text}' is unknown", token.span)
+        super()._parse_single_dialect_resources()
+
+    def _parse_external_resources(self) -> None:
+        """`external_resources: { group: { key: value, ... } }`, kept for the module
+        (`attach_file_metadata`) to be printed back as mlir-opt prints them."""
+
+        def entry() -> tuple[str, str | bool]:
+            key = self._parse_resource_key()
+            self._parse_token(MLIRTokenKind.COLON, "expected `:`")
+            value: str | bool | None = self.parse_optional_str_literal()
+            if value is None:
+                value = self.parse_optional_boolean()
+            if value is None:
+                self.raise_error("expected string, boolean or hex blob resource value")
+            return key, value
+
+        def group() -> resources.ExternalGroup:
+            name = self._parse_resource_key()
+            self._parse_token(MLIRTokenKind.COLON, "expected `:`")
+            return name, self.parse_comma_separated_list(self.Delimiter.BRACES, entry)
+
+        self._external.extend(self.parse_comma_separated_list(self.Delimiter.BRACES, group))
+
+    def attach_file_metadata(self, module: ModuleOp) -> ModuleOp:
+        """Give the parsed module what the file's `{-# ... #-}` held besides blobs."""
+        resources.set_external_resources(module, self._external)
+        return module
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        return self.attach_file_metadata(super().parse_module(allow_implicit_module))
+
+    def _parse_resource(self, dialect_name: str, interface: OpAsmDialectInterface) -> None:
+        if dialect_name != "builtin":
+            return super()._parse_resource(dialect_name, interface)
+        key = self._parse_resource_key()
+        self._parse_token(MLIRTokenKind.COLON, "expected `:`")
+        at = self._parser_state.current_token.span
+        blob = self.parse_optional_str_literal()
+        if blob is None or not resources.is_blob(blob):
+            self.raise_error(f"expected hex string blob for key '{key}'", at)
+        if self._collected is not None:
+            self._collected.append((key, blob))
+        elif key not in self._file_resource_keys():  # (the pre-read failed further on)
+            resources.declare_blob(key, blob)

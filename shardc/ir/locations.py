@@ -303,7 +303,7 @@ class LocatingParser(MLIRAffineParsing, FastParser):
             module.location = file_loc(self.source.name, *self._module_loc)
         if self._forward_loc_aliases:
             self._resolve_loc_aliases(module)
-        return module
+        return self.attach_file_metadata(module)
 
     def _parse_implicit_module(self) -> ModuleOp:
         """Top-level ops (and alias definitions) up to the end of input; an empty input

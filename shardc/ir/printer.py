@@ -32,9 +32,12 @@ argument locations inline (`_LocationAliases`). A diagnostic's "see current oper
 note numbers values as the op's closest isolated-from-above ancestor does
 (`MLIRPrinter.print_op_in_scope`).
 
+Builtin `dense_resource` blobs referenced by the printed IR follow the module in a
+`{-# dialect_resources ... #-}` section, in first-use order (`shardc.ir.resources`).
+
 Known differences left (xDSL does not hold what MLIR prints from, or lacks the op):
-* generic form only: xDSL builds the body of linalg.matmul as `addf(%mul, %acc)` where
-  MLIR writes `addf(%acc, %mul)` (our linalg.batch_matmul follows MLIR);
+* generic form only: linalg.matmul ops built with xDSL's own class (not parsed, not
+  shardc's overlay) have the body `addf(%mul, %acc)` where MLIR writes `addf(%acc, %mul)`;
 * an empty `scf.index_switch` default region (`default {}`) is parsed by xDSL without
   the implicit `scf.yield` MLIR inserts.
 """
@@ -714,6 +717,9 @@ class MLIRPrinter(Printer):
         #: depth of the op whose custom printer is running (-1: none)
         self._custom_depth = -1
         self._text_write = self.stream.write if self._encode is identity else None
+        #: the builtin resource keys the printed IR references, in first-use order, and
+        #: the name each prints as
+        self._resource_keys: dict[str, str] = {}
 
     def print_string(self, text: str, *, indent: int | None = None) -> None:
         """xDSL's, with a short path for text without a newline (most of it)."""
@@ -723,6 +729,52 @@ class MLIRPrinter(Printer):
             write(text)
             return
         super().print_string(text, indent=indent)
+
+    def print_resource_handle(self, dialect: str, handle: str) -> None:
+        if dialect == "builtin":
+            from shardc.ir.resources import key_text, written_key
+
+            name = self._resource_keys.get(handle)
+            if name is None:
+                # the name the file wrote, unless a blob printed earlier has it
+                taken = set(self._resource_keys.values())
+                name = want = written_key(handle)
+                n = 0
+                while name in taken:
+                    n += 1
+                    name = f"{want}_{n}"
+                self._resource_keys[handle] = name
+            self.print_string(key_text(name))
+        else:
+            super().print_resource_handle(dialect, handle)
+
+    def resource_section(self, module: Operation | None = None) -> str:
+        """`{-# ... #-}` as mlir-opt writes it after the module: `dialect_resources` for
+        the referenced keys that have a blob, then the `external_resources` the module's
+        file had (nothing when there are neither)."""
+        from shardc.ir.resources import blob_of, external_resources, key_text, string_literal
+
+        entries = [(key_text(name), blob) for key, name in self._resource_keys.items() if (blob := blob_of(key))]
+        sections = []
+        if entries:
+            # a blob without data keeps no alignment in MLIR: it prints as 0x00000000
+            lines = ",\n".join(f'      {key}: "{"0x00000000" if len(blob) == 10 else blob}"' for key, blob in entries)
+            sections.append("  dialect_resources: {\n    builtin: {\n" + lines + "\n    }\n  }")
+        groups = external_resources(module) if module is not None else []
+        if groups:
+            text = ",\n".join(
+                f"    {key_text(name)}: {{\n"
+                + ",\n".join(
+                    f"      {key_text(k)}: {('true' if v else 'false') if isinstance(v, bool) else string_literal(v)}"
+                    for k, v in values
+                )
+                + "\n    }"
+                for name, values in groups
+            )
+            sections.append("  external_resources: {\n" + text + "\n  }")
+        if not sections:
+            return ""
+        return "{-#\n" + ",\n".join(sections) + "\n#-}\n\n"
 
     def print_op_in_scope(self, op: Operation) -> None:
         """Print `op` alone, with the numbers it has when its closest isolated-from-above
@@ -800,7 +852,7 @@ class MLIRPrinter(Printer):
         self._print_results(op)
         custom = None
         if isinstance(op, UnregisteredOp):
-            self.print_string(f'"{op.op_name.data}"')
+            self.print_string_literal(op.op_name.data)  # escaped: the name is IR text
         elif self.print_generic_format or Operation.print is type(op).print:
             self.print_string(f'"{op.name}"')
         else:
@@ -1226,6 +1278,7 @@ def _overlay_printer(module: str, cls_name: str) -> OpPrinterFn:
 
 for _name, _module, _cls in (
     ("func.func", "shardc.dialects.func", "FuncOp"),
+    ("linalg.generic", "shardc.dialects.linalg", "GenericOp"),
     ("affine.load", "shardc.dialects.affine", "LoadOp"),
     ("affine.store", "shardc.dialects.affine", "StoreOp"),
     ("scf.execute_region", "shardc.dialects.scf", "ExecuteRegionOp"),
@@ -1266,6 +1319,7 @@ def print_module(
     stream.write("\n")
     stream.write(printer.deferred_alias_definitions())
     stream.write("\n")
+    stream.write(printer.resource_section(module))
 
 
 def module_to_string(module: Operation, *, generic: bool = False) -> str:

@@ -265,7 +265,7 @@ def lower_reduce_scatter(op: shard.ReduceScatterOp, rewriter: PatternRewriter) -
     """mpi.reduce_scatter_block scatters along the leading axis: for another scatter
     axis, split it in (ranks, part) and bring the ranks axis to the front first."""
     c = _Collective(op, rewriter)
-    axis = op.scatter_axis.value.data
+    axis = op.scatter_dim.value.data
     reduction = _check_kind(op, ReductionKind(op.reduction.data))
     in_shape, elem = c.static_type(op.input)
     out_shape, _ = c.static_type(op.result)
@@ -380,10 +380,10 @@ def lower_broadcast(op: shard.BroadcastOp, rewriter: PatternRewriter) -> None:
 
 
 def lower_scatter(op: shard.ScatterOp, rewriter: PatternRewriter) -> None:
-    """The root sends part k (along scatter_axis) of its buffer to process k of the
+    """The root sends part k (along scatter_dim) of its buffer to process k of the
     group and keeps its own part; the others receive theirs."""
     c = _Collective(op, rewriter)
-    axis = op.scatter_axis.value.data
+    axis = op.scatter_dim.value.data
     in_shape, elem = c.static_type(op.input)
     out_shape, _ = c.static_type(op.result)
     n = c.size

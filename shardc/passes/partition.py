@@ -16,9 +16,16 @@ must be fully annotated, as `sharding-propagation` leaves it):
   replicated and is cloned;
 * the function type becomes the local argument types and the returned types.
 
-Diagnostics are trunk's `Cannot partition: ...` messages; where upstream asserts (a
-dimension that does not split evenly, a sharded op without a partitioning, an impossible
-resharding) we report an error naming the value, its type and the sharding.
+Beyond trunk, so that any fully annotated program partitions: scalar and 0-d results need
+no annotation (no `shard.shard` can give a scalar one), a `func.return` may return a
+value in its producer's sharding, and a tensor captured by an op's region (a gather's
+table read by `tensor.extract` in a linalg body) is gathered whole for that op, since the
+body indexes it globally.
+
+Diagnostics are trunk's `Cannot partition: ...` messages, one per function that cannot be
+partitioned (trunk's pass is a function pass); where upstream asserts (a dimension that
+does not split evenly, a sharded op without a partitioning, an impossible resharding) we
+report an error naming the value, its type and the sharding.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ from shardc.interfaces.sharding import (
     type_text,
 )
 from shardc.ir import diagnostics
+from shardc.ir.diagnostics import DiagnosticError
 from shardc.passes.greedy import paused_gc
 from shardc.passes.resharding import (
     AllGather,
@@ -70,6 +78,24 @@ from shardc.passes.resharding import (
 
 def _is_ranked_non0(value: SSAValue) -> bool:
     return isinstance(value.type, TensorType) and len(value.type.get_shape()) > 0
+
+
+def _captured_tensors(op: Operation) -> list[SSAValue]:
+    """Ranked tensors (not 0-d) defined outside `op` and used inside its regions."""
+    if not op.regions:
+        return []
+    found: dict[SSAValue, None] = {}
+    for inner in op.walk():
+        if inner is op:
+            continue
+        for value in inner.operands:
+            if not _is_ranked_non0(value) or value in found:
+                continue
+            owner = value.owner
+            where = owner.parent_op() if isinstance(owner, Block) else owner
+            if where is None or not op.is_ancestor(where):
+                found[value] = None
+    return list(found)
 
 
 def _grid(op: Operation, sharding: Sharding) -> GridOp:
@@ -114,6 +140,14 @@ def _returns_in_own_sharding(op: Operation) -> bool:
     return isinstance(op, func.ReturnOp)
 
 
+def _is_unannotated_scalar(result: SSAValue) -> bool:
+    """A scalar or 0-d tensor result that no `shard.shard` uses: the same on every
+    process. Trunk asks for an annotation on every result, but no `shard.shard` takes a
+    scalar, so a program computing one (an index in a gather, a norm) could never
+    partition."""
+    return not _is_ranked_non0(result) and not any(isinstance(u.operation, ShardOp) for u in result.uses)
+
+
 def check_op_annotated(op: Operation) -> None:
     """Trunk's `checkFullyAnnotated`: tensor operands come from `shard.shard` for users,
     each result has exactly one use, a `shard.shard` for the producer."""
@@ -137,6 +171,8 @@ def check_op_annotated(op: Operation) -> None:
             )
     for index, result in enumerate(op.results):
         uses = list(result.uses)
+        if _is_unannotated_scalar(result):
+            continue
         if len(uses) != 1:
             raise diagnostics.error(
                 op, f"Cannot partition: result {index} must have exactly one use."
@@ -263,7 +299,7 @@ class BlockPartitioner:
         check_op_annotated(op)
         operands = [self.lookup(op, v) for v in op.operands]
         impl = get_sharding_interface(op)
-        with self.created() as created:
+        with self.replicated_captures(op), self.created() as created:
             if impl is None:
                 partition_fully_replicated(
                     op, operands, operand_shardings(op), result_shardings(op), self.partitioner
@@ -304,10 +340,13 @@ class BlockPartitioner:
             return
         value = self.lookup(op, source.result)
         src, tgt = sharding_of(source.sharding), sharding_of(op.sharding)
-        global_type = source.src.type
+        self.mapping[op.result] = self.reshard(op, src, tgt, source.src.type, value)
+
+    def reshard(self, op: Operation, src: Sharding, tgt: Sharding, global_type: Attribute, value: SSAValue) -> SSAValue:
+        """The local tensor `value` (of a `global_type` tensor laid out by `src`) laid out
+        by `tgt`: the planner's collectives, at `op`'s location."""
         if src == tgt or (src.is_fully_replicated and tgt.is_fully_replicated):
-            self.mapping[op.result] = value
-            return
+            return value
         assert isinstance(global_type, TensorType)
         grid = _grid(op, src)
         try:
@@ -326,7 +365,29 @@ class BlockPartitioner:
                 new.location = op.location
         except ReshardingError as e:
             raise diagnostics.error(op, f"Cannot partition: {e}") from None
-        self.mapping[op.result] = result
+        return result
+
+    @contextmanager
+    def replicated_captures(self, op: Operation) -> Iterator[None]:
+        """Tensors of this block that `op`'s regions read directly (a gather's table read
+        by `tensor.extract` in a linalg body) are read whole, at global indices: a
+        capture annotated with a sharding that splits it is gathered for the op (trunk
+        would read the local shard at global indices)."""
+        saved: dict[SSAValue, SSAValue] = {}
+        for value in _captured_tensors(op):
+            owner = value.owner
+            if value in saved or value not in self.mapping or not isinstance(owner, ShardOp):
+                continue
+            sharding = sharding_of(owner.sharding)
+            if sharding.is_fully_replicated:
+                continue
+            local = self.mapping[value]
+            saved[value] = local
+            self.mapping[value] = self.reshard(op, sharding, Sharding(sharding.grid), value.type, local)
+        try:
+            yield
+        finally:
+            self.mapping.update(saved)
 
     def _builder_for(self, step: Step, value: SSAValue) -> Builder:
         """Upstream emits all_gather and all_to_all (and their casts) right after the
@@ -355,18 +416,14 @@ def partition_function(function: func.FuncOp) -> None:
     blocks = [b for b in region.blocks if any(isinstance(o, ShardOp) for o in b.ops)]
     mapping: dict[SSAValue, SSAValue] = {}
     numbers = {b: i for i, b in enumerate(region.blocks)}
-    for block in blocks:
-        check_block_annotated(block, numbers[block])
-        new_block = Block()
-        partitioner = Partitioner(Builder(InsertPoint.at_end(new_block)), mapping)
-        worker = BlockPartitioner(block, numbers[block], partitioner)
-        for arg, type_ in zip(block.args, worker.argument_types()):
-            new_arg = new_block.insert_arg(type_, len(new_block.args))
-            new_arg.location = arg.location  # pyright: ignore[reportAttributeAccessIssue]
-            if arg.name_hint:
-                new_arg.name_hint = arg.name_hint
-        region.add_block(new_block)
-        worker.run(new_block)
+    new_blocks: list[Block] = []
+    try:
+        for block in blocks:
+            check_block_annotated(block, numbers[block])
+            _partition_block(region, block, numbers[block], mapping, new_blocks)
+    except DiagnosticError:
+        _erase_blocks(region, new_blocks)  # the function stays as it was
+        raise
     _erase_blocks(region, blocks)
     if not blocks:
         return
@@ -378,6 +435,23 @@ def partition_function(function: func.FuncOp) -> None:
         function.function_type = FunctionType.from_lists(
             list(region.blocks.first.arg_types), list(returned.operand_types)
         )
+
+
+def _partition_block(
+    region: Region, block: Block, number: int, mapping: dict[SSAValue, SSAValue], new_blocks: list[Block]
+) -> None:
+    """Add the partitioned copy of `block` at the end of `region` (and to `new_blocks`)."""
+    new_block = Block()
+    partitioner = Partitioner(Builder(InsertPoint.at_end(new_block)), mapping)
+    worker = BlockPartitioner(block, number, partitioner)
+    for arg, type_ in zip(block.args, worker.argument_types()):
+        new_arg = new_block.insert_arg(type_, len(new_block.args))
+        new_arg.location = arg.location  # pyright: ignore[reportAttributeAccessIssue]
+        if arg.name_hint:
+            new_arg.name_hint = arg.name_hint
+    region.add_block(new_block)
+    new_blocks.append(new_block)
+    worker.run(new_block)
 
 
 def _erase_blocks(region: Region, blocks: Sequence[Block]) -> None:
@@ -397,6 +471,17 @@ class ShardPartitionPass(ModulePass):
     name = "shard-partition"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        """Trunk's pass runs per function: each function that cannot be partitioned
+        reports its own error and the others are still partitioned; the pass fails
+        after the last function with the last error (the earlier ones are emitted)."""
+        failed: DiagnosticError | None = None
         with pass_cache(), paused_gc():
             for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
-                partition_function(function)
+                try:
+                    partition_function(function)
+                except DiagnosticError as e:
+                    if failed is not None:
+                        diagnostics.report_exception(failed)
+                    failed = e
+        if failed is not None:
+            raise failed

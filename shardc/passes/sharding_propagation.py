@@ -1,38 +1,83 @@
 """`sharding-propagation`: annotate every tensor value of a function with a sharding.
 
-Upstream's algorithm, op by op over the single block of each `func.func`, in the given
-traversal order(s). For an op with a sharding implementation, the annotations around it
-are collected: a `shard.shard` for users defining an operand, or a `shard.shard` for the
-producer using a result, *must* be honoured; the others are *optional*. Every combination
-(must ones fixed, optional ones with and without) is tried, results outermost; the first
-one needing no resharding of existing annotations wins, else the first with the least
-resharding of annotations that explicitly target this op. The op then gets annotations on
-all its operands and results.
+First upstream's algorithm, op by op over the single block of each `func.func`, in the
+given traversal order(s). For an op with a sharding implementation, the annotations
+around it are collected: a `shard.shard` for users defining an operand, or a `shard.shard`
+for the producer using a result, *must* be honoured; the others are *optional*. Every
+combination (must ones fixed, optional ones with and without) is tried, results
+outermost; the first one needing no resharding of existing annotations wins, else the
+first with the least resharding of annotations that explicitly target this op. The op
+then gets annotations on all its operands and results.
 
-Diagnostics are upstream's: a function with other than one block, an op with no sharding
-implementation (not a terminator, not a constant, not an annotation), options that cannot
-be computed. Like mlir-opt, a failed traversal does not stop the next one, and errors the
-interface reports while options are tried do not fail the pass by themselves.
+Then (`complete=true`, the default) the completion, for every function holding an
+annotation, so that `shard-partition` needs nothing more from the user. Upstream's
+traversals leave values with several uses, unannotated arguments, users that disagree,
+ops without an interface and dead results unannotated, or fail on them; the completion
+finishes the job without changing what they did:
 
-With `explain=true`, every inserted annotation says which user annotations its sharding
-came from and through which ops (a remark at the annotation).
+* ops the traversals annotated fully and consistently keep their annotations;
+* the others are decided by a worklist run to a fixed point: an op is decided once any
+  neighbour's sharding is known (an operand's nearest annotation or decided producer, a
+  result's annotation or decided users), then its neighbours are queued; the candidates
+  are the options each known neighbour implies alone, plus fully replicated; an op no
+  annotation reaches is replicated and the run goes on from there. Each op is decided
+  once, so the pass stays linear in the program size;
+* the cost rule, lexicographic: explicit (user-written) annotations of the op overridden,
+  then annotations the traversals gave it overridden, then bytes moved per rank (the
+  resharding planner's figure, summed over operands and result users), then the elements
+  of the local shards (memory), then the candidate order. Candidates whose shardings do
+  not split their tensors evenly, or that the interface refuses (`allows_option`), are
+  skipped. Users that disagree are not a conflict: each use gets its own annotation and
+  partition reshards between them;
+* an op without a sharding interface runs fully replicated, its operands and results
+  resharded at its boundary (a warning names it);
+* an unannotated argument takes, of its users' shardings and replicated, the one that
+  moves the fewest bytes per rank, ties going to the smaller local shard: the users'
+  sharding when they agree (nothing moves and each rank holds only its shard), replicated
+  when they disagree. The choice is recorded as a producer `shard.shard` of the argument
+  (which `shardc-run` reads to scatter global inputs), and `explain=true` says why;
+* tensors a region reads from outside its op (the table of an embedding gather in a
+  generic body, `tensor.extract %t[...]`) get a replicated annotation for users right
+  before the op, the body reading that.
+
+The form left behind, for partition: every tensor result of a non-annotation op has
+exactly one use, a producer `shard.shard`; every block argument exactly one use, a
+`shard.shard` (producer, or for users where the traversals left that); every tensor
+operand of a non-annotation op (not `func.return`, not a constant) is a `shard.shard ...
+annotate_for_users` whose source is that producer annotation (or a chain of annotations:
+partition reshards at each link); `func.return` reads producer annotations; one value's
+uses may read it in different shardings.
+
+Diagnostics are upstream's where not completing (`complete=false`): a function with other
+than one block, an op with no sharding implementation (not a terminator, not a constant,
+not an annotation), options that cannot be computed. Like mlir-opt, a failed traversal
+does not stop the next one, and errors the interface reports while options are tried do
+not fail the pass by themselves. Completing, only a function of several blocks is an
+error; declarations are skipped.
+
+With `explain=true`, every annotation the traversals insert says which user annotations
+its sharding came from and through which ops, and every op and argument the completion
+decides says why (remarks).
 """
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import FileLineColLoc, ModuleOp, TensorType
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import IsTerminator
 from xdsl.utils.exceptions import PassFailedException
 
-from shardc.dialects.shard import ShardingOp, ShardOp
+from shardc.dialects.shard import DYNAMIC, ShardingOp, ShardOp
 from shardc.ir import diagnostics
 from shardc.passes.greedy import paused_gc
 from shardc.interfaces.sharding import (
@@ -40,16 +85,21 @@ from shardc.interfaces.sharding import (
     ShardingInfo,
     ShardingInterface,
     ShardingOption,
+    cached_lookup_grid,
     collect_diagnostics,
     emit_op_error,
     get_sharding_interface,
+    insert_result_annotation,
     is_annotation_op,
     is_constant_like,
     listen_to_annotations,
+    loop_iterator_types,
     operand_annotation,
     pass_cache,
     result_annotation,
+    verify_sharding_interface_impl,
 )
+from shardc.passes.resharding import ReshardingError, bytes_moved, plan_resharding
 
 Traversal = Literal["forward", "backward", "forward-backward", "backward-forward"]
 
@@ -209,6 +259,591 @@ def _explain(op: Operation, message: str) -> None:
 
 
 # =========================================================================================
+# Completion: every tensor value annotated, whatever upstream's traversals left
+# =========================================================================================
+
+
+@dataclass
+class _Decision:
+    """Operand then result shardings an op is given (None: a scalar, nothing to say)."""
+
+    shardings: list[ShardingInfo | None]
+    why: str
+
+
+_INF = float("inf")
+
+
+class Completion:
+    """The fixed point after upstream's traversals (see the module docstring)."""
+
+    def __init__(self, function: func.FuncOp, explicit: set[ShardOp], explain: bool):
+        block = function.body.blocks.first
+        assert block is not None
+        self.block = block
+        self.explicit = explicit
+        self.explain = explain
+        self.grid = next(
+            (op.grid.string_value() for op in block.ops if isinstance(op, ShardingOp)), None
+        )
+        self.decided: dict[Operation, _Decision] = {}
+        self.args: dict[BlockArgument, ShardingInfo] = {}
+        self._moves: dict[tuple, float] = {}
+
+    # ---- the graph of real ops through annotation chains --------------------------------
+
+    @staticmethod
+    def real_ops(block: Block) -> list[Operation]:
+        """The ops to annotate: not annotations, not terminators, touching a tensor."""
+        return [
+            op
+            for op in block.ops
+            if not is_annotation_op(op)
+            and not op.has_trait(IsTerminator)
+            and any(isinstance(v.type, TensorType) for v in (*op.operands, *op.results))
+        ]
+
+    def producer(self, value: SSAValue) -> Operation | None:
+        while isinstance(value.owner, ShardOp):
+            value = value.owner.src
+        return value.owner if isinstance(value, OpResult) else None
+
+    def users(self, value: SSAValue) -> Iterable[tuple[Operation, int]]:
+        for use in list(value.uses):
+            user = use.operation
+            if isinstance(user, ShardOp):
+                if use.index == 0:
+                    yield from self.users(user.result)
+            elif user.parent_block() is self.block:
+                yield user, use.index
+
+    def seen(self, value: SSAValue) -> ShardingInfo | None:
+        """The sharding an operand reads `value` in: its nearest annotation, else the
+        sharding decided for its producer."""
+        owner = value.owner
+        if isinstance(owner, ShardOp):
+            return ShardingInfo.of(owner.sharding)
+        if isinstance(value, BlockArgument):
+            return self.args.get(value)
+        decision = self.decided.get(owner)  # type: ignore[arg-type]
+        if decision is None:
+            return None
+        assert isinstance(value, OpResult)
+        return decision.shardings[len(owner.operands) + value.index]  # type: ignore[union-attr]
+
+    def demands(self, value: SSAValue) -> list[tuple[ShardingInfo, bool]]:
+        """Shardings the uses of `value` ask for (with whether the user wrote them)."""
+        found: list[tuple[ShardingInfo, bool]] = []
+        for use in value.uses:
+            user = use.operation
+            if isinstance(user, ShardOp):
+                found.append((ShardingInfo.of(user.sharding), user in self.explicit))
+            elif user in self.decided:
+                wanted = self.decided[user].shardings[use.index]
+                if wanted is not None:
+                    found.append((wanted, False))
+        return found
+
+    def own_annotation(self, value: SSAValue) -> tuple[ShardingInfo, bool] | None:
+        """A producer annotation of `value` (an explicit one first)."""
+        shards = [
+            u.operation
+            for u in value.uses
+            if isinstance(u.operation, ShardOp) and not u.operation.for_users
+        ]
+        shards.sort(key=lambda s: s not in self.explicit)
+        if not shards:
+            return None
+        return ShardingInfo.of(shards[0].sharding), shards[0] in self.explicit
+
+    # ---- costs ----------------------------------------------------------------------------
+
+    def grid_shape(self, op: Operation, grid: str) -> tuple[int | None, ...] | None:
+        found = cached_lookup_grid(op, grid)
+        return None if found is None else found.shape_tuple
+
+    def move(self, op: Operation, type_: Attribute, src: ShardingInfo, tgt: ShardingInfo) -> float:
+        """Bytes each rank receives to reshard a value of `type_` (the planner's figure)."""
+        if src.same_as(tgt):
+            return 0.0
+        key = (src.sharding, tgt.sharding, type_)
+        if key not in self._moves:
+            cost = _INF
+            gshape = self.grid_shape(op, src.grid)
+            if isinstance(type_, TensorType) and gshape is not None:
+                try:
+                    plan = plan_resharding(
+                        src.sharding, tgt.sharding, type_.get_shape(), gshape
+                    )
+                    cost = bytes_moved(plan, type_.get_element_type())
+                except (ReshardingError, ValueError):
+                    cost = _INF
+            self._moves[key] = cost
+        return self._moves[key]
+
+    def local_elements(self, op: Operation, type_: Attribute, s: ShardingInfo | None) -> float | None:
+        """Elements of the local shard (None: the sharding cannot split this type)."""
+        if not isinstance(type_, TensorType):
+            return 0.0
+        if s is None:
+            return float(math.prod(max(d, 1) for d in type_.get_shape()))
+        gshape = self.grid_shape(op, s.grid)
+        if gshape is None:
+            return None
+        shape = type_.get_shape()
+        if len(s.sharding.split_axes) > len(shape):
+            return None
+        count = 1.0
+        for dim, size in enumerate(shape):
+            axes = s.sharding.split_axes[dim] if dim < len(s.sharding.split_axes) else ()
+            if any(a >= len(gshape) for a in axes):
+                return None
+            shards = math.prod((gshape[a] or 1) for a in axes)
+            if size == DYNAMIC:
+                size = 1
+            if size % shards:
+                return None
+            count *= size // shards
+        return count
+
+    # ---- deciding one op -------------------------------------------------------------------
+
+    def candidates(self, impl: ShardingInterface, op: Operation) -> list[ShardingOption]:
+        n = len(op.operands)
+        options: list[ShardingOption] = []
+        known_operands = [self.seen(v) for v in op.operands]
+        known_results: list[list[ShardingInfo]] = []
+        for result in op.results:
+            own = self.own_annotation(result)
+            known_results.append([own[0]] if own else [s for s, _ in self.demands(result)])
+        with collect_diagnostics():
+            for i, s in enumerate(known_operands):
+                if s is not None:
+                    shardings: Combination = [None] * n
+                    shardings[i] = s
+                    options.append(impl.get_sharding_option(op, shardings, [None] * len(op.results)))
+            for j, found in enumerate(known_results):
+                for s in found:
+                    shardings = [None] * len(op.results)
+                    shardings[j] = s
+                    options.append(impl.get_sharding_option(op, [None] * n, shardings))
+        grid = self.grid or next(
+            (s.grid for s in known_operands if s is not None), None
+        )
+        valid: list[ShardingOption] = []
+        for option in options:
+            if option is None or option.empty:
+                continue
+            if option.grid is None:
+                option.grid = grid
+            if option.grid is not None and impl.allows_option(op, option):
+                valid.append(option)
+        if grid is not None:
+            loops = loop_iterator_types(impl, op)
+            valid.append(ShardingOption([[] for _ in loops] or [[]], grid))
+        return valid
+
+    def cost(
+        self, op: Operation, shardings: Sequence[ShardingInfo | None]
+    ) -> tuple[int, int, float, float]:
+        """(explicit annotations of the op overridden, annotations the traversals gave it
+        overridden, bytes moved per rank, local elements)."""
+        n = len(op.operands)
+        explicit, inferred, moved, local = 0, 0, 0.0, 0.0
+        for value, s in zip(op.operands, shardings[:n]):
+            if s is None or not isinstance(value.type, TensorType):
+                continue
+            elements = self.local_elements(op, value.type, s)
+            if elements is None:
+                return (0, 0, _INF, _INF)
+            local += elements
+            seen = self.seen(value)
+            if seen is None:
+                continue
+            owner = value.owner
+            if isinstance(owner, ShardOp) and owner.for_users and not seen.same_as(s):
+                if owner in self.explicit:
+                    explicit += 1
+                else:
+                    inferred += 1
+            moved += self.move(op, value.type, seen, s)
+        for result, s in zip(op.results, shardings[n:]):
+            if s is None or not isinstance(result.type, TensorType):
+                continue
+            elements = self.local_elements(op, result.type, s)
+            if elements is None:
+                return (0, 0, _INF, _INF)
+            local += elements
+            own = self.own_annotation(result)
+            wanted = [own] if own is not None else self.demands(result)
+            for want, is_explicit in wanted:
+                if own is not None and not want.same_as(s):
+                    if is_explicit:
+                        explicit += 1
+                    else:
+                        inferred += 1
+                moved += self.move(op, result.type, s, want)
+        return (explicit, inferred, moved, local)
+
+    def decide(self, op: Operation) -> bool:
+        """Give `op` the cheapest option its neighbours allow; False if none is known."""
+        impl = get_sharding_interface(op)
+        if impl is None or (is_constant_like(op) and not op.results):
+            return self.decide_replicated(op, "no sharding interface")
+        with collect_diagnostics():
+            valid = verify_sharding_interface_impl(impl, op)
+        if not valid:
+            return self.decide_replicated(op, "its sharding interface does not apply")
+        best: tuple[tuple[int, int, float, float], int, list[ShardingInfo | None]] | None = None
+        candidates = self.candidates(impl, op)
+        for index, option in enumerate(candidates):
+            with collect_diagnostics():
+                shardings = impl.get_sharding_annotations(op, option)
+            if shardings is None:
+                continue
+            cost = self.cost(op, shardings)
+            if cost[2] == _INF:
+                continue
+            if best is None or (cost, index) < (best[0], best[1]):
+                best = (cost, index, list(shardings))
+        if best is None:
+            return self.decide_replicated(op, "no option of its neighbours applies")
+        (explicit, inferred, moved, _), _, shardings = best
+        results = ", ".join(
+            str(r) for r in shardings[len(op.operands) :] if r is not None
+        ) or "no tensor result"
+        why = (
+            f"results {results}: the cheapest of {len(candidates)} candidate(s) its "
+            f"neighbours imply, {moved:g} bytes moved per rank"
+        )
+        if explicit or inferred:
+            why += f", {explicit + inferred} annotation(s) of the op resharded"
+        self.decided[op] = _Decision(shardings, why)
+        return True
+
+    def decide_replicated(self, op: Operation, reason: str) -> bool:
+        grid = self.grid
+        if grid is None:
+            return False
+        shardings: list[ShardingInfo | None] = []
+        for value in (*op.operands, *op.results):
+            is_tensor = isinstance(value.type, TensorType)
+            shardings.append(ShardingInfo.get(grid, []) if is_tensor else None)
+        self.decided[op] = _Decision(shardings, f"fully replicated ({reason})")
+        return True
+
+    def already_annotated(self, op: Operation) -> list[ShardingInfo | None] | None:
+        """The shardings of an op upstream's traversals left fully annotated and
+        consistent, else None."""
+        shardings: list[ShardingInfo | None] = []
+        for value in op.operands:
+            owner = value.owner
+            if not isinstance(value.type, TensorType):
+                shardings.append(None)
+            elif isinstance(owner, ShardOp) and owner.for_users:
+                shardings.append(ShardingInfo.of(owner.sharding))
+            else:
+                return None
+        for result in op.results:
+            if not isinstance(result.type, TensorType):
+                shardings.append(None)
+                continue
+            uses = list(result.uses)
+            if len(uses) != 1 or not isinstance(uses[0].operation, ShardOp):
+                return None
+            user = uses[0].operation
+            if user.for_users:
+                return None
+            shardings.append(ShardingInfo.of(user.sharding))
+        impl = get_sharding_interface(op)
+        if impl is None:
+            ok = all(s is None or not s.sharding.split_axes for s in shardings)
+            return shardings if ok else None
+        n = len(op.operands)
+        with collect_diagnostics():
+            if not verify_sharding_interface_impl(impl, op):
+                return None
+            option = impl.get_sharding_option(op, shardings[:n], shardings[n:])
+            if option is None:
+                return None
+            if option.empty:
+                return shardings if all(s is None or not s.sharding.split_axes for s in shardings) else None
+            implied = impl.get_sharding_annotations(op, option)
+        if implied is None:
+            return None
+        for value, have, want in zip((*op.operands, *op.results), shardings, implied):
+            if have is None or not isinstance(value.type, TensorType):
+                continue
+            if not value.type.get_shape():
+                continue
+            if want is None or not have.same_as(want):
+                return None
+        return shardings
+
+    # ---- the fixed point -------------------------------------------------------------------
+
+    def neighbours(self, op: Operation) -> Iterable[Operation]:
+        for value in op.operands:
+            producer = self.producer(value)
+            if producer is not None and producer.parent_block() is self.block:
+                yield producer
+        for result in op.results:
+            for user, _ in self.users(result):
+                yield user
+
+    def knows_something(self, op: Operation) -> bool:
+        if any(self.seen(v) is not None for v in op.operands):
+            return True
+        return any(self.own_annotation(r) or self.demands(r) for r in op.results)
+
+    def run(self) -> None:
+        ops = self.real_ops(self.block)
+        for op in ops:
+            found = self.already_annotated(op)
+            if found is not None:
+                self.decided[op] = _Decision(found, "annotated by the traversals")
+        pending = [op for op in ops if op not in self.decided]
+        self.upstream_done = set(self.decided)
+        queue = deque(op for op in pending if self.knows_something(op))
+        queued = set(queue)
+        position = 0
+        while True:
+            while queue:
+                op = queue.popleft()
+                queued.discard(op)
+                if op in self.decided or not self.decide(op):
+                    continue
+                for other in self.neighbours(op):
+                    if other not in self.decided and other not in queued:
+                        queue.append(other)
+                        queued.add(other)
+            # Nothing known reaches what is left: replicate the first such op and go on.
+            while position < len(pending) and pending[position] in self.decided:
+                position += 1
+            if position == len(pending):
+                break
+            op = pending[position]
+            if not self.decide_replicated(op, "no annotation reaches it"):
+                break
+            queue.extend(o for o in self.neighbours(op) if o not in self.decided)
+            queued.update(queue)
+        for arg in self.block.args:
+            if isinstance(arg.type, TensorType):
+                self.decide_argument(arg)
+
+    def decide_argument(self, arg: BlockArgument) -> None:
+        own = self.own_annotation(arg)
+        if own is not None:
+            self.args[arg] = own[0]
+            return
+        uses = list(arg.uses)
+        if len(uses) == 1 and isinstance(uses[0].operation, ShardOp):
+            # Annotated for its one user (by the traversals): partition reads that.
+            self.args[arg] = ShardingInfo.of(uses[0].operation.sharding)
+            return
+        demands = [s for s, _ in self.demands(arg)]
+        if self.grid is None:
+            return
+        replicated = ShardingInfo.get(self.grid, [])
+        best: tuple[float, float, int, ShardingInfo] | None = None
+        owner = arg.block.parent_op()
+        assert owner is not None
+        for index, s in enumerate([*demands, replicated]):
+            elements = self.local_elements(owner, arg.type, s)
+            if elements is None:
+                continue
+            moved = sum(self.move(owner, arg.type, s, d) for d in demands)
+            key = (moved, elements, index, s)
+            if best is None or key[:3] < best[:3]:
+                best = key
+        assert best is not None
+        self.args[arg] = best[3]
+        if self.explain:
+            asked = ", ".join(str(d) for d in demands) or "nothing"
+            diagnostics.emit_remark(
+                owner,
+                f"argument #{arg.index} has no annotation: it is given {best[3]} "
+                f"({best[0]:g} bytes moved per rank; its users ask for {asked})",
+            )
+
+    # ---- writing the annotations -----------------------------------------------------------
+
+    def apply(self) -> None:
+        for op in self.real_ops(self.block):
+            decision = self.decided.get(op)
+            if decision is None:
+                continue
+            if op not in self.upstream_done:
+                self.annotate(op, decision)
+            self.annotate_captures(op)
+        self.normalize()
+
+    def annotate(self, op: Operation, decision: _Decision) -> None:
+        if get_sharding_interface(op) is None and not is_constant_like(op):
+            diagnostics.emit_warning(
+                op,
+                f"'{op.name}' has no sharding interface: it runs fully replicated, "
+                "its operands and results resharded at its boundary",
+            )
+        elif self.explain:
+            diagnostics.emit_remark(op, f"sharding completed: {decision.why}")
+        n = len(op.operands)
+        for i, s in enumerate(decision.shardings[:n]):
+            if s is not None and isinstance(op.operands[i].type, TensorType):
+                self.annotate_operand(op, i, s)
+        for result, s in zip(op.results, decision.shardings[n:]):
+            if s is not None and isinstance(result.type, TensorType):
+                insert_result_annotation(s, result)
+
+    @staticmethod
+    def annotate_operand(op: Operation, index: int, sharding: ShardingInfo) -> None:
+        """Operand `index` (only that use: a value read twice by one op may be read in
+        two shardings) through an annotation for users with `sharding`."""
+        value = op.operands[index]
+        owner = value.owner
+        if isinstance(owner, ShardOp) and owner.for_users and sharding.same_as(
+            ShardingInfo.of(owner.sharding)
+        ):
+            return
+        sharding_op = _build_annotation(sharding, value)
+        shard = ShardOp(value, sharding_op.result, annotate_for_users=True)
+        shard.location = op.location
+        Rewriter.insert_op([sharding_op, shard], InsertPoint.before(op))
+        op.operands[index] = shard.result
+
+    def annotate_captures(self, op: Operation) -> None:
+        """Tensors read inside `op`'s regions but defined outside (a gather's table) get a
+        replicated annotation for users right before `op`: partition reads them whole, at
+        global indices."""
+        if not op.regions or self.grid is None:
+            return
+        captured: dict[SSAValue, list[tuple[Operation, int]]] = {}
+        for inner in op.walk():
+            if inner is op:
+                continue
+            for use_index, value in enumerate(inner.operands):
+                if not isinstance(value.type, TensorType):
+                    continue
+                defining = value.owner
+                block = defining if isinstance(defining, Block) else defining.parent_block()
+                if block is self.block:
+                    captured.setdefault(value, []).append((inner, use_index))
+        for value, uses in captured.items():
+            sharding = ShardingInfo.get(self.grid, [])
+            owner = value.owner
+            if isinstance(owner, ShardOp) and owner.for_users and sharding.same_as(
+                ShardingInfo.of(owner.sharding)
+            ):
+                continue
+            sharding_op = ShardingOp(sharding.grid, sharding.split_axes)
+            shard = ShardOp(value, sharding_op.result, annotate_for_users=True)
+            Rewriter.insert_op([sharding_op, shard], InsertPoint.before(op))
+            for inner, index in uses:
+                inner.operands[index] = shard.result
+            if self.explain:
+                diagnostics.emit_remark(
+                    op, f"a tensor its body reads from outside is annotated {sharding}"
+                )
+
+    def normalize(self) -> None:
+        """The form partition reads: each tensor value used once, by its producer
+        annotation; each tensor operand read through an annotation for users."""
+        values: list[SSAValue] = [a for a in self.block.args if isinstance(a.type, TensorType)]
+        for op in self.real_ops(self.block):
+            values.extend(r for r in op.results if isinstance(r.type, TensorType))
+        for value in values:
+            self.normalize_value(value)
+        for op in list(self.block.ops):
+            if is_annotation_op(op) or op.has_trait(IsTerminator) or is_constant_like(op):
+                continue
+            for index, operand in enumerate(op.operands):
+                if not isinstance(operand.type, TensorType):
+                    continue
+                owner = operand.owner
+                if isinstance(owner, ShardOp) and owner.for_users:
+                    continue
+                if not isinstance(owner, ShardOp):
+                    continue  # not a value of this block
+                shard = ShardOp(operand, owner.sharding, annotate_for_users=True)
+                shard.location = owner.location
+                Rewriter.insert_op(shard, InsertPoint.before(op))
+                op.operands[index] = shard.result
+
+    def normalize_value(self, value: SSAValue) -> None:
+        uses = list(value.uses)
+        if len(uses) == 1 and isinstance(uses[0].operation, ShardOp) and uses[0].index == 0:
+            # Partition reads an argument through any one annotation, a result through
+            # its producer annotation.
+            if isinstance(value, BlockArgument) or not uses[0].operation.for_users:
+                return
+        hub: ShardOp | None = None
+        for use in uses:
+            user = use.operation
+            if isinstance(user, ShardOp) and not user.for_users and use.index == 0:
+                if user.parent_block() is self.block and (hub is None or user in self.explicit):
+                    hub = user
+        if hub is None:
+            sharding = self.sharding_of_value(value)
+            if sharding is None:
+                return
+            sharding_op = _build_annotation(sharding, value)
+            hub = ShardOp(value, sharding_op.result, annotate_for_users=False)
+            hub.location = sharding_op.location
+            Rewriter.insert_op([sharding_op, hub], _point_after(value))
+        elif hub.parent_block() is self.block and any(
+            u.operation is not hub
+            and u.operation.parent_block() is self.block
+            and u.operation.is_before_in_block(hub)
+            for u in uses
+        ):
+            hub.detach()
+            Rewriter.insert_op(hub, _point_after(value))
+            sharding_owner = hub.sharding.owner
+            if isinstance(sharding_owner, ShardingOp) and not sharding_owner.is_before_in_block(hub):
+                sharding_op = _build_annotation(ShardingInfo.of(hub.sharding), value)
+                Rewriter.insert_op(sharding_op, InsertPoint.before(hub))
+                hub.operands[1] = sharding_op.result
+        for use in uses:
+            if use.operation is not hub:
+                use.operation.operands[use.index] = hub.result
+
+    def sharding_of_value(self, value: SSAValue) -> ShardingInfo | None:
+        if isinstance(value, BlockArgument):
+            return self.args.get(value)
+        decision = self.decided.get(value.owner)  # type: ignore[arg-type]
+        if decision is not None:
+            assert isinstance(value, OpResult)
+            s = decision.shardings[len(value.op.operands) + value.index]
+            if s is not None:
+                return s
+        return ShardingInfo.get(self.grid, []) if self.grid is not None else None
+
+
+def _point_after(value: SSAValue) -> InsertPoint:
+    if isinstance(value, OpResult):
+        return InsertPoint.after(value.op)
+    assert isinstance(value, BlockArgument)
+    return InsertPoint.at_start(value.block)
+
+
+def _build_annotation(sharding: ShardingInfo, value: SSAValue) -> ShardingOp:
+    op = ShardingOp(sharding.grid, sharding.split_axes)
+    if isinstance(value, OpResult):
+        op.location = value.op.location
+    return op
+
+
+def complete_function(function: func.FuncOp, explicit: set[ShardOp], explain: bool) -> None:
+    """Annotate what the traversals left (see the module docstring)."""
+    block = function.body.blocks.first
+    if block is None or not any(isinstance(op, ShardOp) for op in block.ops):
+        return
+    completion = Completion(function, explicit, explain)
+    completion.run()
+    completion.apply()
+
+
+# =========================================================================================
 # The pass
 # =========================================================================================
 
@@ -280,13 +915,19 @@ def visit_op(op: Operation, explainer: Explainer | None = None) -> bool:
     return True
 
 
-def propagate_function(function: func.FuncOp, traversal: Traversal, explain: bool) -> bool:
-    """Run the traversals on one function; False if any failed."""
+def propagate_function(
+    function: func.FuncOp, traversal: Traversal, explain: bool, complete: bool = False
+) -> bool:
+    """Run the traversals on one function, then (`complete`) the completion; False if
+    the function cannot be propagated (upstream's failures when not `complete`)."""
+    if complete and not function.body.blocks:
+        return True  # a declaration: nothing to annotate
     if len(function.body.blocks) != 1:
         emit_op_error(function, "only one block is supported!")
         return False
     block = function.body.blocks.first
     assert block is not None
+    explicit = {op for op in block.ops if isinstance(op, ShardOp)}
     explainer = Explainer(function) if explain else None
     ok = True
 
@@ -296,7 +937,8 @@ def propagate_function(function: func.FuncOp, traversal: Traversal, explain: boo
         for op in ops:
             if not visit_op(op, explainer):
                 ok = False
-                return
+                if not complete:
+                    return
 
     listener = explainer.inserted if explainer is not None else (lambda _s, _o: None)
     with listen_to_annotations(listener):
@@ -306,7 +948,10 @@ def propagate_function(function: func.FuncOp, traversal: Traversal, explain: boo
             traverse(list(block.ops))
         if traversal == "forward-backward":
             traverse(list(block.ops)[::-1])
-    return ok
+    if not complete:
+        return ok
+    complete_function(function, explicit, explain)
+    return True
 
 
 @dataclass(frozen=True)
@@ -321,12 +966,21 @@ class ShardingPropagationPass(ModulePass):
     explain: bool = False
     """Say, for each inserted annotation, where its sharding came from."""
 
+    complete: bool = True
+    """After the traversals, annotate every tensor value of each annotated function
+    (false: stop after upstream's traversals, with upstream's errors)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         failed = False
         with collect_diagnostics() as found, pass_cache(), paused_gc():
             for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
-                if not propagate_function(function, self.traversal, self.explain):
+                mark = len(found)
+                if not propagate_function(
+                    function, self.traversal, self.explain, self.complete
+                ):
                     failed = True
+                elif self.complete:
+                    del found[mark:]  # what the completion settled is no error
         # Like mlir-opt: every error is reported in order; the last one fails the pass.
         if failed and found:
             for diag in found[:-1]:

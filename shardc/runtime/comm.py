@@ -579,7 +579,7 @@ class MPIComm(Comm):
 
     def _prep(self, x: np.ndarray, grid: Grid, axes: Axes, what: str) -> tuple[Any, np.ndarray]:
         c = self.sub(tuple(grid), tuple(axes))
-        x = np.ascontiguousarray(x)
+        x = np.require(x, requirements="C")  # 0-d stays 0-d (ascontiguousarray makes it 1-d)
         self._check(c, x, what)
         return c, x
 

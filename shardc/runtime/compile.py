@@ -13,10 +13,10 @@ and appends Python statements.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import itertools
 import linecache
-import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
+from shardc.runtime.codegen_safe import UnsafeCodeError, check_generated, display, py_hint, py_identifier, py_literal
 from shardc.runtime.dtypes import is_shaped
 
 Emitter = Callable[[Operation, "FunctionBuilder"], None]
@@ -74,43 +75,44 @@ def lookup_emitter(op: Operation) -> Emitter | None:
 
 
 def describe(op: Operation) -> str:
-    """`'op.name' at <loc>` for error messages."""
+    """`'op.name' at <loc>` for error messages; the names from the IR are `display`ed
+    (escaped), so they cannot forge lines of a message."""
     loc = str(op.location)
-    where = f" at {loc}" if loc != "loc(unknown)" else ""
+    where = f" at {display(loc)}" if loc != "loc(unknown)" else ""
     parent = op.parent_op()
     while parent is not None and not isinstance(parent, func.FuncOp):
         parent = parent.parent_op()
     if isinstance(parent, func.FuncOp):
-        where += f" in function @{parent.sym_name.data}"
+        where += f" in function @{display(parent.sym_name.data)}"
     name = op.name
     op_name = getattr(op, "op_name", None)  # builtin.unregistered keeps the real name
     if op_name is not None and hasattr(op_name, "data"):
         name = op_name.data
-    return f"'{name}'{where}"
+    return f"'{display(name)}'{where}"
 
 
 def compile_error(op: Operation, msg: str) -> CompileError:
-    return CompileError(f"runtime: {describe(op)}: {msg}")
-
-
-_IDENT = re.compile(r"\W")
+    """The error for `op`; IR text that emitters put in `msg` is escaped too."""
+    return CompileError(display(f"runtime: {describe(op)}: {msg}"))
 
 
 class ModuleCodegen:
-    """State shared by all functions of one module: the global pool and fresh names."""
+    """State shared by all functions of one module: the global pool and fresh names.
+
+    Names in the generated source never carry IR text raw (`shardc.runtime.codegen_safe`):
+    fresh names are `py_hint(hint)_<n>` and globals `_<fresh>`; functions are
+    `func_pyname(sym)`, whose `__` no fresh name contains."""
 
     def __init__(self, module: ModuleOp):
         self.module = module
         self.globals: dict[str, object] = {"_np": np}
         self._by_id: dict[int, str] = {}
+        self._by_key: dict[object, str] = {}
         self._counter = itertools.count()
         self.prelude: list[str] = []
 
-    def fresh(self, hint: str = "v") -> str:
-        hint = _IDENT.sub("_", hint) or "v"
-        if hint[0].isdigit():
-            hint = "v" + hint
-        return f"{hint}_{next(self._counter)}"
+    def fresh(self, hint: str | None = "v") -> str:
+        return f"{py_hint(hint)}_{next(self._counter)}"
 
     def const(self, obj: object, hint: str = "k") -> str:
         """A global name bound to `obj` (deduplicated by identity)."""
@@ -121,6 +123,20 @@ class ModuleCodegen:
             self._by_id[key] = name
             self.globals[name] = obj
         return name
+
+    def keyed_const(self, key: object, make: Callable[[], object], hint: str = "k") -> str:
+        """A global name bound to `make()`, made once per `key` (e.g. a memref.global's
+        symbol): the name is fresh, the key never appears in the source."""
+        name = self._by_key.get(key)
+        if name is None:
+            name = self._by_key[key] = "_" + self.fresh(hint)
+            self.globals[name] = make()
+        return name
+
+    @staticmethod
+    def func_pyname(sym: str) -> str:
+        """The Python name of function `@sym` (collision-free: see `py_identifier`)."""
+        return py_identifier(sym, "fn")
 
     def symbol(self, name: str) -> Operation | None:
         from xdsl.traits import SymbolTable
@@ -177,7 +193,7 @@ class FunctionBuilder:
         if like is not None and like in self.vec_values:
             self.vec_values.add(value)
 
-    def fresh(self, hint: str = "t") -> str:
+    def fresh(self, hint: str | None = "t") -> str:
         return self.cg.fresh(hint)
 
     def const(self, obj: object, hint: str = "k") -> str:
@@ -267,7 +283,7 @@ def targets(names: Sequence[str]) -> str:
 def _external_stub(name: str) -> Callable[..., object]:
     def stub(*args: object) -> object:
         raise RuntimeExecutionError(
-            f"runtime: call to external function @{name}: it is declared without a body and the runtime cannot execute it"
+            f"runtime: call to external function @{display(name)}: it is declared without a body and the runtime cannot execute it"
         )
 
     return stub
@@ -287,7 +303,7 @@ class CompiledModule:
         try:
             return self.functions[name]
         except KeyError:
-            raise KeyError(f"runtime: no function @{name} in module") from None
+            raise KeyError(f"runtime: no function @{display(name)} in module") from None
 
     def call(self, name: str, *args: object) -> object:
         """Call with argument conversion (lists/scalars to the declared types) and numpy
@@ -297,7 +313,7 @@ class CompiledModule:
         if specs is None:
             specs = self._arg_specs[name] = [_arg_spec(t) for t in self.signatures[name].function_type.inputs.data]
         if len(args) != len(specs):
-            raise RuntimeExecutionError(f"runtime: @{name} takes {len(specs)} arguments, got {len(args)}")
+            raise RuntimeExecutionError(f"runtime: @{display(name)} takes {len(specs)} arguments, got {len(args)}")
         conv = [_convert_arg(a, spec, name, k) for k, (a, spec) in enumerate(zip(args, specs))]
         with np.errstate(all="ignore"):
             return fn(*conv)
@@ -328,12 +344,8 @@ def _convert_arg(value: object, spec: ArgSpec, fname: str, k: int) -> object:
         return to_scalar(value, shape)  # type: ignore[arg-type]
     arr = value if isinstance(value, np.ndarray) and value.dtype == dt else np.asarray(value, dtype=dt)
     if len(shape) != arr.ndim or any(s >= 0 and s != a for s, a in zip(shape, arr.shape)):  # type: ignore[arg-type]
-        raise RuntimeExecutionError(f"runtime: @{fname} argument #{k}: expected shape {shape} (-1 = dynamic), got {arr.shape}")
+        raise RuntimeExecutionError(f"runtime: @{display(fname)} argument #{k}: expected shape {shape} (-1 = dynamic), got {arr.shape}")
     return arr
-
-
-def _func_pyname(cg: ModuleCodegen, sym: str) -> str:
-    return "_fn_" + _IDENT.sub("_", sym)
 
 
 _ALLOCATOR_TUNED = False
@@ -387,14 +399,14 @@ def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True) ->
     pynames: dict[str, str] = {}
     for f in funcs:
         sym = f.sym_name.data
-        pyname = _func_pyname(cg, sym)
+        pyname = cg.func_pyname(sym)
         pynames[sym] = pyname
         if not f.body.blocks:
             cg.globals[pyname] = _external_stub(sym)
             continue
         chunks.append(_compile_function(cg, f, pyname))
     source = "\n".join(cg.prelude + chunks) + "\n"
-    filename = f"<shardc-runtime:{name}:{next(_module_counter)}>"
+    filename = f"<shardc-runtime:{py_hint(name, 'module')}:{next(_module_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     code = compile(source, filename, "exec")
     namespace = dict(cg.globals)
@@ -420,18 +432,24 @@ def _compile_function(cg: ModuleCodegen, f: func.FuncOp, pyname: str) -> str:
     args = g.bind_block_args(block)
     g.depth = 1
     g.emit_ops(block.ops)
-    header = f"def {pyname}({', '.join(args)}):"
-    doc = f'    """@{f.sym_name.data}"""'
-    return _free_dead_values("\n".join([header, doc, *g.lines]) + "\n")
+    return _free_dead_values("\n".join([f"def {pyname}({', '.join(args)}):", docstring(f), *g.lines]) + "\n")
+
+
+def docstring(f: func.FuncOp) -> str:
+    """The generated function's docstring: the symbol name as a Python literal."""
+    return "    " + py_literal("@" + f.sym_name.data)
 
 
 def _free_dead_values(source: str) -> str:
     """Insert `del` after the last top-level statement that mentions a local array, so
     large intermediates are freed as soon as they are dead (as numpy code written by hand
-    would), not when the function returns."""
-    import ast
-
+    would), not when the function returns. The parsed function is also checked
+    (`check_generated`): every function's source passes through here."""
     tree = ast.parse(source)
+    try:
+        check_generated(tree)
+    except UnsafeCodeError as e:
+        raise CompileError(f"runtime: internal error: {e}: an emitter let IR text into the generated code") from None
     fn = tree.body[0]
     assert isinstance(fn, ast.FunctionDef)
     assigned: set[str] = set()
@@ -482,12 +500,12 @@ def _free_dead_values(source: str) -> str:
 
 
 def compile_text(text: str, name: str = "module") -> CompiledModule:
-    """Parse MLIR text with the shardc context and compile it."""
-    from xdsl.parser import Parser
-
+    """Parse MLIR text with the shardc context and parser (which reads hex floats in
+    dense literals and `dense_resource` blobs as mlir-opt does) and compile it."""
     from shardc.context import make_context
+    from shardc.ir.fast_parser import FastParser
 
-    module = Parser(make_context(), text).parse_module()
+    module = FastParser(make_context(), text).parse_module()
     return compile_module(module, name)
 
 

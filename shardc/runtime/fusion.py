@@ -12,8 +12,11 @@ This is a rewrite of the runtime's private copy of the module, not a pass of the
 pipeline: what the user compiled, printed and counted is unchanged. The rule is
 upstream's default for `linalg-fuse-elementwise-ops` restricted to what keeps the
 runtime's fast paths: both ops all-parallel generics on tensors, the producer's result
-used only by that consumer, read through a permutation (its output map), its body
-neither reading its init nor using `linalg.index` (the fused loops are the consumer's).
+used only by that consumer (by several of its inputs when they read it through the same
+map: torch-mlir squares with `mulf %in, %in_0` of two operands that are one value),
+read through a permutation (its output map), its body neither reading its init nor
+using `linalg.index` (the fused loops are the consumer's). Bodies keep their
+`cf.assert`s and `tensor.extract` gathers: they move with the ops they check.
 Contractions and reductions are never consumers, so their matmul and ufunc-reduce paths
 stay as they are.
 """
@@ -57,7 +60,10 @@ def _fusable(consumer: GenericOp, value: SSAValue) -> bool:
     producer = value.owner
     if not isinstance(producer, GenericOp) or producer.parent is not consumer.parent:
         return False
-    if len(producer.results) != 1 or not value.has_one_use() or not _elementwise(producer):
+    if len(producer.results) != 1 or not _elementwise(producer):
+        return False
+    slots = _slots(consumer, value)
+    if sum(1 for _ in value.uses) != len(slots) or len({consumer.indexing_maps.data[k].data for k in slots}) != 1:
         return False
     body = producer.body.block
     if any(arg.first_use is not None for arg in body.args[len(producer.inputs) :]):
@@ -69,10 +75,17 @@ def _fusable(consumer: GenericOp, value: SSAValue) -> bool:
     return len(dims) == len(out_map.results) == out_map.num_dims and sorted(dims) == list(range(out_map.num_dims))
 
 
+def _slots(consumer: GenericOp, value: SSAValue) -> list[int]:
+    """The consumer's inputs that are `value` (its uses, when all are inputs of it)."""
+    return [k for k, v in enumerate(consumer.inputs) if v is value]
+
+
 def _fuse(consumer: GenericOp, i: int) -> GenericOp:
-    """Replace `consumer` by one generic that also computes its input #i's producer."""
+    """Replace `consumer` by one generic that also computes its input #i's producer
+    (once, for every input slot that reads it)."""
     producer = consumer.inputs[i].owner
     assert isinstance(producer, GenericOp)
+    same = _slots(consumer, consumer.inputs[i])
     maps = [m.data for m in consumer.indexing_maps.data]
     p_maps = [m.data for m in producer.indexing_maps.data]
     # Producer loop j is the consumer expression that reads its result's dim k, p_out[k] = j.
@@ -83,17 +96,20 @@ def _fuse(consumer: GenericOp, i: int) -> GenericOp:
         for m in p_maps[: len(producer.inputs)]
     ]
     n_in = len(consumer.inputs)
-    inputs = [*consumer.inputs[:i], *producer.inputs, *consumer.inputs[i + 1 :]]
-    new_maps = [*maps[:i], *composed, *maps[i + 1 : n_in]]
+    keep = [k for k in range(n_in) if k not in same]
+    before, after = [k for k in keep if k < i], [k for k in keep if k > i]
+    inputs = [*(consumer.inputs[k] for k in before), *producer.inputs, *(consumer.inputs[k] for k in after)]
+    new_maps = [*(maps[k] for k in before), *composed, *(maps[k] for k in after)]
     c_body, p_body = consumer.body.block, producer.body.block
     c_args = list(c_body.args)
     p_ins = p_body.args[: len(producer.inputs)]
-    old_args = [*c_args[:i], *p_ins, *c_args[i + 1 :]]  # inputs, then the consumer's inits
+    old_args = [*(c_args[k] for k in before), *p_ins, *(c_args[k] for k in after), *c_args[n_in:]]
     block = Block(arg_types=[a.type for a in old_args])
     mapping: dict[SSAValue, SSAValue] = dict(zip(old_args, block.args))
     for op in p_body.ops:
         if isinstance(op, YieldOp):
-            mapping[c_args[i]] = mapping.get(op.operands[0], op.operands[0])
+            for k in same:
+                mapping[c_args[k]] = mapping.get(op.operands[0], op.operands[0])
             continue
         block.add_op(op.clone(mapping))
     for op in c_body.ops:

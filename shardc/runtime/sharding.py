@@ -109,7 +109,7 @@ class RuntimeSharding:
 
     def local_part(self, x: np.ndarray, grid: Grid, coords: Sequence[int]) -> np.ndarray:
         """This device's piece of the global array `x`, halos included (zero outside)."""
-        if len(self.split_axes) > x.ndim:
+        if any(self.split_axes[x.ndim :]):  # trailing empty axes split nothing
             raise CommError(f"sharding splits {len(self.split_axes)} dimensions but the array has rank {x.ndim}")
         src: list[slice] = []
         dst: list[slice] = []

@@ -8,14 +8,18 @@ The body is classified once, at compile time:
 - *reduction*: `yield comb(out, e)` with `e` free of `out` and `comb` associative and
   commutative -> `e` on the whole iteration space, reduced along the reduction dims by the
   combiner's ufunc, combined with the init;
+- *arg-reduction*: two results, `yield max(out_v, e), select(cmp(e, out_v), index(d),
+  out_i)` (torch's max with indices, `argmax`) -> `argmax`/`argmin` along the one
+  reduction dim d, merged with the inits by the same comparison;
 - *elementwise* (no reduction dims): the body once, on whole arrays, each block argument
   bound to its operand transposed/broadcast into loop order by its indexing map;
 - anything else: the general path, the body evaluated on whole arrays over the parallel
   dims once per point of the reduction dims (in loop order, so any body is exact),
   with a warning naming the op.
 
-`linalg.index` reads broadcast index grids. Indexing maps must be projected permutations
-(dims, or the constant 0 on size-1 dims).
+`linalg.index` reads broadcast index grids; `tensor.extract` with such indices is a numpy
+gather (`kernels/tensor.py`); `cf.assert` in a body checks the whole array at once.
+Indexing maps must be projected permutations (dims, or the constant 0 on size-1 dims).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects import arith
+from xdsl.dialects import arith, cf
 from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects.builtin import AffineMapAttr
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
@@ -142,7 +146,7 @@ _REDUCERS: dict[type[Operation], tuple[Callable[..., np.ndarray], Callable[..., 
 class StructuredSpec:
     """Everything about one structured op that does not depend on runtime shapes."""
 
-    kind: str  # elementwise | contraction | reduction | general
+    kind: str  # elementwise | contraction | reduction | argreduce | general
     n_loops: int
     red_dims: tuple[int, ...]
     size_src: tuple[tuple[int, int], ...]  # per loop dim: (operand, axis)
@@ -164,6 +168,7 @@ class StructuredSpec:
     plan: ContractionPlan | None = None
     onehot: OneHotUse | None = None  # a one-hot input run as a gather / scatter-add
     stack: tuple[int, tuple[int, ...]] | None = None  # (loop dim, input per index): see _stack_cases
+    arg: ArgReduce | None = None  # the arg-reduction's facts (kind "argreduce")
 
     # -- shapes ----------------------------------------------------------------------
     def sizes(self, operands: Sequence[np.ndarray]) -> tuple[int, ...]:
@@ -231,7 +236,56 @@ def run_structured(
                 r = sum_axes(e, spec.red_dims, dt, keepdims=True) if red == np.add.reduce else red(e, axis=spec.red_dims, keepdims=True, dtype=dt)
                 vals.append(comb(init, r))
         return _finish(spec, vals, outs, sizes)
+    if spec.kind == "argreduce":
+        return _run_argreduce(spec, body, aligned_in, outs, sizes)
     return _run_general(spec, body, aligned_in, outs, sizes)
+
+
+@dataclass(frozen=True)
+class ArgReduce:
+    """`yield comb(out_v, e), select(cmp(e, out_v), index(dim), out_i)`: the running
+    extremum of `e` along `dim` and the position where it was last improved on.
+
+    Sequentially, the index moves at every strict record (`ogt`: the first position of
+    the extremum) or at every tie too (`oge`: the last one), and only where the record
+    beats the init; that is `argmax` (of the reversed axis for ties) merged with the
+    inits by the same comparison. Rows holding NaN: numpy's argmax points at the first
+    NaN where the sequential loop keeps the index before it."""
+
+    value_out: int  # which result is the extremum
+    index_out: int  # which result is the position
+    dim: int  # the reduction loop dim
+    is_max: bool
+    strict: bool  # the first position of the extremum (else the last)
+    comb: Callable[..., np.ndarray]  # np.maximum / np.fmax / np.minimum / np.fmin
+
+
+def _run_argreduce(spec: StructuredSpec, body: Callable[..., tuple[object, ...]], aligned_in: Sequence[object], outs: Sequence[np.ndarray], sizes: Sequence[int]) -> tuple[np.ndarray, ...]:
+    a = spec.arg
+    assert a is not None
+    vdt, idt = spec.out_dtypes[a.value_out], spec.out_dtypes[a.index_out]
+    e = np.asarray(body(*aligned_in, None)[0], dtype=vdt)
+    if e.shape != tuple(sizes):
+        e = np.broadcast_to(e, tuple(sizes))
+    ax, n = a.dim, sizes[a.dim]
+    if n == 0:
+        return _finish(spec, [spec.out_align[k](outs[k]) for k in range(2)], outs, sizes)
+    find = np.argmax if a.is_max else np.argmin
+    if a.strict:
+        pos = find(e, axis=ax, keepdims=True)
+    else:
+        pos = (n - 1) - find(np.flip(e, ax), axis=ax, keepdims=True)
+    best = np.take_along_axis(e, pos, axis=ax)
+    init_v = spec.out_align[a.value_out](outs[a.value_out])
+    init_i = spec.out_align[a.index_out](outs[a.index_out])
+    if a.is_max:
+        wins = best > init_v if a.strict else best >= init_v
+    else:
+        wins = best < init_v if a.strict else best <= init_v
+    vals: list[object] = [None, None]
+    vals[a.value_out] = a.comb(init_v, best)
+    vals[a.index_out] = np.where(wins, pos.astype(idt), init_i)
+    return _finish(spec, vals, outs, sizes)
 
 
 @functools.lru_cache(maxsize=256)
@@ -714,9 +768,14 @@ def _inside_op(v: SSAValue, op: Operation) -> bool:
 
 
 def _slice_ops(block: Block, values: Sequence[SSAValue]) -> list[Operation]:
-    """The ops of `block` the values depend on, in block order."""
+    """The ops of `block` the values depend on, and its assertions (with what they
+    check), in block order."""
     needed: set[Operation] = set()
     stack = [v for v in values]
+    for op in block.ops:
+        if isinstance(op, cf.AssertOp):
+            needed.add(op)
+            stack.extend(op.operands)
     while stack:
         v = stack.pop()
         op = v.owner
@@ -785,6 +844,66 @@ def _classify_reduction(block: Block, n_ins: int, yields: Sequence[SSAValue], me
     return out
 
 
+_ARG_COMBINERS: dict[type[Operation], tuple[bool, Callable[..., np.ndarray]]] = {
+    arith.MaximumfOp: (True, np.maximum),
+    arith.MaxnumfOp: (True, np.fmax),
+    arith.MaxSIOp: (True, np.maximum),
+    arith.MinimumfOp: (False, np.minimum),
+    arith.MinnumfOp: (False, np.fmin),
+    arith.MinSIOp: (False, np.minimum),
+}
+# predicate -> (a > b, strict) for `cmp a, b`, ordered or unordered alike
+_CMPF_ORDER = {2: (True, True), 3: (True, False), 4: (False, True), 5: (False, False), 9: (True, True), 10: (True, False), 11: (False, True), 12: (False, False)}
+_CMPI_ORDER = {4: (True, True), 5: (True, False), 2: (False, True), 3: (False, False)}
+
+
+def _classify_argreduce(
+    block: Block, n_ins: int, yields: Sequence[SSAValue], red_dims: Sequence[int], memo: dict[SSAValue, frozenset[int]]
+) -> tuple[ArgReduce, SSAValue] | None:
+    """(facts, e) for `yield comb(e, out_v), select(cmp(e, out_v), index(d), out_i)` in
+    either result order, d the only reduction dim, `e` free of the outputs and indices."""
+    if len(yields) != 2 or len(red_dims) != 1 or len(block.args) != n_ins + 2:
+        return None
+    for vk in (0, 1):
+        ik = 1 - vk
+        comb, sel = yields[vk].owner, yields[ik].owner
+        out_v, out_i = block.args[n_ins + vk], block.args[n_ins + ik]
+        if not isinstance(comb, Operation) or type(comb) not in _ARG_COMBINERS or not _inside(comb, block):
+            continue
+        if not isinstance(sel, arith.SelectOp) or not _inside(sel, block) or sel.rhs is not out_i:
+            continue
+        a, b = comb.operands
+        e = b if a is out_v else a if b is out_v else None
+        if e is None or e is out_v or _deps(e, block, memo) - set(range(n_ins)):
+            continue
+        is_max, fn = _ARG_COMBINERS[type(comb)]  # type: ignore[index]
+        cmp = sel.cond.owner
+        if isinstance(cmp, arith.CmpfOp):
+            order = _CMPF_ORDER.get(cmp.predicate.value.data)
+        elif isinstance(cmp, arith.CmpiOp) and type(comb) in (arith.MaxSIOp, arith.MinSIOp):
+            order = _CMPI_ORDER.get(cmp.predicate.value.data)
+        else:
+            continue
+        if order is None or not _inside(cmp, block):  # type: ignore[arg-type]
+            continue
+        greater, strict = order
+        x, y = cmp.operands
+        if (x, y) == (out_v, e):
+            greater = not greater
+        elif (x, y) != (e, out_v):
+            continue
+        if greater != is_max:
+            continue
+        v = sel.lhs  # the position: linalg.index d, through index casts
+        while isinstance(v.owner, arith.IndexCastOp) and _inside(v.owner, block):
+            v = v.owner.input
+        idx = v.owner
+        if not isinstance(idx, linalg.IndexOp) or not _inside(idx, block) or idx.dim.value.data != red_dims[0]:
+            continue
+        return ArgReduce(vk, ik, red_dims[0], is_max, strict, fn), e
+    return None
+
+
 @dataclass(frozen=True)
 class _OneHotSrc:
     """A linalg.generic computing `select(cmpi eq(tok, ids), 1, 0)` elementwise."""
@@ -812,7 +931,7 @@ def _generic_iters(op: linalg.GenericOp) -> list[str]:
 
 def _onehot_source(v: SSAValue) -> _OneHotSrc | None:
     op = v.owner
-    if type(op) is not linalg.GenericOp or len(op.results) != 1 or len(op.inputs) != 2 or len(op.outputs) != 1:
+    if not isinstance(op, linalg.GenericOp) or len(op.results) != 1 or len(op.inputs) != 2 or len(op.outputs) != 1:
         return None
     if _is_memref(op.outputs[0]) or any(not is_shaped(x.type) for x in op.inputs):
         return None
@@ -879,14 +998,14 @@ def _onehot_use(ins: Sequence[SSAValue], outs: Sequence[SSAValue], maps: Sequenc
 def _onehot_elided(op: Operation) -> bool:
     """Whether a one-hot generic is left out: every use is a contraction that gathers or
     scatters through its tokens and ids instead."""
-    if type(op) is not linalg.GenericOp or len(op.results) != 1 or _onehot_source(op.results[0]) is None:
+    if not isinstance(op, linalg.GenericOp) or len(op.results) != 1 or _onehot_source(op.results[0]) is None:
         return False
     uses = list(op.results[0].uses)
     if not uses:
         return False
     for use in uses:
         user = use.operation
-        if type(user) is not linalg.GenericOp:
+        if not isinstance(user, linalg.GenericOp):
             return False
         try:
             maps = maps_of(user, user.get_indexing_maps().data)
@@ -947,15 +1066,20 @@ def emit_structured(
     body_values: list[SSAValue]
     params: list[str]
     onehot_args: tuple[int, _OneHotSrc] | None = None
-    leaves = _classify_contraction(block, n_ins, yields, memo) if red_dims and len(outs) == 1 else None
-    reduction = None if leaves is not None or not red_dims else _classify_reduction(block, n_ins, yields, memo)
+    asserts = [o for o in block.walk() if isinstance(o, cf.AssertOp)]
+    effects = bool(asserts)
+    # reductions evaluate the body on the inputs alone: assertions must not read the outputs
+    by_ins = red_dims and not any(_deps(a.arg, block, memo) - {-1, *range(n_ins)} for a in asserts)
+    leaves = _classify_contraction(block, n_ins, yields, memo) if red_dims and len(outs) == 1 and not effects else None
+    reduction = None if leaves is not None or not by_ins else _classify_reduction(block, n_ins, yields, memo)
+    arg = None if leaves is not None or reduction is not None or not by_ins else _classify_argreduce(block, n_ins, yields, red_dims, memo)
     if leaves is not None and all(is_shaped(ins[i].type) for _, i in leaves if i >= 0):
         spec.kind = "contraction"
         spec.zero_init = _is_zero_fill(outs[0])
         spec.out_map = maps[n_ins]
         spec.factor_inputs = [i for _, i in leaves]
         spec.plan = build_contraction_plan(spec, _constant_leaves(block, ins, leaves))
-        found = _onehot_use(ins, outs, maps, iter_types, block) if type(op) is linalg.GenericOp else None
+        found = _onehot_use(ins, outs, maps, iter_types, block) if isinstance(op, linalg.GenericOp) else None
         if found is not None:
             i, k, src = found
             spec.onehot = _onehot_spec(i, k, maps[i], src)
@@ -966,6 +1090,12 @@ def emit_structured(
         spec.kind = "reduction"
         spec.combiners = [_REDUCERS[type(c)] for c, _ in reduction]  # type: ignore[misc]
         body_values = [e for _, e in reduction]
+        params = ["ins"]
+    elif arg is not None:
+        spec.kind = "argreduce"
+        spec.arg, e = arg
+        spec.uses_index = False  # the positions come from argmax, not from index grids
+        body_values = [e]
         params = ["ins"]
     else:
         if red_dims:
@@ -978,7 +1108,7 @@ def emit_structured(
             )
         else:
             spec.kind = "elementwise"
-            spec.stack = _stack_cases(block, n_ins, yields, maps)
+            spec.stack = None if effects else _stack_cases(block, n_ins, yields, maps)
         body_values = yields
         params = ["ins", "outs"]
     body_name = _emit_body_fn(g, block, n_ins, body_values, with_outs="outs" in params)

@@ -45,7 +45,9 @@ def run_tool(tool: str, body: Callable[[], int]) -> int:
     try:
         return body()
     except UserError as e:
-        sys.stderr.write(f"{tool}: error: {e}\n")
+        from shardc.runtime.codegen_safe import display
+
+        sys.stderr.write(f"{tool}: error: {display(str(e))}\n")  # one line, IR names escaped
         return 1
     except Reported:
         return 1

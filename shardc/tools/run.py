@@ -35,6 +35,7 @@ import contextlib
 import io
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -48,6 +49,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute, BlockArgument, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
+from shardc.runtime.codegen_safe import display
 from shardc.tools.cli import ArgParser, Reported, UserError, apply_passes, parse_module, pipeline_passes, run_tool, under_mpi
 
 TOOL = "shardc-run"
@@ -64,6 +66,7 @@ def _arg_parser() -> argparse.ArgumentParser:
     p.add_argument("program", help="the .mlir file")
     p.add_argument("--entry", help="function to call (default: the only public function, or @main)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=SPEC", help="argument NAME (or its index) from SPEC: a .npy file ({rank} in the path: one file per rank), random[:seed=S,low=L,high=H], zeros, ones, or a number")
+    p.add_argument("--inputs", metavar="FILE.npz", help="arguments from the arrays of a .npz file, keyed by argument name, argN or index (--input entries take precedence)")
     p.add_argument("--output", metavar="DIR", help="write results as DIR/result<i>.npy (per rank: result<i>.rank<r>.npy)")
     p.add_argument("--simulate", type=int, metavar="N", help="run N ranks as threads of this process instead of under MPI")
     p.add_argument("--pipeline", help="passes to run first, in mlir-opt pass-pipeline syntax ('' for none; 'shard-to-mpi-pipeline' lowers to the mpi dialect)")
@@ -166,7 +169,7 @@ def _result_sharding(value: SSAValue, label: str) -> Any:
 
 
 def _label(arg: BlockArgument) -> str:
-    return f"%{arg.name_hint}" if arg.name_hint else f"argument #{arg.index}"
+    return f"%{display(arg.name_hint)}" if arg.name_hint else f"argument #{arg.index}"
 
 
 def _boundaries(module: ModuleOp, f: func.FuncOp) -> tuple[list[Boundary], list[Boundary], bool]:
@@ -190,7 +193,7 @@ def _boundaries(module: ModuleOp, f: func.FuncOp) -> tuple[list[Boundary], list[
 
     names = recorded_arg_names(f)
     args = [
-        Boundary(f"%{n}" if n else b.label, t, sh)
+        Boundary(f"%{display(n)}" if n else b.label, t, sh)
         for b, (t, sh), n in zip(args, in_r, names)
     ]
     results = [Boundary(b.label, t, sh) for b, (t, sh) in zip(results, out_r)]
@@ -203,7 +206,7 @@ def _recorded_boundaries(module: ModuleOp, f: func.FuncOp) -> Any:
     try:
         return boundary_shardings(module, f)
     except (ValueError, KeyError, AttributeError) as e:
-        raise UserError(f"@{f.sym_name.data}: bad shardc.sharding attribute ({e})") from None
+        raise UserError(f"@{display(f.sym_name.data)}: bad shardc.sharding attribute ({e})") from None
 
 
 def _pipeline_passes(text: str | None, sharded: bool) -> list[Any]:
@@ -241,12 +244,14 @@ def transform(
     return boundary
 
 
-def prepare(args: argparse.Namespace) -> Program:
+def prepare(args: argparse.Namespace, text: str | None = None) -> Program:
+    """Parse (the file `args.program`, or `text` under that name), transform by
+    `args.pipeline` and compile."""
     from shardc.dialects.shard import ShardOp
     from shardc.runtime import compile_module
 
     t0 = time.perf_counter()
-    module = parse_module(read_program(args.program), args.program)
+    module = parse_module(read_program(args.program) if text is None else text, args.program)
     entry = _entry(module, args.entry)
     in_b, out_b, lowered = _boundaries(module, entry)
     sharded = any(b.sharding is not None for b in [*in_b, *out_b]) or any(isinstance(op, ShardOp) for op in entry.walk())
@@ -402,26 +407,51 @@ def _input_spec(spec: str, b: Boundary, world: int) -> InputSpec:
     return InputSpec(b.label, lambda r: value)
 
 
-def input_specs(prog: Program, given: Sequence[str], world: int) -> list[InputSpec]:
+def _load_npz(path: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if not isinstance(archive, np.lib.npyio.NpzFile):
+                raise ValueError("not a .npz archive")
+            return {k: archive[k] for k in archive.files}
+    except FileNotFoundError:
+        raise UserError(f"--inputs: no such file '{path}'") from None
+    except (OSError, ValueError) as e:
+        raise UserError(f"--inputs: cannot read '{path}' as a .npz file ({e})") from None
+
+
+def input_specs(prog: Program, given: Sequence[str], world: int, npz: str | None = None) -> list[InputSpec]:
     by_name: dict[str, str] = {}
     for item in given:
         name, eq, spec = item.partition("=")
         if not eq or not name or not spec:
             raise UserError(f"bad --input '{item}': expected NAME=SPEC")
         by_name[name.strip().lstrip("%")] = spec.strip()
+    arrays = _load_npz(npz) if npz is not None else {}
     specs: list[InputSpec] = []
     used: set[str] = set()
+    used_arrays: set[str] = set()
     for k, b in enumerate(prog.args):
         keys = [b.label.lstrip("%"), str(k), f"arg{k}"]
         key = next((x for x in keys if x in by_name), None)
         if key is None:
-            raise UserError(f"missing --input for {b.label} ({_describe(*_np_type(b.type))})")
+            from_npz = next((x for x in keys if x in arrays), None)
+            if from_npz is None:
+                raise UserError(f"missing --input for {b.label} ({_describe(*_np_type(b.type))})")
+            used_arrays.add(from_npz)
+            dtype, shape = _np_type(b.type)
+            value = _check(arrays[from_npz], dtype, shape, f"input {b.label} (from {npz})")
+            specs.append(InputSpec(b.label, lambda r, v=value: v))
+            continue
         used.add(key)
         specs.append(_input_spec(by_name[key], b, world))
     extra = set(by_name) - used
     if extra:
         names = ", ".join(b.label for b in prog.args) or "none"
         raise UserError(f"--input {sorted(extra)[0]}: @{prog.entry} has no such argument (arguments: {names})")
+    unknown = set(arrays) - used_arrays - {x for k, b in enumerate(prog.args) for x in (b.label.lstrip("%"), str(k), f"arg{k}")}
+    if unknown:
+        names = ", ".join(b.label for b in prog.args) or "none"
+        raise UserError(f"--inputs {npz}: array '{sorted(unknown)[0]}' names no argument of @{prog.entry} (arguments: {names})")
     return specs
 
 
@@ -440,7 +470,7 @@ def local_inputs(prog: Program, specs: Sequence[InputSpec], rank: int, world: in
         if b.sharding is not None:
             try:
                 grid = _grid_of(b.sharding, world)
-                value = np.ascontiguousarray(b.sharding.local_part(value, grid, delinearize(rank, grid)))
+                value = np.require(b.sharding.local_part(value, grid, delinearize(rank, grid)), requirements="C")  # 0-d stays 0-d
             except CommError as e:
                 raise UserError(f"input {b.label}: {e}") from None
         out.append(value)
@@ -454,17 +484,18 @@ def local_inputs(prog: Program, specs: Sequence[InputSpec], rank: int, world: in
 
 def assemble(prog: Program, per_rank: Sequence[Sequence[Any]], world: int) -> list[tuple[str, Any, bool]]:
     """(name, value, is_global) per result: sharded results put together, replicated
-    ones from rank 0; in a program without shardings every rank's value is kept."""
+    ones from rank 0; in a program without shardings every rank's value is kept. Names
+    (and so --output's file names) come from the result's position, never from the IR."""
     out: list[tuple[str, Any, bool]] = []
     for i, b in enumerate(prog.results):
         if b.sharding is not None:
             grid = _grid_of(b.sharding, world)
-            out.append((b.label, b.sharding.assemble([np.asarray(r[i]) for r in per_rank], grid), True))
+            out.append((f"result{i}", b.sharding.assemble([np.asarray(r[i]) for r in per_rank], grid), True))
         elif prog.sharded or world == 1:
-            out.append((b.label, _whole(b, per_rank[0][i]), True))
+            out.append((f"result{i}", _whole(b, per_rank[0][i]), True))
         else:
             for r, vals in enumerate(per_rank):
-                out.append((f"{b.label}.rank{r}", vals[i], False))
+                out.append((f"result{i}.rank{r}", vals[i], False))
     return out
 
 
@@ -513,6 +544,9 @@ def summary(value: Any) -> str:
     return f"{head}  {stats}  [{first}, ...]"
 
 
+_RESULT_NAME = re.compile(r"result\d+(\.rank\d+)?")
+
+
 def write_outputs(results: list[tuple[str, Any, bool]], out_dir: str | None, quiet: bool = False) -> None:
     """Save the results under `out_dir` (one line each), or print their summaries."""
     if out_dir is None:
@@ -523,8 +557,9 @@ def write_outputs(results: list[tuple[str, Any, bool]], out_dir: str | None, qui
     try:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         for name, value, _ in results:
+            assert _RESULT_NAME.fullmatch(name), name  # a file name of our own making
             path = Path(out_dir) / f"{name}.npy"
-            np.save(path, np.asarray(value))
+            np.save(path, np.asarray(value), allow_pickle=False)
             if not quiet:
                 print(f"wrote {path}: {type_text(value)}")
     except OSError as e:
@@ -566,7 +601,7 @@ def run_simulated(args: argparse.Namespace) -> int:
         raise UserError("--simulate needs at least 1 rank")
     prog = prepare(args)
     _emit_python(prog, args)
-    specs = input_specs(prog, args.input, n)
+    specs = input_specs(prog, args.input, n, args.inputs)
     per_rank = [local_inputs(prog, specs, r, n) for r in range(n)]
     try:
         outs = simulate(n, lambda *a: _call(prog, a), per_rank_args=per_rank)
@@ -605,9 +640,9 @@ def run_mpi(args: argparse.Namespace) -> int:
             prog = prepare(args)
             if rank == 0:
                 _emit_python(prog, args)
-            local = local_inputs(prog, input_specs(prog, args.input, n), rank, n)
+            local = local_inputs(prog, input_specs(prog, args.input, n, args.inputs), rank, n)
         except UserError as e:
-            error = f"{TOOL}: error: {e}"
+            error = f"{TOOL}: error: {display(str(e))}"
         except Reported:
             error = ""
     errors = world.allgather(error)

@@ -1,5 +1,5 @@
-"""Training data: a synthetic corpus the project generates itself, tokenizers for user
-text, and a batch iterator.
+"""Training data: a synthetic corpus the project generates itself, character and byte
+tokenizers (byte-level BPE is in `shardc.training.tokenizer`), and a batch iterator.
 
 The synthetic corpus is a small seeded probabilistic grammar (sentences like "the red fox
 sees a small bird ."): its words and agreement rules give a character model structure to
@@ -66,6 +66,11 @@ class CharTokenizer:
 
     chars: str
     vocab_size: int
+    kind = "char"
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.chars)
 
     @staticmethod
     def from_text(text: str, pad_to: int = 1) -> CharTokenizer:
@@ -81,7 +86,12 @@ class CharTokenizer:
             raise ValueError(f"character {e.args[0]!r} is not in the tokenizer's vocabulary") from None
 
     def decode(self, ids: np.ndarray) -> str:
-        return "".join(self.chars[i] if i < len(self.chars) else "\ufffd" for i in np.asarray(ids).tolist())
+        return "".join(self.chars[i] if i < len(self.chars) else "\ufffd" for i in np.asarray(ids).reshape(-1).tolist())
+
+    def save(self, directory: str | Path) -> str:
+        """The characters, in id order, as `vocab.txt`; returns the file name."""
+        (Path(directory) / "vocab.txt").write_text(self.chars, encoding="utf-8")
+        return "vocab.txt"
 
 
 @dataclass(frozen=True)

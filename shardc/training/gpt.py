@@ -145,14 +145,18 @@ def layernorm(fb: FuncBuilder, cfg: GPTConfig, x: Value, p: dict[str, Value], pr
 
 def gpt_loss(fb: FuncBuilder, cfg: GPTConfig, p: dict[str, Value], tokens: Value, targets: Value, vocab_ids: Value) -> Value:
     """Mean next-token cross-entropy of the GPT on `tokens` [b, t] against `targets`."""
+    return fb.cross_entropy("btv", gpt_logits(fb, cfg, p, tokens, vocab_ids), targets, vocab_ids)
+
+
+def gpt_logits(fb: FuncBuilder, cfg: GPTConfig, p: dict[str, Value], tokens: Value, vocab_ids: Value) -> Value:
+    """The next-token logits [b, t, v] of the GPT on `tokens` [b, t]."""
     x = fb.einsum("btv,vc->btc", fb.onehot("bt,v->btv", tokens, vocab_ids), p["wte"])
     x = fb.add("btc,tc->btc", x, p["wpe"])
     for i in range(cfg.n_layer):
         x = fb.add("btc,btc->btc", x, attention(fb, cfg, layernorm(fb, cfg, x, p, f"h.{i}.ln_1"), p, f"h.{i}.attn"))
         x = fb.add("btc,btc->btc", x, mlp(fb, layernorm(fb, cfg, x, p, f"h.{i}.ln_2"), p, f"h.{i}.mlp"))
     x = layernorm(fb, cfg, x, p, "ln_f")
-    logits = fb.einsum("btc,vc->btv", x, p["wte"])
-    return fb.cross_entropy("btv", logits, targets, vocab_ids)
+    return fb.einsum("btc,vc->btv", x, p["wte"])
 
 
 # ---------------------------------------------------------------------------------------

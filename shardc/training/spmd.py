@@ -225,10 +225,13 @@ class StepProgram:
         return self.compiled.call(name, *args)  # type: ignore[attr-defined]
 
     def stage_texts(self) -> list[tuple[str, str]]:
-        """(file name, text) per stage, numbered in pipeline order."""
+        """(file name, text) per stage, numbered in pipeline order; a name is only its
+        number and the pass's name, letters, digits and `-` (it stays inside --emit-ir)."""
+        import re
+
         out = []
         for i, st in enumerate(self.stages):
-            slug = st.name.split("{")[0]
+            slug = re.sub(r"[^A-Za-z0-9-]+", "_", st.name.split("{")[0]).strip("_-") or "stage"
             out.append((f"{i:02d}-{slug}.mlir", st.text or ""))
         return out
 
@@ -287,6 +290,16 @@ class RankState:
 
     def local_params(self) -> list[np.ndarray]:
         return [np.asarray(a) for a in self.params]
+
+    @classmethod
+    def from_local(cls, program: StepProgram, rank: int, params: Sequence[np.ndarray], mu: Sequence[np.ndarray], nu: Sequence[np.ndarray], step: int) -> RankState:
+        """A rank's state from its local pieces (a checkpoint loaded onto this grid), with
+        no global array built."""
+        state = cls.__new__(cls)
+        state.p, state.rank, state.step = program, rank, step
+        state.params, state.mu, state.nu = list(params), list(mu), list(nu)
+        state.vocab_ids = np.arange(program.model.vocab_size, dtype=np.int32)
+        return state
 
 
 def gather_params(program: StepProgram, per_rank: Sequence[Sequence[np.ndarray]]) -> dict[str, np.ndarray]:

@@ -10,17 +10,31 @@ so a run on N ranks sees the examples a single-rank run with the same global bat
 their losses and parameters agree to float32 rounding. Batch accounting follows the
 design: global batch = per-device batch x data replicas x accumulation steps (the tp
 devices of a replica share their examples).
+
+With `checkpoint=CheckpointOptions(dir, every, keep)` the ranks save their pieces of
+the state as they train; `resume=dir` continues from the newest complete checkpoint, on
+this grid and policy or another (`shardc.training.checkpoint`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
 from shardc.training.axis import GPT_PLAN, ShardingPlan, ShardingPolicy, StateBytes, per_rank_bytes
+from shardc.training.checkpoint import (
+    BatchStream,
+    Checkpoint,
+    CheckpointOptions,
+    crash_point,
+    load_rank,
+    open_for_resume,
+    save_rank,
+)
 from shardc.training.data import batches
 from shardc.training.gpt import GPTConfig, init_params, param_specs
 from shardc.training.mesh import Grid, global_batch, make_grid
@@ -131,15 +145,28 @@ def run_rank(
     train_data: np.ndarray,
     val_data: np.ndarray | None,
     on_step: OnStep | None = None,
+    checkpoint: CheckpointOptions | None = None,
+    resume: Checkpoint | None = None,
 ) -> tuple[list[StepLog], list[np.ndarray]]:
-    """The training loop of one rank; returns its log and its local parameters."""
-    state = RankState(program, rank, init_params(cfg.model, cfg.seed, np.dtype(cfg.dtype).type))
+    """The training loop of one rank; returns its log and its local parameters. With
+    `resume`, it continues from that checkpoint (its log included); with `checkpoint`,
+    it saves its pieces of the state when due (collectively with the other ranks)."""
+    from shardc.runtime.comm import current_comm
+
     sched = cfg.schedule()
     micro = program.batch
-    it: Iterator[Batch] = batches(train_data, micro, cfg.model.block_size, cfg.seed)
-    tokens_per_step = micro * cfg.accum * cfg.model.block_size
+    it = BatchStream(train_data, micro, cfg.model.block_size, cfg.seed)
     log: list[StepLog] = []
-    for step in range(1, cfg.steps + 1):
+    if resume is None:
+        state = RankState(program, rank, init_params(cfg.model, cfg.seed, np.dtype(cfg.dtype).type))
+    else:
+        got = load_rank(resume, program, rank)
+        state = RankState.from_local(program, rank, got.params, got.mu, got.nu, got.step)
+        it.restore(resume.progress["data"])
+        log = [StepLog(**e) for e in resume.progress["history"]]
+    tokens_per_step = micro * cfg.accum * cfg.model.block_size
+    for step in range(state.step + 1, cfg.steps + 1):
+        crash_point(rank, step, "step")
         t0 = time.perf_counter()
         lr = sched.lr_at(step)
         loss = state.train_step([next(it) for _ in range(cfg.accum)], lr)
@@ -151,6 +178,8 @@ def run_rank(
         log.append(entry)
         if on_step is not None:
             on_step(entry)
+        if checkpoint is not None and checkpoint.due(step, cfg.steps):
+            save_rank(checkpoint, cfg, state, it, [asdict(e) for e in log], current_comm())
     return log, state.local_params()
 
 
@@ -168,15 +197,21 @@ def train_simulated(
     on_step: OnStep | None = None,
     program: StepProgram | None = None,
     ranks_per_host: int | None = None,
+    checkpoint: CheckpointOptions | None = None,
+    resume: Checkpoint | str | Path | None = None,
 ) -> TrainingResult:
-    """Train on `world` simulated ranks (threads of this process, SimulatedComm)."""
+    """Train on `world` simulated ranks (threads of this process, SimulatedComm);
+    `checkpoint`/`resume` as in `run_rank` (`resume` a checkpoint or a directory of
+    them: the newest complete one; CheckpointError before training if it is unusable;
+    or a Checkpoint `open_for_resume` already checked)."""
     from shardc.runtime.comm import run_simulated
 
     grid = cfg.grid(world, ranks_per_host)
+    ck = resume if isinstance(resume, Checkpoint) or resume is None else open_for_resume(resume, cfg, checkpoint.meta if checkpoint else None)
     program = program or compile_program(cfg, grid)
     outs = run_simulated(
         world,
-        lambda r: run_rank(cfg, program, r, train_data, val_data, on_step if r == 0 else None),
+        lambda r: run_rank(cfg, program, r, train_data, val_data, on_step if r == 0 else None, checkpoint, ck),
         per_rank_args=[(r,) for r in range(world)],
         timeout=3600.0,
     )
@@ -201,9 +236,13 @@ def train_mpi(
     val_data: np.ndarray | None = None,
     on_step: OnStep | None = None,
     program: StepProgram | None = None,
+    checkpoint: CheckpointOptions | None = None,
+    resume: Checkpoint | str | Path | None = None,
 ) -> TrainingResult | None:
     """Train on the ranks of MPI.COMM_WORLD (MPIComm); rank 0 gets the result, the others
-    None. Every rank compiles the same program."""
+    None. Every rank compiles the same program. `checkpoint`/`resume` as in
+    `train_simulated`: the ranks share out the checksum verification, and every rank
+    raises the same CheckpointError when one of them finds a problem."""
     from mpi4py import MPI
 
     from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
@@ -211,10 +250,13 @@ def train_mpi(
     world = MPI.COMM_WORLD
     rank = world.Get_rank()
     grid = cfg.grid(world.Get_size(), ranks_per_host(world))
+    ck = resume if isinstance(resume, Checkpoint) else None
+    if resume is not None and ck is None:
+        ck = open_for_resume(resume, cfg, checkpoint.meta if checkpoint else None, rank, world.Get_size(), world.allgather)
     program = program or compile_program(cfg, grid)
     with abort_on_error(world), use_comm(MPIComm(world)):
         world.Barrier()
-        log, local = run_rank(cfg, program, rank, train_data, val_data, on_step if rank == 0 else None)
+        log, local = run_rank(cfg, program, rank, train_data, val_data, on_step if rank == 0 else None, checkpoint, ck)
     parts = world.gather(local, root=0)
     if rank != 0:
         return None

@@ -18,7 +18,8 @@ from shardc.testing.oracle import find_mlir_opt, run_mlir_opt
 
 ROOT = Path(__file__).resolve().parents[2]
 _SEPARATOR = re.compile(r"^// -----\s*$", re.MULTILINE)
-_MARKER = re.compile(r"^\s*// ORACLE-(SKIP|XFAIL|GENERIC-XFAIL):\s*(.*)$", re.MULTILINE)
+_MARKER = re.compile(r"^\s*// ORACLE-(SKIP|XFAIL|GENERIC-XFAIL|FAILS):\s*(.*)$", re.MULTILINE)
+"""`ORACLE-FAILS` is `ORACLE-XFAIL` for lit files, where lit reads any `XFAIL:` as its own."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,40 @@ class Chunk:
             if m.group(1) == kind:
                 return m.group(2).strip() or "no reason given"
         return None
+
+
+_TRUNK_SPELLINGS = (
+    # shard.reduce_scatter / shard.scatter: trunk renamed the property.
+    (re.compile(r"\bscatter_axis = "), "scatter_dim = "),
+    # shard.grid visibility: trunk writes it before the name.
+    (
+        re.compile(r'shard\.grid @([\w$.-]+)\((shape = [^)]*)\) \{sym_visibility = ("\w+")\}'),
+        r"shard.grid \3 @\1(\2)",
+    ),
+)
+
+
+def to_trunk_spelling(text: str) -> str:
+    """mlir-opt 22.1.8's output in the spellings trunk (and shardc) print instead."""
+    for pattern, replacement in _TRUNK_SPELLINGS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+_SPELLINGS_OF_22_1_8 = (
+    (re.compile(r"\bscatter_dim = "), "scatter_axis = "),
+    (
+        re.compile(r'shard\.grid ("\w+") @([\w$.-]+)\((shape = [^)]*)\)$', re.MULTILINE),
+        r"shard.grid @\2(\3) {sym_visibility = \1}",
+    ),
+)
+
+
+def to_22_1_8_spelling(text: str) -> str:
+    """shardc's (trunk's) output in the spellings mlir-opt 22.1.8 reads."""
+    for pattern, replacement in _SPELLINGS_OF_22_1_8:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def split_chunks(path: Path) -> list[Chunk]:
@@ -66,7 +101,7 @@ def chunk_params(paths: list[Path]) -> list[object]:
             marks = []
             if (reason := chunk.marker("SKIP")) is not None:
                 marks.append(pytest.mark.skip(reason=f"ORACLE-SKIP: {reason}"))
-            if (reason := chunk.marker("XFAIL")) is not None:
+            if (reason := chunk.marker("XFAIL") or chunk.marker("FAILS")) is not None:
                 marks.append(pytest.mark.xfail(reason=f"ORACLE-XFAIL: {reason}", strict=False))
             params.append(pytest.param(chunk, id=chunk.id, marks=marks))
     return params

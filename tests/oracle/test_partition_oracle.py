@@ -201,7 +201,7 @@ def shardc_pipeline(text: str, traversal: str, fix_returns: bool) -> str | None:
     with diagnostics.engine_scope(engine):
         module = _parse(text)
         try:
-            ShardingPropagationPass(traversal=traversal).apply(make_context(), module)  # type: ignore[arg-type]
+            ShardingPropagationPass(traversal=traversal, complete=False).apply(make_context(), module)  # type: ignore[arg-type]
             if fix_returns:
                 fix_annotations(module)
             ShardPartitionPass().apply(make_context(), module)

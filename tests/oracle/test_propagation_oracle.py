@@ -70,7 +70,7 @@ def _shardc(text: str, traversal: str) -> str | None:
     module = Parser(ctx, text).parse_module()
     module.verify()
     try:
-        ShardingPropagationPass(traversal=traversal).apply(ctx, module)  # type: ignore[arg-type]
+        ShardingPropagationPass(traversal=traversal, complete=False).apply(ctx, module)  # type: ignore[arg-type]
     except Exception:  # noqa: BLE001 - a failed propagation (diagnostics were emitted)
         return None
     out = StringIO()

@@ -116,7 +116,7 @@ def test_print_results_timing_and_emit_python(files, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "shardc-run: rank 1: run" in out and "compile" in out
     assert "result0.rank1: 3 f64 [2, 2, 2]" in out
-    assert "def _fn_f(" in py.read_text()
+    assert "def fn__f(" in py.read_text()
 
 
 def test_success_output_and_quiet(files, tmp_path, capsys):

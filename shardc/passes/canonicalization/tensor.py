@@ -1,15 +1,27 @@
 """MLIR's tensor folders and canonicalization patterns (TensorOps.cpp) for the ops our
 lowerings emit: `tensor.dim` of a known size, `tensor.cast` chains, identity
-`tensor.extract_slice`, constant slice operands folded into the static lists."""
+`tensor.extract_slice`, constant slice operands folded into the static lists, and
+`tensor.extract` at constant indices of a constant or a `tensor.from_elements` (what
+folds the shard_shape lowering's offset table away under a DLTI rank)."""
 
 from __future__ import annotations
 
 from xdsl.dialects import arith, tensor
-from xdsl.dialects.builtin import DYNAMIC_INDEX, DenseArrayBase, IndexType, IntegerAttr, TensorType, i64
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    TensorType,
+    i64,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from shardc.passes.canonicalization.common import constant_int
+from shardc.passes.folding import constant_value
 from shardc.passes.fold_registry import (
     FoldResult,
     register_folder,
@@ -150,11 +162,48 @@ class ExtractSliceConstantArgumentFolder(RewritePattern):
             rewriter.replace(op, [new, cast := tensor.CastOp(new.result, old)], [cast.dest])
 
 
+def linear_index(indices: list[SSAValue], shape: tuple[int, ...] | None) -> int | None:
+    """The row-major position of constant, in-bounds `indices` in `shape`, else None."""
+    if shape is None or len(indices) != len(shape) or DYNAMIC_INDEX in shape:
+        return None
+    position = 0
+    for value, size in zip(indices, shape):
+        index = constant_int(value)
+        if index is None or not 0 <= index < size:
+            return None
+        position = position * size + index
+    return position
+
+
+def element_of(attr: Attribute | None, position: int | None) -> Attribute | None:
+    """Element `position` of a dense constant (any position of a splat)."""
+    if not isinstance(attr, DenseIntOrFPElementsAttr):
+        return None
+    if attr.is_splat():
+        return next(iter(attr.iter_attrs()))
+    if position is None:
+        return None
+    return attr.get_attrs()[position]
+
+
+@register_folder(tensor.ExtractOp)
+def fold_extract(op: tensor.ExtractOp) -> FoldResult:
+    """MLIR's ExtractOp::fold: an element of a constant (a splat's at any index), or the
+    operand of a `tensor.from_elements` at constant indices."""
+    indices = list(op.indices)
+    position = linear_index(indices, _shape(op.tensor.type))
+    source = op.tensor.owner
+    if isinstance(source, tensor.FromElementsOp):
+        return [source.elements[position]] if position is not None else None
+    element = element_of(constant_value(op.tensor), position)
+    return [element] if element is not None else None
+
+
 register_patterns(tensor.CastOp, ChainedTensorCast())
 register_patterns(tensor.ExtractSliceOp, ExtractSliceConstantArgumentFolder())
 register_materializer(
     "tensor",
     lambda value, type: arith.ConstantOp(value, type)  # pyright: ignore[reportArgumentType]
-    if isinstance(value, IntegerAttr) and isinstance(type, IndexType)
+    if isinstance(value, IntegerAttr | FloatAttr) and value.type == type
     else None,
 )

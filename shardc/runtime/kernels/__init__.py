@@ -21,6 +21,7 @@ _MODULES = (
     "shard",
     "mpi",
     "cf",
+    "tm_tensor",
 )
 _loaded = False
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr, ShapedType
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DenseResourceAttr, FloatAttr, IntegerAttr, ShapedType
 from xdsl.ir import Operation
 
 from shardc.runtime import helpers
@@ -51,6 +51,20 @@ def _constant(op: Operation, g: FunctionBuilder) -> None:
         assert isinstance(t, ShapedType)
         dt = np_dtype(elem_type(t))
         array = helpers.dense_to_array(value, tuple(t.get_shape()), dt)
+        g.bind(op.result, g.const(array, "cst"))
+        return
+    if isinstance(value, DenseResourceAttr):
+        assert isinstance(t, ShapedType)
+        from shardc.ir.resources import ResourceError, resource_array
+
+        try:
+            array = resource_array(value, t)
+        except ResourceError as e:
+            raise compile_error(op, str(e)) from None
+        dt = np_dtype(elem_type(t))
+        if array.dtype != dt:  # unsigned blobs of signless types, bf16 widened
+            array = array.astype(dt) if array.dtype.kind == "f" or dt.kind == "f" else array.view(dt)
+            array.flags.writeable = False
         g.bind(op.result, g.const(array, "cst"))
         return
     if is_shaped(t):
@@ -264,11 +278,46 @@ def _cmpf_expr(pred: int, a: str, b: str, arr: bool) -> str:
     return table[pred]
 
 
+def _compared_narrow(op: Operation) -> dict[Operation, object] | None:
+    """For an `extf` whose every use is a `cmpf` against a scalar constant that the
+    narrower type holds exactly (torch-mlir's `extf` to f64 then `cmpf oeq` with -inf, on
+    the attention scores): each such constant in the source type. Widening is exact and
+    keeps the order, so the comparisons give the same answers on the source array
+    without a float64 copy of it."""
+    if not isinstance(op, arith.ExtFOp):
+        return None
+    src = np_dtype(elem_type(op.operands[0].type))
+    out: dict[Operation, object] = {}
+    for use in op.results[0].uses:
+        cmp = use.operation
+        if not isinstance(cmp, arith.CmpfOp):
+            return None
+        other = cmp.operands[1 - use.index]
+        cst = other.owner
+        if other is op.results[0] or not isinstance(cst, arith.ConstantOp) or not isinstance(cst.value, FloatAttr):
+            return None
+        v = float(cst.value.value.data)
+        narrow = src.type(v)
+        if not (float(narrow) == v or (v != v and narrow != narrow)):  # compared as Python floats: exactly
+            return None
+        out[cmp] = narrow
+    return out or None
+
+
 @register(arith.CmpfOp)
 def _cmpf(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, arith.CmpfOp)
     pred = op.predicate.value.data
     a, b = g.vs(op.operands)
+    for k, v in enumerate(op.operands):  # the other side of an elided extf, narrowed
+        ext = v.owner
+        if isinstance(ext, arith.ExtFOp) and g.is_arr(v):
+            narrow = _compared_narrow(ext)
+            if narrow is not None and op in narrow:
+                if k == 0:
+                    b = g.const(narrow[op], "cf")
+                else:
+                    a = g.const(narrow[op], "cf")
     arr = g.arr_op(op)
     if pred in (0, 15):
         val = "True" if pred == 15 else "False"
@@ -387,6 +436,9 @@ def _fptoi(op: Operation, g: FunctionBuilder) -> None:
 def _fcast(op: Operation, g: FunctionBuilder) -> None:
     x = g.v(op.operands[0])
     _, dst = _src_dst(op)
+    if g.arr_op(op) and _compared_narrow(op) is not None:
+        g.bind(op.results[0], x, like=op.operands[0])  # the comparisons read the source
+        return
     if g.arr_op(op):
         g.assign(op, f"_np.asarray({x}).astype({dt_expr(g, dst)})")
     else:

@@ -1,7 +1,8 @@
 """cf: assertions, and branches between the blocks of a function.
 
 `cf.assert` raises when its condition is false (convert-shard-to-mpi emits it around
-communicator sizes and MPI return codes).
+communicator sizes and MPI return codes; torch-mlir around the indices of a gather, in
+linalg bodies, where the condition is an array and must hold everywhere).
 
 A function of several blocks compiles to a dispatch loop (`compile_function`): a
 variable holds the number of the block to run, each block is one arm of an `if` chain
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from xdsl.dialects import cf, func
 from xdsl.ir import Block, Operation, SSAValue
 
@@ -23,6 +25,7 @@ from shardc.runtime.compile import (
     ModuleCodegen,
     RuntimeExecutionError,
     compile_error,
+    describe,
     register,
 )
 
@@ -30,15 +33,26 @@ _BLOCK = "_block"
 """The dispatch loop's variable: the number of the block to run next."""
 
 
-def _assert_failed(message: str) -> None:
-    raise RuntimeExecutionError(f"runtime: assertion failed: {message}")
+def _assert_failed(message: str, where: str = "") -> None:
+    raise RuntimeExecutionError(f"runtime: {where}: assertion failed: {message}" if where else f"runtime: assertion failed: {message}")
+
+
+def _assert_all(cond: object, message: str, where: str) -> None:
+    """A vectorized assertion (inside a linalg body): every element must hold."""
+    if not np.all(cond):
+        _assert_failed(message, where)
 
 
 @register(cf.AssertOp)
 def _assert(op: Operation, g: FunctionBuilder) -> None:
+    """The message and location reach the generated code as bound objects, never as
+    source text."""
     assert isinstance(op, cf.AssertOp)
-    fail = g.const(_assert_failed, "assert_failed")
-    g.emit(f"if not {g.v(op.arg)}: {fail}({op.msg.data!r})")
+    msg, where = g.const(op.msg.data, "msg"), g.const(describe(op), "where")
+    if g.is_arr(op.arg):
+        g.emit(f"{g.const(_assert_all, 'assert_all')}({g.v(op.arg)}, {msg}, {where})")
+    else:
+        g.emit(f"if not {g.v(op.arg)}: {g.const(_assert_failed, 'assert_failed')}({msg}, {where})")
 
 
 def _block_numbers(op: Operation, g: FunctionBuilder) -> dict[Block, int]:
@@ -81,7 +95,7 @@ def _switch(op: Operation, g: FunctionBuilder) -> None:
 def compile_function(cg: ModuleCodegen, f: func.FuncOp, pyname: str) -> str:
     """The Python source of a function of any number of blocks (a dispatch loop when
     it has more than one)."""
-    from shardc.runtime.compile import _free_dead_values  # pyright: ignore[reportPrivateUsage]
+    from shardc.runtime.compile import _free_dead_values, docstring  # pyright: ignore[reportPrivateUsage]
 
     g = FunctionBuilder(cg)
     blocks = list(f.body.blocks)
@@ -101,5 +115,4 @@ def compile_function(cg: ModuleCodegen, f: func.FuncOp, pyname: str) -> str:
                 with g.indented():
                     g.emit_ops(b.ops)
     header = f"def {pyname}({', '.join(args)}):"
-    doc = f'    """@{f.sym_name.data}"""'
-    return _free_dead_values("\n".join([header, doc, *g.lines]) + "\n")
+    return _free_dead_values("\n".join([header, docstring(f), *g.lines]) + "\n")

@@ -3,7 +3,7 @@
 from xdsl.dialects import builtin, func
 from xdsl.ir import Operation
 
-from shardc.runtime.compile import FunctionBuilder, _IDENT, compile_error, register, targets
+from shardc.runtime.compile import FunctionBuilder, compile_error, register, targets
 
 
 @register(func.ReturnOp)
@@ -23,7 +23,7 @@ def _call(op: Operation, g: FunctionBuilder) -> None:
     callee = op.callee.root_reference.data
     if g.cg.symbol(callee) is None:
         raise compile_error(op, f"call to unknown function @{callee}")
-    call = f"_fn_{_IDENT.sub('_', callee)}({', '.join(g.vs(op.operands))})"
+    call = f"{g.cg.func_pyname(callee)}({', '.join(g.vs(op.operands))})"
     if not op.results:
         g.emit(call)
     elif len(op.results) == 1:

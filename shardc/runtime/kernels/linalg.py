@@ -44,7 +44,10 @@ def _reduce(op: Operation, g: FunctionBuilder) -> None:
     rank = len(in_t.get_shape())
     dims = set(op.dimensions.get_values())
     iters = ["reduction" if d in dims else "parallel" for d in range(rank)]
-    emit_structured(op, g, [op.input], [op.init], [tuple(range(rank)), tuple(d for d in range(rank) if d not in dims)], iters, single_block(op.region))
+    # shardc's overlay is variadic (`inputs`, `inits`); xDSL's has one of each
+    ins, inits = list(getattr(op, "inputs", [op.input])), list(getattr(op, "inits", [op.init]))
+    in_map, out_map = tuple(range(rank)), tuple(d for d in range(rank) if d not in dims)
+    emit_structured(op, g, ins, inits, [in_map] * len(ins) + [out_map] * len(inits), iters, single_block(op.region))
 
 
 @register(linalg.IndexOp)

@@ -109,21 +109,18 @@ def _get_global(op: Operation, g: FunctionBuilder) -> None:
     glob = g.cg.symbol(name)
     if not isinstance(glob, memref.GlobalOp):
         raise compile_error(op, f"unknown memref.global @{name}")
-    key = ("memref.global", name)
-    arr = g.cg.globals.get(f"_global_{name}")
-    if arr is None:
+
+    def make() -> np.ndarray:
         t = glob.type
         dt = np_dtype(elem(t))
         shape = tuple(shape_of(t))
         if isinstance(glob.initial_value, DenseIntOrFPElementsAttr):
             arr = helpers.dense_to_array(glob.initial_value, shape, dt)
-            if glob.constant is None:
-                arr = arr.copy()
-        else:
-            arr = np.zeros(shape, dt)
-        g.cg.globals[f"_global_{name}"] = arr
-    del key
-    g.bind(op.results[0], f"_global_{name}")
+            return arr.copy() if glob.constant is None else arr
+        return np.zeros(shape, dt)
+
+    # One array per symbol, under a fresh name: the symbol never reaches the source.
+    g.bind(op.results[0], g.cg.keyed_const(("memref.global", name), make, "global"))
 
 
 @register(memref.GlobalOp)

@@ -16,6 +16,7 @@ from xdsl.ir import Operation
 
 from shardc.dialects import mpi
 from shardc.runtime.comm import current_comm
+from shardc.runtime.codegen_safe import py_literal
 from shardc.runtime.compile import FunctionBuilder, compile_error, register
 
 
@@ -123,7 +124,7 @@ def reduce_scatter_block(comm: Any, send: Any, recv: Any, op: str) -> int:
 @register(mpi.AllReduceOp, mpi.ReduceScatterBlockOp)
 def _reduce(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, mpi.AllReduceOp | mpi.ReduceScatterBlockOp)
-    args = [g.v(op.comm), g.v(op.sendbuf), g.v(op.recvbuf), repr(_reduction(op))]
+    args = [g.v(op.comm), g.v(op.sendbuf), g.v(op.recvbuf), py_literal(_reduction(op))]
     if isinstance(op, mpi.AllReduceOp):
         _call(op, g, "allreduce", args)
         return

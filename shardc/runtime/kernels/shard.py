@@ -23,6 +23,7 @@ from xdsl.ir import Operation, SSAValue
 from shardc.dialects import shard
 from shardc.runtime.comm import Comm, CommError, current_comm, group_members, in_group_index
 from shardc.runtime.compile import FunctionBuilder, compile_error, register
+from shardc.runtime.codegen_safe import py_literal
 from shardc.runtime.dtypes import np_dtype
 from shardc.runtime.kernels._common import elem, mixed
 from shardc.runtime.kernels.arith import dt_expr
@@ -230,20 +231,20 @@ def _grid_query(op: Operation, g: FunctionBuilder) -> None:
     shape = _grid_shape(op, op.grid)
     names = [g.res(op, i) for i in range(len(op.results))]
     if names:
-        g.emit(f"{', '.join(names)}, = {_call(g, fn, [repr(shape), repr(op.axes.get_values())])}")
+        g.emit(f"{', '.join(names)}, = {_call(g, fn, [py_literal(shape), py_literal(op.axes.get_values())])}")
 
 
 @register(shard.ProcessLinearIndexOp)
 def _linear_index(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, shard.ProcessLinearIndexOp)
-    g.assign(op, _call(g, process_linear_index, [repr(_grid_shape(op, op.grid))]))
+    g.assign(op, _call(g, process_linear_index, [py_literal(_grid_shape(op, op.grid))]))
 
 
 @register(shard.NeighborsLinearIndicesOp)
 def _neighbors(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, shard.NeighborsLinearIndicesOp)
     down, up = g.res(op, 0), g.res(op, 1)
-    args = [repr(_grid_shape(op, op.grid)), _tuple(g.vs(op.device)), repr(op.split_axes.get_values())]
+    args = [py_literal(_grid_shape(op, op.grid)), _tuple(g.vs(op.device)), py_literal(op.split_axes.get_values())]
     g.emit(f"{down}, {up} = {_call(g, neighbors, args)}")
 
 
@@ -259,7 +260,7 @@ def _sharding(op: Operation, g: FunctionBuilder) -> None:
         value = make_sharding(grid, shape, axes, [int(h) for h in halos], [int(o) for o in offsets])
         g.bind(op.result, g.const(value, "sharding"))
         return
-    g.assign(op, _call(g, make_sharding, [repr(grid), repr(shape), repr(axes), f"[{', '.join(halos)}]", f"[{', '.join(offsets)}]"]))
+    g.assign(op, _call(g, make_sharding, [py_literal(grid), py_literal(shape), py_literal(axes), f"[{', '.join(halos)}]", f"[{', '.join(offsets)}]"]))
 
 
 @register(shard.GetShardingOp)
@@ -288,7 +289,7 @@ def _shard_shape(op: Operation, g: FunctionBuilder) -> None:
 
 
 def _common(op: shard.CollectiveOp, g: FunctionBuilder) -> list[str]:
-    return [g.v(op.operands[0]), repr(_grid_shape(op, op.grid)), repr(op.grid_axes_tuple)]
+    return [g.v(op.operands[0]), py_literal(_grid_shape(op, op.grid)), py_literal(op.grid_axes_tuple)]
 
 
 def _trusted(op: Operation) -> str:
@@ -306,7 +307,7 @@ def _root(g: FunctionBuilder, op: Operation) -> str:
 @register(shard.AllReduceOp)
 def _all_reduce(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, shard.AllReduceOp)
-    g.assign(op, _call(g, all_reduce, [*_common(op, g), repr(_kind(op)), _rdt(g, op), _trusted(op)]))
+    g.assign(op, _call(g, all_reduce, [*_common(op, g), py_literal(_kind(op)), _rdt(g, op), _trusted(op)]))
 
 
 @register(shard.AllGatherOp)
@@ -330,7 +331,7 @@ def _all_to_all(op: Operation, g: FunctionBuilder) -> None:
 @register(shard.ReduceScatterOp)
 def _reduce_scatter(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, shard.ReduceScatterOp)
-    g.assign(op, _call(g, reduce_scatter, [*_common(op, g), op.scatter_axis.value.data, repr(_kind(op)), _rdt(g, op), _trusted(op)]))
+    g.assign(op, _call(g, reduce_scatter, [*_common(op, g), op.scatter_axis.value.data, py_literal(_kind(op)), _rdt(g, op), _trusted(op)]))
 
 
 @register(shard.BroadcastOp)
@@ -348,7 +349,7 @@ def _gather(op: Operation, g: FunctionBuilder) -> None:
 @register(shard.ReduceOp)
 def _reduce(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, shard.ReduceOp)
-    g.assign(op, _call(g, reduce, [*_common(op, g), _root(g, op), repr(_kind(op)), _rdt(g, op), _trusted(op)]))
+    g.assign(op, _call(g, reduce, [*_common(op, g), _root(g, op), py_literal(_kind(op)), _rdt(g, op), _trusted(op)]))
 
 
 @register(shard.ScatterOp)
@@ -383,6 +384,6 @@ def _update_halo(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, shard.UpdateHaloOp)
     halos = "[" + ", ".join(mixed(g, op.static_halo_sizes, list(op.halo_sizes))) + "]"
     in_place = isinstance(op.destination.type, MemRefType)  # a memref is updated in place
-    args = [g.v(op.destination), repr(_grid_shape(op, op.grid)), repr(op.split_axes.as_tuple()), halos, in_place]
+    args = [g.v(op.destination), py_literal(_grid_shape(op, op.grid)), py_literal(op.split_axes.as_tuple()), halos, in_place]
     g.assign(op, _call(g, update_halo, args))
 

@@ -10,6 +10,7 @@ from xdsl.ir import Operation
 
 from shardc.dialects import tosa as stosa
 from shardc.runtime import helpers
+from shardc.runtime.codegen_safe import py_literal
 from shardc.runtime.compile import FunctionBuilder, compile_error, register, single_block
 from shardc.runtime.dtypes import np_dtype
 from shardc.runtime.kernels._common import elem, shape_of
@@ -88,7 +89,7 @@ def _clamp(x: np.ndarray, lo: object, hi: object, propagate: bool) -> np.ndarray
 def _clamp_emit(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, tosa.ClampOp)
     lo, hi = _attr_value(op.min_val), _attr_value(op.max_val)
-    g.assign(op, f"{g.const(_clamp, 'clamp')}({g.v(op.input)}, {lo!r}, {hi!r}, {not _ignores_nan(op)})")
+    g.assign(op, f"{g.const(_clamp, 'clamp')}({g.v(op.input)}, {py_literal(lo)}, {py_literal(hi)}, {not _ignores_nan(op)})")
 
 
 _REDUCE = {
@@ -304,7 +305,7 @@ def _select(op: Operation, g: FunctionBuilder) -> None:
 @register(stosa.ConstShapeOp)
 def _const_shape(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, stosa.ConstShapeOp)
-    g.bind(op.output, repr(op.get_shape()))
+    g.bind(op.output, py_literal(tuple(op.get_shape())))
 
 
 @register(stosa.ReshapeOp)
@@ -316,4 +317,4 @@ def _reshape(op: Operation, g: FunctionBuilder) -> None:
 @register(stosa.TransposeOp)
 def _transpose(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, stosa.TransposeOp)
-    g.assign(op, f"_np.transpose({g.v(op.input1)}, {tuple(op.perms.get_values())!r})")
+    g.assign(op, f"_np.transpose({g.v(op.input1)}, {py_literal(tuple(op.perms.get_values()))})")

@@ -107,7 +107,7 @@ func.func @not_endomorphisms(%a: tensor<2xf32>, %b: tensor<2xf32>, %h: tensor<2x
 func.func @reduce_then_slice(%x: tensor<8x6xf32>) -> tensor<8x3xf32> {
   %r = shard.all_reduce %x on @mesh grid_axes = [1] reduction = max : tensor<8x6xf32> -> tensor<8x6xf32>
   %s = shard.all_slice %r on @mesh grid_axes = [1] slice_axis = 1 : tensor<8x6xf32> -> tensor<8x3xf32>
-  // CHECK-NEXT: %[[RS:.*]] = shard.reduce_scatter %[[X]] on @mesh grid_axes = [1] reduction = max scatter_axis = 1 : tensor<8x6xf32> -> tensor<8x3xf32>
+  // CHECK-NEXT: %[[RS:.*]] = shard.reduce_scatter %[[X]] on @mesh grid_axes = [1] reduction = max scatter_dim = 1 : tensor<8x6xf32> -> tensor<8x3xf32>
   // CHECK-NEXT: return %[[RS]]
   return %s : tensor<8x3xf32>
 }

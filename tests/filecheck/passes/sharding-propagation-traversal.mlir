@@ -1,7 +1,7 @@
-// RUN: shardc-opt --pass-pipeline="builtin.module(func.func(sharding-propagation{traversal=forward}))" %s | filecheck %s --check-prefix=FWD
-// RUN: shardc-opt --pass-pipeline="builtin.module(func.func(sharding-propagation{traversal=backward}))" %s | filecheck %s --check-prefix=BWD
-// RUN: shardc-opt --pass-pipeline="builtin.module(func.func(sharding-propagation{traversal=forward-backward}))" %s | filecheck %s --check-prefix=FB
-// RUN: shardc-opt --pass-pipeline="builtin.module(func.func(sharding-propagation{traversal=backward-forward}))" %s | filecheck %s --check-prefix=BF
+// RUN: shardc-opt --pass-pipeline="builtin.module(func.func(sharding-propagation{traversal=forward complete=false}))" %s | filecheck %s --check-prefix=FWD
+// RUN: shardc-opt --pass-pipeline="builtin.module(func.func(sharding-propagation{traversal=backward complete=false}))" %s | filecheck %s --check-prefix=BWD
+// RUN: shardc-opt --pass-pipeline="builtin.module(func.func(sharding-propagation{traversal=forward-backward complete=false}))" %s | filecheck %s --check-prefix=FB
+// RUN: shardc-opt --pass-pipeline="builtin.module(func.func(sharding-propagation{traversal=backward-forward complete=false}))" %s | filecheck %s --check-prefix=BF
 
 shard.grid @g(shape = 2x2)
 

@@ -1,4 +1,4 @@
-// RUN: shardc-opt --pass-pipeline="builtin.module(func.func(sharding-propagation))" %s | filecheck %s
+// RUN: shardc-opt --pass-pipeline="builtin.module(func.func(sharding-propagation{complete=false}))" %s | filecheck %s
 
 shard.grid @g1(shape = 4)
 shard.grid @g2(shape = 2x4)

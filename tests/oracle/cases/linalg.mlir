@@ -16,7 +16,6 @@ func.func @generic(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> (tensor<4x8xf32>
   return %0, %1 : tensor<4x8xf32>, tensor<4xf32>
 }
 // -----
-// ORACLE-GENERIC-XFAIL: xDSL builds the matmul body as mul + acc, MLIR as acc + mul
 func.func @named(%a: tensor<4x8xf32>, %b: tensor<8x4xf32>, %s: f32) -> tensor<4x4xf32> {
   %e = tensor.empty() : tensor<4x4xf32>
   %f = linalg.fill ins(%s : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
@@ -42,7 +41,6 @@ func.func @dims(%a: tensor<4x8xf32>, %v: tensor<4xf32>) -> tensor<4xf32> {
   return %2 : tensor<4xf32>
 }
 // -----
-// ORACLE-GENERIC-XFAIL: xDSL builds the matmul body as mul + acc, MLIR as acc + mul
 func.func @memrefs(%a: memref<4x8xf32>, %b: memref<8x4xf32>, %c: memref<4x4xf32>) {
   linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x4xf32>) outs(%c : memref<4x4xf32>)
   %s = arith.constant 0.0 : f32

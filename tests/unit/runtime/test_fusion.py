@@ -126,3 +126,31 @@ def test_what_does_not_fuse(rng):
         got = compile_module(module(text))["f"](x)
         for g, r in zip(got if isinstance(got, tuple) else (got,), ref() if isinstance(ref(), tuple) else (ref(),)):
             np.testing.assert_allclose(g, r, rtol=1e-5)
+
+
+
+T33 = "tensor<3x3xf32>"
+SUB = "    %r = arith.subf %a0, %a1 : f32\n    linalg.yield %r : f32"
+SQUARED_DIFF = f"""func.func @f(%x: {T33}, %m: {T3}) -> ({T33}, {T33}) {{
+{generic("d", [("%x", T33, "i, j"), ("%m", T3, "j")], T33, "i, j", SUB)}
+{generic("q", [("%d", T33, "i, j"), ("%d", T33, "i, j")], T33, "i, j", MUL)}
+{generic("e", [("%x", T33, "i, j")], T33, "i, j", EXP)}
+{generic("t", [("%e", T33, "i, j"), ("%e", T33, "j, i")], T33, "i, j", MUL)}
+  return %q, %t : {T33}, {T33}
+}}
+"""
+
+
+def test_a_value_read_twice_through_one_map_fuses_once(rng):
+    """torch-mlir's variance squares with `mulf %in, %in_0` of one value in two operand
+    slots: the producer fuses and is computed once; read through two different maps
+    (e times its transpose) it does not fuse."""
+    m = module(SQUARED_DIFF)
+    assert fuse_elementwise(m) == 1
+    ops = generics(m)
+    assert len(ops) == 3 and len(ops[0].inputs) == 2 and len(ops[0].body.block.args) == 3
+    m.verify()
+    x, v = rng.standard_normal((3, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    q, t = compile_module(m, fuse=False)["f"](x, v)
+    np.testing.assert_allclose(q, (x - v) ** 2, rtol=1e-6)
+    np.testing.assert_allclose(t, np.exp(x) * np.exp(x).T, rtol=1e-6)

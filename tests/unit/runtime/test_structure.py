@@ -88,7 +88,7 @@ def test_unsupported_op_error_names_op_and_function():
 
 def test_python_source_is_kept():
     cm = compile_text("func.func @f(%a: i64) -> i64 {\n  %r = arith.addi %a, %a : i64\n  return %r : i64\n}")
-    assert "def _fn_f(" in cm.source and "return" in cm.source
+    assert "def fn__f(" in cm.source and "return" in cm.source
     assert cm["f"](3) == 6  # the raw callable is usable directly
 
 

@@ -186,3 +186,43 @@ func.func @update_halo_rank0(%a: memref<f32>) {
   %0 = shard.update_halo %a on @g split_axes = [[0]] : memref<f32>
   return
 }
+
+// -----
+
+// A nested symbol is no grid: rejected where it is written, as trunk does.
+shard.grid @a(shape = 2)
+func.func @sharding_nested_grid_symbol() {
+  // expected-error @+1 {{custom op 'shard.sharding' invalid kind of attribute specified}}
+  %s = shard.sharding @a::@b split_axes = [[0]] : !shard.sharding
+  return
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+func.func @collective_nested_grid_symbol(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{custom op 'shard.all_reduce' invalid kind of attribute specified}}
+  %0 = shard.all_reduce %a on @g::@h grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// ORACLE-SKIP: MLIR 22.1.8 asks for its own spelling, 'scatter_axis'.
+shard.grid @g(shape = 2)
+func.func @reduce_scatter_without_scatter_dim(%a: tensor<4xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{custom op 'shard.reduce_scatter' expected 'scatter_dim'}}
+  %0 = shard.reduce_scatter %a on @g grid_axes = [0] : tensor<4xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+// ORACLE-SKIP: MLIR 22.1.8 does not read trunk's visibility before the grid name.
+// expected-error @+1 {{'shard.grid' op visibility expected to be one of ["public", "private", "nested"], but got "hidden"}}
+shard.grid "hidden" @g(shape = 2)
+
+// -----
+
+// expected-error @+1 {{'shard.grid' op visibility expected to be one of ["public", "private", "nested"], but got "hidden"}}
+shard.grid @g(shape = 2) {sym_visibility = "hidden"}

@@ -1,0 +1,127 @@
+"""tm_tensor.scatter on numpy: one fancy-indexing statement per op, no loop over updates.
+
+The positions of all updates are computed at once (index arrays broadcast over the update
+shape). The region decides how they are written: `yield %update` is an assignment
+(`out[pos] = upd`), a single commutative-or-ordered arith op of (current, update) a
+`ufunc.at` (unbuffered, so repeated positions accumulate: the scatter-add of an
+embedding's backward); any other body is evaluated on whole arrays and assigned, which is
+exact only when positions do not repeat, so it needs `unique_indices(true)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.ir import Operation
+
+from shardc.dialects.tm_tensor import ScatterOp, YieldOp
+from shardc.runtime.compile import FunctionBuilder, compile_error, register, single_block
+from shardc.runtime.structured import _emit_body_fn  # pyright: ignore[reportPrivateUsage]
+
+# region op (current, update) -> the ufunc whose `.at` applies it in place
+_UFUNCS = {
+    "arith.addf": np.add,
+    "arith.addi": np.add,
+    "arith.mulf": np.multiply,
+    "arith.muli": np.multiply,
+    "arith.maximumf": np.maximum,
+    "arith.maxnumf": np.fmax,
+    "arith.maxsi": np.maximum,
+    "arith.minimumf": np.minimum,
+    "arith.minnumf": np.fmin,
+    "arith.minsi": np.minimum,
+    "arith.ori": np.bitwise_or,
+    "arith.andi": np.bitwise_and,
+    "arith.xori": np.bitwise_xor,
+}
+_COMMUTATIVE = {name for name in _UFUNCS}
+_ORDERED = {"arith.subf": np.subtract, "arith.subi": np.subtract}  # current - update only
+
+
+def scatter_positions(indices: np.ndarray, upd_shape: Sequence[int], orig_rank: int, dims: Sequence[int]) -> tuple[np.ndarray | int, ...]:
+    """One index array per dimension of the original, broadcastable to `upd_shape`."""
+    n, *slice_shape = upd_shape
+    offset = orig_rank - len(slice_shape)
+    rank = len(upd_shape)
+    pos: list[np.ndarray | int] = [0] * orig_rank
+    for d in range(offset, orig_rank):
+        shape = [1] * rank
+        shape[1 + d - offset] = slice_shape[d - offset]
+        pos[d] = np.arange(slice_shape[d - offset]).reshape(shape)
+    col_shape = [n] + [1] * (rank - 1)
+    for i, d in enumerate(dims):
+        pos[d] = pos[d] + indices[:, i].astype(np.intp).reshape(col_shape)
+    return tuple(pos)
+
+
+def scatter_assign(upd: np.ndarray, indices: np.ndarray, orig: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    out = orig.copy()
+    out[scatter_positions(indices, upd.shape, orig.ndim, dims)] = upd
+    return out
+
+
+def scatter_ufunc(ufunc: np.ufunc, upd: np.ndarray, indices: np.ndarray, orig: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    out = orig.copy()
+    pos = scatter_positions(indices, upd.shape, orig.ndim, dims)
+    ufunc.at(out, tuple(np.broadcast_to(p, upd.shape) for p in pos), upd)
+    return out
+
+
+def scatter_body(body, upd: np.ndarray, indices: np.ndarray, orig: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    out = orig.copy()
+    pos = scatter_positions(indices, upd.shape, orig.ndim, dims)
+    (new,) = body(upd, orig[pos], None)
+    out[pos] = new
+    return out
+
+
+def _combiner(op: ScatterOp) -> tuple[str, object] | None:
+    """("assign", None), ("keep", None), ("ufunc", np.ufunc) or None (a general body)."""
+    block = single_block(op.region)
+    upd, cur = block.args
+    term = block.last_op
+    assert isinstance(term, YieldOp)
+    (y,) = term.operands
+    if y is upd:
+        return ("assign", None)
+    if y is cur:
+        return ("keep", None)
+    ops = list(block.ops)
+    if len(ops) == 2 and ops[0].results and y is ops[0].results[0] and len(ops[0].operands) == 2:
+        a, b = ops[0].operands
+        name = ops[0].name
+        if name in _COMMUTATIVE and {a, b} == {upd, cur}:
+            return ("ufunc", _UFUNCS[name])
+        if name in _ORDERED and (a, b) == (cur, upd):
+            return ("ufunc", _ORDERED[name])
+    return None
+
+
+@register(ScatterOp)
+def _scatter(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, ScatterOp)
+    if not op.results_:
+        raise compile_error(op, "tm_tensor.scatter on memrefs is not supported by the numpy runtime")
+    upd, ind, orig = g.vs([op.updates, op.indices, op.original])
+    dims = repr(op.dims)
+    kind = _combiner(op)
+    if kind is None:
+        if not op.unique:
+            raise compile_error(
+                op,
+                "tm_tensor.scatter with repeated indices needs a region that is one arith op of "
+                "(current, update) or a plain assignment; this region is not supported",
+            )
+        block = single_block(op.region)
+        term = block.last_op
+        assert term is not None
+        fn = _emit_body_fn(g, block, 2, list(term.operands), False)
+        g.assign(op, f"{g.const(scatter_body, 'scatter_body')}({fn}, {upd}, {ind}, {orig}, {dims})")
+    elif kind[0] == "keep":
+        g.bind(op.results[0], orig)
+    elif kind[0] == "assign":
+        g.assign(op, f"{g.const(scatter_assign, 'scatter_assign')}({upd}, {ind}, {orig}, {dims})")
+    else:
+        uf = g.const(kind[1], "ufunc")
+        g.assign(op, f"{g.const(scatter_ufunc, 'scatter_ufunc')}({uf}, {upd}, {ind}, {orig}, {dims})")

@@ -1,0 +1,565 @@
+"""Sharded, atomic training checkpoints; resume; reshard on load.
+
+A checkpoint is a directory `step-NNNNNNNN/` under the checkpoint root:
+
+    rank-00000.safetensors ...   one per rank: the pieces of the state that rank wrote
+    manifest.json                written last: what makes the checkpoint complete
+
+Each rank writes only pieces it holds, and every element of the state is written once:
+an array's piece that several ranks hold (replicated over a mesh axis its partition spec
+does not use) is cut further among those replicas along its longest dimension, so each
+rank writes about 1/N of the sharded state and no rank gathers anything. The state is the
+parameters (storage layout) and AdamW's two moments (update layout), under the state paths
+`params/<name>`, `opt_state/mu/<name>`, `opt_state/nu/<name>`, `<name>` being the model's
+parameter name (an FQN for a PyTorch module). The gradient accumulator is zeroed every
+step, so it is not state.
+
+The manifest names, per array, its global shape, dtype, partition spec and the pieces
+(file, offset, shape, crc32); plus the grid, policy and plan it was saved under, the model
+config, the training configuration and its fingerprint, the step, the data position
+(the batch RNG's state) and the loss history.
+
+Atomic: the ranks write into `.tmp-step-NNNNNNNN/` (each file fsynced and renamed into
+place), then, after a barrier, rank 0 writes the manifest there, fsyncs, and renames the
+directory to `step-NNNNNNNN/`; a kill at any point leaves either the new checkpoint
+complete or only a temporary directory, which loading never looks at. The last `keep`
+checkpoints are kept.
+
+Loading on any grid and policy: each rank computes the slice it holds of every array in
+its new layout and reads, from the files holding them, only the overlapping parts of the
+pieces (safetensors slices are read lazily from the file). Integrity is checked before
+training: every file's size on every rank (a stat), and every piece's crc32, the files
+shared out among the new ranks so no rank reads the whole model.
+
+Test hook (test-only): `SHARDC_TEST_CRASH_AT=RANK:STEP:PHASE` makes that rank SIGKILL
+itself at step STEP, PHASE one of `step` (before the step's compute, the other ranks
+then wait in its collectives), `save` (its shard file written, the manifest not) or
+`manifest` (rank 0: the manifest written, the directory not yet renamed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shardc.training.axis import PartitionSpec
+from shardc.training.mesh import MESH_AXES, Grid
+
+FORMAT = "shardc-checkpoint/1"
+MANIFEST = "manifest.json"
+CRASH_ENV = "SHARDC_TEST_CRASH_AT"
+_STEP_DIR = re.compile(r"^step-(\d{8})$")
+# Training fields a resumed run must share with the checkpoint for its trajectory to be
+# the one it continues (the fingerprint covers these); steps, batch sizes, evaluation
+# and the policy may change.
+TRAJECTORY_FIELDS = ("lr", "min_lr", "warmup_steps", "seed", "dtype", "opt")
+
+
+class CheckpointError(Exception):
+    """A missing, incomplete, corrupt or incompatible checkpoint (one line)."""
+
+
+@dataclass(frozen=True)
+class CheckpointOptions:
+    """Where and how often to save: every `every` steps (0: only at the end) and at the
+    end, keeping the newest `keep`. `meta` is recorded and must match on resume (the CLI
+    puts its tokenizer's fingerprint there)."""
+
+    directory: Path
+    every: int = 0
+    keep: int = 2
+    meta: Mapping[str, str] = field(default_factory=dict)
+
+    def due(self, step: int, last: int) -> bool:
+        return step == last or (self.every > 0 and step % self.every == 0)
+
+
+# ---------------------------------------------------------------------------------------
+# The data position: the batch stream of `data.batches`, with a state to save
+# ---------------------------------------------------------------------------------------
+
+
+class BatchStream:
+    """The (tokens, targets) windows `shardc.training.data.batches` yields, the same
+    draws from the same RNG, with `state()` / `restore()` for checkpoints."""
+
+    def __init__(self, data: np.ndarray, batch: int, block_size: int, seed: int = 0):
+        self.data = np.asarray(data, dtype=np.int32)
+        if len(self.data) <= block_size:
+            raise ValueError(f"the data ({len(self.data)} tokens) must be longer than block_size ({block_size})")
+        self.batch, self.block_size = batch, block_size
+        self.rng = np.random.default_rng(seed)
+        self.position = 0
+        self._offsets = np.arange(block_size)
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        return self
+
+    def __next__(self) -> tuple[np.ndarray, np.ndarray]:
+        starts = self.rng.integers(0, len(self.data) - self.block_size, size=self.batch)
+        idx = starts[:, None] + self._offsets[None, :]
+        self.position += 1
+        return self.data[idx], self.data[idx + 1]
+
+    def state(self) -> dict[str, Any]:
+        return {"position": self.position, "rng": self.rng.bit_generator.state}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self.rng.bit_generator.state = dict(state["rng"])
+        self.position = int(state["position"])
+
+
+# ---------------------------------------------------------------------------------------
+# Who writes what
+# ---------------------------------------------------------------------------------------
+
+
+def held_slice(shape: Sequence[int], spec: PartitionSpec, grid: Grid, rank: int) -> tuple[slice, ...]:
+    from shardc.training.spmd import local_slices
+
+    return tuple(slice(s.start or 0, n if s.stop is None else s.stop) for s, n in zip(local_slices(shape, spec, grid, rank), shape))
+
+
+def write_slice(shape: Sequence[int], spec: PartitionSpec, grid: Grid, rank: int) -> tuple[slice, ...] | None:
+    """The global slice of an array this rank writes (None: nothing). The replicas of a
+    held piece (ranks differing only on mesh axes the spec leaves unused) split it
+    along its longest dimension, so each element is written by exactly one rank."""
+    held = held_slice(shape, spec, grid, rank)
+    used = {a for d in spec if d for a in d}
+    coords = grid.coords(rank)
+    replicas, index = 1, 0
+    for a in MESH_AXES:
+        if a not in used:
+            index = index * grid.axis_size(a) + coords[Grid.axis_index(a)]
+            replicas *= grid.axis_size(a)
+    if replicas == 1:
+        return held
+    lengths = [s.stop - s.start for s in held]
+    if not lengths:  # a scalar: the first replica writes it
+        return held if index == 0 else None
+    d = int(np.argmax(lengths))
+    n = lengths[d]
+    lo, hi = held[d].start + n * index // replicas, held[d].start + n * (index + 1) // replicas
+    if lo == hi:
+        return None
+    return (*held[:d], slice(lo, hi), *held[d + 1 :])
+
+
+def state_arrays(program: Any) -> list[tuple[str, tuple[int, ...], PartitionSpec]]:
+    """(state path, global shape, partition spec) of every saved array, in the order of
+    `state_of`: parameters, then mu, then nu."""
+    out = []
+    for kind in ("params", "opt_state/mu", "opt_state/nu"):
+        for s, lay in zip(program.specs, program.layouts):
+            out.append((f"{kind}/{s.path}", tuple(s.shape), lay.storage if kind == "params" else lay.update))
+    return out
+
+
+def state_of(state: Any) -> list[np.ndarray]:
+    return [np.asarray(a) for a in (*state.params, *state.mu, *state.nu)]
+
+
+# ---------------------------------------------------------------------------------------
+# Files: fsync, rename
+# ---------------------------------------------------------------------------------------
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    part = path.with_name(path.name + ".part")
+    with open(part, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(part, path)
+
+
+def crash_point(rank: int, step: int, phase: str) -> None:
+    """The test-only hook of `CRASH_ENV` (see the module docstring)."""
+    if os.environ.get(CRASH_ENV) == f"{rank}:{step}:{phase}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def step_dir(root: Path, step: int) -> Path:
+    return Path(root) / f"step-{step:08d}"
+
+
+def _rank_file(rank: int) -> str:
+    return f"rank-{rank:05d}.safetensors"
+
+
+# ---------------------------------------------------------------------------------------
+# Save
+# ---------------------------------------------------------------------------------------
+
+
+def describe(cfg: Any) -> dict[str, Any]:
+    """The manifest's record of a TrainingConfig: model, training fields, policy, plan."""
+    training = {
+        "per_device_batch": cfg.per_device_batch, "accum": cfg.accum, "steps": cfg.steps,
+        "lr": cfg.lr, "min_lr": cfg.schedule().min_lr, "warmup_steps": cfg.warmup_steps,
+        "seed": cfg.seed, "dtype": cfg.dtype, "opt": asdict(cfg.opt),
+        "eval_every": cfg.eval_every, "eval_batches": cfg.eval_batches,
+    }
+    plan = {"tp_rules": dict(cfg.plan.tp_rules), "zero_rules": None if cfg.plan.zero_rules is None else dict(cfg.plan.zero_rules)}
+    return {"model": asdict(cfg.model), "training": training, "policy": asdict(cfg.policy), "plan": plan, "fingerprint": fingerprint(training)}
+
+
+def fingerprint(training: Mapping[str, Any]) -> str:
+    """sha256 of the trajectory-defining training fields."""
+    key = {k: training[k] for k in TRAJECTORY_FIELDS}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+def save_rank(
+    opts: CheckpointOptions,
+    cfg: Any,
+    state: Any,
+    stream: BatchStream,
+    history: Sequence[Mapping[str, Any]],
+    comm: Any,
+) -> Path:
+    """Save this rank's pieces of the training state at `state.step`; every rank of the
+    grid calls it (collectively: barriers). Rank 0 writes the manifest last and renames
+    the checkpoint into place; returns its directory."""
+    from safetensors.numpy import save as st_save
+
+    program, rank, step = state.p, state.rank, state.step
+    root = Path(opts.directory)
+    tmp, final = root / f".tmp-step-{step:08d}", step_dir(root, step)
+    comm.barrier()
+    if rank == 0:
+        root.mkdir(parents=True, exist_ok=True)
+        for stale in root.iterdir():  # interrupted saves, by any earlier run
+            if stale.name.startswith((".tmp-step-", ".old-step-")):
+                shutil.rmtree(stale, ignore_errors=True)
+        tmp.mkdir(exist_ok=True)  # what a failed removal left is overwritten or ignored
+    comm.barrier()
+    tensors: dict[str, np.ndarray] = {}
+    pieces: dict[str, dict[str, Any]] = {}
+    for (path, shape, spec), local in zip(state_arrays(program), state_of(state)):
+        sl = write_slice(shape, spec, program.grid, rank)
+        if sl is None:
+            continue
+        held = held_slice(shape, spec, program.grid, rank)
+        piece = np.ascontiguousarray(local[tuple(slice(s.start - h.start, s.stop - h.start) for s, h in zip(sl, held))])
+        tensors[path] = piece
+        pieces[path] = {"offset": [s.start for s in sl], "shape": list(piece.shape), "crc32": zlib.crc32(piece.data)}
+    name = _rank_file(rank)
+    blob = st_save(tensors, metadata={"format": FORMAT, "rank": str(rank), "step": str(step)}) if tensors else b""
+    if tensors:
+        _write_atomic(tmp / name, blob)
+    index = {"file": name if tensors else None, "size": len(blob), "pieces": pieces}
+    _write_atomic(tmp / f"rank-{rank:05d}.json", json.dumps(index).encode())
+    crash_point(rank, step, "save")
+    comm.barrier()
+    if rank == 0:
+        _write_manifest(tmp, cfg, program, step, stream, history, opts.meta)
+        crash_point(rank, step, "manifest")
+        if final.exists():  # an older run's checkpoint of this step: replace it
+            old = root / f".old-step-{step:08d}"
+            os.rename(final, old)
+            os.rename(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, final)
+        _fsync_dir(root)
+        prune(root, opts.keep)
+    comm.barrier()
+    return final
+
+
+def _write_manifest(tmp: Path, cfg: Any, program: Any, step: int, stream: BatchStream, history: Sequence[Mapping[str, Any]], meta: Mapping[str, str]) -> None:
+    grid = program.grid
+    indexes = [json.loads((tmp / f"rank-{r:05d}.json").read_text()) for r in range(grid.size)]
+    arrays: dict[str, Any] = {}
+    for path, shape, spec in state_arrays(program):
+        chunks = [
+            {"file": ix["file"], **ix["pieces"][path]} for ix in indexes if path in ix["pieces"]
+        ]
+        arrays[path] = {"shape": list(shape), "dtype": program.dtype, "spec": [list(d) if d else None for d in spec], "pieces": chunks}
+    manifest = {
+        "format": FORMAT,
+        "step": step,
+        "world": grid.size,
+        "grid": {"batch": grid.batch, "shard": grid.shard},
+        **describe(cfg),
+        "meta": dict(meta),
+        "progress": {"data": stream.state(), "lr": history[-1]["lr"] if history else None, "history": list(history)},
+        "files": {ix["file"]: ix["size"] for ix in indexes if ix["file"]},
+        "arrays": arrays,
+    }
+    for r in range(grid.size):
+        (tmp / f"rank-{r:05d}.json").unlink()
+    _write_atomic(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
+    _fsync_dir(tmp)
+
+
+def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:
+    """(step, directory) of the complete checkpoints under `root`, oldest first."""
+    out = []
+    if root.is_dir():
+        for d in root.iterdir():
+            m = _STEP_DIR.match(d.name)
+            if m and (d / MANIFEST).is_file():
+                out.append((int(m.group(1)), d))
+    return sorted(out)
+
+
+def prune(root: Path, keep: int) -> None:
+    for _, d in complete_checkpoints(root)[: -keep if keep > 0 else None]:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def export_safetensors(params: Mapping[str, np.ndarray], path: str | Path) -> None:
+    """The global parameters as one safetensors file, keyed by the model's names (FQNs),
+    so `model.load_state_dict(safetensors.torch.load_file(path))` takes them."""
+    from safetensors.numpy import save as st_save
+
+    _write_atomic(Path(path), st_save({k: np.ascontiguousarray(v) for k, v in params.items()}, metadata={"format": "pt"}))
+
+
+# ---------------------------------------------------------------------------------------
+# Open, check, load
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Checkpoint:
+    """A complete checkpoint's manifest, read and checked."""
+
+    directory: Path
+    manifest: dict[str, Any]
+
+    @property
+    def step(self) -> int:
+        return int(self.manifest["step"])
+
+    @property
+    def progress(self) -> dict[str, Any]:
+        return self.manifest["progress"]
+
+    def fail(self, what: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {self.directory}: {what}")
+
+    @property
+    def files(self) -> list[str]:
+        return sorted(self.manifest["files"])
+
+
+def find(path: str | Path) -> Path:
+    """The checkpoint `path` names: itself when it holds a manifest, else the newest
+    complete checkpoint under it."""
+    p = Path(path)
+    if (p / MANIFEST).is_file():
+        return p
+    if _STEP_DIR.match(p.name) and p.is_dir():
+        raise CheckpointError(f"checkpoint {p} is incomplete: it has no {MANIFEST} (a save was interrupted)")
+    if not p.is_dir():
+        raise CheckpointError(f"no checkpoint at {p}: no such directory")
+    found = complete_checkpoints(p)
+    if not found:
+        raise CheckpointError(f"no complete checkpoint in {p}")
+    return found[-1][1]
+
+
+def open_checkpoint(path: str | Path) -> Checkpoint:
+    """Read and check the manifest of the checkpoint `path` names (see `find`)."""
+    d = find(path)
+    try:
+        manifest = json.loads((d / MANIFEST).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"checkpoint {d}: {MANIFEST} is unreadable or corrupt ({e})") from None
+    ck = Checkpoint(d, manifest)
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ck.fail(f"{MANIFEST} is not a {FORMAT} manifest")
+    for key, kind in (("step", int), ("world", int), ("grid", dict), ("model", dict), ("training", dict), ("fingerprint", str), ("progress", dict), ("files", dict), ("arrays", dict), ("meta", dict)):
+        if not isinstance(manifest.get(key), kind):
+            raise ck.fail(f"{MANIFEST} is corrupt: {key!r} is missing or not a {kind.__name__}")
+    # A checkpoint is data: the files it names stay inside its directory (rank files only).
+    named = [p.get("file") for a in manifest["arrays"].values() if isinstance(a, dict) for p in a.get("pieces", []) if isinstance(p, dict)]
+    for name in [*manifest["files"], *named]:
+        if not (isinstance(name, str) and re.fullmatch(r"rank-\d{5}\.safetensors", name) and name in manifest["files"]):
+            raise ck.fail(f"{MANIFEST} is corrupt: {ascii(name)} is not one of its rank files")
+    return ck
+
+
+def check_compatible(ck: Checkpoint, cfg: Any, meta: Mapping[str, str] | None = None) -> None:
+    """Raise CheckpointError naming the first field where the run differs from the
+    checkpoint: the model config, the vocabulary (meta), the trajectory fields."""
+    mine = describe(cfg)
+    for k, theirs in ck.manifest["model"].items():
+        here = mine["model"].get(k)
+        if here != theirs:
+            raise ck.fail(f"saved for a different model: {k} is {theirs} there, {here} here")
+    for k, v in (meta or {}).items():
+        if ck.manifest["meta"].get(k) != v:
+            raise ck.fail(f"saved with a different {k} (this run's does not match the checkpoint's)")
+    if ck.manifest["fingerprint"] != mine["fingerprint"]:
+        for k in TRAJECTORY_FIELDS:
+            theirs, here = ck.manifest["training"].get(k), mine["training"][k]
+            if theirs != here:
+                raise ck.fail(f"saved with a different training configuration: {k} is {theirs} there, {here} here")
+        raise ck.fail("the training configuration's fingerprint does not match")
+
+
+def check_files(ck: Checkpoint) -> None:
+    """Every file the manifest names is there with its size (a stat per file)."""
+    for name, size in ck.manifest["files"].items():
+        f = ck.directory / name
+        if not f.is_file():
+            raise ck.fail(f"{name} is missing")
+        got = f.stat().st_size
+        if got != size:
+            raise ck.fail(f"{name} is truncated ({got} of {size} bytes)" if got < size else f"{name} has {got} bytes, the manifest says {size}")
+
+
+def verify_share(ck: Checkpoint, rank: int, world: int) -> int:
+    """Check the crc32 of every piece in the files of this rank's share (file i goes to
+    rank i mod world); returns the bytes read."""
+    read = 0
+    mine = set(ck.files[rank::world])
+    for path, a in ck.manifest["arrays"].items():
+        for p in a["pieces"]:
+            if p["file"] not in mine:
+                continue
+            x = _read(ck, p["file"], path, None)
+            read += x.nbytes
+            if list(x.shape) != p["shape"] or str(x.dtype) != a["dtype"]:
+                raise ck.fail(f"{p['file']}: {path} is {x.dtype}{list(x.shape)}, the manifest says {a['dtype']}{p['shape']}")
+            if zlib.crc32(np.ascontiguousarray(x).data) != p["crc32"]:
+                raise ck.fail(f"checksum mismatch in {p['file']} ({path})")
+    return read
+
+
+def _read(ck: Checkpoint, file: str, key: str, sl: tuple[slice, ...] | None) -> np.ndarray:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(ck.directory / file), framework="numpy") as f:
+            return f.get_tensor(key) if sl is None else f.get_slice(key)[sl]
+    except Exception as e:  # noqa: BLE001 - safetensors' errors: a corrupt or foreign file
+        raise ck.fail(f"{file} is corrupt ({e})") from None
+
+
+@dataclass
+class LoadedState:
+    params: list[np.ndarray]
+    mu: list[np.ndarray]
+    nu: list[np.ndarray]
+    step: int
+    bytes_read: int
+
+
+def load_rank(ck: Checkpoint, program: Any, rank: int) -> LoadedState:
+    """This rank's pieces of the saved state in `program`'s layouts (any grid/policy):
+    only the overlaps of the saved pieces with the slices it holds are read."""
+    arrays = state_arrays(program)
+    out: list[np.ndarray] = []
+    read = 0
+    for path, shape, spec in arrays:
+        a = ck.manifest["arrays"].get(path)
+        if a is None:
+            raise ck.fail(f"it holds no array {path}")
+        if a["shape"] != list(shape):
+            raise ck.fail(f"array {path} has shape {a['shape']}, this model's is {list(shape)}")
+        if a["dtype"] != program.dtype:
+            raise ck.fail(f"array {path} is {a['dtype']}, this run trains in {program.dtype}")
+        want = held_slice(shape, spec, program.grid, rank)
+        local = np.empty(tuple(s.stop - s.start for s in want), dtype=np.dtype(a["dtype"]))
+        filled = 0
+        for p in a["pieces"]:
+            lo = [max(w.start, o) for w, o in zip(want, p["offset"])]
+            hi = [min(w.stop, o + n) for w, o, n in zip(want, p["offset"], p["shape"])]
+            if any(h <= l for l, h in zip(lo, hi)):
+                continue
+            src = tuple(slice(l - o, h - o) for l, h, o in zip(lo, hi, p["offset"]))
+            x = _read(ck, p["file"], path, src)
+            dst = tuple(slice(l - w.start, h - w.start) for l, h, w in zip(lo, hi, want))
+            if x.shape != local[dst].shape:
+                raise ck.fail(f"{p['file']}: {path} does not match the manifest")
+            local[dst] = x
+            read += x.nbytes
+            filled += x.size
+        if filled != local.size:
+            raise ck.fail(f"its pieces do not cover {path}")
+        out.append(local)
+    n = len(program.specs)
+    return LoadedState(out[:n], out[n : 2 * n], out[2 * n :], ck.step, read)
+
+
+def open_for_resume(
+    path: str | Path,
+    cfg: Any,
+    meta: Mapping[str, str] | None,
+    rank: int = 0,
+    world: int = 1,
+    allgather: Callable[[Any], list[Any]] | None = None,
+) -> Checkpoint:
+    """Open the checkpoint to resume from and check it before anything trains: the
+    manifest against `cfg` and `meta`, every file's size, and this rank's share of the
+    checksums (all of them when world is 1). With `allgather` (under MPI), the ranks
+    agree: each raises the first problem any of them found."""
+    error: str | None = None
+    ck: Checkpoint | None = None
+    try:
+        ck = open_checkpoint(path)
+        check_compatible(ck, cfg, meta)
+        check_files(ck)
+        verify_share(ck, rank, world)
+    except CheckpointError as e:
+        error = str(e)
+    if allgather is not None:
+        error = next((e for e in allgather(error) if e is not None), None)
+    if error is not None:
+        raise CheckpointError(error)
+    assert ck is not None
+    return ck
+
+
+__all__ = [
+    "CRASH_ENV",
+    "MANIFEST",
+    "BatchStream",
+    "Checkpoint",
+    "CheckpointError",
+    "CheckpointOptions",
+    "LoadedState",
+    "check_compatible",
+    "check_files",
+    "complete_checkpoints",
+    "crash_point",
+    "describe",
+    "export_safetensors",
+    "find",
+    "fingerprint",
+    "held_slice",
+    "load_rank",
+    "open_checkpoint",
+    "open_for_resume",
+    "prune",
+    "save_rank",
+    "state_arrays",
+    "state_of",
+    "step_dir",
+    "verify_share",
+    "write_slice",
+]
