@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -383,7 +383,7 @@ class _Setup:
     names: list[tuple[str, str]]
 
 
-def _setup(module_or_text: ModuleOp | str, entry: str | None, seed: int, inputs: Sequence[Any] | None, name: str) -> _Setup:
+def _setup(module_or_text: ModuleOp | str, entry: str | None, seed: int, inputs: Sequence[Any] | Mapping[str, Any] | None, name: str) -> _Setup:
     from shardc.tools.run import _entry  # pyright: ignore[reportPrivateUsage]
 
     if isinstance(module_or_text, str):
@@ -392,10 +392,33 @@ def _setup(module_or_text: ModuleOp | str, entry: str | None, seed: int, inputs:
         module = module_or_text.clone()
     f = _entry(module, entry)
     prog = _boundary(module, f.sym_name.data)
+    if isinstance(inputs, Mapping):
+        inputs = _inputs_by_name(prog, inputs)
     values = list(inputs) if inputs is not None else random_inputs(prog, seed)
     if len(values) != len(prog.args):
         raise VerifyError(f"@{prog.entry} takes {len(prog.args)} arguments, {len(values)} inputs given")
     return _Setup(module, prog.entry, prog, values, _result_locations(f))
+
+
+def _inputs_by_name(prog: Any, inputs: Mapping[str, Any]) -> list[Any]:
+    """Arguments in order from a mapping keyed by argument name, `argN` or index (as
+    `shardc-run --inputs` takes them); shapes and dtypes checked."""
+    from shardc.tools.run import _check, _np_type  # pyright: ignore[reportPrivateUsage]
+
+    values: list[Any] = []
+    names: set[str] = set()
+    for k, b in enumerate(prog.args):
+        keys = [b.label.lstrip("%"), str(k), f"arg{k}"]
+        names.update(keys)
+        key = next((x for x in keys if x in inputs), None)
+        if key is None:
+            raise VerifyError(f"no input for {b.label} (give one of {', '.join(keys)})")
+        dtype, shape = _np_type(b.type)
+        values.append(_check(inputs[key], dtype, shape, f"input {b.label}"))
+    extra = sorted(set(inputs) - names)
+    if extra:
+        raise VerifyError(f"input '{extra[0]}': @{prog.entry} has no such argument")
+    return values
 
 
 def _reference(setup: _Setup, name: str) -> tuple[Any, ...]:
@@ -456,7 +479,7 @@ def verify(
     seed: int = 0,
     rtol: float = 1e-4,
     atol: float = 1e-5,
-    inputs: Sequence[Any] | None = None,
+    inputs: Sequence[Any] | Mapping[str, Any] | None = None,
     name: str = "<input>",
 ) -> VerifyReport:
     """Run the program unsharded and partitioned (and/or lowered) on `ranks` simulated
@@ -496,6 +519,7 @@ def verify_mpi(
     rtol: float = 1e-4,
     atol: float = 1e-5,
     name: str = "<input>",
+    inputs: Sequence[Any] | Mapping[str, Any] | None = None,
 ) -> VerifyReport:
     """`verify` with one MPI process per rank (run under mpiexec): every rank transforms
     the program and runs its part; rank 0 runs the reference and compares. Every rank
@@ -515,7 +539,7 @@ def verify_mpi(
         try:
             stages = _stages(stage)
             partition, lowering = _pipelines(pipeline)
-            setup = _setup(module_or_text, entry, seed, None, name)
+            setup = _setup(module_or_text, entry, seed, inputs, name)
             report.entry = setup.entry
             if rank == 0:
                 reference = _reference(setup, name)

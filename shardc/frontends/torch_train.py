@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from shardc.frontends.torch import require_torch
+from shardc.frontends.torch_rewrite import split_shared_fills, uncollapse_batch_matmuls
 from shardc.training.axis import (
     ParamLayouts,
     PartitionSpec,
@@ -367,6 +368,8 @@ class TorchStepProgram:
             raise TorchTrainError(str(e)) from None
         layouts = [resolve(p.axes, plan, policy) for p in params]  # type: ignore[arg-type]
         module = LocatingParser(make_context(), exported.text, "<torch-mlir>").parse_module()
+        uncollapse_batch_matmuls(module)
+        split_shared_fills(module)
         _check_data(module, exported, grid)
         _annotate_step(module, exported, grid, layouts)
         first = module.body.block.first_op
@@ -613,6 +616,8 @@ def sharded_forward(
         raise TorchTrainError(str(e)) from None
     layouts = [resolve(p.axes, plan, policy) for p in params]  # type: ignore[arg-type]
     module = LocatingParser(make_context(), exported.text, "<torch-mlir>").parse_module()
+    uncollapse_batch_matmuls(module)
+    split_shared_fills(module)
     step = ExportedStep(exported.text, func_name, exported.input_names, [], exported.param_names, shapes, "")
     _check_data(module, step, grid)
     _annotate_step(module, step, grid, layouts, results=False)

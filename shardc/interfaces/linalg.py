@@ -64,6 +64,7 @@ from shardc.interfaces.sharding import (
     Partitioner,
     ReductionKind,
     ShardingInterface,
+    ShardingInfo,
     ShardingOption,
     grid_axis_assignment_for_loop_iterators,
     indexing_maps,
@@ -168,6 +169,26 @@ class StructuredOpSharding(ShardingInterface):
     def get_reduction_loop_iterator_kinds(self, op: Operation) -> list[ReductionKind]:
         count = sum(t == IteratorType.REDUCTION for t in loop_iterator_types(self, op))
         return [reduction_kind(op)] * count
+
+    def get_sharding_option(
+        self,
+        op: Operation,
+        operand_shardings: Sequence[ShardingInfo | None],
+        result_shardings: Sequence[ShardingInfo | None],
+    ) -> ShardingOption | None:
+        """Upstream's option, except that reduction loops this op cannot partition when
+        split (several inits, as max with argmax; no combiner or neutral element) stay
+        whole: upstream would split them and then fail in shard-partition, we gather
+        the reduced dimension instead."""
+        option = super().get_sharding_option(op, operand_shardings, result_shardings)
+        if option is None or option.empty or self.allows_option(op, option):
+            return option
+        loops = loop_iterator_types(self, op)
+        kept = [
+            [] if t == IteratorType.REDUCTION else list(axes)
+            for t, axes in zip(loops, option.sharding_array)
+        ]
+        return ShardingOption(kept, option.grid)
 
     def allows_option(self, op: Operation, option: ShardingOption) -> bool:
         loops = loop_iterator_types(self, op)

@@ -77,7 +77,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import IsTerminator
 from xdsl.utils.exceptions import PassFailedException
 
-from shardc.dialects.shard import DYNAMIC, ShardingOp, ShardOp
+from shardc.dialects.shard import DYNAMIC, GetShardingOp, ShardingOp, ShardOp
 from shardc.ir import diagnostics
 from shardc.passes.greedy import paused_gc
 from shardc.interfaces.sharding import (
@@ -89,8 +89,10 @@ from shardc.interfaces.sharding import (
     collect_diagnostics,
     emit_op_error,
     get_sharding_interface,
+    indexing_maps,
     insert_result_annotation,
     is_annotation_op,
+    is_int_index_or_float,
     is_constant_like,
     listen_to_annotations,
     loop_iterator_types,
@@ -272,6 +274,20 @@ class _Decision:
 
 
 _INF = float("inf")
+_ANNOTATION_OPS = (ShardOp, ShardingOp, GetShardingOp)
+
+
+def _type_key(t: Attribute) -> int:
+    """What the default option and annotation computations read of a type: a tensor's
+    rank, else whether it is a scalar (-1) or not (-2)."""
+    if isinstance(t, TensorType):
+        return len(t.shape.data)
+    return -1 if is_int_index_or_float(t) else -2
+
+
+def _key(s: ShardingInfo | None) -> tuple | None:
+    """What the default option computation reads of a sharding."""
+    return None if s is None else (s.sharding.grid, s.split_axes)
 
 
 class Completion:
@@ -289,19 +305,95 @@ class Completion:
         self.decided: dict[Operation, _Decision] = {}
         self.args: dict[BlockArgument, ShardingInfo] = {}
         self._moves: dict[tuple, float] = {}
+        self._elements: dict[tuple, float | None] = {}
+        self.ops: list[Operation] = self.real_ops(block)
+        self.upstream_done: set[Operation] = set()
+        # The interface's default computations are pure in an op's maps, loop count and
+        # types: ops alike (a layer's repeats, a chain's links) share their results.
+        self._signatures: dict[Operation, int | None] = {}
+        self._signature_ids: dict[tuple, int] = {}
+        self._options: dict[tuple, ShardingOption | None] = {}
+        self._annotations: dict[tuple, list[ShardingInfo | None] | None] = {}
 
     # ---- the graph of real ops through annotation chains --------------------------------
 
     @staticmethod
     def real_ops(block: Block) -> list[Operation]:
-        """The ops to annotate: not annotations, not terminators, touching a tensor."""
+        """The ops to annotate: not annotations, not terminators, touching a tensor (the
+        completion only inserts annotations, so the list is computed once)."""
         return [
             op
             for op in block.ops
-            if not is_annotation_op(op)
+            if type(op) not in _ANNOTATION_OPS
+            and not isinstance(op, _ANNOTATION_OPS)
             and not op.has_trait(IsTerminator)
-            and any(isinstance(v.type, TensorType) for v in (*op.operands, *op.results))
+            and (
+                any(isinstance(r.type, TensorType) for r in op.results)
+                or any(isinstance(v.type, TensorType) for v in op.operands)
+            )
         ]
+
+    # ---- the interface, memoized over ops alike -------------------------------------------
+
+    def signature(self, impl: ShardingInterface, op: Operation) -> int | None:
+        """A number shared by the ops the interface's default option and annotation
+        computations cannot tell apart (None: `impl` overrides one of them)."""
+        if op in self._signatures:
+            return self._signatures[op]
+        found: int | None = None
+        cls = type(impl)
+        if (
+            cls.get_sharding_option is ShardingInterface.get_sharding_option
+            and cls.get_sharding_annotations is ShardingInterface.get_sharding_annotations
+        ):
+            # Of a type they read only the rank of a tensor, else whether it is a scalar.
+            key = (
+                tuple(indexing_maps(impl, op)),
+                len(loop_iterator_types(impl, op)),
+                verify_sharding_interface_impl(impl, op),
+                *[_type_key(t) for t in op.operand_types],
+                None,
+                *[_type_key(t) for t in op.result_types],
+            )
+            found = self._signature_ids.setdefault(key, len(self._signature_ids))
+        self._signatures[op] = found
+        return found
+
+    def option_for(
+        self,
+        impl: ShardingInterface,
+        op: Operation,
+        operands: Sequence[ShardingInfo | None],
+        results: Sequence[ShardingInfo | None],
+    ) -> ShardingOption | None:
+        """`impl.get_sharding_option` (a fresh option; diagnostics are dropped)."""
+        sig = self.signature(impl, op)
+        if sig is None:
+            with collect_diagnostics():
+                return impl.get_sharding_option(op, operands, results)
+        key = (sig, *[_key(s) for s in operands], None, *[_key(s) for s in results])
+        if key not in self._options:
+            with collect_diagnostics():
+                self._options[key] = impl.get_sharding_option(op, operands, results)
+        found = self._options[key]
+        if found is None:
+            return None
+        return ShardingOption([list(a) for a in found.sharding_array], found.grid, found.empty)
+
+    def annotations_for(
+        self, impl: ShardingInterface, op: Operation, option: ShardingOption
+    ) -> list[ShardingInfo | None] | None:
+        """`impl.get_sharding_annotations` (diagnostics are dropped)."""
+        sig = self.signature(impl, op)
+        if sig is None:
+            with collect_diagnostics():
+                return impl.get_sharding_annotations(op, option)
+        key = (sig, option.grid, option.empty, *[tuple(a) for a in option.sharding_array])
+        if key not in self._annotations:
+            with collect_diagnostics():
+                self._annotations[key] = impl.get_sharding_annotations(op, option)
+        found = self._annotations[key]
+        return None if found is None else list(found)
 
     def producer(self, value: SSAValue) -> Operation | None:
         while isinstance(value.owner, ShardOp):
@@ -367,19 +459,19 @@ class Completion:
         if src.same_as(tgt):
             return 0.0
         key = (src.sharding, tgt.sharding, type_)
-        if key not in self._moves:
-            cost = _INF
-            gshape = self.grid_shape(op, src.grid)
-            if isinstance(type_, TensorType) and gshape is not None:
-                try:
-                    plan = plan_resharding(
-                        src.sharding, tgt.sharding, type_.get_shape(), gshape
-                    )
-                    cost = bytes_moved(plan, type_.get_element_type())
-                except (ReshardingError, ValueError):
-                    cost = _INF
-            self._moves[key] = cost
-        return self._moves[key]
+        found = self._moves.get(key)
+        if found is not None:
+            return found
+        cost = _INF
+        gshape = self.grid_shape(op, src.grid)
+        if isinstance(type_, TensorType) and gshape is not None:
+            try:
+                plan = plan_resharding(src.sharding, tgt.sharding, type_.get_shape(), gshape)
+                cost = bytes_moved(plan, type_.get_element_type())
+            except (ReshardingError, ValueError):
+                cost = _INF
+        self._moves[key] = cost
+        return cost
 
     def local_elements(self, op: Operation, type_: Attribute, s: ShardingInfo | None) -> float | None:
         """Elements of the local shard (None: the sharding cannot split this type)."""
@@ -387,6 +479,13 @@ class Completion:
             return 0.0
         if s is None:
             return float(math.prod(max(d, 1) for d in type_.get_shape()))
+        key = (type_, s.sharding.grid, s.sharding.split_axes, op.parent_block())
+        if key in self._elements:
+            return self._elements[key]
+        found = self._elements[key] = self._local_elements(op, type_, s)
+        return found
+
+    def _local_elements(self, op: Operation, type_: TensorType, s: ShardingInfo) -> float | None:
         gshape = self.grid_shape(op, s.grid)
         if gshape is None:
             return None
@@ -408,25 +507,42 @@ class Completion:
 
     # ---- deciding one op -------------------------------------------------------------------
 
-    def candidates(self, impl: ShardingInterface, op: Operation) -> list[ShardingOption]:
+    def around(
+        self, op: Operation
+    ) -> tuple[list[ShardingInfo | None], list[tuple[ShardingInfo, bool] | None], list[list[tuple[ShardingInfo, bool]]]]:
+        """What `op`'s neighbours say (read once per decision; nothing changes meanwhile):
+        the sharding each operand is seen in, each result's own annotation, and what the
+        uses of a result without one ask for."""
+        seen = [self.seen(v) for v in op.operands]
+        own = [self.own_annotation(r) for r in op.results]
+        demands = [[] if o is not None else self.demands(r) for r, o in zip(op.results, own)]
+        return seen, own, demands
+
+    def candidates(
+        self,
+        impl: ShardingInterface,
+        op: Operation,
+        known_operands: list[ShardingInfo | None],
+        own: list[tuple[ShardingInfo, bool] | None],
+        demands: list[list[tuple[ShardingInfo, bool]]],
+    ) -> list[ShardingOption]:
         n = len(op.operands)
-        options: list[ShardingOption] = []
-        known_operands = [self.seen(v) for v in op.operands]
-        known_results: list[list[ShardingInfo]] = []
-        for result in op.results:
-            own = self.own_annotation(result)
-            known_results.append([own[0]] if own else [s for s, _ in self.demands(result)])
+        m = len(op.results)
+        options: list[ShardingOption | None] = []
+        known_results: list[list[ShardingInfo]] = [
+            [o[0]] if o else [s for s, _ in d] for o, d in zip(own, demands)
+        ]
         with collect_diagnostics():
             for i, s in enumerate(known_operands):
                 if s is not None:
                     shardings: Combination = [None] * n
                     shardings[i] = s
-                    options.append(impl.get_sharding_option(op, shardings, [None] * len(op.results)))
+                    options.append(self.option_for(impl, op, shardings, [None] * m))
             for j, found in enumerate(known_results):
                 for s in found:
-                    shardings = [None] * len(op.results)
+                    shardings = [None] * m
                     shardings[j] = s
-                    options.append(impl.get_sharding_option(op, [None] * n, shardings))
+                    options.append(self.option_for(impl, op, [None] * n, shardings))
         grid = self.grid or next(
             (s.grid for s in known_operands if s is not None), None
         )
@@ -444,20 +560,24 @@ class Completion:
         return valid
 
     def cost(
-        self, op: Operation, shardings: Sequence[ShardingInfo | None]
+        self,
+        op: Operation,
+        shardings: Sequence[ShardingInfo | None],
+        known_operands: list[ShardingInfo | None],
+        own: list[tuple[ShardingInfo, bool] | None],
+        demands: list[list[tuple[ShardingInfo, bool]]],
     ) -> tuple[int, int, float, float]:
         """(explicit annotations of the op overridden, annotations the traversals gave it
         overridden, bytes moved per rank, local elements)."""
         n = len(op.operands)
         explicit, inferred, moved, local = 0, 0, 0.0, 0.0
-        for value, s in zip(op.operands, shardings[:n]):
+        for value, s, seen in zip(op.operands, shardings[:n], known_operands):
             if s is None or not isinstance(value.type, TensorType):
                 continue
             elements = self.local_elements(op, value.type, s)
             if elements is None:
                 return (0, 0, _INF, _INF)
             local += elements
-            seen = self.seen(value)
             if seen is None:
                 continue
             owner = value.owner
@@ -467,17 +587,16 @@ class Completion:
                 else:
                     inferred += 1
             moved += self.move(op, value.type, seen, s)
-        for result, s in zip(op.results, shardings[n:]):
+        for result, s, o, d in zip(op.results, shardings[n:], own, demands):
             if s is None or not isinstance(result.type, TensorType):
                 continue
             elements = self.local_elements(op, result.type, s)
             if elements is None:
                 return (0, 0, _INF, _INF)
             local += elements
-            own = self.own_annotation(result)
-            wanted = [own] if own is not None else self.demands(result)
+            wanted = [o] if o is not None else d
             for want, is_explicit in wanted:
-                if own is not None and not want.same_as(s):
+                if o is not None and not want.same_as(s):
                     if is_explicit:
                         explicit += 1
                     else:
@@ -495,13 +614,13 @@ class Completion:
         if not valid:
             return self.decide_replicated(op, "its sharding interface does not apply")
         best: tuple[tuple[int, int, float, float], int, list[ShardingInfo | None]] | None = None
-        candidates = self.candidates(impl, op)
+        known = self.around(op)
+        candidates = self.candidates(impl, op, *known)
         for index, option in enumerate(candidates):
-            with collect_diagnostics():
-                shardings = impl.get_sharding_annotations(op, option)
+            shardings = self.annotations_for(impl, op, option)
             if shardings is None:
                 continue
-            cost = self.cost(op, shardings)
+            cost = self.cost(op, shardings, *known)
             if cost[2] == _INF:
                 continue
             if best is None or (cost, index) < (best[0], best[1]):
@@ -509,6 +628,9 @@ class Completion:
         if best is None:
             return self.decide_replicated(op, "no option of its neighbours applies")
         (explicit, inferred, moved, _), _, shardings = best
+        if not self.explain:  # the reason is only ever printed as a remark
+            self.decided[op] = _Decision(shardings, "")
+            return True
         results = ", ".join(
             str(r) for r in shardings[len(op.operands) :] if r is not None
         ) or "no tensor result"
@@ -537,22 +659,19 @@ class Completion:
         consistent, else None."""
         shardings: list[ShardingInfo | None] = []
         for value in op.operands:
-            owner = value.owner
             if not isinstance(value.type, TensorType):
                 shardings.append(None)
-            elif isinstance(owner, ShardOp) and owner.for_users:
-                shardings.append(ShardingInfo.of(owner.sharding))
-            else:
+                continue
+            owner = value.owner
+            if not isinstance(owner, ShardOp) or not owner.for_users:
                 return None
+            shardings.append(ShardingInfo.of(owner.sharding))
         for result in op.results:
             if not isinstance(result.type, TensorType):
                 shardings.append(None)
                 continue
-            uses = list(result.uses)
-            if len(uses) != 1 or not isinstance(uses[0].operation, ShardOp):
-                return None
-            user = uses[0].operation
-            if user.for_users:
+            user = result.get_user_of_unique_use()
+            if not isinstance(user, ShardOp) or user.for_users:
                 return None
             shardings.append(ShardingInfo.of(user.sharding))
         impl = get_sharding_interface(op)
@@ -560,15 +679,14 @@ class Completion:
             ok = all(s is None or not s.sharding.split_axes for s in shardings)
             return shardings if ok else None
         n = len(op.operands)
-        with collect_diagnostics():
-            if not verify_sharding_interface_impl(impl, op):
-                return None
-            option = impl.get_sharding_option(op, shardings[:n], shardings[n:])
-            if option is None:
-                return None
-            if option.empty:
-                return shardings if all(s is None or not s.sharding.split_axes for s in shardings) else None
-            implied = impl.get_sharding_annotations(op, option)
+        if not verify_sharding_interface_impl(impl, op):  # reports nothing
+            return None
+        option = self.option_for(impl, op, shardings[:n], shardings[n:])
+        if option is None:
+            return None
+        if option.empty:
+            return shardings if all(s is None or not s.sharding.split_axes for s in shardings) else None
+        implied = self.annotations_for(impl, op, option)
         if implied is None:
             return None
         for value, have, want in zip((*op.operands, *op.results), shardings, implied):
@@ -597,7 +715,7 @@ class Completion:
         return any(self.own_annotation(r) or self.demands(r) for r in op.results)
 
     def run(self) -> None:
-        ops = self.real_ops(self.block)
+        ops = self.ops
         for op in ops:
             found = self.already_annotated(op)
             if found is not None:
@@ -669,7 +787,7 @@ class Completion:
     # ---- writing the annotations -----------------------------------------------------------
 
     def apply(self) -> None:
-        for op in self.real_ops(self.block):
+        for op in self.ops:
             decision = self.decided.get(op)
             if decision is None:
                 continue
@@ -749,12 +867,14 @@ class Completion:
         """The form partition reads: each tensor value used once, by its producer
         annotation; each tensor operand read through an annotation for users."""
         values: list[SSAValue] = [a for a in self.block.args if isinstance(a.type, TensorType)]
-        for op in self.real_ops(self.block):
+        for op in self.ops:
             values.extend(r for r in op.results if isinstance(r.type, TensorType))
         for value in values:
             self.normalize_value(value)
-        for op in list(self.block.ops):
-            if is_annotation_op(op) or op.has_trait(IsTerminator) or is_constant_like(op):
+        # Ops outside `self.ops` (annotations, terminators, ops on no tensor) read no
+        # tensor through an annotation here.
+        for op in self.ops:
+            if is_constant_like(op):
                 continue
             for index, operand in enumerate(op.operands):
                 if not isinstance(operand.type, TensorType):
@@ -770,12 +890,13 @@ class Completion:
                 op.operands[index] = shard.result
 
     def normalize_value(self, value: SSAValue) -> None:
-        uses = list(value.uses)
-        if len(uses) == 1 and isinstance(uses[0].operation, ShardOp) and uses[0].index == 0:
+        only = value.get_unique_use()
+        if only is not None and isinstance(only.operation, ShardOp) and only.index == 0:
             # Partition reads an argument through any one annotation, a result through
             # its producer annotation.
-            if isinstance(value, BlockArgument) or not uses[0].operation.for_users:
+            if isinstance(value, BlockArgument) or not only.operation.for_users:
                 return
+        uses = list(value.uses)
         hub: ShardOp | None = None
         for use in uses:
             user = use.operation

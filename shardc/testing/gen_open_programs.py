@@ -40,7 +40,7 @@ FEATURES: frozenset[str] = frozenset(
     }
 )
 
-NOT_YET_WORKING: frozenset[str] = frozenset({"multi_result"})
+NOT_YET_WORKING: frozenset[str] = frozenset()
 """Features some stage still refuses (tests/unit/test_open_world_fuzz.py keeps a minimal
 program for each); the tests run `FEATURES - NOT_YET_WORKING`."""
 

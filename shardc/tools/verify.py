@@ -33,6 +33,7 @@ def _arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--simulate", type=int, metavar="N", help="run N ranks as threads of this process (default outside mpiexec: the size of the grid)")
     p.add_argument("--stage", choices=("partitioned", "lowered", "all"), default="partitioned", help="compare the partitioned program, the MPI-lowered one (+convert-shard-to-mpi,canonicalize), or both")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--inputs", metavar="FILE.npz", help="the arguments from a .npz file (keyed by argument name, argN or index) instead of random ones: for programs whose inputs must be valid, e.g. token ids")
     p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance for floating-point results")
     p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance for floating-point results")
     return p
@@ -65,6 +66,10 @@ def _main(argv: list[str]) -> int:
         raise UserError(f"--seed must not be negative, got {args.seed}")
     text = read_program(args.program)
     options = dict(entry=args.entry, pipeline=args.pipeline, stage=args.stage, seed=args.seed, rtol=args.rtol, atol=args.atol, name=args.program)
+    if args.inputs is not None:
+        from shardc.tools.run import _load_npz  # pyright: ignore[reportPrivateUsage]
+
+        options["inputs"] = _load_npz(args.inputs)
     if args.simulate is None and under_mpi():
         from mpi4py import MPI
 

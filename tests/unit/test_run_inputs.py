@@ -98,3 +98,37 @@ def test_bad_npz_is_one_line(tmp_path, capsys, content, message):
     err = capsys.readouterr().err
     assert message in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_verify_takes_inputs_npz(tmp_path, capsys):
+    """shardc-verify --inputs: the given arguments instead of random ones, for programs
+    whose inputs must be valid (here token ids indexing a table)."""
+    from shardc.tools.verify import main as verify_main
+
+    program = tmp_path / "gather.mlir"
+    program.write_text(GATHER)
+    table = np.arange(24, dtype=np.float32).reshape(8, 3)
+    ids = np.array([[1, 7], [0, 3]], dtype=np.int64)
+    np.savez(tmp_path / "args.npz", ids=ids, arg1=table)
+    assert verify_main([str(program), "--simulate", "2", "--stage", "all", "--inputs", str(tmp_path / "args.npz")]) == 0
+    assert "OK: 1 result match (partitioned, lowered, 2 ranks)" in capsys.readouterr().out
+    np.savez(tmp_path / "bad.npz", ids=ids)
+    assert verify_main([str(program), "--simulate", "2", "--inputs", str(tmp_path / "bad.npz")]) == 1
+    assert "no input for %table" in capsys.readouterr().err
+
+
+GATHER = """shard.grid @grid(shape = 2)
+func.func @f(%ids: tensor<2x2xi64>, %table: tensor<8x3xf32>) -> tensor<2x2x3xf32> {
+  %s = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %i = shard.shard %ids to %s : tensor<2x2xi64>
+  %e = tensor.empty() : tensor<2x2x3xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%i : tensor<2x2xi64>) outs(%e : tensor<2x2x3xf32>) {
+  ^bb0(%in: i64, %out: f32):
+    %r = arith.index_cast %in : i64 to index
+    %c = linalg.index 2 : index
+    %v = tensor.extract %table[%r, %c] : tensor<8x3xf32>
+    linalg.yield %v : f32
+  } -> tensor<2x2x3xf32>
+  return %g : tensor<2x2x3xf32>
+}
+"""

@@ -78,6 +78,9 @@ def test_gpt_training_equals_torch_adamw(task, case, capfd):
     assert "has no sharding interface" not in capfd.readouterr().err
     step = result.program.shard_collectives["train_step"]
     assert any(k.endswith("[1]") for k in step) == (tp > 1)
+    # TP: attention runs on each rank's heads (torch_rewrite.uncollapse_batch_matmuls),
+    # so across `shard` the step only all-reduces (all_slice is local, no communication).
+    assert {k for k in step if k.endswith("[1]")} <= {"shard.all_reduce[1]", "shard.all_slice[1]"}
     assert any(k.endswith("[0]") for k in step) == (world // tp > 1)
     if fsdp and world // tp > 1:
         assert step["shard.all_gather[0]"] >= 1 and step["shard.reduce_scatter[0]"] >= 1
@@ -86,6 +89,32 @@ def test_gpt_training_equals_torch_adamw(task, case, capfd):
     trained.load_state_dict(result.state_dict(trained))
     assert trained.lm_head.weight is trained.wte.weight
     np.testing.assert_array_equal(trained.wte.weight.detach().numpy(), result.params["wte.weight"])
+
+
+def test_uncollapsed_attention_equals_pytorch(task):
+    """The rewrite of attention's 3-D bmms into 4-D contractions keeps the step exact."""
+    from shardc.context import make_context
+    from shardc.frontends.torch_rewrite import uncollapse_batch_matmuls
+    from shardc.frontends.torch_train import export_train_step
+    from shardc.ir.locations import LocatingParser
+    from shardc.ir.printer import module_to_string
+    from shardc.runtime.launch import run_program
+
+    idx, tgt = _batches(1)[0]
+    exported = export_train_step(task.model, (idx,), (tgt,), task.loss_fn)
+    module = LocatingParser(make_context(), exported.text, "<t>").parse_module()
+    assert uncollapse_batch_matmuls(module) == 6  # forward: 2, backward: 4
+    module.verify()
+    text = module_to_string(module)
+    assert "linalg.batch_matmul" not in text
+    params = [p.detach().numpy() for _, p in task.model.named_parameters()]
+    loss, *grads = run_program(text, [idx.numpy(), tgt.numpy(), *params])
+    m = copy.deepcopy(task.model)
+    want = task.loss_fn(m(idx), tgt)
+    want.backward()
+    assert abs(float(loss) - want.item()) < 1e-5
+    for (name, p), g in zip(m.named_parameters(), grads):
+        assert np.abs(g - p.grad.numpy()).max() < 1e-5, name
 
 
 def test_gpt_float32_on_4_ranks(task):
