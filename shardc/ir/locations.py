@@ -358,7 +358,10 @@ class LocatingParser(MLIRAffineParsing, FastParser):
 def _locate_implicit_terminators(op: Operation) -> None:
     """A terminator the op's parser added (`scf.yield` of an empty `scf.for` body) has
     the op's location, as MLIR's `ensureTerminator` gives it. Bodies built whole by a
-    parser (linalg named ops) keep unknown locations, as in MLIR."""
+    parser (linalg named ops, `linalg.fill`'s lone yield included; not transpose and
+    broadcast, whose builders locate it at the op) keep unknown locations, as in MLIR."""
+    if op.name.startswith("linalg.") and op.name not in _BODY_AT_OP | _ARGS_AT_OPERANDS:
+        return
     for region in op.regions:
         for block in region.blocks:
             last = block.last_op

@@ -21,7 +21,9 @@ finishes the job without changing what they did:
   result's annotation or decided users), then its neighbours are queued; the candidates
   are the options each known neighbour implies alone, plus fully replicated; an op no
   annotation reaches is replicated and the run goes on from there. Each op is decided
-  once, so the pass stays linear in the program size;
+  once, so the pass stays linear in the program size; the interface's default option
+  and annotation computations are memoized over ops alike (same maps, loop count,
+  ranks), so a program of repeated ops costs little more than its traversals;
 * the cost rule, lexicographic: explicit (user-written) annotations of the op overridden,
   then annotations the traversals gave it overridden, then bytes moved per rank (the
   resharding planner's figure, summed over operands and result users), then the elements
@@ -310,7 +312,7 @@ class Completion:
         self.upstream_done: set[Operation] = set()
         # The interface's default computations are pure in an op's maps, loop count and
         # types: ops alike (a layer's repeats, a chain's links) share their results.
-        self._signatures: dict[Operation, int | None] = {}
+        self._signatures: dict[Operation, int] = {}
         self._signature_ids: dict[tuple, int] = {}
         self._options: dict[tuple, ShardingOption | None] = {}
         self._annotations: dict[tuple, list[ShardingInfo | None] | None] = {}
@@ -335,19 +337,14 @@ class Completion:
 
     # ---- the interface, memoized over ops alike -------------------------------------------
 
-    def signature(self, impl: ShardingInterface, op: Operation) -> int | None:
+    def signature(self, impl: ShardingInterface, op: Operation) -> int:
         """A number shared by the ops the interface's default option and annotation
-        computations cannot tell apart (None: `impl` overrides one of them)."""
-        if op in self._signatures:
-            return self._signatures[op]
-        found: int | None = None
-        cls = type(impl)
-        if (
-            cls.get_sharding_option is ShardingInterface.get_sharding_option
-            and cls.get_sharding_annotations is ShardingInterface.get_sharding_annotations
-        ):
+        computations cannot tell apart."""
+        found = self._signatures.get(op)
+        if found is None:
             # Of a type they read only the rank of a tensor, else whether it is a scalar.
             key = (
+                type(impl),
                 tuple(indexing_maps(impl, op)),
                 len(loop_iterator_types(impl, op)),
                 verify_sharding_interface_impl(impl, op),
@@ -356,7 +353,7 @@ class Completion:
                 *[_type_key(t) for t in op.result_types],
             )
             found = self._signature_ids.setdefault(key, len(self._signature_ids))
-        self._signatures[op] = found
+            self._signatures[op] = found
         return found
 
     def option_for(
@@ -366,11 +363,12 @@ class Completion:
         operands: Sequence[ShardingInfo | None],
         results: Sequence[ShardingInfo | None],
     ) -> ShardingOption | None:
-        """`impl.get_sharding_option` (a fresh option; diagnostics are dropped)."""
-        sig = self.signature(impl, op)
-        if sig is None:
+        """`impl.get_sharding_option` (a fresh option; diagnostics are dropped),
+        memoized over ops alike unless `impl` overrides it."""
+        if type(impl).get_sharding_option is not ShardingInterface.get_sharding_option:
             with collect_diagnostics():
                 return impl.get_sharding_option(op, operands, results)
+        sig = self.signature(impl, op)
         key = (sig, *[_key(s) for s in operands], None, *[_key(s) for s in results])
         if key not in self._options:
             with collect_diagnostics():
@@ -383,11 +381,12 @@ class Completion:
     def annotations_for(
         self, impl: ShardingInterface, op: Operation, option: ShardingOption
     ) -> list[ShardingInfo | None] | None:
-        """`impl.get_sharding_annotations` (diagnostics are dropped)."""
-        sig = self.signature(impl, op)
-        if sig is None:
+        """`impl.get_sharding_annotations` (diagnostics are dropped), memoized over ops
+        alike unless `impl` overrides it."""
+        if type(impl).get_sharding_annotations is not ShardingInterface.get_sharding_annotations:
             with collect_diagnostics():
                 return impl.get_sharding_annotations(op, option)
+        sig = self.signature(impl, op)
         key = (sig, option.grid, option.empty, *[tuple(a) for a in option.sharding_array])
         if key not in self._annotations:
             with collect_diagnostics():
