@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 GRIDS: tuple[tuple[int, ...], ...] = (
@@ -44,12 +45,15 @@ _FLOAT_BINARY = ("arith.addf", "arith.mulf", "arith.subf", "arith.maximumf", "ar
 _INT_BINARY = ("arith.addi", "arith.muli", "arith.subi", "arith.maxsi", "arith.minsi", "arith.xori")
 
 
-def _map(num_dims: int, dims: tuple[int, ...] | list[int]) -> str:
-    args = ", ".join(f"d{i}" for i in range(num_dims))
-    return f"affine_map<({args}) -> ({', '.join(f'd{d}' for d in dims)})>"
+def _map(num_dims: int, exprs: Iterable[int | str]) -> str:
+    """`affine_map<(d0, ..) -> (..)>`: an int is that loop (`d<i>`), a string is written
+    as it is (`0`)."""
+    dims = ", ".join(f"d{i}" for i in range(num_dims))
+    out = ", ".join(f"d{e}" if isinstance(e, int) else e for e in exprs)
+    return f"affine_map<({dims}) -> ({out})>"
 
 
-def _iters(kinds: list[str]) -> str:
+def _iters(kinds: Iterable[str]) -> str:
     return ", ".join(f'"{k}"' for k in kinds)
 
 

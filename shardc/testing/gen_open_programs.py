@@ -23,6 +23,8 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from shardc.testing.gen_exec_programs import _iters, _map  # pyright: ignore[reportPrivateUsage]
+
 FEATURES: frozenset[str] = frozenset(
     {
         "multi_use",  # values with several users; the same value returned twice
@@ -56,14 +58,6 @@ _BINARY = ("arith.addf", "arith.subf", "arith.mulf", "arith.maximumf", "arith.mi
 _TOSA_BINARY = ("add", "sub", "maximum", "minimum")
 
 
-def _map(num_dims: int, exprs: Iterable[int | str]) -> str:
-    dims = ", ".join(f"d{i}" for i in range(num_dims))
-    out = ", ".join(f"d{e}" if isinstance(e, int) else e for e in exprs)
-    return f"affine_map<({dims}) -> ({out})>"
-
-
-def _iters(kinds: Iterable[str]) -> str:
-    return ", ".join(f'"{k}"' for k in kinds)
 
 
 @dataclass
