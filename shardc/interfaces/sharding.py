@@ -1046,6 +1046,33 @@ def reduction_grid_axes(
     ]
 
 
+class SplittableLoopsInterface(ShardingInterface):
+    """Ops that can split only some of their loops (`splittable_loops`): upstream's option
+    with the other loops left whole, and the completion refused options that split them."""
+
+    def splittable_loops(self, op: Operation) -> set[int]:
+        raise NotImplementedError
+
+    def get_sharding_option(
+        self,
+        op: Operation,
+        operand_shardings: Sequence[ShardingInfo | None],
+        result_shardings: Sequence[ShardingInfo | None],
+    ) -> ShardingOption | None:
+        option = default_get_sharding_option(self, op, operand_shardings, result_shardings)
+        if option is None or option.empty:
+            return option
+        keep = self.splittable_loops(op)
+        for loop, axes in enumerate(option.sharding_array):
+            if loop not in keep:
+                axes.clear()
+        return option
+
+    def allows_option(self, op: Operation, option: ShardingOption) -> bool:
+        keep = self.splittable_loops(op)
+        return all(not axes or i in keep for i, axes in enumerate(option.sharding_array))
+
+
 class TriviallyShardableInterface(ShardingInterface):
     """Ops partitioned by running them as they are on the local shards (upstream's
     `partitionTriviallyShardableOperation`)."""

@@ -39,11 +39,9 @@ from shardc.dialects.shard import (
 )
 from shardc.interfaces.sharding import (
     Partitioner,
-    ShardingInfo,
     ShardingInterface,
-    ShardingOption,
+    SplittableLoopsInterface,
     clone_op,
-    default_get_sharding_option,
     identity_maps,
     local_type,
     partition_trivially_shardable,
@@ -148,7 +146,7 @@ def _major_loops(op: Operation) -> tuple[list[int], set[int]]:
     return majors, set(majors)
 
 
-class ReshapeSharding(ShardingInterface):
+class ReshapeSharding(SplittableLoopsInterface):
     """tensor.expand_shape / collapse_shape (see the module docstring)."""
 
     def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
@@ -163,24 +161,8 @@ class ReshapeSharding(ShardingInterface):
             return [] if op.dynamic_output_shape else [collapsed, full]
         return [full, collapsed]
 
-    def get_sharding_option(
-        self,
-        op: Operation,
-        operand_shardings: Sequence[ShardingInfo | None],
-        result_shardings: Sequence[ShardingInfo | None],
-    ) -> ShardingOption | None:
-        option = default_get_sharding_option(self, op, operand_shardings, result_shardings)
-        if option is None or option.empty:
-            return option
-        _, splittable = _major_loops(op)
-        for loop, axes in enumerate(option.sharding_array):
-            if loop not in splittable:
-                axes.clear()
-        return option
-
-    def allows_option(self, op: Operation, option: ShardingOption) -> bool:
-        _, splittable = _major_loops(op)
-        return all(not a or i in splittable for i, a in enumerate(option.sharding_array))
+    def splittable_loops(self, op: Operation) -> set[int]:
+        return _major_loops(op)[1]
 
     def partition(
         self,
@@ -232,7 +214,7 @@ def _whole_dims(op: Operation) -> set[int]:
     return set()
 
 
-class DimensionPreservingSharding(ShardingInterface):
+class DimensionPreservingSharding(SplittableLoopsInterface):
     """Ops whose tensors share one loop per dimension (identity maps on every tensor
     operand and result; index and scalar operands map to no loop); only the dimensions
     the op keeps whole may be split."""
@@ -251,24 +233,8 @@ class DimensionPreservingSharding(ShardingInterface):
                 maps.append(AffineMap(rank, 0, ()))
         return maps
 
-    def get_sharding_option(
-        self,
-        op: Operation,
-        operand_shardings: Sequence[ShardingInfo | None],
-        result_shardings: Sequence[ShardingInfo | None],
-    ) -> ShardingOption | None:
-        option = default_get_sharding_option(self, op, operand_shardings, result_shardings)
-        if option is None or option.empty:
-            return option
-        whole = _whole_dims(op)
-        for loop, axes in enumerate(option.sharding_array):
-            if loop not in whole:
-                axes.clear()
-        return option
-
-    def allows_option(self, op: Operation, option: ShardingOption) -> bool:
-        whole = _whole_dims(op)
-        return all(not a or i in whole for i, a in enumerate(option.sharding_array))
+    def splittable_loops(self, op: Operation) -> set[int]:
+        return _whole_dims(op)
 
     def partition(
         self,
