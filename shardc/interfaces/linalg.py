@@ -14,7 +14,13 @@ element), then combines the partial results with `shard.all_reduce` of the combi
 
 Beyond upstream: a body reading `linalg.index k` of a split loop sees the global index
 (the local one plus this process's offset, `process_multi_index` along the loop's grid
-axes times the local loop size; upstream would read the local one). The completion
+axes times the local loop size; upstream would read the local one). A tensor the body
+reads from outside with `tensor.extract` (a gather's table) follows a loop along each
+dimension that every extract of it indexes with exactly `linalg.index d` (through index
+casts) and whose extent is loop d's (`captured_loop_dims`): that dimension is split like
+loop d and read at the local index, so an embedding table split on n_embd stays split;
+its other dimensions (indexed by data, say token ids) are read whole, at global
+indices, as are the other uses of the index (bounds checks, arithmetic). The completion
 after upstream's traversals never splits a reduction loop the partitioning cannot
 combine (several inits, or a combiner without a reduction kind and neutral element, as
 the max/argmax generic of a softmax).
@@ -57,6 +63,7 @@ from shardc.dialects.shard import (
     ProcessMultiIndexOp,
     ReductionKindAttr,
     Sharding,
+    ShardOp,
     grid_axes_attr,
 )
 from shardc.interfaces.sharding import (
@@ -179,8 +186,12 @@ class StructuredOpSharding(ShardingInterface):
         """Upstream's option, except that reduction loops this op cannot partition when
         split (several inits, as max with argmax; no combiner or neutral element) stay
         whole: upstream would split them and then fail in shard-partition, we gather
-        the reduced dimension instead."""
+        the reduced dimension instead. Loops the option leaves whole take the axes of an
+        annotated capture's dimension that follows them (`captured_loop_dims`), so a
+        gather keeps its table's split."""
         option = super().get_sharding_option(op, operand_shardings, result_shardings)
+        if option is not None and op.regions:
+            option = _with_captures(op, option)
         if option is None or option.empty or self.allows_option(op, option):
             return option
         loops = loop_iterator_types(self, op)
@@ -339,6 +350,150 @@ def _loop_sizes(impl_maps: Sequence[AffineMap], values: Sequence[SSAValue], coun
     return sizes
 
 
+# =========================================================================================
+# Gathers: tensors a body reads from outside with tensor.extract
+# =========================================================================================
+
+
+def _index_loop(value: SSAValue, op: Operation, extent: int) -> int | None:
+    """The loop d when `value` is `linalg.index d` of `op`'s own body, possibly through
+    `arith.index_cast`s whose integer types hold every index below `extent`."""
+    while isinstance(cast := value.owner, arith.IndexCastOp):
+        type_ = cast.input.type
+        if isinstance(type_, IntegerType) and (1 << (type_.width.data - 1)) <= extent:
+            return None  # the cast may wrap
+        value = cast.input
+    owner = value.owner
+    if isinstance(owner, IndexOp) and owner.parent_op() is op:
+        return owner.dim.value.data
+    return None
+
+
+def captured_loop_dims(op: Operation) -> dict[SSAValue, tuple[int | None, ...]]:
+    """For each ranked tensor `op`'s body reads from outside, only by `tensor.extract`,
+    the loop each of its dimensions follows (None: read whole). A dimension follows loop
+    d when every extract indexes it with `linalg.index d` and its static extent is loop
+    d's; a loop is followed by one dimension at most. Tensors not listed are read whole."""
+    if not isinstance(op, LinalgStructuredOperation) or _body(op) is None:
+        return {}
+    loops = len(loop_iterator_types(StructuredOpSharding(), op))
+    sizes: list[int] | None = None  # read at the first capture (most bodies have none)
+    found: dict[SSAValue, list[int | None]] = {}
+    refused: set[SSAValue] = set()
+    for inner in op.walk():
+        if inner is op:
+            continue
+        for position, value in enumerate(inner.operands):
+            if not isinstance(value.type, TensorType) or value in refused:
+                continue
+            owner = value.owner
+            where = owner.parent_op() if isinstance(owner, Block) else owner
+            if where is not None and op.is_ancestor(where):
+                continue  # defined inside the op
+            if not isinstance(inner, tensor.ExtractOp) or position != 0:
+                refused.add(value)
+                found.pop(value, None)
+                continue
+            if sizes is None:
+                sizes = _loop_sizes(indexing_maps(StructuredOpSharding(), op), [*op.operands, *op.results], loops)
+            shape = value.type.get_shape()
+            dims: list[int | None] = []
+            for index, extent in zip(inner.indices, shape):
+                loop = _index_loop(index, op, extent) if extent != DYNAMIC else None
+                ok = loop is not None and loop < loops and sizes[loop] == extent
+                dims.append(loop if ok else None)
+            known = found.setdefault(value, dims)
+            if known is not dims:
+                found[value] = [a if a == b else None for a, b in zip(known, dims)]
+    result: dict[SSAValue, tuple[int | None, ...]] = {}
+    for value, dims in found.items():
+        seen: set[int] = set()
+        kept: list[int | None] = []
+        for loop in dims:
+            kept.append(loop if loop is not None and loop not in seen else None)
+            if loop is not None:
+                seen.add(loop)
+        if any(loop is not None for loop in kept):
+            result[value] = tuple(kept)
+    return result
+
+
+def _with_captures(op: Operation, option: ShardingOption) -> ShardingOption:
+    """`option` with each loop it leaves whole split as the annotated capture dimension
+    that follows it, where that grid axis is not used by another loop yet."""
+    follows = captured_loop_dims(op)
+    if not follows:
+        return option
+    loops = len(op.get_iterator_types()) if isinstance(op, LinalgStructuredOperation) else 0
+    array = [list(a) for a in option.sharding_array] if not option.empty else []
+    array += [[] for _ in range(loops - len(array))]
+    grid = option.grid if not option.empty else None
+    used = {a for axes in array for a in axes}
+    changed = False
+    for value, dims in follows.items():
+        owner = value.owner
+        if not isinstance(owner, ShardOp):
+            continue
+        info = ShardingInfo.of(owner.sharding)
+        if grid is not None and info.grid != grid:
+            continue
+        for dim, loop in enumerate(dims):
+            axes = list(info.split_axes[dim]) if dim < len(info.split_axes) else []
+            if loop is None or not axes or array[loop] or used & set(axes):
+                continue
+            array[loop] = axes
+            used.update(axes)
+            grid = info.grid
+            changed = True
+    if not changed:
+        return option
+    return ShardingOption(array, grid)
+
+
+def capture_split_axes(
+    dims: Sequence[int | None], assignment: Sequence[Sequence[int]]
+) -> list[list[int]]:
+    """The split axes of a captured tensor read along `dims` (see `captured_loop_dims`)
+    by an op whose loops are split over `assignment`: followed dimensions split as their
+    loop, the others whole."""
+    return [
+        list(assignment[loop]) if loop is not None and loop < len(assignment) else []
+        for loop in dims
+    ]
+
+
+def _local_reads(
+    op: Operation, new: Operation, assignment: Sequence[Sequence[int]]
+) -> list[tuple[tensor.ExtractOp, list[int]]]:
+    """The extracts of `new` (the local clone of `op`) and the index positions that read
+    a followed dimension of a split loop, so take the local index."""
+    follows = captured_loop_dims(op)
+    if not follows:
+        return []
+    reads: list[tuple[tensor.ExtractOp, list[int]]] = []
+    for old, local in zip(op.walk(), new.walk()):
+        if not isinstance(old, tensor.ExtractOp) or old.tensor not in follows:
+            continue
+        assert isinstance(local, tensor.ExtractOp)
+        dims = follows[old.tensor]
+        positions = [p for p, loop in enumerate(dims) if loop is not None and assignment[loop]]
+        if positions:
+            reads.append((local, positions))
+    return reads
+
+
+def _localized(value: SSAValue, globals_: dict[SSAValue, SSAValue], before: Operation) -> SSAValue:
+    """`value` (a global `linalg.index`, possibly cast) computed from the local index."""
+    if value in globals_:
+        return globals_[value]
+    cast = value.owner
+    assert isinstance(cast, arith.IndexCastOp)
+    local = arith.IndexCastOp(_localized(cast.input, globals_, before), cast.result.type)
+    local.location = cast.location
+    Rewriter.insert_op(local, InsertPoint.before(before))
+    return local.result
+
+
 def _globalize_indices(
     op: Operation,
     new: Operation,
@@ -348,13 +503,16 @@ def _globalize_indices(
     partitioner: Partitioner,
 ) -> None:
     """`linalg.index k` of a split loop k reads the global index in the local op: the
-    local index plus this process's offset along the loop's grid axes."""
+    local index plus this process's offset along the loop's grid axes; only the
+    extracts of a captured tensor's followed dimensions keep the local one."""
     body = _body(new)
     if body is None:
         return
     indices = [o for o in body.walk() if isinstance(o, IndexOp) and o.dim.value.data < len(assignment) and assignment[o.dim.value.data]]
     if not indices:
         return
+    local_reads = _local_reads(op, new, assignment)
+    to_local: dict[SSAValue, SSAValue] = {}
     grid_name = next(
         (s.grid for s in (*operand_shardings, *result_shardings) if s is not None), None
     )
@@ -392,9 +550,13 @@ def _globalize_indices(
             offsets[loop] = offset.result
         add = arith.AddiOp(index_op.result, offsets[loop])
         Rewriter.insert_op(add, InsertPoint.after(index_op))
-        # Captured tensors (a gather's table) are read whole by the partitioned op (see
-        # partition.py), so every use, their indices included, wants the global index.
         index_op.result.replace_uses_with_if(add.result, lambda use, add=add: use.operation is not add)
+        to_local[add.result] = index_op.result
+    # A followed dimension of a captured tensor is split like its loop (partition.py
+    # reshards the capture so): its extracts read it at the local index.
+    for extract, positions in local_reads:
+        for p in positions:
+            extract.operands[1 + p] = _localized(extract.operands[1 + p], to_local, extract)
 
 
 class _Collector:

@@ -20,7 +20,8 @@ Beyond trunk, so that any fully annotated program partitions: scalar and 0-d res
 no annotation (no `shard.shard` can give a scalar one), a `func.return` may return a
 value in its producer's sharding, and a tensor captured by an op's region (a gather's
 table read by `tensor.extract` in a linalg body) is gathered whole for that op, since the
-body indexes it globally.
+body indexes it globally, except along dimensions that follow a split loop (indexed by
+that loop's `linalg.index`, see interfaces/linalg.py): those stay split like the loop.
 
 Diagnostics are trunk's `Cannot partition: ...` messages, one per function that cannot be
 partitioned (trunk's pass is a function pass); where upstream asserts (a dimension that
@@ -51,13 +52,18 @@ from shardc.dialects.shard import (
     ShardingOp,
     ShardOp,
 )
+from shardc.interfaces.linalg import capture_split_axes, captured_loop_dims
 from shardc.interfaces.sharding import (
+    LoopShardingConflict,
     Partitioner,
     cached_lookup_grid,
     clone_op,
     get_sharding_interface,
+    grid_axis_assignment_for_loop_iterators,
+    indexing_maps,
     is_constant_like,
     local_type,
+    loop_iterator_types,
     partition_fully_replicated,
     pass_cache,
     sharding_of,
@@ -65,6 +71,7 @@ from shardc.interfaces.sharding import (
 )
 from shardc.ir import diagnostics
 from shardc.ir.diagnostics import DiagnosticError
+from shardc.ir.fast_verify import verify_operation
 from shardc.passes.greedy import paused_gc
 from shardc.passes.resharding import (
     AllGather,
@@ -96,6 +103,21 @@ def _captured_tensors(op: Operation) -> list[SSAValue]:
             if where is None or not op.is_ancestor(where):
                 found[value] = None
     return list(found)
+
+
+def _loop_assignment(op: Operation) -> list[list[int]] | None:
+    """The grid axes of each loop of `op`, read from its operand annotations (None: no
+    interface, or annotations that conflict; the op's partitioning reports those)."""
+    impl = get_sharding_interface(op)
+    if impl is None:
+        return None
+    maps = indexing_maps(impl, op)[: len(op.operands)]
+    try:
+        return grid_axis_assignment_for_loop_iterators(
+            operand_shardings(op), loop_iterator_types(impl, op), maps
+        )
+    except LoopShardingConflict:
+        return None
 
 
 def _grid(op: Operation, sharding: Sharding) -> GridOp:
@@ -275,7 +297,7 @@ class BlockPartitioner:
             if new.has_trait(ReturnLike):
                 continue  # checked against the function type, updated later
             try:
-                new.verify(verify_nested_ops=new.name != op.name)
+                verify_operation(new, verify_nested_ops=new.name != op.name)
             except VerifyException as e:
                 raise diagnostics.error(
                     op, f"Cannot partition: the partitioned op does not verify: {e}"
@@ -370,20 +392,26 @@ class BlockPartitioner:
     @contextmanager
     def replicated_captures(self, op: Operation) -> Iterator[None]:
         """Tensors of this block that `op`'s regions read directly (a gather's table read
-        by `tensor.extract` in a linalg body) are read whole, at global indices: a
-        capture annotated with a sharding that splits it is gathered for the op (trunk
-        would read the local shard at global indices)."""
+        by `tensor.extract` in a linalg body) are read whole, at global indices, except
+        along the dimensions that follow a loop (`captured_loop_dims`): those are split
+        like the loop and read at local indices. A capture annotated otherwise is
+        resharded for the op (trunk would read the local shard at global indices)."""
         saved: dict[SSAValue, SSAValue] = {}
+        follows = captured_loop_dims(op)
+        assignment = _loop_assignment(op) if follows else None
         for value in _captured_tensors(op):
             owner = value.owner
             if value in saved or value not in self.mapping or not isinstance(owner, ShardOp):
                 continue
             sharding = sharding_of(owner.sharding)
-            if sharding.is_fully_replicated:
+            target = Sharding(sharding.grid)
+            if value in follows and assignment is not None:
+                target = Sharding(sharding.grid, capture_split_axes(follows[value], assignment))
+            if sharding == target or (sharding.is_fully_replicated and target.is_fully_replicated):
                 continue
             local = self.mapping[value]
             saved[value] = local
-            self.mapping[value] = self.reshard(op, sharding, Sharding(sharding.grid), value.type, local)
+            self.mapping[value] = self.reshard(op, sharding, target, value.type, local)
         try:
             yield
         finally:
@@ -455,12 +483,9 @@ def _partition_block(
 
 
 def _erase_blocks(region: Region, blocks: Sequence[Block]) -> None:
+    """Erase the original blocks: `erase_block` drops every reference of their ops, then
+    erases them, so each op is visited twice (not three times over)."""
     for block in blocks:
-        for op in reversed(list(block.ops)):
-            op.drop_all_references()
-    for block in blocks:
-        for op in reversed(list(block.ops)):
-            op.erase(safe_erase=False)
         region.erase_block(block, safe_erase=False)
 
 

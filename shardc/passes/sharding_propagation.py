@@ -39,8 +39,13 @@ finishes the job without changing what they did:
   when they disagree. The choice is recorded as a producer `shard.shard` of the argument
   (which `shardc-run` reads to scatter global inputs), and `explain=true` says why;
 * tensors a region reads from outside its op (the table of an embedding gather in a
-  generic body, `tensor.extract %t[...]`) get a replicated annotation for users right
-  before the op, the body reading that.
+  generic body, `tensor.extract %t[...]`) get an annotation for users right before the
+  op, the body reading that: replicated, except the dimensions that follow a loop (every
+  extract indexes them with that loop's `linalg.index`, see `captured_loop_dims`), split
+  like the loop. The cost rule counts the bytes moved to bring a capture to that
+  sharding, and a capture's sharding proposes a candidate (its followed dimensions'
+  axes on their loops), so a table split on such a dimension stays split; an
+  unannotated argument read that way asks for it as its users do.
 
 The form left behind, for partition: every tensor result of a non-annotation op has
 exactly one use, a producer `shard.shard`; every block argument exactly one use, a
@@ -68,7 +73,6 @@ import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -82,8 +86,10 @@ from xdsl.utils.exceptions import PassFailedException
 from shardc.dialects.shard import DYNAMIC, GetShardingOp, ShardingOp, ShardOp
 from shardc.ir import diagnostics
 from shardc.passes.greedy import paused_gc
+from shardc.interfaces.linalg import capture_split_axes, captured_loop_dims
 from shardc.interfaces.sharding import (
     ConflictingUserShardings,
+    LoopShardingConflict,
     ShardingInfo,
     ShardingInterface,
     ShardingOption,
@@ -91,6 +97,7 @@ from shardc.interfaces.sharding import (
     collect_diagnostics,
     emit_op_error,
     get_sharding_interface,
+    grid_axis_assignment_for_loop_iterators,
     indexing_maps,
     insert_result_annotation,
     is_annotation_op,
@@ -105,7 +112,7 @@ from shardc.interfaces.sharding import (
 )
 from shardc.passes.resharding import ReshardingError, bytes_moved, plan_resharding
 
-Traversal = Literal["forward", "backward", "forward-backward", "backward-forward"]
+from shardc.passes.options import Traversal  # noqa: E402 - re-exported
 
 NO_RESHARDING = 0
 NO_RESHARDING_FOR_EXPLICIT_ANNOTATIONS = 1
@@ -316,6 +323,7 @@ class Completion:
         self._signature_ids: dict[tuple, int] = {}
         self._options: dict[tuple, ShardingOption | None] = {}
         self._annotations: dict[tuple, list[ShardingInfo | None] | None] = {}
+        self._follows: dict[Operation, dict[SSAValue, tuple[int | None, ...]]] = {}
 
     # ---- the graph of real ops through annotation chains --------------------------------
 
@@ -394,6 +402,59 @@ class Completion:
         found = self._annotations[key]
         return None if found is None else list(found)
 
+    # ---- captured tensors (a gather's table) -------------------------------------------
+
+    def follows(self, op: Operation) -> dict[SSAValue, tuple[int | None, ...]]:
+        """`captured_loop_dims(op)`, once per op."""
+        found = self._follows.get(op)
+        if found is None:
+            found = self._follows[op] = captured_loop_dims(op) if op.regions else {}
+        return found
+
+    def capture_targets(
+        self, impl: ShardingInterface, op: Operation, shardings: Sequence[ShardingInfo | None]
+    ) -> dict[SSAValue, ShardingInfo]:
+        """The sharding each capture with followed dimensions is read in when `op` gets
+        `shardings` (its operand shardings give the loops' axes)."""
+        follows = self.follows(op)
+        n = len(op.operands)
+        grid = next((s.grid for s in shardings if s is not None), self.grid)
+        if not follows or grid is None:
+            return {}
+        maps = indexing_maps(impl, op)[:n]
+        try:
+            assignment = grid_axis_assignment_for_loop_iterators(
+                [s.sharding if s is not None else None for s in shardings[:n]],
+                loop_iterator_types(impl, op),
+                maps,
+            )
+        except LoopShardingConflict:
+            assignment = [[] for _ in loop_iterator_types(impl, op)]
+        targets: dict[SSAValue, ShardingInfo] = {}
+        for value, dims in follows.items():
+            axes = capture_split_axes(dims, assignment)
+            while axes and not axes[-1]:
+                axes.pop()
+            targets[value] = ShardingInfo.get(grid, axes)
+        return targets
+
+    def capture_options(self, impl: ShardingInterface, op: Operation) -> list[ShardingOption]:
+        """The loop sharding each known capture sharding implies through its followed
+        dimensions (the other loops left whole)."""
+        options: list[ShardingOption] = []
+        loops = len(loop_iterator_types(impl, op))
+        for value, dims in self.follows(op).items():
+            seen = self.seen(value)
+            if seen is None or seen.sharding.is_fully_replicated:
+                continue
+            axes: list[list[int]] = [[] for _ in range(loops)]
+            for dim, loop in enumerate(dims):
+                if loop is not None and dim < len(seen.split_axes):
+                    axes[loop] = list(seen.split_axes[dim])
+            if any(axes):
+                options.append(ShardingOption(axes, seen.grid))
+        return options
+
     def producer(self, value: SSAValue) -> Operation | None:
         while isinstance(value.owner, ShardOp):
             value = value.owner.src
@@ -433,6 +494,14 @@ class Completion:
                 wanted = self.decided[user].shardings[use.index]
                 if wanted is not None:
                     found.append((wanted, False))
+            elif user.parent_block() is not self.block:
+                # Read inside a decided op's region: a capture, in the sharding it follows.
+                outer = self.block.find_ancestor_op_in_block(user)
+                impl = get_sharding_interface(outer) if outer is not None else None
+                if outer in self.decided and impl is not None:
+                    target = self.capture_targets(impl, outer, self.decided[outer].shardings).get(value)
+                    if target is not None:
+                        found.append((target, False))
         return found
 
     def own_annotation(self, value: SSAValue) -> tuple[ShardingInfo, bool] | None:
@@ -537,6 +606,8 @@ class Completion:
                     shardings: Combination = [None] * n
                     shardings[i] = s
                     options.append(self.option_for(impl, op, shardings, [None] * m))
+            if op.regions:
+                options.extend(self.capture_options(impl, op))
             for j, found in enumerate(known_results):
                 for s in found:
                     shardings = [None] * m
@@ -601,6 +672,12 @@ class Completion:
                     else:
                         inferred += 1
                 moved += self.move(op, result.type, s, want)
+        impl = get_sharding_interface(op)
+        if op.regions and impl is not None:
+            for value, target in self.capture_targets(impl, op, shardings).items():
+                seen = self.seen(value)
+                if seen is not None:
+                    moved += self.move(op, value.type, seen, target)
         return (explicit, inferred, moved, local)
 
     def decide(self, op: Operation) -> bool:
@@ -792,7 +869,7 @@ class Completion:
                 continue
             if op not in self.upstream_done:
                 self.annotate(op, decision)
-            self.annotate_captures(op)
+            self.annotate_captures(op, decision)
         self.normalize()
 
     def annotate(self, op: Operation, decision: _Decision) -> None:
@@ -828,12 +905,15 @@ class Completion:
         Rewriter.insert_op([sharding_op, shard], InsertPoint.before(op))
         op.operands[index] = shard.result
 
-    def annotate_captures(self, op: Operation) -> None:
-        """Tensors read inside `op`'s regions but defined outside (a gather's table) get a
-        replicated annotation for users right before `op`: partition reads them whole, at
-        global indices."""
+    def annotate_captures(self, op: Operation, decision: _Decision) -> None:
+        """Tensors read inside `op`'s regions but defined outside (a gather's table) get an
+        annotation for users right before `op`: replicated (partition reads them whole, at
+        global indices), or split along the dimensions that follow a loop as the loop
+        is (read at local indices)."""
         if not op.regions or self.grid is None:
             return
+        impl = get_sharding_interface(op)
+        targets = self.capture_targets(impl, op, decision.shardings) if impl is not None else {}
         captured: dict[SSAValue, list[tuple[Operation, int]]] = {}
         for inner in op.walk():
             if inner is op:
@@ -846,7 +926,7 @@ class Completion:
                 if block is self.block:
                     captured.setdefault(value, []).append((inner, use_index))
         for value, uses in captured.items():
-            sharding = ShardingInfo.get(self.grid, [])
+            sharding = targets.get(value) or ShardingInfo.get(self.grid, [])
             owner = value.owner
             if isinstance(owner, ShardOp) and owner.for_users and sharding.same_as(
                 ShardingInfo.of(owner.sharding)

@@ -158,6 +158,14 @@ class OpenProgramBuilder:
             self.values.append(value)
         return value
 
+    def annotated_arg(self, shape: tuple[int, ...], split: Split) -> OpenValue:
+        """An argument annotated for its producer with `split` (not pooled)."""
+        raw = OpenValue(f"%arg{len(self.args)}", shape)
+        self.args.append(raw)
+        name = self.fresh("a")
+        self.emit(f"{name} = shard.shard {raw.name} to {self.sharding(split)} : {self.type(shape)}")
+        return OpenValue(name, shape)
+
     def produced(self, raw: str, shape: tuple[int, ...], elem: str = "f32") -> OpenValue:
         """An op's result; with conflicts on, sometimes annotated for its producer."""
         value = OpenValue(raw, shape, elem)
@@ -457,25 +465,64 @@ class OpenProgramBuilder:
 
     def op_gather(self) -> None:
         """An embedding lookup as torch-mlir writes it: out[b, s, e] = table[ids[b, s], e],
-        the table captured by the body; indices are brought into range first."""
+        the table captured by the body; indices are brought into range first.
+
+        Its column is read at `linalg.index 2`, so partition may keep a column split
+        of the table. Some lookups (chosen by their own generator, so that the programs
+        whose lookups stay plain are as before) stress that: the table annotated with
+        its columns split, the column index through index casts, the global column
+        index used beside the lookup (a bounds check, added to the value), a position
+        table read at (`linalg.index 1`, `linalg.index 2`) added as GPT's wpe is."""
         ids_cands = [v for v in self.values if v.elem == "i64" and len(v.shape) == 2 and (v.uses == 0 or self.on("multi_use"))]
         ids = self.rng.choice(ids_cands) if ids_cands and self.rng.random() < 0.7 else self.new_arg(self.shape(2), "i64")
         rows = self.rng.randint(3, 12)
-        table = self.new_arg((rows, self.dim()), pool=False)
+        # A str seed is hashed with sha512: deterministic in the program so far.
+        extra = random.Random("gather\n" + "\n".join(self.lines))
+        stress = extra.random() < 0.6
+        emb = self.dim()
+        if stress and extra.random() < 0.6:
+            axes = extra.sample(range(len(self.grid_shape)), extra.randint(1, min(2, len(self.grid_shape))))
+            table = self.annotated_arg((rows, emb), ((), tuple(axes)))
+        else:
+            table = self.new_arg((rows, emb), pool=False)
         table.uses += 1
-        emb = table.shape[1]
         out = ids.shape + (emb,)
         c = self.fresh("rows")
         self.emit(f"{c} = arith.constant {rows} : index")
+        column = "%j"
         body = [
             "%i = arith.index_cast %in0 : i64 to index",
             f"%m = arith.remsi %i, {c} : index",
             f"%p = arith.addi %m, {c} : index",
             f"%q = arith.remsi %p, {c} : index",
             "%j = linalg.index 2 : index",
-            f"%x = tensor.extract {table.name}[%q, %j] : {self.type(table.shape)}",
         ]
-        raw = self.generic([(self.use(ids), ids.shape, "i64", _map(3, [0, 1]))], [(self.empty(out), out, "f32", _map(3, range(3)))], ["parallel"] * 3, body, ["%x"])
+        if stress and extra.random() < 0.4:
+            body += ["%j64 = arith.index_cast %j : index to i64", "%jc = arith.index_cast %j64 : i64 to index"]
+            column = "%jc"
+        body.append(f"%x = tensor.extract {table.name}[%q, {column}] : {self.type(table.shape)}")
+        result = "%x"
+        if stress and extra.random() < 0.5:
+            width = self.fresh("emb")
+            self.emit(f"{width} = arith.constant {emb} : index")
+            body += [
+                f"%inside = arith.cmpi ult, %j, {width} : index",
+                'cf.assert %inside, "column in range"',
+                "%jf64 = arith.index_cast %j : index to i64",
+                "%jf = arith.sitofp %jf64 : i64 to f32",
+                f"%xj = arith.addf {result}, %jf : f32",
+            ]
+            result = "%xj"
+        if stress and extra.random() < 0.4:
+            positions = self.new_arg((ids.shape[1], emb), pool=False)
+            positions.uses += 1
+            body += [
+                "%s = linalg.index 1 : index",
+                f"%w = tensor.extract {positions.name}[%s, %j] : {self.type(positions.shape)}",
+                f"%xw = arith.addf {result}, %w : f32",
+            ]
+            result = "%xw"
+        raw = self.generic([(self.use(ids), ids.shape, "i64", _map(3, [0, 1]))], [(self.empty(out), out, "f32", _map(3, range(3)))], ["parallel"] * 3, body, [result])
         self.produced(raw, out)
 
     def op_multi_result(self) -> None:

@@ -220,15 +220,18 @@ def test_captured_table_is_gathered() -> None:
 
 
 def test_captured_table_with_split_embedding_loop() -> None:
-    """The loop reading the table's columns (`linalg.index 2`) is split too: the body
-    reads the gathered table at the global column."""
+    """The loop reading the table's columns (`linalg.index 2`) is split too: the
+    table's columns follow it (resharded from rows to columns, not gathered) and the
+    body reads them at the local column."""
     text = (
         GATHER.replace("%s3 = shard.sharding @g split_axes = [[0], [1]]", "%s3 = shard.sharding @g split_axes = [[0], [], [1]]")
         .replace("%ia = shard.shard %ids to %s3", "%ia = shard.shard %ids to %s0")
         .replace("%i1 = shard.shard %ia to %s3", "%i1 = shard.shard %ia to %s0")
     )
     out = _partition(text)
-    assert "-> tensor<2x8x4xf32>" in out and "shard.all_gather %arg1" in out, out
+    assert "-> tensor<2x8x4xf32>" in out and "shard.all_gather %arg1" not in out, out
+    assert "shard.all_to_all %arg1" in out and "tensor<16x4xf32>" in out, out
+    assert "tensor.extract %cast[%6, %7] : tensor<16x4xf32>" in out and "%7 = linalg.index 2" in out, out
     _agrees(text)
 
 
