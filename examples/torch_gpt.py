@@ -1,13 +1,16 @@
 """A nanoGPT-style decoder in plain PyTorch, trained by shardc through torch-mlir.
 
-    shardc-train --torch-model examples/torch_gpt.py:task --np 4 --tp 2 --fsdp
+    shardc-train --torch-model examples/torch_gpt.py:make --np 4 --tp 2 --fsdp
 
 The model is what a PyTorch user writes (nn.Embedding, nn.LayerNorm, nn.Linear,
 F.scaled_dot_product_attention, GELU, a head tied to the token embedding); nothing in it
-knows about sharding. `task()` is the factory the `--torch-model FILE.py:FACTORY` contract
-asks for: it returns a `TorchTask` with the module, its loss, the logical axes of its
-parameters by FQN pattern and the plan that splits them (Megatron-style: attention
-heads and the MLP hidden units over `shard`, the vocabulary too over `batch` for ZeRO).
+knows about sharding. `make()` is the factory the `--torch-model FILE.py:FACTORY`
+contract asks for (`task` is the same function under its earlier name): called as
+`make(vocab_size=, block_size=, seed=)`, it returns a `TorchTask` with the module, its
+loss, the logical axes of its parameters by FQN pattern, the plan that splits them
+(Megatron-style: attention heads and the MLP hidden units over `shard`, the vocabulary
+too over `batch` for ZeRO), the parameters trained without weight decay (biases and
+LayerNorm gains, nanoGPT's two parameter groups) and a `generate` hook for `--sample`.
 
 q, k and v are three projections rather than nanoGPT's fused `c_attn`: each one's output
 features are `heads x head_dim` in that order, so splitting them splits whole heads and
@@ -126,8 +129,38 @@ PLAN = ShardingPlan(
 )
 
 
-def task(vocab_size: int = 64, block_size: int = 16, seed: int = 0, **config) -> TorchTask:
+# nanoGPT's second parameter group: no weight decay on biases and LayerNorm gains.
+NO_DECAY = (r".*\.bias", r"(.*\.)?ln_(\d+|f)\.weight")
+
+
+@torch.no_grad()
+def generate(model, prompt, n_tokens, *, temperature=0.8, top_k=None, seed=0, n_valid=None):
+    """nanoGPT's sampling loop: the last `block_size` tokens in, the next one drawn from
+    the softmax of the last position's logits (ids from `n_valid` on are padding)."""
+    g = torch.Generator().manual_seed(seed)
+    model.eval()
+    idx = torch.tensor([list(prompt)], dtype=torch.long)
+    for _ in range(n_tokens):
+        logits = model(idx[:, -model.config.block_size :])[0, -1].double()
+        if n_valid is not None:
+            logits[n_valid:] = -float("inf")
+        if temperature <= 0:
+            nxt = int(torch.argmax(logits))
+        else:
+            logits = logits / temperature
+            if top_k is not None and top_k < int(torch.isfinite(logits).sum()):
+                kth = torch.topk(logits, top_k).values[-1]
+                logits[logits < kth] = -float("inf")
+            nxt = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=g))
+        idx = torch.cat([idx, torch.tensor([[nxt]])], dim=1)
+    return idx[0, len(prompt) :].tolist()
+
+
+def make(vocab_size: int = 64, block_size: int = 16, seed: int = 0, **config) -> TorchTask:
     """The `--torch-model` factory: a seeded model for the tokenizer's vocabulary."""
     torch.manual_seed(seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, block_size=block_size, **config))
-    return TorchTask(model, loss_fn, AXES, PLAN, kind="lm")
+    return TorchTask(model, loss_fn, AXES, PLAN, kind="lm", no_decay=NO_DECAY, generate=generate)
+
+
+task = make  # the factory's earlier name

@@ -1,111 +1,233 @@
 """`shardc-train --torch-model FILE.py:FACTORY`: train a user's PyTorch module.
 
 The contract: FILE.py defines FACTORY(vocab_size=, block_size=, seed=) returning a
-`shardc.frontends.torch_train.TorchTask` of kind "lm" (a language model: int64 tokens
-[batch, block_size] in, logits out; `loss_fn(logits, targets)`; the parameters' logical
-axes by FQN pattern and a ShardingPlan). `examples/torch_gpt.py:task` is one.
+`shardc.frontends.torch_train.TorchTask` of kind "lm": a language model taking int64
+tokens [batch, block_size] and returning logits; `loss_fn(logits, targets)`; the
+parameters' (and buffers') logical axes by FQN pattern and the ShardingPlan that splits
+them; optionally `no_decay` (FQN patterns AdamW does not decay) and `generate` (the
+sampling hook `--sample` calls on the trained module). `examples/torch_gpt.py:make` is
+one.
 
-The rest is shardc-train's: the text (`--data` or the synthetic corpus) and tokenizer
-(vocabulary padded to lcm(8, data replicas), as for the built-in GPT), the grid from the
-MPI world or `--simulate N`, `--tp/--zero/--fsdp`, `--per-device-batch`, `--accum`,
-`--steps`, `--lr` with the same warmup + cosine schedule, `--seed`, `--out` (loss.csv,
-params.npz by FQN). The step is imported from PyTorch's autograd through torch-mlir and
-compiled by shardc (`train_module`); every rank reads the same seeded global batches.
-Not yet here for torch models: held-out evaluation, checkpoints, sampling, --emit-ir.
+The rest is shardc-train's, shared with the built-in GPT (`shardc.tools.train`): the
+text (`--data` or the synthetic corpus) and tokenizer (vocabulary padded to lcm(8, data
+replicas)), the grid from the MPI world or `--simulate N`, `--tp/--zero/--fsdp`,
+`--per-device-batch`, `--accum`, `--steps`, `--lr` with the warmup + cosine schedule,
+`--seed`, the same seeded batch stream, the held-out loss every `--eval-every` steps,
+the header (batch accounting, per-rank memory, collectives), progress, `--out`
+(loss.csv, loss.png, tokens_per_s.png, params.npz by FQN, model.safetensors that
+`model.load_state_dict` takes, the tokenizer), sharded checkpoints every
+`--checkpoint-every` steps keyed by FQN and `--resume` on any grid. The step is
+imported from PyTorch's autograd through torch-mlir and compiled by shardc
+(`TorchTraining`); `--emit-ir DIR` writes each stage of it; `--show-layouts` draws
+each parameter's layouts on the grid (nothing imported or compiled) and exits.
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import time
+from typing import Any
 
 import numpy as np
 
 from shardc.tools.cli import UserError
 
 TOOL = "shardc-train"
-_UNSUPPORTED = ("resume", "emit_ir", "show_layouts")
 
 
 def train_torch_model(a: argparse.Namespace, mpi: bool) -> int:
-    """Run one `--torch-model` job (on the MPI world when `mpi`, else `--simulate N`)."""
+    """Run one `--torch-model` job (on the MPI world when `mpi`, else `--simulate N`);
+    under MPI only rank 0 reports an error (every rank finds the same one)."""
     from shardc.frontends.torch import MissingTorch
 
-    for name in _UNSUPPORTED:
-        if getattr(a, name, None):
-            raise UserError(f"--{name.replace('_', '-')} is not supported with --torch-model yet")
-    if a.sample:
-        raise UserError("--sample is not supported with --torch-model yet")
     try:
         return _train(a, mpi)
     except MissingTorch as e:
         raise UserError(str(e)) from None
+    except UserError:
+        if mpi and _rank() != 0:
+            return 1
+        raise
+
+
+class _Tokens:
+    """The CLI's batch stream (`checkpoint.BatchStream`, so a checkpoint keeps its
+    position) with the tokens as int64, what nn.Embedding and cross-entropy take."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+
+    def __iter__(self) -> _Tokens:
+        return self
+
+    def __next__(self) -> tuple[np.ndarray, ...]:
+        return tuple(x.astype(np.int64) for x in next(self.stream))
+
+    def state(self) -> dict[str, Any]:
+        return self.stream.state()
+
+    def restore(self, state: Any) -> None:
+        self.stream.restore(state)
 
 
 def _train(a: argparse.Namespace, mpi: bool) -> int:
-    from shardc.frontends.torch_train import TorchTrainError, load_task, train_module
+    from shardc.frontends.torch_train import TorchTask, TorchTrainError, TorchTraining, load_task
+    from shardc.tools.train import _checkpoints, _say_resumed, _text, _tokenizer  # pyright: ignore[reportPrivateUsage]
     from shardc.training.axis import ShardingConfigError, ShardingPolicy, ShardingValidationError
+    from shardc.training.checkpoint import BatchStream, CheckpointError
     from shardc.training.data import batches, split
     from shardc.training.mesh import GridError
-    from shardc.training.train import TrainConfig
-    from shardc.tools.train import _text, _tokenizer  # pyright: ignore[reportPrivateUsage]
+    from shardc.training.progress import Progress
+    from shardc.training.train import TrainConfig, set_blas_threads
 
     world = _world() if mpi else (a.simulate or 1)
     rank = _rank() if mpi else 0
     text = _text(a)
-    tok = _tokenizer(a, text, world)
+    tok = _tokenizer(a, text, world)  # checks that tp divides the ranks
     try:
         policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp)
-        task = load_task(a.torch_model, vocab_size=tok.vocab_size, block_size=a.block_size, seed=a.seed)
+        task: TorchTask = load_task(a.torch_model, vocab_size=tok.vocab_size, block_size=a.block_size, seed=a.seed)
         if task.kind != "lm":
             raise UserError(f"--torch-model {a.torch_model}: a TorchTask of kind {task.kind!r}; shardc-train trains kind 'lm'")
-        replicas = world // a.tp if a.tp and world % a.tp == 0 else 1
-        micro = a.per_device_batch * replicas
-        train, _ = split(tok.encode(text), 0.1)
-        stream = batches(train, micro, a.block_size, a.seed)
-        data = [tuple(x.astype(np.int64) for x in next(stream)) for _ in range(a.steps * a.accum)]
-        sched = TrainConfig(a.per_device_batch, a.accum, a.steps, a.lr, a.lr / 10, min(10, a.steps // 10), a.seed)
-        if rank == 0:
-            print(
-                f"{TOOL}: {type(task.model).__name__} from {a.torch_model}, {world} rank{'s' if world > 1 else ''}, "
-                f"policy tp={policy.tp} zero={policy.zero} fsdp={policy.fsdp}, global batch {micro * a.accum} "
-                f"({a.per_device_batch} per device x {replicas} replicas x {a.accum} accumulation)",
-                flush=True,
-            )
-        result = train_module(
-            task.model, data, task.loss_fn, axes=task.axes, plan=task.plan, policy=policy,
-            world=None if mpi else world, n_inputs=task.n_inputs, accum=a.accum, steps=a.steps, lr=sched.lr_at,
+        train, val = split(tok.encode(text), 0.1)
+        if len(val) <= a.block_size or len(train) <= a.block_size:
+            raise UserError(f"the data ({len(train) + len(val)} tokens) is too short for block size {a.block_size}")
+        micro = a.per_device_batch * (world // a.tp)
+        held_out = batches(val, micro, a.block_size, a.seed + 1)  # as the built-in trainer's evaluate
+        evals = [tuple(x.astype(np.int64) for x in next(held_out)) for _ in range(2)]
+        sched = TrainConfig(a.per_device_batch, a.accum, a.steps, a.lr, a.lr / 10, 10, a.seed)
+        opts, where = _checkpoints(a, tok)
+        set_blas_threads(1)
+        t0 = time.perf_counter()
+        job = TorchTraining.prepare(
+            task.model, _Tokens(BatchStream(train, micro, a.block_size, a.seed)), task.loss_fn,
+            axes=task.axes, plan=task.plan, policy=policy, world=None if mpi else world, n_inputs=task.n_inputs,
+            accum=a.accum, steps=a.steps, lr=sched, no_decay=task.no_decay, eval_batches=evals,
+            eval_every=a.eval_every, checkpoint=opts, resume=where, keep_text=bool(a.emit_ir) and rank == 0,
         )
+        seconds = time.perf_counter() - t0
+    except ShardingValidationError as e:
+        more = f" (and {len(e.failures) - 1} more)" if len(e.failures) > 1 else ""
+        raise UserError(e.failures[0] + more) from None
+    except (TorchTrainError, GridError, ShardingConfigError, CheckpointError, ValueError) as e:
+        raise UserError(str(e)) from None
+    if rank == 0:
+        if a.emit_ir:
+            import contextlib
+
+            from shardc.tools.train import _abort_on_user_error, _emit_ir  # pyright: ignore[reportPrivateUsage]
+
+            with _abort_on_user_error(_comm()) if mpi else contextlib.nullcontext():  # the others wait in the step
+                _emit_ir(a.emit_ir, job.program)
+        print(_header(a, task, job, world, seconds), flush=True)
+        if job.resume is not None:
+            _say_resumed(job.resume, job.config, job.grid)
+    progress = Progress(a.steps, a.quiet, every=a.log_every)
+    try:
+        result = job.run(progress if rank == 0 else None)
+    except TorchTrainError as e:  # the batches ran out, a checkpoint's data position is foreign
+        raise UserError(str(e)) from None
+    if rank == 0:
+        from shardc.tools.train import _finish  # pyright: ignore[reportPrivateUsage]
+
+        progress.close()
+        _finish(a, result, tok, progress, _title(a, task, job, world), result.state_arrays(task.model))
+        if a.sample:
+            _sample(a, task, result, tok)
+    return 0
+
+
+def show_torch_layouts(a: argparse.Namespace) -> int:
+    """`--show-layouts` with `--torch-model`: the grid and every parameter's and buffer's
+    storage / compute / update layouts, checked against the grid; nothing is imported
+    or compiled (for `--np N` no job is launched)."""
+    from shardc.frontends.torch import MissingTorch
+    from shardc.frontends.torch_train import ParamInfo, TorchTrainError, load_task, plan_state
+    from shardc.tools.cli import under_mpi
+    from shardc.tools.train import _text, _tokenizer  # pyright: ignore[reportPrivateUsage]
+    from shardc.training.axis import ShardingConfigError, ShardingPolicy, ShardingValidationError
+    from shardc.training.layout_view import grid_text, parameter_layouts, print_texts
+    from shardc.training.mesh import MESH_AXES, GridError, make_grid
+
+    rank, world = 0, a.np or a.simulate or 1
+    if a.np is None and a.simulate is None and under_mpi():
+        rank, world = _rank(), _world()
+    tok = _tokenizer(a, _text(a), world)
+    try:
+        policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp)
+        grid = make_grid(world, a.tp)
+        task = load_task(a.torch_model, vocab_size=tok.vocab_size, block_size=a.block_size, seed=a.seed)
+        params, buffers = plan_state(task.model, task.axes, task.plan, policy, grid, task.no_decay)
+    except MissingTorch as e:
+        raise UserError(str(e)) from None
     except ShardingValidationError as e:
         more = f" (and {len(e.failures) - 1} more)" if len(e.failures) > 1 else ""
         raise UserError(e.failures[0] + more) from None
     except (TorchTrainError, GridError, ShardingConfigError, ValueError) as e:
         raise UserError(str(e)) from None
-    if rank == 0:
-        prog = result.program
-        for fn in ("train_step", "adamw_step"):
-            counts = ", ".join(f"{k} x{n}" for k, n in sorted(prog.collectives[fn].items())) or "none"
-            print(f"{TOOL}: @{fn} collectives per call: {counts}")
-        every = a.log_every or max(1, a.steps // 10)
-        if not a.quiet:
-            for s, loss in enumerate(result.losses, start=1):
-                if s % every == 0 or s == 1 or s == a.steps:
-                    print(f"step {s}/{a.steps}  loss {loss:.4f}  lr {sched.lr_at(s):.2e}")
-        _write(Path(a.out), result)
-        print(f"{TOOL}: wrote {a.out}/loss.csv, {a.out}/params.npz")
+    if rank != 0:
+        return 0
+    # layout_view names every dimension: "-" for one the axes leave unnamed.
+    def shown(infos: Any) -> list[ParamInfo]:
+        return [ParamInfo(i.path, i.shape, tuple(x or "-" for x in i.axes)) for i in infos]
+
+    head = [
+        f"{TOOL}: {type(task.model).__name__} from {a.torch_model}, {world} rank{'s' if world > 1 else ''}, grid {grid}, "
+        f"policy tp={policy.tp} zero={policy.zero} fsdp={policy.fsdp}",
+        "  " + grid_text(grid.shape, MESH_AXES).replace("\n", "\n  "),
+        "storage: parameters between steps; compute: forward and backward; update: optimizer step, moments, gradients"
+        + (f"; buffers ({', '.join(b.path for b in buffers)}) keep their compute layout" if buffers else ""),
+    ]
+    as_compute = ShardingPolicy(policy.tp, False, False)  # a buffer is stored as it is used
+    print_texts([*head, *parameter_layouts(shown(params), task.plan, policy, grid), *parameter_layouts(shown(buffers), task.plan, as_compute, grid)])
     return 0
 
 
-def _write(out: Path, result) -> None:
+def _header(a: argparse.Namespace, task: Any, job: Any, world: int, seconds: float) -> str:
+    from shardc.tools.train import _accounting, _collective_lines, _kib  # pyright: ignore[reportPrivateUsage]
+
+    p, prog = job.config.policy, job.program
+    n = sum(int(np.prod(i.shape)) for i in prog.params)
+    decayed = sum(1 for i in prog.params if i.decay)
+    bufs = f", {len(prog.buffers)} buffers ({_kib(job.buffer_bytes)} per rank)" if prog.buffers else ", no buffers"
+    return "\n".join([
+        f"{TOOL}: {type(task.model).__name__} from {a.torch_model}, {world} rank{'s' if world > 1 else ''}, grid {job.grid}, "
+        f"policy tp={p.tp} zero={p.zero} fsdp={p.fsdp}",
+        f"  model: {len(prog.params)} parameters ({n:,} values; {decayed} with weight decay){bufs}, {prog.dtype}, block {a.block_size}",
+        *_accounting(job.config, job.grid, a.block_size, job.memory),
+        f"  imported from PyTorch and compiled the step in {seconds:.1f} s (compile {prog.compile_seconds:.1f} s)",
+        *_collective_lines(prog.shard_collectives),
+    ])
+
+
+def _title(a: argparse.Namespace, task: Any, job: Any, world: int) -> str:
+    p = job.config.policy
+    policy = f"tp={p.tp}" + (" fsdp" if p.fsdp else " zero" if p.zero else " data-parallel")
+    n = sum(int(np.prod(i.shape)) for i in job.program.params)
+    return f"{type(task.model).__name__} ({a.torch_model}), {n:,} parameters\n{world} rank{'s' if world > 1 else ''}, grid {job.grid}, {policy}"
+
+
+def _sample(a: argparse.Namespace, task: Any, result: Any, tok: Any) -> None:
+    """`--sample N`: the factory's `generate` hook on the trained module, or a line
+    saying why there is no sample."""
+    from shardc.tools.train import _print_sample, _prompt, _sample_args  # pyright: ignore[reportPrivateUsage]
+
+    if task.generate is None:
+        print(f"{TOOL}: --sample skipped: {a.torch_model} gives no generate hook (TorchTask.generate)")
+        return
+    prompt = _prompt(a, tok)
+    task.model.load_state_dict(result.state_dict(task.model))
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "loss.csv", "w") as f:
-            f.write("step,loss\n")
-            for s, loss in enumerate(result.losses, start=1):
-                f.write(f"{s},{loss!r}\n")
-        np.savez(out / "params.npz", **result.params)
-    except OSError as e:
-        raise UserError(f"cannot write to '{out}': {e.strerror}") from None
+        ids = task.generate(task.model, list(prompt), a.sample, **_sample_args(a, tok))
+    except Exception as e:  # noqa: BLE001 - the user's hook: one line naming it
+        raise UserError(f"--sample: the generate hook of {a.torch_model} failed: {type(e).__name__}: {e}") from None
+    _print_sample(a, tok, [int(i) for i in ids])
+
+
+def _comm() -> Any:
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
 
 
 def _world() -> int:

@@ -14,24 +14,33 @@ Import (`export_train_step`): `torch.func.grad_and_value` of `loss_fn(model(*inp
 decomposition table, SDPA in its math form: torch-mlir has no CPU backward for the
 fused kernel) and imported by `torch_mlir.fx.stateless_fx_import` as linalg-on-tensors:
 
-    @train_step(inputs..., targets..., params(FQN order)...) -> (loss, grads(FQN order)...)
+    @train_step(inputs..., targets..., params(FQN)..., buffers(FQN)...) -> (loss, grads(FQN)...)
 
-Parameters are arguments, never baked constants; the gradients of `nn.Embedding` and of
+Parameters and buffers are arguments, never baked constants; buffers are read-only inputs
+(a forward that updates one, like train-mode BatchNorm, is refused); the gradients of `nn.Embedding` and of
 cross-entropy come out as `tm_tensor.scatter` (shardc's TMTensor overlay runs and
 shards it).
 
 Layouts (`ParamInfo`, `resolve_param_axes`): the user names each parameter's logical axes
-by FQN pattern (`re.fullmatch`); unnamed parameters are replicated. The shared
-`ShardingPlan`/`ShardingPolicy` turn them into storage / compute / update layouts
-(`shardc.training.axis.resolve`), checked against the grid before anything is allocated.
+by FQN pattern (`re.fullmatch`); unnamed parameters and buffers are replicated. The
+shared `ShardingPlan`/`ShardingPolicy` turn them into storage / compute / update layouts
+(`shardc.training.axis.resolve`; a buffer keeps its compute layout), checked against the
+grid (`plan_state`) before anything is imported or allocated.
 
 The step module (`TorchStepProgram`) is the imported `@train_step` with shard
 annotations at its boundary (parameters arrive in storage layout and are used in compute
 layout, the batch is split over `batch`, gradients leave in the update layout) plus
-`@adamw_step` built in IR (`shardc.training.optimizer`, torch.optim.AdamW's update, decay
-on every parameter as torch applies it); the compiler derives every collective
-(`shardc.training.spmd.PIPELINE`). Gradient accumulation adds the gradient pieces each
-rank receives, in their update layout, so it needs no communication of its own.
+`@adamw_step` built in IR (`shardc.training.optimizer`, torch.optim.AdamW's update; decay
+on every parameter but those the `no_decay` patterns name, torch's second parameter group)
+and, with held-out batches, `@eval_loss` (the loss imported without gradients, the same
+boundary); the compiler derives every collective (`shardc.training.spmd.PIPELINE`).
+Gradient accumulation adds the gradient pieces each rank receives, in their update
+layout, so it needs no communication of its own.
+
+Training (`TorchTraining`, `train_module`) is the built-in trainer's loop on this program:
+`StepLog`s, the held-out loss every `eval_every` steps, sharded checkpoints through
+`shardc.training.checkpoint` keyed by FQN (the manifest's model is a `TorchModelInfo`) and
+resume on any grid and policy.
 """
 
 from __future__ import annotations
@@ -42,7 +51,8 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,12 +66,17 @@ from shardc.training.axis import (
     ShardingPlan,
     ShardingPolicy,
     StateArray,
+    StateBytes,
+    per_rank_bytes,
     resolve,
     validate_layouts,
     validate_state,
 )
+from shardc.training.checkpoint import Checkpoint, CheckpointOptions
 from shardc.training.mesh import BATCH, Grid, make_grid
 from shardc.training.optimizer import AdamWConfig
+from shardc.training.train import TrainConfig
+from shardc.training.trainer import StepLog, TrainingConfig
 
 LogicalAxes = tuple[str | None, ...]
 
@@ -80,7 +95,8 @@ class TorchTrainError(ValueError):
 
 @dataclass
 class ExportedStep:
-    """torch-mlir's output for one training step, and what its arguments are."""
+    """torch-mlir's output for one training step (or, with no gradients, one loss), and
+    what its arguments are."""
 
     text: str
     func_name: str
@@ -89,14 +105,17 @@ class ExportedStep:
     param_names: list[str]
     param_shapes: list[tuple[int, ...]]
     dtype: str
+    buffer_names: list[str] = field(default_factory=list)
+    buffer_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    grads: bool = True
 
     @property
     def arg_names(self) -> list[str]:
-        return [*self.input_names, *self.target_names, *self.param_names]
+        return [*self.input_names, *self.target_names, *self.param_names, *self.buffer_names]
 
     @property
     def result_names(self) -> list[str]:
-        return ["loss", *(f"grad.{n}" for n in self.param_names)]
+        return ["loss", *(f"grad.{n}" for n in self.param_names)] if self.grads else ["loss"]
 
 
 def export_train_step(
@@ -106,39 +125,50 @@ def export_train_step(
     loss_fn: Callable[..., Any],
     *,
     func_name: str = "train_step",
+    grads: bool = True,
 ) -> ExportedStep:
     """Import the loss and the parameter gradients of `loss_fn(model(*inputs), *targets)`
-    as linalg-on-tensors (see the module docstring for the signature)."""
+    as linalg-on-tensors (see the module docstring for the signature); `grads=False`:
+    the loss alone (held-out evaluation). Buffers are arguments after the parameters,
+    read-only: a forward that updates one (train-mode BatchNorm) is refused."""
     torch, fx = require_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    if any(True for _ in model.named_buffers()):
-        names = ", ".join(n for n, _ in model.named_buffers())
-        raise TorchTrainError(f"modules with buffers are not supported yet (buffers: {names})")
     inputs, targets = tuple(inputs), tuple(targets)
     params = {k: v.detach() for k, v in model.named_parameters()}
-    keys = list(params)
-    n_in, n_tg = len(inputs), len(targets)
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+    keys, bkeys = list(params), list(buffers)
+    n_in, n_tg, n_p = len(inputs), len(targets), len(keys)
 
-    def loss_of(p: dict, ins: tuple, tgs: tuple) -> Any:
-        out = torch.func.functional_call(model, p, ins)
+    def loss_of(p: dict, b: dict, ins: tuple, tgs: tuple) -> Any:
+        out = torch.func.functional_call(model, {**p, **b}, ins)
         return loss_fn(out, *tgs)
 
-    def step(*args: Any) -> tuple:
+    def step(*args: Any) -> Any:
         ins, tgs, flat = args[:n_in], args[n_in : n_in + n_tg], args[n_in + n_tg :]
-        grads, loss = torch.func.grad_and_value(loss_of)(dict(zip(keys, flat)), ins, tgs)
-        return (loss, *(grads[k] for k in keys))
+        p, b = dict(zip(keys, flat[:n_p])), dict(zip(bkeys, flat[n_p:]))
+        if not grads:
+            return loss_of(p, b, ins, tgs)
+        g, loss = torch.func.grad_and_value(loss_of)(p, b, ins, tgs)
+        return (loss, *(g[k] for k in keys))
 
-    example = (*inputs, *targets, *params.values())
+    example = (*inputs, *targets, *params.values(), *buffers.values())
+    if buffers:
+        _refuse_buffer_updates(model, inputs, params, buffers)
     diags: list[str] = []
     try:
         with sdpa_kernel([SDPBackend.MATH]), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gm = make_fx(torch.func.functionalize(step), decomposition_table=get_decomposition_table())(*example)
+    except Exception as e:  # noqa: BLE001 - torch refused to trace the module: say why
+        raise TorchTrainError(f"torch-mlir cannot import the training step of {type(model).__name__}: {_reason(diags, e)}") from None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             module = fx.stateless_fx_import(gm, output_type="linalg-on-tensors", model_name=func_name, fx_importer=_importer(diags))
-    except Exception as e:  # torch or torch-mlir refused the module: say which op
+    except Exception as e:  # torch-mlir refused the module: say which op
         raise TorchTrainError(f"torch-mlir cannot import the training step of {type(model).__name__}: {_reason(diags, e)}") from None
     dtypes = {str(p.dtype).removeprefix("torch.") for p in params.values()}
     dtype = dtypes.pop() if len(dtypes) == 1 else "float32"
@@ -146,7 +176,27 @@ def export_train_step(
         str(module), func_name,
         [f"input{i}" for i in range(n_in)], [f"target{i}" for i in range(n_tg)],
         keys, [tuple(p.shape) for p in params.values()], dtype,
+        bkeys, [tuple(b.shape) for b in buffers.values()], grads,
     )
+
+
+def _refuse_buffer_updates(model: Any, inputs: Sequence[Any], params: Mapping[str, Any], buffers: Mapping[str, Any]) -> None:
+    """Buffers are inputs of the step, not state it updates: a forward that updates one
+    in place (BatchNorm's running statistics) is refused naming the buffers. Checked by
+    one eager forward on copies of the buffers (functionalization would drop some such
+    updates silently)."""
+    import torch
+
+    copies = {k: v.clone() for k, v in buffers.items()}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.func.functional_call(model, {**params, **copies}, tuple(inputs))
+    names = [k for k, v in buffers.items() if not torch.equal(copies[k], v)]
+    if names:
+        raise TorchTrainError(
+            f"the forward of {type(model).__name__} updates buffer{'s' if len(names) > 1 else ''} {', '.join(names)} "
+            "in place (train-mode BatchNorm?): buffers are read-only inputs of the step"
+        )
 
 
 def _importer(diags: list[str]) -> Any:
@@ -184,7 +234,7 @@ def _reason(diags: Sequence[str], e: BaseException) -> str:
 
 @dataclass(frozen=True)
 class ParamInfo:
-    """A parameter as the plan sees it (what `axis.abstract_state` reads)."""
+    """A parameter (or buffer) as the plan sees it (what `axis.abstract_state` reads)."""
 
     path: str
     shape: tuple[int, ...]
@@ -192,25 +242,38 @@ class ParamInfo:
     decay: bool = True
 
 
+def _patterns(kind: str, patterns: Any) -> list[tuple[str, re.Pattern[str]]]:
+    out = []
+    for pattern in patterns:
+        try:
+            out.append((pattern, re.compile(pattern)))
+        except re.error as e:
+            raise TorchTrainError(f"{kind} pattern {pattern!r} is not a regular expression: {e}") from None
+    return out
+
+
 def resolve_param_axes(
     names: Sequence[str],
     shapes: Sequence[tuple[int, ...]],
     axes: Mapping[str, LogicalAxes],
     plan: ShardingPlan,
+    no_decay: Sequence[str] = (),
+    n_params: int | None = None,
 ) -> list[ParamInfo]:
     """Each parameter's logical axes: the first pattern that fully matches its FQN, else
     all None (replicated). Every pattern must match a parameter, every named axis must be
-    one the plan has a rule for, and the axes must have the parameter's rank."""
+    one the plan has a rule for, and the axes must have the parameter's rank. Names from
+    `n_params` on are buffers: axes patterns may name them, they are never decayed.
+    `no_decay`: FQN patterns of the parameters AdamW does not decay (biases, LayerNorm
+    gains, as PyTorch users do with two parameter groups); each must match one."""
     known = set(plan.tp_rules) | set(plan.zero())
-    compiled = []
-    for pattern, ax in axes.items():
-        try:
-            compiled.append((pattern, re.compile(pattern), tuple(ax)))
-        except re.error as e:
-            raise TorchTrainError(f"axes pattern {pattern!r} is not a regular expression: {e}") from None
+    n_params = len(names) if n_params is None else n_params
+    compiled = [(pattern, rx, tuple(axes[pattern])) for pattern, rx in _patterns("axes", axes)]
+    skip = _patterns("no_decay", no_decay)
     used: set[str] = set()
     out = []
-    for name, shape in zip(names, shapes):
+    for k, (name, shape) in enumerate(zip(names, shapes)):
+        what = "parameter" if k < n_params else "buffer"
         ax: LogicalAxes = (None,) * len(shape)
         for pattern, rx, pax in compiled:
             if rx.fullmatch(name):
@@ -218,19 +281,57 @@ def resolve_param_axes(
                 ax = pax
                 break
         if len(ax) != len(shape):
-            raise TorchTrainError(f"parameter {name} of shape {shape}: logical axes {ax} name {len(ax)} dimensions, it has {len(shape)}")
+            raise TorchTrainError(f"{what} {name} of shape {shape}: logical axes {ax} name {len(ax)} dimensions, it has {len(shape)}")
         for a in ax:
             if a is not None and a not in known:
                 raise TorchTrainError(
-                    f"parameter {name} of shape {shape}: logical axis {a!r} is not in the plan "
+                    f"{what} {name} of shape {shape}: logical axis {a!r} is not in the plan "
                     f"(TP rules: {sorted(plan.tp_rules) or 'none'}, ZeRO rules: {sorted(plan.zero()) or 'none'}); "
                     "write None for a dimension that is never split"
                 )
-        out.append(ParamInfo(name, tuple(shape), ax))
+        decay = k < n_params
+        for pattern, rx in skip:
+            if k < n_params and rx.fullmatch(name):
+                used.add(f"no_decay:{pattern}")
+                decay = False
+        out.append(ParamInfo(name, tuple(shape), ax, decay))
+    listed = ", ".join(names[:n_params])
     for pattern, _, _ in compiled:
         if pattern not in used:
-            raise TorchTrainError(f"axes pattern {pattern!r} matches no parameter (parameters: {', '.join(names)})")
+            raise TorchTrainError(f"axes pattern {pattern!r} matches no parameter (parameters: {listed})")
+    for pattern, _ in skip:
+        if f"no_decay:{pattern}" not in used:
+            raise TorchTrainError(f"no_decay pattern {pattern!r} matches no parameter (parameters: {listed})")
     return out
+
+
+def plan_state(
+    model: Any,
+    axes: Mapping[str, LogicalAxes],
+    plan: ShardingPlan,
+    policy: ShardingPolicy,
+    grid: Grid,
+    no_decay: Sequence[str] = (),
+) -> tuple[list[ParamInfo], list[ParamInfo]]:
+    """(parameters, buffers) of `model` with their logical axes, every layout checked
+    against the grid before anything is allocated or imported: the parameters' storage,
+    compute and update layouts (`validate_layouts`), the buffers' compute layout."""
+    named = [*model.named_parameters(), *model.named_buffers()]
+    n_params = sum(1 for _ in model.named_parameters())
+    infos = resolve_param_axes([n for n, _ in named], [tuple(t.shape) for _, t in named], axes, plan, no_decay, n_params)
+    params, buffers = infos[:n_params], infos[n_params:]
+    try:
+        validate_layouts(params, plan, policy, grid)  # type: ignore[arg-type]
+    except ShardingConfigError as e:
+        raise TorchTrainError(str(e)) from None
+    validate_state([StateArray(f"buffers/{b.path}", b.shape, _buffer_spec(b, plan, policy)) for b in buffers], grid)
+    return params, buffers
+
+
+def _buffer_spec(b: ParamInfo, plan: ShardingPlan, policy: ShardingPolicy) -> PartitionSpec:
+    """A buffer is stored as it is used: in its compute layout (replicated unless the
+    axes name it), never split for ZeRO (it has no gradient or optimizer state)."""
+    return resolve(b.axes, plan, policy).compute  # type: ignore[arg-type]
 
 
 # =========================================================================================
@@ -242,9 +343,16 @@ def _data_spec(rank: int) -> PartitionSpec:
     return PartitionSpec(BATCH, *([None] * (rank - 1))) if rank else PartitionSpec()
 
 
-def _annotate_step(module: Any, exported: ExportedStep, grid: Grid, layouts: Sequence[ParamLayouts], results: bool = True) -> None:
-    """Shard annotations at the boundary of the imported `@train_step` (or forward, with
-    `results=False`: its results are left to propagation), in place."""
+def _annotate_step(
+    module: Any,
+    exported: ExportedStep,
+    grid: Grid,
+    layouts: Sequence[ParamLayouts],
+    buffer_specs: Sequence[PartitionSpec] = (),
+    results: bool = True,
+) -> None:
+    """Shard annotations at the boundary of the imported `@train_step` (or forward or
+    loss, with `results=False`: its results are left to propagation), in place."""
     from xdsl.dialects import func
     from xdsl.dialects.builtin import TensorType
     from xdsl.rewriter import InsertPoint, Rewriter
@@ -272,9 +380,12 @@ def _annotate_step(module: Any, exported: ExportedStep, grid: Grid, layouts: Seq
             rank = len(arg.type.get_shape()) if isinstance(arg.type, TensorType) else 0
             spec = _data_spec(rank)
             specs = [(spec, False), (spec, True)]
-        else:
+        elif k < n_data + len(layouts):
             lay = layouts[k - n_data]
             specs = [(lay.storage, False), (lay.compute, True)]
+        else:
+            spec = buffer_specs[k - n_data - len(layouts)]
+            specs = [(spec, False), (spec, True)]
         new, point = chain(arg, specs, point)
         for use in uses:
             use.operation.operands[use.index] = new
@@ -327,7 +438,9 @@ def _adamw_func(params: Sequence[ParamInfo], layouts: Sequence[ParamLayouts], gr
 @dataclass
 class TorchStepProgram:
     """The compiled step of an imported module for one grid and policy: `@train_step`
-    (the torch-mlir import, annotated) and `@adamw_step`, lowered to mpi and compiled."""
+    (the torch-mlir import, annotated), `@adamw_step` and, when an evaluation loss was
+    imported, `@eval_loss` (the same boundary as the step, no gradients), lowered to mpi
+    and compiled. `specs`/`layouts`/`grid`/`dtype` are what the sharded checkpoints read."""
 
     exported: ExportedStep
     params: list[ParamInfo]
@@ -343,6 +456,25 @@ class TorchStepProgram:
     collectives: dict[str, Counter[str]]
     """Per function, the communication ops of the lowered program (mpi.*)."""
     compile_seconds: float = 0.0
+    buffers: list[ParamInfo] = field(default_factory=list)
+    buffer_specs: list[PartitionSpec] = field(default_factory=list)
+    has_eval: bool = False
+    stages: list[Any] = field(default_factory=list)
+    """The pipeline's stages (`spmd.Stage`), texts only when built with keep_text."""
+
+    def stage_texts(self) -> list[tuple[str, str]]:
+        """(file name, text) per stage, as the built-in step's (`StepProgram.stage_texts`)."""
+        from shardc.training.spmd import StepProgram
+
+        return StepProgram.stage_texts(self)  # type: ignore[arg-type]
+
+    @property
+    def specs(self) -> list[ParamInfo]:
+        return self.params
+
+    @property
+    def dtype(self) -> str:
+        return self.exported.dtype
 
     @staticmethod
     def build(
@@ -352,40 +484,67 @@ class TorchStepProgram:
         policy: ShardingPolicy,
         grid: Grid,
         opt: AdamWConfig = TORCH_ADAMW,
+        *,
+        no_decay: Sequence[str] = (),
+        eval_step: ExportedStep | None = None,
+        keep_text: bool = False,
     ) -> TorchStepProgram:
         """Resolve and check every layout (before anything is allocated), annotate the
-        step, add AdamW and compile through `spmd.PIPELINE`."""
-        from shardc.context import make_context
-        from shardc.ir.locations import LocatingParser
-        from shardc.runtime import compile_module
+        step (and `eval_step`, the `grads=False` import of the same loss), add AdamW and
+        compile through `spmd.PIPELINE`; `keep_text` keeps each stage's text
+        (`stage_texts`, for --emit-ir)."""
+        from shardc.runtime.cache import compile_module_cached
         from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline
 
         t0 = time.perf_counter()
-        params = resolve_param_axes(exported.param_names, exported.param_shapes, axes, plan)
+        infos = resolve_param_axes(
+            [*exported.param_names, *exported.buffer_names], [*exported.param_shapes, *exported.buffer_shapes],
+            axes, plan, no_decay, len(exported.param_names),
+        )
+        params, buffers = infos[: len(exported.param_names)], infos[len(exported.param_names) :]
         try:
             validate_layouts(params, plan, policy, grid)  # type: ignore[arg-type]
         except ShardingConfigError as e:
             raise TorchTrainError(str(e)) from None
         layouts = [resolve(p.axes, plan, policy) for p in params]  # type: ignore[arg-type]
-        module = LocatingParser(make_context(), exported.text, "<torch-mlir>").parse_module()
-        uncollapse_batch_matmuls(module)
-        split_shared_fills(module)
+        buffer_specs = [_buffer_spec(b, plan, policy) for b in buffers]
+        validate_state([StateArray(f"buffers/{b.path}", b.shape, s) for b, s in zip(buffers, buffer_specs)], grid)
+        module = _parse(exported)
         _check_data(module, exported, grid)
-        _annotate_step(module, exported, grid, layouts)
+        _annotate_step(module, exported, grid, layouts, buffer_specs)
+        if eval_step is not None:
+            loss_module = _parse(eval_step)
+            _check_data(loss_module, eval_step, grid)
+            _annotate_step(loss_module, eval_step, grid, layouts, buffer_specs, results=False)
+            for op in list(loss_module.body.block.ops):
+                op.detach()
+                module.body.block.add_op(op)
         first = module.body.block.first_op
         module.body.block.insert_op_before(grid.grid_op(), first)
         module.body.block.add_op(_adamw_func(params, layouts, grid, exported.dtype, opt))
         lower_at = PIPELINE.index("convert-shard-to-mpi")
-        run_pipeline(module, PIPELINE[:lower_at])
+        stages = run_pipeline(module, PIPELINE[:lower_at], keep_text)
         shard_level = count_collectives(module, by_axes=True)
-        run_pipeline(module, PIPELINE[lower_at:])
-        compiled = compile_module(module, "torch_train_step")
+        stages += run_pipeline(module, PIPELINE[lower_at:], keep_text)[1:]
+        compiled = compile_module_cached(module, "torch_train_step")  # code generation through the compile cache
         prog = TorchStepProgram(exported, params, layouts, grid, policy, plan, opt, module, compiled, shard_level, count_collectives(module))
+        prog.buffers, prog.buffer_specs, prog.has_eval, prog.stages = buffers, buffer_specs, eval_step is not None, stages
         prog.compile_seconds = time.perf_counter() - t0
         return prog
 
     def call(self, name: str, *args: object) -> Any:
         return self.compiled.call(name, *args)
+
+
+def _parse(exported: ExportedStep) -> Any:
+    """torch-mlir's text as an xDSL module, with the rewrites sharding needs."""
+    from shardc.context import make_context
+    from shardc.ir.locations import LocatingParser
+
+    module = LocatingParser(make_context(), exported.text, "<torch-mlir>").parse_module()
+    uncollapse_batch_matmuls(module)
+    split_shared_fills(module)
+    return module
 
 
 def _check_data(module: Any, exported: ExportedStep, grid: Grid) -> None:
@@ -420,6 +579,12 @@ class TorchTask:
     plan: ShardingPlan = field(default_factory=ShardingPlan)
     kind: str = "lm"
     n_inputs: int = 1
+    no_decay: Sequence[str] = ()
+    """FQN patterns of parameters trained without weight decay (biases, LayerNorm)."""
+    generate: Callable[..., Sequence[int]] | None = None
+    """Sampling hook for `--sample`: `generate(model, prompt_ids, n_tokens, *,
+    temperature, top_k, seed, n_valid) -> ids`, run on the trained module (ids at or
+    above `n_valid` are vocabulary padding, never to be drawn). None: no sampling."""
 
 
 def load_task(spec: str, **kwargs: Any) -> TorchTask:
@@ -452,25 +617,59 @@ def load_task(spec: str, **kwargs: Any) -> TorchTask:
     return task
 
 
+@dataclass(frozen=True)
+class TorchModelInfo:
+    """What a checkpoint records of an imported module (the manifest's `model`): a resume
+    must have the same class, the same parameter count and FQNs with the same shapes."""
+
+    module: str
+    parameters: int
+    signature: str
+
+    @staticmethod
+    def of(model: Any) -> TorchModelInfo:
+        import hashlib
+
+        named = list(model.named_parameters())
+        text = ";".join(f"{n}:{'x'.join(map(str, p.shape))}" for n, p in named)
+        return TorchModelInfo(type(model).__name__, sum(int(p.numel()) for _, p in named), hashlib.sha256(text.encode()).hexdigest()[:16])
+
+
 @dataclass
 class TorchTrainResult:
-    """Per-step mean loss, the final global parameters by FQN, the compiled program."""
+    """The per-step log (loss, lr, time, tokens/s, held-out loss when due), the final
+    global parameters by FQN, the compiled program, the grid and the per-rank memory."""
 
-    losses: list[float]
+    log: list[StepLog]
     params: dict[str, np.ndarray]
     program: TorchStepProgram
-    eval_losses: list[tuple[int, float]] = field(default_factory=list)
+    grid: Grid
+    memory: StateBytes
+    config: TrainingConfig
+
+    @property
+    def losses(self) -> list[float]:
+        return [s.loss for s in self.log]
+
+    @property
+    def eval_losses(self) -> list[tuple[int, float]]:
+        return [(s.step, s.eval_loss) for s in self.log if s.eval_loss is not None]
 
     def state_dict(self, model: Any) -> dict[str, Any]:
-        """`model.state_dict()`'s keys (tied aliases included) with the trained values."""
+        """`model.state_dict()`'s keys (tied aliases included) with the trained values;
+        buffers as the module has them (the step never changes them)."""
         torch, _ = require_torch()
         canonical = {id(p): n for n, p in model.named_parameters()}
         out = {}
         for name, p in model.named_parameters(remove_duplicate=False):
             out[name] = torch.from_numpy(np.ascontiguousarray(self.params[canonical[id(p)]])).to(p.dtype)
-        for name, b in model.named_buffers():
+        for name, b in model.named_buffers(remove_duplicate=False):
             out[name] = b.detach().clone()
         return out
+
+    def state_arrays(self, model: Any) -> dict[str, np.ndarray]:
+        """`state_dict` as numpy arrays (what model.safetensors holds)."""
+        return {k: v.detach().cpu().numpy() for k, v in self.state_dict(model).items()}
 
 
 def _np(x: Any) -> np.ndarray:
@@ -478,26 +677,39 @@ def _np(x: Any) -> np.ndarray:
 
 
 class _Rank:
-    """One rank's local state (parameters in storage layout, moments in update layout)."""
+    """One rank's local state (parameters in storage layout, moments in update layout,
+    buffers in their compute layout)."""
 
-    def __init__(self, prog: TorchStepProgram, rank: int, params: Mapping[str, np.ndarray]):
+    def __init__(self, prog: TorchStepProgram, rank: int, params: Mapping[str, np.ndarray] | None, buffers: Mapping[str, np.ndarray] | None = None):
         from shardc.training.spmd import local_part
 
         self.p, self.rank = prog, rank
         g = prog.grid
+        self.buffers = [local_part(np.asarray((buffers or {})[b.path]), s, g, rank) for b, s in zip(prog.buffers, prog.buffer_specs)]
+        self.step = 0
+        if params is None:  # filled by from_local
+            return
         self.params = [local_part(np.asarray(params[i.path]), lay.storage, g, rank) for i, lay in zip(prog.params, prog.layouts)]
         self.mu = [np.zeros_like(local_part(np.asarray(params[i.path]), lay.update, g, rank)) for i, lay in zip(prog.params, prog.layouts)]
         self.nu = [np.zeros_like(m) for m in self.mu]
-        self.step = 0
 
-    def train_step(self, microbatches: Sequence[Sequence[np.ndarray]], lr: float) -> float:
+    @classmethod
+    def from_local(cls, prog: TorchStepProgram, rank: int, buffers: Mapping[str, np.ndarray], got: Any) -> _Rank:
+        """A rank resumed from a checkpoint's `LoadedState` (its local pieces)."""
+        state = cls(prog, rank, None, buffers)
+        state.params, state.mu, state.nu, state.step = list(got.params), list(got.mu), list(got.nu), got.step
+        return state
+
+    def _data(self, mb: Sequence[np.ndarray]) -> list[np.ndarray]:
         from shardc.training.spmd import local_part
 
+        return [local_part(np.asarray(x), _data_spec(np.ndim(x)), self.p.grid, self.rank) for x in mb]
+
+    def train_step(self, microbatches: Sequence[Sequence[np.ndarray]], lr: float) -> float:
         acc: list[np.ndarray] | None = None
         losses = []
         for mb in microbatches:
-            data = [local_part(np.asarray(x), _data_spec(np.ndim(x)), self.p.grid, self.rank) for x in mb]
-            loss, *grads = self.p.call(self.p.exported.func_name, *data, *self.params)
+            loss, *grads = self.p.call(self.p.exported.func_name, *self._data(mb), *self.params, *self.buffers)
             losses.append(float(np.asarray(loss)))
             acc = [np.asarray(g) for g in grads] if acc is None else [a + np.asarray(g) for a, g in zip(acc, grads)]
         assert acc is not None
@@ -508,10 +720,242 @@ class _Rank:
         self.params, self.mu, self.nu = list(out[:n]), list(out[n : 2 * n]), list(out[2 * n :])
         return float(np.mean(losses))
 
+    def eval_loss(self, batches: Sequence[Sequence[np.ndarray]]) -> float:
+        """Mean loss of `@eval_loss` over held-out global microbatches."""
+        return float(np.mean([float(np.asarray(self.p.call("eval_loss", *self._data(mb), *self.params, *self.buffers))) for mb in batches]))
+
+
+class _Batches:
+    """A list of global microbatches read as a stream whose position a checkpoint keeps
+    (`state`/`restore`, as `checkpoint.BatchStream` for the CLI's sampled batches)."""
+
+    def __init__(self, items: Sequence[Sequence[Any]], position: int = 0):
+        self.items, self.position = items, position
+
+    def __iter__(self) -> _Batches:
+        return self
+
+    def __next__(self) -> Sequence[Any]:
+        if self.position >= len(self.items):
+            raise TorchTrainError(f"the {len(self.items)} batches given are used up")
+        self.position += 1
+        return self.items[self.position - 1]
+
+    def state(self) -> dict[str, Any]:
+        return {"position": self.position}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self.position = int(state["position"])
+
+    def fork(self) -> _Batches:
+        return _Batches(self.items, self.position)
+
+
+def _fork(stream: Any) -> Any:
+    import copy
+
+    return stream.fork() if hasattr(stream, "fork") else copy.deepcopy(stream)
+
+
+LearningRate = float | Callable[[int], float] | TrainConfig
+
+
+@dataclass
+class TorchTraining:
+    """A training job prepared by `TorchTraining.prepare` (layouts checked, step
+    imported and compiled, the checkpoint to resume from opened and verified); `run()`
+    trains. `train_module` is the two in one; the CLI prints its header in between."""
+
+    program: TorchStepProgram
+    config: TrainingConfig
+    grid: Grid
+    stream: Any
+    dtypes: list[np.dtype]
+    init: dict[str, np.ndarray]
+    buffers: dict[str, np.ndarray]
+    lr_at: Callable[[int], float]
+    eval_data: list[list[np.ndarray]] | None
+    checkpoint: CheckpointOptions | None
+    resume: Checkpoint | None
+    mpi: bool
+    tokens_per_step: int
+
+    @property
+    def memory(self) -> StateBytes:
+        """Bytes of the training state each rank keeps between steps (parameters,
+        gradient accumulator, AdamW moments), as the layouts split them."""
+        itemsize = np.dtype(self.program.dtype).itemsize
+        return per_rank_bytes(self.program.params, self.program.plan, self.program.policy, self.grid, itemsize)  # type: ignore[arg-type]
+
+    @property
+    def buffer_bytes(self) -> int:
+        from shardc.training.spmd import local_slices
+
+        total = 0
+        for b, spec in zip(self.program.buffers, self.program.buffer_specs):
+            local = self.buffers[b.path][local_slices(b.shape, spec, self.grid, 0)]
+            total += local.nbytes
+        return total
+
+    @staticmethod
+    def prepare(
+        model: Any,
+        batches: Sequence[Sequence[Any]] | Any,
+        loss_fn: Callable[..., Any],
+        *,
+        axes: Mapping[str, LogicalAxes] | None = None,
+        plan: ShardingPlan | None = None,
+        policy: ShardingPolicy | None = None,
+        world: int | None = 1,
+        n_inputs: int = 1,
+        accum: int = 1,
+        steps: int | None = None,
+        lr: LearningRate = 1e-3,
+        opt: AdamWConfig = TORCH_ADAMW,
+        no_decay: Sequence[str] = (),
+        eval_batches: Sequence[Sequence[Any]] | None = None,
+        eval_every: int = 0,
+        checkpoint: CheckpointOptions | None = None,
+        resume: Checkpoint | str | Path | None = None,
+        keep_text: bool = False,
+    ) -> TorchTraining:
+        """See `train_module`; `keep_text`: the program keeps each stage's text."""
+        plan = plan or ShardingPlan()
+        policy = policy or ShardingPolicy(tp=1, zero=False)
+        if accum < 1:
+            raise TorchTrainError(f"accum must be positive, got {accum}")
+        if eval_every < 0:
+            raise TorchTrainError(f"eval_every must be non-negative, got {eval_every}")
+        if isinstance(batches, Sequence):
+            if not batches:
+                raise TorchTrainError("no batches to train on")
+            steps = len(batches) // accum if steps is None else steps
+            if steps * accum > len(batches):
+                raise TorchTrainError(f"{steps} steps of {accum} microbatches need {steps * accum} batches, {len(batches)} given")
+            stream: Any = _Batches(batches)
+        else:
+            if steps is None:
+                raise TorchTrainError("steps must be given when the batches are a stream")
+            stream = batches
+        if steps < 1:
+            raise TorchTrainError(f"steps must be positive, got {steps}")
+        if callable(lr) and not isinstance(lr, TrainConfig) and (checkpoint is not None or resume is not None):
+            raise TorchTrainError("checkpoints record the learning-rate schedule: pass lr as a number or a TrainConfig, not a function")
+        mpi = world is None
+        try:
+            if mpi:
+                from mpi4py import MPI
+
+                from shardc.training.trainer import ranks_per_host
+
+                grid = make_grid(MPI.COMM_WORLD.Get_size(), policy.tp, ranks_per_host(MPI.COMM_WORLD))
+            else:
+                grid = make_grid(world, policy.tp)
+        except ValueError as e:
+            raise TorchTrainError(str(e)) from None
+        plan_state(model, axes or {}, plan, policy, grid, no_decay)  # before anything is imported or allocated
+        torch, _ = require_torch()
+        if hasattr(stream, "state"):
+            at = stream.state()
+            first = [_np(x) for x in next(stream)]
+            stream.restore(at)
+        else:
+            raise TorchTrainError("the batches must be a sequence or a stream with state()/restore()")
+        dtypes = [x.dtype for x in first]
+        example = [torch.from_numpy(np.ascontiguousarray(x)) for x in first]
+        exported = export_train_step(model, example[:n_inputs], example[n_inputs:], loss_fn)
+        evals = None
+        eval_step = None
+        if eval_batches:
+            evals = [[np.asarray(_np(x), dtype=d) for x, d in zip(b, dtypes)] for b in eval_batches]
+            ex = [torch.from_numpy(np.ascontiguousarray(x)) for x in evals[0]]
+            eval_step = export_train_step(model, ex[:n_inputs], ex[n_inputs:], loss_fn, func_name="eval_loss", grads=False)
+        prog = TorchStepProgram.build(exported, axes or {}, plan, policy, grid, opt, no_decay=no_decay, eval_step=eval_step, keep_text=keep_text)
+        sched = lr if isinstance(lr, TrainConfig) else TrainConfig(lr=float(lr), min_lr=float(lr), warmup_steps=0) if not callable(lr) else None
+        lr_at = sched.lr_at if sched is not None else lr  # type: ignore[assignment]
+        micro = int(first[0].shape[0]) if first and np.ndim(first[0]) else 1
+        cfg = TrainingConfig(
+            TorchModelInfo.of(model), max(1, micro // grid.batch), accum, steps,  # type: ignore[arg-type]
+            sched.lr if sched else 0.0, sched.min_lr if sched else 0.0, sched.warmup_steps if sched else 0,
+            sched.seed if sched else 0, prog.dtype, opt, policy, plan, eval_every, len(evals or ()),
+        )
+        ck = None
+        if resume is not None:
+            ck = resume if isinstance(resume, Checkpoint) else _open_resume(resume, cfg, checkpoint, mpi)
+        tokens = int(first[0].size) if np.issubdtype(first[0].dtype, np.integer) else micro
+        init = {n: _np(p) for n, p in model.named_parameters()}
+        bufs = {n: _np(b) for n, b in model.named_buffers()}
+        return TorchTraining(prog, cfg, grid, stream, dtypes, init, bufs, lr_at, evals, checkpoint, ck, mpi, tokens * accum)
+
+    def run(self, on_step: Callable[[StepLog], None] | None = None) -> TorchTrainResult:
+        """Train on the simulated ranks (threads) or the MPI world; `on_step` is called on
+        rank 0 with each StepLog. Under MPI every rank gets the result."""
+        from shardc.training.spmd import assemble
+
+        size = self.grid.size
+        if not self.mpi:
+            from shardc.runtime.comm import run_simulated
+
+            outs = run_simulated(size, lambda r: self._run_rank(r, on_step if r == 0 else None), per_rank_args=[(r,) for r in range(size)], timeout=3600.0)
+        else:
+            outs = _run_mpi(lambda r: self._run_rank(r, on_step if r == 0 else None))
+        prog = self.program
+        params = {
+            info.path: assemble([o[1][i] for o in outs], info.shape, lay.storage, self.grid)
+            for i, (info, lay) in enumerate(zip(prog.params, prog.layouts))
+        }
+        return TorchTrainResult(outs[0][0], params, prog, self.grid, self.memory, self.config)
+
+    def _run_rank(self, rank: int, on_step: Callable[[StepLog], None] | None) -> tuple[list[StepLog], list[np.ndarray]]:
+        """One rank's loop: the built-in trainer's (`trainer.run_rank`) on this program."""
+        from shardc.runtime.comm import current_comm
+        from shardc.training.checkpoint import crash_point, load_rank, save_rank
+
+        cfg, stream = self.config, _fork(self.stream)
+        log: list[StepLog] = []
+        if self.resume is None:
+            state = _Rank(self.program, rank, self.init, self.buffers)
+        else:
+            state = _Rank.from_local(self.program, rank, self.buffers, load_rank(self.resume, self.program, rank))
+            stream.restore(self.resume.progress["data"])
+            log = [StepLog(**e) for e in self.resume.progress["history"]]
+        for step in range(state.step + 1, cfg.steps + 1):
+            crash_point(rank, step, "step")
+            t0 = time.perf_counter()
+            lr = self.lr_at(step)
+            mbs = [[np.asarray(_np(x), dtype=d) for x, d in zip(next(stream), self.dtypes)] for _ in range(cfg.accum)]
+            loss = state.train_step(mbs, lr)
+            dt = time.perf_counter() - t0
+            entry = StepLog(step, loss, lr, dt, self.tokens_per_step / dt if dt > 0 else 0.0)
+            due = step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0)
+            if self.eval_data and due:
+                entry.eval_loss = state.eval_loss(self.eval_data)
+            log.append(entry)
+            if on_step is not None:
+                on_step(entry)
+            if self.checkpoint is not None and self.checkpoint.due(step, cfg.steps):
+                save_rank(self.checkpoint, cfg, state, stream, [asdict(e) for e in log], current_comm())
+        return log, [np.asarray(p) for p in state.params]
+
+
+def _open_resume(where: str | Path, cfg: TrainingConfig, opts: CheckpointOptions | None, mpi: bool) -> Checkpoint:
+    from shardc.training.checkpoint import CheckpointError, open_for_resume
+
+    meta = opts.meta if opts else None
+    try:
+        if not mpi:
+            return open_for_resume(where, cfg, meta)
+        from mpi4py import MPI
+
+        w = MPI.COMM_WORLD
+        return open_for_resume(where, cfg, meta, w.Get_rank(), w.Get_size(), w.allgather)
+    except CheckpointError as e:
+        raise TorchTrainError(str(e)) from None
+
 
 def train_module(
     model: Any,
-    batches: Sequence[Sequence[Any]],
+    batches: Sequence[Sequence[Any]] | Any,
     loss_fn: Callable[..., Any],
     *,
     axes: Mapping[str, LogicalAxes] | None = None,
@@ -521,55 +965,35 @@ def train_module(
     n_inputs: int = 1,
     accum: int = 1,
     steps: int | None = None,
-    lr: float | Callable[[int], float] = 1e-3,
+    lr: LearningRate = 1e-3,
     opt: AdamWConfig = TORCH_ADAMW,
+    no_decay: Sequence[str] = (),
+    eval_batches: Sequence[Sequence[Any]] | None = None,
+    eval_every: int = 0,
+    on_step: Callable[[StepLog], None] | None = None,
+    checkpoint: CheckpointOptions | None = None,
+    resume: Checkpoint | str | Path | None = None,
 ) -> TorchTrainResult:
     """Train `model` with AdamW on `batches` (global microbatches: tuples whose first
-    `n_inputs` entries go to the model and the rest to `loss_fn` after its output), `accum`
-    microbatches per step, `steps` steps (default: as many as the batches give), `lr` a
-    number or a function of the step (from 1). `world` simulated ranks, or None for the
-    MPI world (call on every rank of an mpiexec job). The model itself is not changed:
-    load `result.state_dict(model)` into it."""
-    plan = plan or ShardingPlan()
-    policy = policy or ShardingPolicy(tp=1, zero=False)
-    if accum < 1:
-        raise TorchTrainError(f"accum must be positive, got {accum}")
-    if not batches:
-        raise TorchTrainError("no batches to train on")
-    steps = len(batches) // accum if steps is None else steps
-    if steps * accum > len(batches):
-        raise TorchTrainError(f"{steps} steps of {accum} microbatches need {steps * accum} batches, {len(batches)} given")
-    torch, _ = require_torch()
-    first = tuple(x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x)) for x in batches[0])
-    exported = export_train_step(model, first[:n_inputs], first[n_inputs:], loss_fn)
-    size = world if world is not None else _mpi_size()
-    try:
-        grid = make_grid(size, policy.tp)
-    except ValueError as e:
-        raise TorchTrainError(str(e)) from None
-    prog = TorchStepProgram.build(exported, axes or {}, plan, policy, grid, opt)
-    init = {n: _np(p) for n, p in model.named_parameters()}
-    data = [[_np(x) for x in b] for b in batches[: steps * accum]]
-    lr_at = lr if callable(lr) else (lambda _s, v=float(lr): v)
-
-    def run_rank(rank: int) -> tuple[list[float], list[np.ndarray]]:
-        state = _Rank(prog, rank, init)
-        losses = [state.train_step(data[s * accum : (s + 1) * accum], lr_at(s + 1)) for s in range(steps)]
-        return losses, [np.asarray(p) for p in state.params]
-
-    if world is not None:
-        from shardc.runtime.comm import run_simulated
-
-        outs = run_simulated(size, run_rank, per_rank_args=[(r,) for r in range(size)])
-    else:
-        outs = _run_mpi(run_rank)
-    from shardc.training.spmd import assemble
-
-    params = {
-        info.path: assemble([o[1][i] for o in outs], info.shape, lay.storage, grid)
-        for i, (info, lay) in enumerate(zip(prog.params, prog.layouts))
-    }
-    return TorchTrainResult(outs[0][0], params, prog)
+    `n_inputs` entries go to the model and the rest to `loss_fn` after its output; a
+    sequence, or a stream with `state()`/`restore()` such as `checkpoint.BatchStream`),
+    `accum` microbatches per step, `steps` steps (default: as many as the batches give).
+    `lr`: a number, a function of the step (from 1), or a `TrainConfig` (warmup + cosine,
+    as shardc-train). `no_decay`: FQN patterns trained without weight decay (torch's
+    second parameter group with weight_decay=0). `eval_batches`: held-out global
+    microbatches whose mean loss is logged every `eval_every` steps and after the last.
+    `checkpoint`: sharded checkpoints as the built-in trainer saves them (keyed by FQN);
+    `resume`: a checkpoint, or a directory of them, to continue from on any grid.
+    `world` simulated ranks, or None for the MPI world (call on every rank of an
+    mpiexec job). Bad input raises TorchTrainError / ShardingValidationError before
+    anything is allocated. The model itself is not changed: load
+    `result.state_dict(model)` into it."""
+    job = TorchTraining.prepare(
+        model, batches, loss_fn, axes=axes, plan=plan, policy=policy, world=world, n_inputs=n_inputs,
+        accum=accum, steps=steps, lr=lr, opt=opt, no_decay=no_decay, eval_batches=eval_batches,
+        eval_every=eval_every, checkpoint=checkpoint, resume=resume,
+    )
+    return job.run(on_step)
 
 
 # =========================================================================================
@@ -589,11 +1013,10 @@ def sharded_forward(
 ) -> tuple[str, list[str]]:
     """The forward of `model` as annotated MLIR text for `world` ranks under the training
     layouts (parameters arrive in storage layout and are used in compute layout, inputs
-    split over `batch`), and its argument names (inputs, then parameters by FQN). Run it
+    split over `batch`), and its argument names (inputs, then parameters and buffers by
+    FQN). Run it
     with `shardc-run --simulate N` / `mpiexec shardc-run`, or `forward_module`."""
-    from shardc.context import make_context
     from shardc.frontends.torch import export_module
-    from shardc.ir.locations import LocatingParser
     from shardc.ir.printer import module_to_string
 
     plan = plan or ShardingPlan()
@@ -602,25 +1025,22 @@ def sharded_forward(
         grid = make_grid(world, policy.tp)
     except ValueError as e:
         raise TorchTrainError(str(e)) from None
+    params, buffers = plan_state(model, axes or {}, plan, policy, grid)  # before the import
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             exported = export_module(model, tuple(inputs), func_name=func_name)
     except Exception as e:  # noqa: BLE001 - torch-mlir's refusal, as one line
         raise TorchTrainError(f"torch-mlir cannot import the forward of {type(model).__name__}: {_reason([], e)}") from None
-    shapes = [tuple(p.shape) for n, p in model.named_parameters()]
-    params = resolve_param_axes(exported.param_names, shapes, axes or {}, plan)
-    try:
-        validate_layouts(params, plan, policy, grid)  # type: ignore[arg-type]
-    except ShardingConfigError as e:
-        raise TorchTrainError(str(e)) from None
     layouts = [resolve(p.axes, plan, policy) for p in params]  # type: ignore[arg-type]
-    module = LocatingParser(make_context(), exported.text, "<torch-mlir>").parse_module()
-    uncollapse_batch_matmuls(module)
-    split_shared_fills(module)
-    step = ExportedStep(exported.text, func_name, exported.input_names, [], exported.param_names, shapes, "")
+    module = _parse(exported)
+    n = len(params)
+    step = ExportedStep(
+        exported.text, func_name, exported.input_names, [], exported.param_names[:n], [p.shape for p in params], "",
+        exported.param_names[n:], [b.shape for b in buffers], grads=False,
+    )
     _check_data(module, step, grid)
-    _annotate_step(module, step, grid, layouts, results=False)
+    _annotate_step(module, step, grid, layouts, [_buffer_spec(b, plan, policy) for b in buffers], results=False)
     module.body.block.insert_op_before(grid.grid_op(), module.body.block.first_op)
     return module_to_string(module), exported.arg_names
 
@@ -639,7 +1059,7 @@ def forward_module(
     `policy` keywords); `params` (a `TorchTrainResult.params`) replaces the module's."""
     size = world if world is not None else _mpi_size()
     text, names = sharded_forward(model, inputs, world=size, **layout)
-    state = {n: _np(p) for n, p in model.named_parameters()}
+    state = {n: _np(p) for n, p in [*model.named_parameters(), *model.named_buffers()]}
     state.update(params or {})
     values = [*(_np(x) for x in inputs), *(state[n] for n in names[len(inputs) :])]
     from shardc.runtime.launch import run_program

@@ -10,6 +10,7 @@ implies in the compiled IR; bad input is one clear error naming the parameter or
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ import torch.nn.functional as F  # noqa: E402
 from shardc.frontends.torch_train import TorchTrainError, export_train_step, train_module  # noqa: E402
 from shardc.runtime.launch import run_program  # noqa: E402
 from shardc.testing import torch_models as tm  # noqa: E402
-from shardc.training.axis import ShardingPlan, ShardingPolicy, ShardingValidationError  # noqa: E402
+from shardc.training.axis import PartitionSpec, ShardingPlan, ShardingPolicy, ShardingValidationError  # noqa: E402
 
 MLP_AXES = {r"fc1\.weight": ("n_hidden", None), r"fc1\.bias": ("n_hidden",), r"fc2\.weight": (None, "n_hidden")}
 MLP_PLAN = ShardingPlan(tp_rules={"n_hidden": "shard"})
@@ -109,14 +110,25 @@ def _mlp_case(dtype):
 
 
 POLICIES = {
-    # name: (world, tp, zero, fsdp, accum)
+    # name: (world, tp, zero, fsdp, accum): every policy on 1, 2 and 4 ranks, tp in
+    # {1, 2}, zero and fsdp on and off, accumulation 1 and 2.
     "1rank": (1, 1, False, False, 1),
     "1rank-accum2": (1, 1, False, False, 2),
+    "1rank-fsdp": (1, 1, True, True, 1),
     "dp2": (2, 1, False, False, 1),
+    "dp2-accum2": (2, 1, False, False, 2),
     "dp2-zero": (2, 1, True, False, 2),
     "dp2-fsdp": (2, 1, True, True, 1),
     "tp2": (2, 2, False, False, 1),
     "tp2-zero-accum2": (2, 2, True, False, 2),
+    "tp2-fsdp": (2, 2, True, True, 1),
+    "dp4-accum2": (4, 1, False, False, 2),
+    "dp4-zero": (4, 1, True, False, 1),
+    "dp4-fsdp-accum2": (4, 1, True, True, 2),
+    "4ranks-tp2": (4, 2, False, False, 1),
+    "4ranks-tp2-zero-accum2": (4, 2, True, False, 2),
+    "4ranks-tp2-fsdp": (4, 2, True, True, 1),
+    "4ranks-tp2-fsdp-accum2": (4, 2, True, True, 2),
 }
 
 
@@ -242,10 +254,186 @@ def test_module_torch_mlir_cannot_import():
         export_train_step(Sorts(), (torch.randn(4, 4),), (torch.randn(4),), F.mse_loss)
 
 
-def test_module_with_buffers_is_refused():
+def test_buffer_updated_by_the_forward_is_refused():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
-    with pytest.raises(TorchTrainError, match=r"modules with buffers are not supported yet \(buffers: 1\.running_mean, 1\.running_var, 1\.num_batches_tracked\)"):
+    with pytest.raises(TorchTrainError, match=r"^the forward of Sequential updates buffers 1\.running_mean, 1\.running_var, 1\.num_batches_tracked in place"):
         export_train_step(model, (torch.randn(8, 4),), (torch.randn(8, 4),), F.mse_loss)
+
+
+def test_bad_input_is_refused_before_anything_is_imported_or_allocated(monkeypatch):
+    """Layout problems are found from the module's parameters alone: torch-mlir is never
+    called and no rank state is made."""
+    import shardc.frontends.torch_train as tt
+
+    def never(*a, **k):
+        raise AssertionError("imported or allocated before validation")
+
+    monkeypatch.setattr(tt, "export_train_step", never)
+    monkeypatch.setattr(tt, "_Rank", never)
+    with pytest.raises(TorchTrainError, match="matches no parameter"):
+        _train(axes={r"nope": ("n_hidden",)})
+    with pytest.raises(TorchTrainError, match="is not in the plan"):
+        _train(axes={r"fc1\.weight": ("n_hiden", None)})
+    with pytest.raises(ShardingValidationError, match=r"params/fc1\.weight"):
+        _train(policy=ShardingPolicy(3, False), world=3)
+    with pytest.raises(TorchTrainError, match=r"no_decay pattern 'fc9\\\\\.bias' matches no parameter"):
+        _train(no_decay=[r"fc9\.bias"])
+
+
+def test_module_torch_mlir_cannot_import_through_train_module():
+    class Eig(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(4))
+
+        def forward(self, x):
+            return torch.linalg.eigvals(x * self.w).real
+
+    batches = [(torch.randn(4, 4), torch.randn(4))]
+    with pytest.raises(TorchTrainError, match=r"^torch-mlir cannot import the training step of Eig: no lowering to linalg for torch\.aten\.linalg_eig$"):
+        train_module(Eig(), batches, F.mse_loss, world=1)
+
+
+# ---------------------------------------------------------------------------------------
+# Buffers, parameter groups, evaluation, checkpoints
+# ---------------------------------------------------------------------------------------
+
+
+class Buffered(torch.nn.Module):
+    """An MLP whose hidden units are gated by a constant mask and shifted by a position
+    table: both buffers (register_buffer), read by the forward, never trained."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.fc2 = torch.nn.Linear(32, 8)
+        self.register_buffer("mask", (torch.arange(32) % 3 != 0).to(torch.get_default_dtype()))
+        self.register_buffer("table", torch.linspace(-1.0, 1.0, 8 * 16).reshape(8, 16))
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x + self.table)) * self.mask)
+
+
+@pytest.mark.parametrize("world, tp, fsdp", [(1, 1, False), (2, 2, False), (4, 2, True)])
+def test_buffers_are_read_only_arguments(world, tp, fsdp):
+    torch.manual_seed(0)
+    model = Buffered().double()
+    batches = [(torch.randn(8, 16, dtype=torch.float64), torch.randn(8, 8, dtype=torch.float64)) for _ in range(3)]
+    axes = {**MLP_AXES, r"mask": ("n_hidden",)}  # a buffer named by the axes is split like fc1's rows
+    plan = ShardingPlan(tp_rules={"n_hidden": "shard"})
+    result = train_module(model, batches, F.mse_loss, axes=axes, plan=plan, policy=ShardingPolicy(tp, fsdp, fsdp),
+                          world=world, steps=3, lr=1e-2)
+    want_losses, want = _reference(model, batches, F.mse_loss, 1, 3, 1e-2)
+    np.testing.assert_allclose(result.losses, want_losses, rtol=0, atol=1e-9)
+    for k in want:
+        np.testing.assert_allclose(result.params[k], want[k], rtol=0, atol=1e-9, err_msg=k)
+    prog = result.program
+    assert prog.exported.buffer_names == ["mask", "table"] and "mask" not in result.params
+    assert [str(s) for s in prog.buffer_specs] == [str(PartitionSpec("shard")), str(PartitionSpec(None, None))]
+    # Passed as arguments, not baked: the imported step has no constant of the table's size.
+    header = prog.exported.text[prog.exported.text.index("func.func @train_step(") :].split("\n", 1)[0]
+    assert "%arg7: tensor<8x16xf64>" in header and "%arg8" not in header
+    assert not re.search(r"dense<[^>]*> : tensor<(8x16|32)xf64>", prog.exported.text)
+    trained = Buffered().double()
+    trained.load_state_dict(result.state_dict(model))
+    np.testing.assert_array_equal(trained.mask.numpy(), model.mask.numpy())
+
+
+def _reference_groups(model, batches, loss_fn, steps, lr, no_decay, wd):
+    m = copy.deepcopy(model)
+    named = list(m.named_parameters())
+    skip = [p for n, p in named if any(re.fullmatch(x, n) for x in no_decay)]
+    keep = [p for n, p in named if not any(re.fullmatch(x, n) for x in no_decay)]
+    opt = torch.optim.AdamW([{"params": keep, "weight_decay": wd}, {"params": skip, "weight_decay": 0.0}], lr=lr)
+    losses = []
+    for x, y in batches[:steps]:
+        opt.zero_grad()
+        loss = loss_fn(m(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {k: v.detach().numpy() for k, v in m.named_parameters()}
+
+
+@pytest.mark.parametrize("world, tp, zero", [(1, 1, False), (4, 2, True)])
+def test_no_decay_groups_equal_torch_param_groups(world, tp, zero):
+    from shardc.training.optimizer import AdamWConfig
+
+    model, batches = _mlp_case(torch.float64)
+    opt = AdamWConfig(0.9, 0.999, 1e-8, 0.5)  # a large decay, so leaving it out shows
+    no_decay = [r".*\.bias"]
+    plan = ShardingPlan(tp_rules={"n_hidden": "shard"})
+    kw = dict(axes=MLP_AXES, plan=plan, policy=ShardingPolicy(tp, zero), world=world, steps=3, lr=5e-2, opt=opt)
+    result = train_module(model, batches, F.mse_loss, no_decay=no_decay, **kw)
+    want_losses, want = _reference_groups(model, batches, F.mse_loss, 3, 5e-2, no_decay, 0.5)
+    np.testing.assert_allclose(result.losses, want_losses, rtol=0, atol=1e-9)
+    for k in want:
+        np.testing.assert_allclose(result.params[k], want[k], rtol=0, atol=1e-9, err_msg=k)
+    assert [p.decay for p in result.program.params] == [True, False, True, False]
+    everything = train_module(model, batches, F.mse_loss, **kw)
+    assert np.abs(everything.params["fc1.bias"] - want["fc1.bias"]).max() > 1e-4  # the groups matter
+
+
+def test_held_out_loss_every_n_steps():
+    model, batches = _mlp_case(torch.float64)
+    held = [(torch.randn(8, 16, dtype=torch.float64), torch.randn(8, 8, dtype=torch.float64)) for _ in range(2)]
+    result = train_module(model, batches, F.mse_loss, axes=MLP_AXES, plan=MLP_PLAN, policy=ShardingPolicy(2, False),
+                          world=4, steps=5, lr=1e-2, eval_batches=held, eval_every=2)
+    assert [s for s, _ in result.eval_losses] == [2, 4, 5]
+    m = copy.deepcopy(model)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    want = []
+    for step, (x, y) in enumerate(batches[:5], start=1):
+        opt.zero_grad()
+        F.mse_loss(m(x), y).backward()
+        opt.step()
+        if step in (2, 4, 5):
+            with torch.no_grad():
+                want.append(float(np.mean([F.mse_loss(m(a), b).item() for a, b in held])))
+    np.testing.assert_allclose([v for _, v in result.eval_losses], want, rtol=0, atol=1e-9)
+    assert "eval_loss" in result.program.shard_collectives
+
+
+def test_checkpoint_resume_on_another_grid_equals_an_uninterrupted_run(tmp_path):
+    from shardc.training.checkpoint import CheckpointOptions, complete_checkpoints
+    from shardc.training.train import TrainConfig
+
+    model, batches = _mlp_case(torch.float64)
+    sched = TrainConfig(lr=1e-2, min_lr=1e-3, warmup_steps=2, steps=6)
+    plan = ShardingPlan(tp_rules={"n_hidden": "shard"}, zero_rules={"n_hidden": "batch"})
+    kw = dict(axes=MLP_AXES, plan=plan, steps=6, lr=sched)
+    full = train_module(model, batches, F.mse_loss, policy=ShardingPolicy(2, True, True), world=4, **kw)
+    opts = CheckpointOptions(tmp_path / "ck", every=2, keep=5)
+    train_module(model, batches, F.mse_loss, policy=ShardingPolicy(2, True, True), world=4, checkpoint=opts, **kw)
+    steps = [s for s, _ in complete_checkpoints(tmp_path / "ck")]
+    assert steps == [2, 4, 6]
+    # Resume from step 2 on 2 ranks, data-parallel with ZeRO: the same trajectory.
+    resumed = train_module(model, batches, F.mse_loss, policy=ShardingPolicy(1, True), world=2,
+                           resume=tmp_path / "ck" / "step-00000002", **kw)
+    np.testing.assert_allclose(resumed.losses, full.losses, rtol=0, atol=1e-9)
+    for k in full.params:
+        np.testing.assert_allclose(resumed.params[k], full.params[k], rtol=0, atol=1e-9, err_msg=k)
+    # The manifest keys the state by FQN.
+    import json
+
+    manifest = json.loads((tmp_path / "ck" / "step-00000002" / "manifest.json").read_text())
+    assert "params/fc1.weight" in manifest["arrays"] and "opt_state/mu/fc2.bias" in manifest["arrays"]
+    assert manifest["model"]["module"] == "MLP"
+
+
+def test_checkpoint_refuses_a_resume_that_differs(tmp_path):
+    from shardc.training.checkpoint import CheckpointOptions
+
+    model, batches = _mlp_case(torch.float64)
+    opts = CheckpointOptions(tmp_path / "ck", every=1)
+    train_module(model, batches, F.mse_loss, axes=MLP_AXES, plan=MLP_PLAN, steps=2, lr=1e-2, checkpoint=opts)
+    with pytest.raises(TorchTrainError, match=r"saved with a different training configuration: lr is 0\.01 there, 0\.02 here"):
+        train_module(model, batches, F.mse_loss, axes=MLP_AXES, plan=MLP_PLAN, steps=3, lr=2e-2, resume=tmp_path / "ck")
+    other = torch.nn.Sequential(torch.nn.Linear(16, 8)).double()
+    with pytest.raises(TorchTrainError, match=r"saved for a different model: module is MLP there, Sequential here"):
+        train_module(other, batches, F.mse_loss, steps=3, lr=1e-2, resume=tmp_path / "ck")
+    with pytest.raises(TorchTrainError, match=r"checkpoints record the learning-rate schedule"):
+        train_module(model, batches, F.mse_loss, steps=2, lr=lambda s: 1e-2, checkpoint=opts)
 
 
 def test_inference_validates_like_training():
