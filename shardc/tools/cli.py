@@ -56,8 +56,13 @@ def run_tool(tool: str, body: Callable[[], int]) -> int:
 
 
 def under_mpi() -> bool:
-    """Whether this process was started by mpiexec."""
-    return any(v in os.environ for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"))
+    """Whether this process was started by mpiexec or srun: a launcher's rank variable, or
+    an srun step of several tasks (without a PMI plugin it sets no rank variable, and the
+    MPI world-size check then says what to fix instead of N ranks training alone)."""
+    if any(v in os.environ for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")):
+        return True
+    tasks = os.environ.get("SLURM_STEP_NUM_TASKS", "")
+    return tasks.isdigit() and int(tasks) > 1
 
 
 def parse_module(text: str, name: str) -> ModuleOp:
