@@ -1,14 +1,21 @@
 """Shared pytest fixtures and helpers."""
 
+import atexit
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The compile cache (shardc.runtime.cache) of a test session is a fresh directory, never
+# the user's; subprocesses (mpiexec, the tools) inherit it.
+os.environ["SHARDC_CACHE_DIR"] = tempfile.mkdtemp(prefix="shardc-test-cache-")
+atexit.register(shutil.rmtree, os.environ["SHARDC_CACHE_DIR"], ignore_errors=True)
 
 
 def run_opt(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:

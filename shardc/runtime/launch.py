@@ -4,7 +4,9 @@
 global shapes, or lowered by `shard-to-mpi-pipeline`) is transformed by a pipeline
 (default: shardc-run's partitioning of a sharded program), compiled once, each rank gets
 its piece of every global input by the argument shardings, and the results are put back
-together by the result shardings. On simulated ranks (`ranks=N`) every rank is a thread
+together by the result shardings. Code generation goes through the compile cache
+(`shardc.runtime.cache`); under `mpiexec` rank 0 compiles and the other ranks take its
+result. On simulated ranks (`ranks=N`) every rank is a thread
 of this process; under `mpiexec` (`ranks=None` in an MPI job) every process is a rank and
 every rank gets the global results.
 
@@ -64,12 +66,12 @@ def _as_specs(prog: Any, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]
     return specs
 
 
-def _prepare(text: str, opts: _Options) -> Any:
+def _prepare(text: str, opts: _Options, world: Any = None) -> Any:
     import argparse
 
     from shardc.tools.run import prepare
 
-    return prepare(argparse.Namespace(program=opts.name, entry=opts.entry, pipeline=opts.pipeline), text)
+    return prepare(argparse.Namespace(program=opts.name, entry=opts.entry, pipeline=opts.pipeline, world=world), text)
 
 
 def _results(prog: Any, per_rank: Sequence[Sequence[Any]], world: int) -> list[Any]:
@@ -101,7 +103,7 @@ def run_program(
     engine.add_source(SourceFile(name, program))
     with diagnostics.engine_scope(engine):
         try:
-            prog = _prepare(program, opts)
+            prog = _prepare(program, opts, _mpi_world() if ranks is None else None)
             if ranks is None:
                 return _run_mpi(prog, inputs)
             from shardc.runtime.comm import run_simulated
@@ -117,6 +119,12 @@ def run_program(
         except (UserError, Reported) as e:
             text = engine.stream.getvalue()  # type: ignore[attr-defined]
             raise ProgramError(text.strip() or str(e) or "the program was refused") from None
+
+
+def _mpi_world() -> Any:
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
 
 
 def _run_mpi(prog: Any, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:

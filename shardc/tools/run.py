@@ -246,9 +246,10 @@ def transform(
 
 def prepare(args: argparse.Namespace, text: str | None = None) -> Program:
     """Parse (the file `args.program`, or `text` under that name), transform by
-    `args.pipeline` and compile."""
+    `args.pipeline` and compile (code generation through the compile cache; under MPI,
+    `args.world`, once per job: rank 0 compiles, the other ranks take its result)."""
     from shardc.dialects.shard import ShardOp
-    from shardc.runtime import compile_module
+    from shardc.runtime.cache import PeerFailed, compile_module_cached
 
     t0 = time.perf_counter()
     module = parse_module(read_program(args.program) if text is None else text, args.program)
@@ -261,9 +262,11 @@ def prepare(args: argparse.Namespace, text: str | None = None) -> Program:
     entry = _entry(module, entry.sym_name.data)
     t2 = time.perf_counter()
     try:
-        compiled = compile_module(module, Path(args.program).name)
+        compiled = compile_module_cached(module, Path(args.program).name, world=getattr(args, "world", None))
     except DiagnosticException as e:
         sys.stderr.write(f"{TOOL}: error: {e}\n")
+        raise Reported() from None
+    except PeerFailed:  # rank 0 reports it
         raise Reported() from None
     t3 = time.perf_counter()
     prog = Program(module, entry.sym_name.data, in_b, out_b, sharded or lowered, compiled)
@@ -635,6 +638,7 @@ def run_mpi(args: argparse.Namespace) -> int:
     quiet = contextlib.redirect_stderr(io.StringIO()) if rank else contextlib.nullcontext()
     prog = None
     local: list[Any] = []
+    args.world = world
     with quiet:
         try:
             prog = prepare(args)

@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -38,7 +36,8 @@ TOOL = "shardc-train"
 def _arg_parser() -> argparse.ArgumentParser:
     p = ArgParser(prog=TOOL, description="Train a small GPT with the sharded step compiled by shardc.")
     where = p.add_argument_group("ranks")
-    where.add_argument("--np", type=int, metavar="N", help="launch `mpiexec -n N` on this command")
+    where.add_argument("--np", type=int, metavar="N", help="launch N ranks on this command: srun inside a Slurm allocation, else mpiexec (MPICH or Open MPI)")
+    where.add_argument("--hostfile", metavar="FILE", help="with --np: the hosts for mpiexec (passed as -f to MPICH, --hostfile to Open MPI)")
     where.add_argument("--simulate", type=int, metavar="N", help="run N ranks as threads of this process (no MPI)")
     lay = p.add_argument_group("sharding")
     lay.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: must divide the ranks per host (default 1)")
@@ -56,7 +55,7 @@ def _arg_parser() -> argparse.ArgumentParser:
     model.add_argument("--n-head", type=int, default=4)
     model.add_argument("--n-embd", type=int, default=64)
     model.add_argument("--block-size", type=int, default=32)
-    model.add_argument("--torch-model", metavar="FILE.py:FACTORY", help="train a PyTorch module instead of the built-in GPT (see shardc.frontends.torch_cli)")
+    model.add_argument("--torch-model", metavar="FILE.py:FACTORY", help="train a PyTorch module instead of the built-in GPT: FILE.py defines FACTORY(vocab_size=, block_size=, seed=) returning a shardc.frontends.torch_train.TorchTask (the module, loss_fn(logits, targets), logical axes by FQN pattern, a ShardingPlan; optional no_decay patterns and a generate hook for --sample), e.g. examples/torch_gpt.py:make (more: shardc.frontends.torch_cli)")
     model.add_argument("--tokenizer", choices=("char", "bpe"), default="char", help="characters, or a byte-level BPE trained on --data (default: %(default)s)")
     model.add_argument("--vocab-size", type=int, metavar="N", help="BPE vocabulary size (default 512); the model's is rounded up to a multiple of lcm(8, data replicas)")
     io = p.add_argument_group("files")
@@ -91,6 +90,8 @@ def _check_args(a: argparse.Namespace) -> None:
             raise UserError(f"--{name} must be positive, got {v}")
     if a.np is not None and a.simulate is not None:
         raise UserError("--np and --simulate exclude each other")
+    if a.hostfile is not None and a.np is None:
+        raise UserError("--hostfile goes with --np N: it names the hosts the launcher starts the ranks on")
     if not a.lr > 0 or not math.isfinite(a.lr):
         raise UserError(f"--lr must be a positive number, got {a.lr}")
     if a.eval_every < 0:
@@ -112,22 +113,21 @@ def _check_args(a: argparse.Namespace) -> None:
         raise UserError("--vocab-size applies to --tokenizer bpe (a char vocabulary is the text's characters)")
 
 
-def _launch(argv: Sequence[str], n: int) -> int:
-    """Re-run this command under `mpiexec -n N` (without --np)."""
-    mpiexec = shutil.which("mpiexec")
-    if mpiexec is None:
-        raise UserError("--np needs mpiexec on PATH")
+def _launch(argv: Sequence[str], n: int, hostfile: str | None = None) -> int:
+    """Re-run this command on N ranks (without --np/--hostfile) with the launcher found
+    here: srun under Slurm, else MPICH's or Open MPI's mpiexec (`shardc.tools.launcher`)."""
+    from shardc.tools.launcher import launch
+
     rest: list[str] = []
     skip = False
     for a in argv:
         if skip:
             skip = False
-        elif a == "--np":
+        elif a in ("--np", "--hostfile"):
             skip = True
-        elif not a.startswith("--np="):
+        elif not a.startswith(("--np=", "--hostfile=")):
             rest.append(a)
-    cmd = [mpiexec, "-n", str(n), sys.executable, "-m", "shardc.tools.train", *rest]
-    return subprocess.call(cmd)
+    return launch(n, [sys.executable, "-m", "shardc.tools.train", *rest], hostfile)
 
 
 # ---------------------------------------------------------------------------------------
@@ -203,22 +203,38 @@ def _header(cfg, grid, world: int, program) -> str:
     from shardc.training.trainer import memory
 
     p = cfg.policy
-    micro = cfg.microbatch(grid)
     mem = memory(cfg, grid)
     lines = [
         f"{TOOL}: {world} rank{'s' if world > 1 else ''}, grid {grid}, policy tp={p.tp} zero={p.zero} fsdp={p.fsdp}",
         f"  model: {cfg.model.n_layer} layers, {cfg.model.n_head} heads, n_embd {cfg.model.n_embd}, block {cfg.model.block_size}, vocab {cfg.model.vocab_size}",
+        *_accounting(cfg, grid, cfg.model.block_size, mem),
+        f"  compiled the step through {len(program.stages) - 1} passes in {program.compile_seconds:.1f} s"
+        if program.cached == "compiled" else f"  loaded the compiled step from the compile cache in {program.compile_seconds:.1f} s",
+    ]
+    lines += _collective_lines(program.shard_collectives)
+    return "\n".join(lines)
+
+
+def _accounting(cfg, grid, block_size: int, mem) -> list[str]:
+    """The header's batch accounting and per-rank memory lines (the built-in GPT's and
+    a `--torch-model`'s)."""
+    micro = cfg.microbatch(grid)
+    return [
         f"  global batch: {cfg.per_device_batch} per device x {grid.batch} data replica{'s' if grid.batch > 1 else ''} "
         f"x {cfg.accum} accumulation step{'s' if cfg.accum > 1 else ''} = {cfg.global_batch(grid)} sequences "
-        f"({cfg.global_batch(grid) * cfg.model.block_size} tokens; microbatch {micro})",
+        f"({cfg.global_batch(grid) * block_size} tokens; microbatch {micro})",
         f"  per-rank state: params {_kib(mem.params)}, grads {_kib(mem.grads)}, optimizer {_kib(mem.opt_state)} (total {_kib(mem.total)})",
-        f"  compiled the step through {len(program.stages) - 1} passes in {program.compile_seconds:.1f} s",
     ]
-    for fn, counts in program.shard_collectives.items():
+
+
+def _collective_lines(shard_collectives) -> list[str]:
+    """One header line per function: its shard collectives and their grid axes."""
+    lines = []
+    for fn, counts in shard_collectives.items():
         text = ", ".join(f"{n} {k.split('.')[1]}" for k, n in sorted(counts.items())) or "none"
         text = text.replace("[0]", " over batch").replace("[1]", " over shard").replace("[0,1]", " over batch+shard")
         lines.append(f"  collectives in @{fn}: {text}")
-    return "\n".join(lines)
+    return lines
 
 
 def _title(result, world: int) -> str:
@@ -231,7 +247,9 @@ def _title(result, world: int) -> str:
     )
 
 
-def _write_outputs(out: Path, result, tok, log_scale: bool = False) -> list[str]:
+def _write_outputs(out: Path, result, tok, log_scale: bool = False, title: str | None = None, tensors=None) -> list[str]:
+    """The run's files; `title` (default: the built-in GPT's) heads the plots, `tensors`
+    (default: the parameters) go to model.safetensors."""
     import numpy as np
 
     from shardc.training.checkpoint import export_safetensors
@@ -243,11 +261,11 @@ def _write_outputs(out: Path, result, tok, log_scale: bool = False) -> list[str]
         for s in result.log:
             ev = "" if s.eval_loss is None else f"{s.eval_loss:.6f}"
             f.write(f"{s.step},{s.loss:.6f},{ev},{s.lr:.6g},{s.seconds:.6f},{s.tokens_per_s:.1f}\n")
-    title = _title(result, result.grid.size)
+    title = title or _title(result, result.grid.size)
     plot_losses(out / "loss.png", result.losses, result.eval_losses, title, log_scale)
     plot_throughput(out / "tokens_per_s.png", [s.tokens_per_s for s in result.log], title)
     np.savez(out / "params.npz", allow_pickle=False, **result.params)
-    export_safetensors(result.params, out / "model.safetensors")
+    export_safetensors(result.params if tensors is None else tensors, out / "model.safetensors")
     return ["loss.csv", "loss.png", "tokens_per_s.png", "params.npz", "model.safetensors", tok.save(out)]
 
 
@@ -261,14 +279,14 @@ def _emit_ir(directory: str, program) -> None:
         raise UserError(f"cannot write to '{directory}': {e.strerror}") from None
 
 
-def _finish(a: argparse.Namespace, result, tok, progress) -> None:
+def _finish(a: argparse.Namespace, result, tok, progress, title: str | None = None, tensors=None) -> None:
     losses = result.losses
     tps = sum(s.tokens_per_s for s in result.log[1:]) / max(1, len(result.log) - 1) if len(result.log) > 1 else result.log[0].tokens_per_s
     evs = result.eval_losses
     ev = f", held-out {evs[-1][1]:.4f}" if evs else ""
     print(f"{TOOL}: loss {losses[0]:.4f} -> {losses[-1]:.4f}{ev} in {len(losses)} steps, {tps:,.0f} tokens/s")
     try:
-        files = _write_outputs(Path(a.out), result, tok, a.log_scale)
+        files = _write_outputs(Path(a.out), result, tok, a.log_scale, title, tensors)
     except OSError as e:
         raise UserError(f"cannot write to '{a.out}': {e.strerror}") from None
     print(f"{TOOL}: wrote {', '.join(str(Path(a.out) / f) for f in files)}")
@@ -321,12 +339,17 @@ def _resume(a: argparse.Namespace, cfg, grid, opts, where, rank: int = 0, world=
     except CheckpointError as e:
         raise UserError(str(e)) from None
     if rank == 0:
-        m = ck.manifest
-        print(f"{TOOL}: resuming from {ck.directory} (step {ck.step}, saved on {m['world']} rank{'s' if m['world'] != 1 else ''}, grid (batch={m['grid']['batch']}, shard={m['grid']['shard']}))", flush=True)
-        saved = m["training"]["per_device_batch"] * m["grid"]["batch"] * m["training"]["accum"]
-        if saved != cfg.global_batch(grid):
-            print(f"{TOOL}: note: the global batch is {cfg.global_batch(grid)}, the checkpoint's run had {saved} (--per-device-batch, --accum)", flush=True)
+        _say_resumed(ck, cfg, grid)
     return ck
+
+
+def _say_resumed(ck, cfg, grid) -> None:
+    """Rank 0's lines about the checkpoint a run continues from."""
+    m = ck.manifest
+    print(f"{TOOL}: resuming from {ck.directory} (step {ck.step}, saved on {m['world']} rank{'s' if m['world'] != 1 else ''}, grid (batch={m['grid']['batch']}, shard={m['grid']['shard']}))", flush=True)
+    saved = m["training"]["per_device_batch"] * m["grid"]["batch"] * m["training"]["accum"]
+    if saved != cfg.global_batch(grid):
+        print(f"{TOOL}: note: the global batch is {cfg.global_batch(grid)}, the checkpoint's run had {saved} (--per-device-batch, --accum)", flush=True)
 
 
 def _run_simulated(a: argparse.Namespace) -> int:
@@ -357,8 +380,9 @@ def _run_simulated(a: argparse.Namespace) -> int:
 
 
 def _run_mpi(a: argparse.Namespace) -> int:
-    from mpi4py import MPI
+    from shardc.tools.launcher import check_world, load_mpi
 
+    MPI = load_mpi()
     from shardc.training.progress import Progress
     from shardc.training.tokenizer import tokenizer_from_json, tokenizer_to_json
     from shardc.training.train import set_blas_threads
@@ -366,6 +390,7 @@ def _run_mpi(a: argparse.Namespace) -> int:
 
     world = MPI.COMM_WORLD
     rank, n = world.Get_rank(), world.Get_size()
+    check_world(n)  # N one-rank jobs (mismatched libmpi, srun without a PMI plugin) would each train alone
     # Rank 0 makes the tokenizer (BPE training reads the whole text) and sends it.
     made: tuple[str, str] | None = None
     if rank == 0:
@@ -400,7 +425,7 @@ def _run_mpi(a: argparse.Namespace) -> int:
             sys.stderr.write(f"{TOOL}: error: {e}\n")
         return 1
     set_blas_threads(1)
-    program = compile_program(cfg, grid, keep_text=bool(a.emit_ir) and rank == 0)
+    program = compile_program(cfg, grid, keep_text=bool(a.emit_ir) and rank == 0, world=world)
     if rank == 0:
         with _abort_on_user_error(world):
             if a.emit_ir:
@@ -466,12 +491,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     args = _arg_parser().parse_args(argv)
     _check_args(args)
-    if args.show_layouts and not args.torch_model:
+    if args.show_layouts:
+        if args.torch_model:
+            from shardc.frontends.torch_cli import show_torch_layouts
+
+            return show_torch_layouts(args)
         return _show_layouts(args)
     if args.np is not None:
         if under_mpi():
             raise UserError("--np launches mpiexec: do not use it under mpiexec")
-        return _launch(argv, args.np)
+        return _launch(argv, args.np, args.hostfile)
     if args.torch_model:
         from shardc.frontends.torch_cli import train_torch_model
 

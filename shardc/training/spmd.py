@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
 from shardc.training.axis import ParamLayouts, PartitionSpec, ShardingPlan, ShardingPolicy, StateBytes, resolve
@@ -162,7 +162,8 @@ class StepProgram:
     plan: ShardingPlan
     dtype: str
     opt: AdamWConfig
-    module: ModuleOp
+    ir: ModuleOp | Callable[[], ModuleOp]
+    """The lowered module, or (loaded from the compile cache) how to parse it: see `module`."""
     compiled: object
     stages: list[Stage]
     collectives: dict[str, Counter[str]]
@@ -172,6 +173,16 @@ class StepProgram:
     specs: list[ParamSpec] = field(default_factory=list)
     layouts: list[ParamLayouts] = field(default_factory=list)
     compile_seconds: float = 0.0
+    cached: str = "compiled"
+    """Where the program came from: "compiled", "cache" (this rank's disk) or "broadcast"
+    (rank 0's compile or cache entry, over MPI)."""
+
+    @property
+    def module(self) -> ModuleOp:
+        """The lowered module (parsed from the cache entry on first use after a hit)."""
+        if not isinstance(self.ir, ModuleOp):
+            self.ir = self.ir()
+        return self.ir
 
     @staticmethod
     def build(
@@ -183,35 +194,47 @@ class StepProgram:
         dtype: str = "float32",
         opt: AdamWConfig | None = None,
         keep_text: bool = False,
+        world: object = None,
     ) -> StepProgram:
         """Check the whole state against the grid (before anything is allocated), build
-        the annotated step module, run the pipeline and compile the lowered program."""
-        from shardc.runtime import compile_module
+        the annotated step module, run the pipeline and compile the lowered program,
+        through the compile cache (`shardc.runtime.cache`; `keep_text` compiles afresh to
+        keep every stage's text). Under MPI pass `world` (the communicator): rank 0
+        compiles or loads, the other ranks take its result."""
+        from shardc.runtime.cache import compile_cached, make_key
 
         opt = opt or AdamWConfig()
         t0 = time.perf_counter()
-        module = build_step_module(model, batch, dtype, opt, Sharded(grid, plan, policy))
-        # The collectives at the shard level: after simplify/canonicalize/cse, before lowering.
-        lower_at = PIPELINE.index("convert-shard-to-mpi")
-        stages = run_pipeline(module, PIPELINE[:lower_at], keep_text)
-        shard_level = count_collectives(module, by_axes=True)
-        stages += run_pipeline(module, PIPELINE[lower_at:], keep_text)[1:]
-        compiled = compile_module(module, "train_step")
+        key = make_key("gpt-step", model=model, batch=batch, grid=grid, policy=policy, plan=plan, dtype=dtype, opt=opt, pipeline=PIPELINE, fuse=True)
+        built: list[Stage] = []
+
+        def build() -> tuple[ModuleOp, dict[str, object]]:
+            module = build_step_module(model, batch, dtype, opt, Sharded(grid, plan, policy))
+            # The collectives at the shard level: after simplify/canonicalize/cse, before lowering.
+            lower_at = PIPELINE.index("convert-shard-to-mpi")
+            built.extend(run_pipeline(module, PIPELINE[:lower_at], keep_text))
+            shard_level = count_collectives(module, by_axes=True)
+            built.extend(run_pipeline(module, PIPELINE[lower_at:], keep_text)[1:])
+            meta = {"stages": [[st.name, st.seconds] for st in built], "shard_collectives": shard_level, "collectives": count_collectives(module)}
+            return module, meta
+
+        got = compile_cached(key, build, "train_step", world=world, read=not keep_text)
+        stages = built or [Stage(name, seconds) for name, seconds in got.meta["stages"]]
         specs = param_specs(model)
         prog = StepProgram(
-            model, batch, grid, policy, plan, dtype, opt, module, compiled, stages,
-            count_collectives(module), shard_level, specs, [resolve(s.axes, plan, policy) for s in specs],
+            model, batch, grid, policy, plan, dtype, opt, got.module, got.compiled, stages,
+            _counters(got.meta["collectives"]), _counters(got.meta["shard_collectives"]), specs, [resolve(s.axes, plan, policy) for s in specs],
         )
         prog.compile_seconds = time.perf_counter() - t0
+        prog.cached = got.source
         prog.check_signature()
         return prog
 
     def check_signature(self) -> None:
         """The lowered functions take exactly the local shapes the layouts give."""
-        fns = {f.sym_name.data: f for f in self.module.ops if isinstance(f, func.FuncOp)}
         rank0 = 0
         expect = [self.local_shape(s.shape, lay.storage, rank0) for s, lay in zip(self.specs, self.layouts)]
-        got = [tuple(t.get_shape()) for t in fns["train_step"].function_type.inputs.data[: len(self.specs)] if isinstance(t, TensorType)]
+        got = [shape for dt, shape in self.compiled.arg_specs("train_step")[: len(self.specs)] if dt is not None]  # type: ignore[attr-defined]
         assert got == expect, f"lowered @train_step takes {got}, the storage layouts give {expect}"
 
     def local_shape(self, shape: Sequence[int], spec: PartitionSpec, rank: int) -> tuple[int, ...]:
@@ -300,6 +323,10 @@ class RankState:
         state.params, state.mu, state.nu = list(params), list(mu), list(nu)
         state.vocab_ids = np.arange(program.model.vocab_size, dtype=np.int32)
         return state
+
+
+def _counters(table: dict[str, dict[str, int]]) -> dict[str, Counter[str]]:
+    return {fn: Counter(counts) for fn, counts in table.items()}
 
 
 def gather_params(program: StepProgram, per_rank: Sequence[Sequence[np.ndarray]]) -> dict[str, np.ndarray]:

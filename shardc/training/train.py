@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shardc.runtime import compile_module
+from shardc.runtime.cache import compile_module_cached
 from shardc.runtime.compile import CompiledModule
 from shardc.training.data import CharTokenizer, batches, load_text, synthetic_corpus
 from shardc.training.gpt import GPTConfig, init_params, param_specs
@@ -77,7 +77,7 @@ class Trainer:
         self.model, self.tc = model, tc
         self.specs = param_specs(model)
         self.module = build_step_module(model, tc.batch_size, tc.dtype, tc.opt)
-        self.compiled: CompiledModule = compile_module(self.module, "train")
+        self.compiled: CompiledModule = compile_module_cached(self.module, "train")
         dt = np.dtype(tc.dtype)
         params = init_params(model, tc.seed, dt.type)
         self.params = [params[s.path] for s in self.specs]

@@ -128,10 +128,11 @@ class TrainingResult:
 OnStep = Callable[[StepLog], None]
 
 
-def compile_program(cfg: TrainingConfig, grid: Grid, keep_text: bool = False) -> StepProgram:
+def compile_program(cfg: TrainingConfig, grid: Grid, keep_text: bool = False, world: object = None) -> StepProgram:
     """Check the state, then compile the step for `grid` (raises ShardingValidationError /
-    ShardingConfigError before anything is allocated)."""
-    return StepProgram.build(cfg.model, cfg.microbatch(grid), grid, cfg.policy, cfg.plan, cfg.dtype, cfg.opt, keep_text)
+    ShardingConfigError before anything is allocated), through the compile cache; under
+    MPI (`world`: the communicator) once per job, by rank 0."""
+    return StepProgram.build(cfg.model, cfg.microbatch(grid), grid, cfg.policy, cfg.plan, cfg.dtype, cfg.opt, keep_text, world)
 
 
 def memory(cfg: TrainingConfig, grid: Grid) -> StateBytes:
@@ -240,7 +241,8 @@ def train_mpi(
     resume: Checkpoint | str | Path | None = None,
 ) -> TrainingResult | None:
     """Train on the ranks of MPI.COMM_WORLD (MPIComm); rank 0 gets the result, the others
-    None. Every rank compiles the same program. `checkpoint`/`resume` as in
+    None. Rank 0 compiles the program (or loads it from the compile cache) and the
+    others take it from rank 0. `checkpoint`/`resume` as in
     `train_simulated`: the ranks share out the checksum verification, and every rank
     raises the same CheckpointError when one of them finds a problem."""
     from mpi4py import MPI
@@ -253,7 +255,7 @@ def train_mpi(
     ck = resume if isinstance(resume, Checkpoint) else None
     if resume is not None and ck is None:
         ck = open_for_resume(resume, cfg, checkpoint.meta if checkpoint else None, rank, world.Get_size(), world.allgather)
-    program = program or compile_program(cfg, grid)
+    program = program or compile_program(cfg, grid, world=world)
     with abort_on_error(world), use_comm(MPIComm(world)):
         world.Barrier()
         log, local = run_rank(cfg, program, rank, train_data, val_data, on_step if rank == 0 else None, checkpoint, ck)

@@ -1,0 +1,742 @@
+"""A persistent compile cache, and one compile per MPI job.
+
+Compiling a program (the pass pipeline, then code generation) costs seconds that every
+run of the same job would pay again; like JAX's and torch.compile's caches, an entry on
+disk keeps what a compile produced:
+
+- the lowered module's text (after the pipeline, before the runtime's fusion),
+- the generated Python source of every function, and the constants it binds (kernel
+  functions, numpy arrays, structured-op specs) as tagged data (never pickle),
+- each function's argument types, and what the caller adds (collective counts, stage
+  names and times, boundary shardings).
+
+The key is a sha256 over the caller's description of the input (a module's text, or
+the configuration a builder makes its module from), the pipeline and its options, the
+runtime's code-generation choices (`fuse`), and the compiler's identity: shardc's
+version and a hash of all of shardc's own source files, xDSL's and numpy's versions and
+the Python implementation. Any change to any of these misses.
+
+Where: `$SHARDC_CACHE_DIR`, else `$XDG_CACHE_HOME/shardc`, else `~/.cache/shardc`;
+`SHARDC_CACHE=0` turns the disk cache off. The directory is made 0700; one that another
+user owns, or that group or others may write, is refused with a one-line warning and
+nothing is read from or written to it (IR is data: an entry must not become a way to
+run someone else's code). Entries are written to a temporary file and renamed into
+place, so concurrent writers (ranks, jobs) never expose a partial file. Reading checks
+the key stored inside the entry, a sha256 over its contents and over the generated
+source; anything that fails (truncated, corrupt, of another format) is ignored with one
+warning line and rebuilt. Constants are decoded from tagged data that can hold only
+plain values, numpy arrays, scalars, dtypes and ufuncs, and the functions, classes and
+dataclass instances (made by `object.__new__`, no constructor runs) of the
+`shardc.runtime` modules already loaded, not those that compile, exec or launch;
+nothing else can be named, and nothing is imported.
+
+Under `mpiexec` (`world=` an mpi4py communicator) rank 0 alone looks up or compiles and
+broadcasts the entry; every other rank builds its callables from those bytes, so a job
+compiles once however many ranks it has, with or without a shared filesystem.
+`SHARDC_CACHE_DEBUG=1` prints one line per lookup (`hit`, `miss`, `received`) on stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import io
+import json
+import linecache
+import math
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shardc.runtime.compile import CompiledModule, _external_stub, compile_module  # pyright: ignore[reportPrivateUsage]
+
+FORMAT = 1
+_MAGIC = b"shardc-compile-cache\n"
+
+
+class CorruptEntry(Exception):
+    """An entry that does not verify (the reason is the message)."""
+
+
+class PeerFailed(Exception):
+    """Rank 0 failed to compile what this rank waited for (rank 0 reports the error)."""
+
+
+class UncacheableError(Exception):
+    """A compiled module whose constants cannot be stored (they are not plain data or
+    named runtime objects)."""
+
+
+# ---------------------------------------------------------------------------------------
+# Where, whether, and messages
+# ---------------------------------------------------------------------------------------
+
+
+def enabled() -> bool:
+    return os.environ.get("SHARDC_CACHE", "1") != "0"
+
+
+def cache_dir() -> Path:
+    if os.environ.get("SHARDC_CACHE_DIR"):
+        return Path(os.environ["SHARDC_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "shardc"
+
+
+_WARNED: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """One line on stderr, once per process and message."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        sys.stderr.write(f"shardc: warning: compile cache: {message}\n")
+        sys.stderr.flush()
+
+
+def _debug(message: str) -> None:
+    if os.environ.get("SHARDC_CACHE_DEBUG", "0") not in ("", "0"):
+        sys.stderr.write(f"shardc: compile cache: {message}\n")
+        sys.stderr.flush()
+
+
+def usable_dir(path: Path) -> Path | None:
+    """`path`, made 0700 if missing, when this user owns it and nobody else may write
+    it; otherwise None, with one warning line."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.stat(path)
+    except OSError as e:
+        warn(f"cannot use {path}: {e.strerror}; not caching")
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        warn(f"{path} is not a directory; not caching")
+        return None
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        warn(f"{path} belongs to another user (uid {st.st_uid}); not caching")
+        return None
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        warn(f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); not caching")
+        return None
+    return path
+
+
+# ---------------------------------------------------------------------------------------
+# Keys
+# ---------------------------------------------------------------------------------------
+
+
+@functools.cache
+def compiler_identity() -> str:
+    """A hash of everything outside the input that code generation depends on: shardc's
+    version and source files, xDSL, numpy and the Python implementation."""
+    import importlib.metadata
+    import importlib.util
+
+    import shardc
+
+    h = hashlib.sha256()
+    try:
+        xdsl_version = importlib.metadata.version("xdsl")
+    except importlib.metadata.PackageNotFoundError:
+        xdsl_version = "unknown"
+    for part in (shardc.__version__, xdsl_version, np.__version__, sys.version, sys.implementation.cache_tag or "", importlib.util.MAGIC_NUMBER.hex()):
+        h.update(part.encode() + b"\0")
+    root = Path(shardc.__file__).resolve().parent
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        h.update(p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def make_key(kind: str, **parts: object) -> str:
+    """The key of a compile: `kind` (what builds the input) and its `parts` (the input
+    text or the builder's configuration, the pipeline, code-generation choices), with
+    the compiler's identity. Parts are plain data or dataclasses (their repr)."""
+    desc = json.dumps({"format": FORMAT, "kind": kind, "parts": parts, "compiler": compiler_identity()}, sort_keys=True, default=repr)
+    return hashlib.sha256(desc.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------
+# The constant pool: tagged plain data, naming only runtime objects (no pickle)
+# ---------------------------------------------------------------------------------------
+
+# Runtime modules that compile, exec or launch: what an entry never names.
+_NOT_NAMEABLE = frozenset({__name__, "shardc.runtime.compile", "shardc.runtime.launch", "shardc.runtime.selftest", "shardc.runtime.codegen_safe"})
+_UFUNC_METHODS = frozenset({"reduce", "accumulate", "reduceat", "outer", "at"})
+_SEQUENCES: dict[type, str] = {tuple: "tuple", list: "list", frozenset: "frozenset", set: "set"}
+_FROM_TAG = {v: k for k, v in _SEQUENCES.items()}
+_PLAIN = (bool, int, float, str)
+
+
+def _nameable(module: str) -> bool:
+    return module.startswith("shardc.runtime.") and module not in _NOT_NAMEABLE
+
+
+class _Encoder:
+    """Values as JSON trees `[tag, ...]`, array bytes in a side buffer. Objects other than
+    plain data, numpy arrays/scalars/dtypes/ufuncs, and the functions, classes and
+    dataclass instances of runtime modules are refused (UncacheableError)."""
+
+    def __init__(self) -> None:
+        self.blob = bytearray()
+        self.memo: dict[int, int] = {}
+        self.count = 0
+        self.keep: list[object] = []  # ids stay unique while encoding
+
+    def ref(self, obj: object) -> list[Any]:
+        if type(obj).__name__ == "builtin_function_or_method" and isinstance(getattr(obj, "__self__", None), np.ufunc):
+            return ["ufunc_method", obj.__self__.__name__, obj.__name__]  # type: ignore[attr-defined]
+        mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+        if isinstance(mod, str) and isinstance(qual, str) and _nameable(mod) and "." not in qual and getattr(sys.modules.get(mod), qual, None) is obj:
+            return ["global", mod, qual]
+        raise UncacheableError(f"cannot name {obj!r}")
+
+    def enc(self, obj: object) -> Any:
+        t = type(obj)
+        if obj is None or t is bool or t is str or t is int:
+            return obj  # JSON keeps ints of any size exactly
+        if t is float:
+            return obj if math.isfinite(obj) else ["float", obj.hex()]  # type: ignore[attr-defined]
+        if t is bytes:
+            return ["bytes", self._raw(obj)]  # type: ignore[arg-type]
+        if t is complex:
+            return ["complex", obj.real.hex(), obj.imag.hex()]  # type: ignore[attr-defined]
+        if t is slice:
+            return ["slice", self.enc(obj.start), self.enc(obj.stop), self.enc(obj.step)]  # type: ignore[attr-defined]
+        if isinstance(obj, np.dtype):
+            return ["dtype", self._dtype(obj)]
+        if isinstance(obj, np.generic):
+            return ["scalar", self._dtype(obj.dtype), self._raw(obj.tobytes())]
+        if isinstance(obj, np.ufunc):
+            if getattr(np, obj.__name__, None) is not obj:
+                raise UncacheableError(f"cannot name ufunc {obj.__name__}")
+            return ["ufunc", obj.__name__]
+        if isinstance(obj, type) and issubclass(obj, np.generic):
+            return ["sctype", self._dtype(np.dtype(obj))]
+        if isinstance(obj, type) or (callable(obj) and not is_dataclass(obj)):
+            return self.ref(obj)  # by name, never memoized (the decoder looks it up again)
+        if id(obj) in self.memo:
+            return ["ref", self.memo[id(obj)]]
+        self.memo[id(obj)] = self.count
+        self.count += 1
+        self.keep.append(obj)
+        if t is np.ndarray:
+            a: np.ndarray = obj  # type: ignore[assignment]
+            return ["ndarray", self._dtype(a.dtype), list(a.shape), self._raw(np.ascontiguousarray(a).tobytes())]
+        if t in _SEQUENCES:
+            return [_SEQUENCES[t], [self.enc(x) for x in obj]]  # type: ignore[attr-defined]
+        if t is dict:
+            return ["dict", [[self.enc(k), self.enc(v)] for k, v in obj.items()]]  # type: ignore[attr-defined]
+        if t is object:
+            return ["sentinel"]
+        if is_dataclass(obj) and hasattr(obj, "__dict__") and not hasattr(t, "__slots__"):
+            return ["object", self.ref(t), [[k, self.enc(v)] for k, v in vars(obj).items()]]
+        raise UncacheableError(f"cannot store a {t.__module__}.{t.__qualname__}")
+
+    def _dtype(self, dt: np.dtype) -> str:
+        if dt.hasobject or dt.fields is not None or dt.subdtype is not None:
+            raise UncacheableError(f"cannot store dtype {dt}")
+        return dt.str
+
+    def _raw(self, data: bytes) -> list[int]:
+        at = len(self.blob)
+        self.blob += data
+        return [at, len(data)]
+
+
+class _Decoder:
+    """The inverse of `_Encoder`; it constructs nothing but plain data, numpy arrays and
+    scalars, `object.__new__` of runtime dataclasses, and looks up runtime functions in
+    modules already loaded (it imports nothing). Anything else is CorruptEntry."""
+
+    def __init__(self, blob: bytes):
+        self.blob = blob
+        self.memo: list[object] = []
+        self.names: dict[tuple[str, ...], Any] = {}
+
+    def raw(self, span: Any) -> bytes:
+        at, n = int(span[0]), int(span[1])
+        if at < 0 or n < 0 or at + n > len(self.blob):
+            raise CorruptEntry("constant bytes out of range")
+        return self.blob[at : at + n]
+
+    def dtype(self, text: Any) -> np.dtype:
+        dt = np.dtype(str(text))
+        if dt.hasobject or dt.fields is not None:
+            raise CorruptEntry(f"dtype {text!r} is not allowed")
+        return dt
+
+    def named(self, node: list[Any]) -> Any:
+        key = tuple(node) if len(node) == 3 and all(type(x) is str for x in node) else None
+        found = self.names.get(key) if key is not None else None
+        if found is None:
+            found = self._named(node)
+            if key is not None:
+                self.names[key] = found
+        return found
+
+    def _named(self, node: list[Any]) -> Any:
+        if node[0] == "ufunc_method":
+            uf = getattr(np, str(node[1]), None)
+            if not isinstance(uf, np.ufunc) or node[2] not in _UFUNC_METHODS:
+                raise CorruptEntry(f"'{node[1]}.{node[2]}' is not allowed")
+            return getattr(uf, node[2])
+        mod, qual = str(node[1]), str(node[2])
+        obj = getattr(sys.modules.get(mod), qual, None) if _nameable(mod) and "." not in qual and not qual.startswith("__") else None
+        if obj is None or getattr(obj, "__module__", None) != mod:
+            raise CorruptEntry(f"global '{mod}.{qual}' is not allowed")
+        return obj
+
+    def dec(self, node: Any) -> Any:
+        t = type(node)
+        if t is not list:
+            if node is None or t in _PLAIN:
+                return node
+            raise CorruptEntry("bad constant")
+        if not node:
+            raise CorruptEntry("bad constant")
+        tag = node[0]
+        if tag == "tuple":  # the commonest container: straight through
+            slot = len(self.memo)
+            self.memo.append(None)
+            items = node[1]
+            if type(items) is not list:
+                raise CorruptEntry("bad tuple")
+            flat = all(x is None or type(x) in _PLAIN for x in items)
+            out = self.memo[slot] = tuple(items) if flat else tuple([self.dec(x) for x in items])
+            return out
+        if tag == "float":
+            return float.fromhex(node[1])
+        if tag == "bytes":
+            return self.raw(node[1])
+        if tag == "complex":
+            return complex(float.fromhex(node[1]), float.fromhex(node[2]))
+        if tag == "slice":
+            return slice(self.dec(node[1]), self.dec(node[2]), self.dec(node[3]))
+        if tag == "dtype":
+            return self.dtype(node[1])
+        if tag == "scalar":
+            return np.frombuffer(self.raw(node[2]), dtype=self.dtype(node[1]))[0]
+        if tag == "ufunc":
+            uf = getattr(np, str(node[1]), None)
+            if not isinstance(uf, np.ufunc):
+                raise CorruptEntry(f"'{node[1]}' is not a ufunc")
+            return uf
+        if tag == "sctype":
+            return self.dtype(node[1]).type
+        if tag == "ref":
+            k = int(node[1])
+            if not 0 <= k < len(self.memo):
+                raise CorruptEntry("bad reference")
+            return self.memo[k]
+        if tag in ("ufunc_method", "global"):
+            return self.named(node)
+        slot = len(self.memo)
+        self.memo.append(None)
+        if tag == "ndarray":
+            dt = self.dtype(node[1])
+            out: Any = np.frombuffer(self.raw(node[3]), dtype=dt).reshape([int(n) for n in node[2]]).copy()
+        elif tag in _FROM_TAG:
+            out = _FROM_TAG[tag](self.dec(x) for x in node[1])
+        elif tag == "dict":
+            out = {}
+            self.memo[slot] = out
+            for k, v in node[1]:
+                out[self.dec(k)] = self.dec(v)
+        elif tag == "sentinel":
+            out = object()
+        elif tag == "object":
+            cls = self.named(node[1])
+            if not isinstance(cls, type) or not is_dataclass(cls):
+                raise CorruptEntry(f"'{node[1][1]}.{node[1][2]}' is not a runtime dataclass")
+            out = object.__new__(cls)
+            self.memo[slot] = out
+            for k, v in node[2]:
+                if not isinstance(k, str) or k.startswith("__"):
+                    raise CorruptEntry("bad attribute name")
+                object.__setattr__(out, k, self.dec(v))
+        else:
+            raise CorruptEntry(f"unknown constant tag {tag!r}")
+        self.memo[slot] = out
+        return out
+
+
+def dump_bindings(bindings: Mapping[str, object]) -> bytes:
+    """The constant pool (all but the numpy module) as bytes: a JSON tree, a NUL, the
+    array bytes. UncacheableError when a constant is not storable."""
+    enc = _Encoder()
+    tree = {k: enc.enc(v) for k, v in bindings.items() if k != "_np"}
+    data = json.dumps(tree).encode() + b"\0" + bytes(enc.blob)
+    try:
+        load_bindings(data)  # what cannot be read back must not be stored
+    except CorruptEntry as e:
+        raise UncacheableError(str(e)) from None
+    return data
+
+
+def load_bindings(data: bytes) -> dict[str, object]:
+    cut = data.find(b"\0")
+    if cut < 0:
+        raise CorruptEntry("constants without their bytes")
+    try:
+        tree = json.loads(data[:cut])
+    except ValueError:
+        raise CorruptEntry("unreadable constants") from None
+    if not isinstance(tree, dict):
+        raise CorruptEntry("constants are not a table")
+    dec = _Decoder(data[cut + 1 :])
+    try:
+        pool = {str(k): dec.dec(v) for k, v in tree.items()}
+    except CorruptEntry:
+        raise
+    except Exception as e:  # a damaged tree fails in many ways
+        raise CorruptEntry(f"unreadable constants ({type(e).__name__})") from None
+    pool["_np"] = np
+    return pool
+
+
+# ---------------------------------------------------------------------------------------
+# Entries
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    """What one compile produced, as stored."""
+
+    key: str
+    lowered: str
+    source: str
+    bindings: bytes
+    functions: dict[str, str]
+    """symbol -> Python name of the generated function."""
+    externals: list[str]
+    """Symbols declared without a body (they raise when called, as compiled)."""
+    arg_specs: dict[str, list[list[Any]]]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        body = json.dumps(
+            {"lowered": self.lowered, "source": self.source, "functions": self.functions, "externals": self.externals, "arg_specs": self.arg_specs, "meta": self.meta}
+        ).encode()
+        payload = body + self.bindings
+        header = {
+            "format": FORMAT, "key": self.key, "json": len(body), "bindings": len(self.bindings),
+            "sha256": hashlib.sha256(payload).hexdigest(), "source_sha256": hashlib.sha256(self.source.encode()).hexdigest(),
+        }
+        return _MAGIC + json.dumps(header).encode() + b"\n" + payload
+
+    @staticmethod
+    def decode(data: bytes, key: str) -> Entry:
+        """The entry in `data` if it is whole and is the entry of `key`; else CorruptEntry."""
+        if not data.startswith(_MAGIC):
+            raise CorruptEntry("not a shardc cache entry")
+        nl = data.find(b"\n", len(_MAGIC))
+        try:
+            header = json.loads(data[len(_MAGIC) : nl])
+            n_json, n_bind = int(header["json"]), int(header["bindings"])
+        except (ValueError, KeyError, TypeError):
+            raise CorruptEntry("bad header") from None
+        if header.get("format") != FORMAT:
+            raise CorruptEntry(f"format {header.get('format')!r}, expected {FORMAT}")
+        if header.get("key") != key:
+            raise CorruptEntry("its stored key differs from its name")
+        payload = data[nl + 1 :]
+        if len(payload) != n_json + n_bind:
+            raise CorruptEntry(f"truncated ({len(payload)} of {n_json + n_bind} bytes)")
+        if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+            raise CorruptEntry("checksum mismatch")
+        try:
+            body = json.loads(payload[:n_json])
+            entry = Entry(key, body["lowered"], body["source"], payload[n_json:], body["functions"], body["externals"], body["arg_specs"], body["meta"])
+        except (ValueError, KeyError, TypeError):
+            raise CorruptEntry("bad contents") from None
+        if hashlib.sha256(entry.source.encode()).hexdigest() != header.get("source_sha256"):
+            raise CorruptEntry("generated source does not hash to what the entry claims")
+        return entry
+
+
+class DiskCache:
+    """Entries under a directory: `<dir>/<key[:2]>/<key>.entry`."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    @staticmethod
+    def default() -> DiskCache | None:
+        """The user's cache, or None (off, or its directory refused)."""
+        if not enabled():
+            return None
+        root = usable_dir(cache_dir())
+        return None if root is None else DiskCache(root)
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.entry"
+
+    def get(self, key: str) -> Entry | None:
+        p = self.path(key)
+        try:
+            data = p.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            warn(f"cannot read {p}: {e.strerror}; compiling")
+            return None
+        try:
+            return Entry.decode(data, key)
+        except CorruptEntry as e:
+            warn(f"ignoring corrupt entry {p} ({e}); rebuilding it")
+            return None
+
+    def put(self, entry: Entry) -> None:
+        """Write atomically: a temporary file in the same directory, renamed into place."""
+        p = self.path(entry.key)
+        try:
+            p.parent.mkdir(mode=0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".entry")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(entry.encode())
+                os.replace(tmp, p)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError as e:
+            warn(f"cannot write {p}: {e.strerror}")
+
+
+# ---------------------------------------------------------------------------------------
+# Compiled modules to entries and back
+# ---------------------------------------------------------------------------------------
+
+
+def _spec_of(t: Any) -> list[Any]:
+    from xdsl.dialects.builtin import MemRefType, TensorType
+
+    from shardc.runtime.dtypes import np_dtype
+
+    if isinstance(t, TensorType | MemRefType):
+        return ["array", np_dtype(t.get_element_type()).str, list(t.get_shape())]
+    return ["scalar", str(t)]
+
+
+def _scalar_type(text: str) -> Any:
+    from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, IndexType, IntegerType
+
+    simple = {"f16": Float16Type, "f32": Float32Type, "f64": Float64Type, "bf16": BFloat16Type, "index": IndexType}
+    if text in simple:
+        return simple[text]()
+    if text.startswith("i") and text[1:].isdigit():
+        return IntegerType(int(text[1:]))
+    from xdsl.parser import Parser
+
+    from shardc.context import make_context
+
+    return Parser(make_context(), text).parse_type()
+
+
+def _arg_spec(spec: list[Any]) -> Any:
+    if spec[0] == "array":
+        return np.dtype(spec[1]), tuple(spec[2])
+    return None, _scalar_type(spec[1])
+
+
+def to_entry(key: str, lowered: str, cm: CompiledModule, meta: Mapping[str, Any]) -> Entry:
+    """The entry of a module compiled by `compile_module` (UncacheableError if its
+    constants cannot be stored)."""
+    externals = [sym for sym, f in cm.signatures.items() if not f.body.blocks]
+    stubs = {cm.pynames[sym] for sym in externals}  # closures: remade on loading
+    specs = {sym: [_spec_of(t) for t in f.function_type.inputs.data] for sym, f in cm.signatures.items()}
+    pool = {k: v for k, v in cm.bindings.items() if k not in stubs}
+    return Entry(key, lowered, cm.source, dump_bindings(pool), dict(cm.pynames), externals, specs, dict(meta))
+
+
+class CachedModule(CompiledModule):
+    """A CompiledModule rebuilt from an entry: its callables come from the stored source
+    and constants; `module` (and `signatures`) are parsed from the stored lowered text
+    only if someone asks for them."""
+
+    def __init__(self, entry: Entry, name: str):
+        from shardc.runtime import kernels
+        from shardc.runtime.compile import tune_allocator
+
+        kernels.load_all()  # the modules whose objects the constants name
+        tune_allocator()
+        self.entry = entry
+        self.source = entry.source
+        self._parsed: Any = None
+        self._arg_specs = {}
+        self.bindings = {}
+        self.pynames = dict(entry.functions)
+        namespace = load_bindings(entry.bindings)
+        for sym in entry.externals:
+            namespace[entry.functions[sym]] = _external_stub(sym)
+        filename = f"<shardc-runtime:{name}:cached:{entry.key[:12]}>"
+        linecache.cache[filename] = (len(entry.source), None, entry.source.splitlines(True), filename)
+        try:
+            code = compile(entry.source, filename, "exec")
+        except (SyntaxError, ValueError) as e:
+            raise CorruptEntry(f"generated source does not compile ({e})") from None
+        exec(code, namespace)
+        try:
+            self.functions = {sym: namespace[pyname] for sym, pyname in entry.functions.items()}  # type: ignore[misc]
+        except KeyError as e:
+            raise CorruptEntry(f"no generated function {e}") from None
+
+    def arg_specs(self, name: str) -> list[Any]:
+        specs = self._arg_specs.get(name)
+        if specs is None:
+            specs = self._arg_specs[name] = [_arg_spec(s) for s in self.entry.arg_specs[name]]
+        return specs
+
+    @property  # type: ignore[override]
+    def module(self) -> Any:
+        """The fused module as compile_module would hold it (parsed and fused on demand)."""
+        if self._parsed is None:
+            from shardc.runtime.fusion import fuse_elementwise
+
+            self._parsed = parse_lowered(self.entry.lowered)
+            fuse_elementwise(self._parsed)
+        return self._parsed
+
+    @property  # type: ignore[override]
+    def signatures(self) -> dict[str, Any]:
+        from xdsl.dialects import func
+
+        return {op.sym_name.data: op for op in self.module.walk() if isinstance(op, func.FuncOp)}
+
+
+def parse_lowered(text: str) -> Any:
+    from shardc.context import make_context
+    from shardc.ir.fast_parser import FastParser
+
+    return FastParser(make_context(), text).parse_module()
+
+
+# ---------------------------------------------------------------------------------------
+# The one entry point: compile through the cache (and once per MPI job)
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Compiled:
+    """A compile's result: the callables, the lowered module (or a loader of it from the
+    entry's text), the caller's metadata, and whether it came from a cache or a peer."""
+
+    compiled: CompiledModule
+    module: Any
+    meta: dict[str, Any]
+    source: str  # "compiled", "cache" (this rank's disk) or "broadcast" (from rank 0)
+
+
+Build = Callable[[], tuple[Any, Mapping[str, Any]]]
+"""Makes the lowered module (xDSL ModuleOp) and JSON-able metadata about it."""
+
+
+def _compile_here(key: str, build: Build, name: str, fuse: bool, disk: DiskCache | None, read: bool, lowered: str | None) -> tuple[Compiled, Entry | None]:
+    from shardc.ir.printer import module_to_string
+
+    if read and disk is not None:
+        entry = disk.get(key)
+        if entry is not None:
+            try:
+                cm = CachedModule(entry, name)
+                _debug(f"hit {key[:16]} ({name})")
+                return Compiled(cm, lambda e=entry: parse_lowered(e.lowered), entry.meta, "cache"), entry
+            except CorruptEntry as e:
+                warn(f"ignoring corrupt entry {disk.path(key)} ({e}); rebuilding it")
+    _debug(f"miss {key[:16]} ({name}): compiling")
+    module, meta = build()
+    cm = compile_module(module, name, fuse=fuse)
+    entry: Entry | None = None
+    try:
+        entry = to_entry(key, module_to_string(module) if lowered is None else lowered, cm, meta)
+    except Exception as e:  # UncacheableError, or a type the entry cannot describe
+        _debug(f"not storable ({type(e).__name__}: {e})")
+    if entry is not None and disk is not None:
+        disk.put(entry)
+    return Compiled(cm, module, dict(meta), "compiled"), entry
+
+
+def compile_cached(
+    key: str,
+    build: Build,
+    name: str = "module",
+    *,
+    fuse: bool = True,
+    world: Any = None,
+    read: bool = True,
+    lowered: str | None = None,
+) -> Compiled:
+    """Look `key` up, or `build()` the lowered module and compile it, storing the entry
+    (with `lowered` as the module's text when given, else the module printed).
+    `read=False` compiles afresh (the entry is still written). With `world` (an mpi4py
+    communicator of more than one rank) every rank must call this with the same key:
+    rank 0 looks up or compiles, the others take its entry over MPI (PeerFailed when
+    rank 0 could not compile)."""
+    disk = DiskCache.default()
+    if world is None or world.Get_size() == 1:
+        return _compile_here(key, build, name, fuse, disk, read, lowered)[0]
+    rank = world.Get_rank()
+    if rank == 0:
+        try:
+            result, entry = _compile_here(key, build, name, fuse, disk, read, lowered)
+        except BaseException as e:
+            world.bcast(("error", f"rank 0 failed to compile {name}: {type(e).__name__}: {e}"), root=0)
+            raise
+        world.bcast(("entry", entry.encode()) if entry is not None else ("compile", None), root=0)
+        return result
+    kind, payload = world.bcast(None, root=0)
+    if kind == "error":
+        raise PeerFailed(payload)
+    if kind == "entry":
+        try:
+            entry = Entry.decode(payload, key)
+            cm = CachedModule(entry, name)
+            _debug(f"received {key[:16]} ({name}) from rank 0")
+            return Compiled(cm, lambda e=entry: parse_lowered(e.lowered), entry.meta, "broadcast")
+        except CorruptEntry as e:  # another key (ranks disagree) or damage in transit
+            warn(f"the entry rank 0 sent does not verify ({e}); compiling here")
+    _debug(f"miss {key[:16]} ({name}): compiling")
+    module, meta = build()
+    return Compiled(compile_module(module, name, fuse=fuse), module, dict(meta), "compiled")
+
+
+def compile_module_cached(module: Any, name: str = "module", *, fuse: bool = True, world: Any = None, extra: Mapping[str, object] | None = None) -> CompiledModule:
+    """`compile_module` through the cache, keyed by the module's text with its locations
+    (which the runtime's error messages quote); the pipeline has already run, so this
+    saves code generation only. `world` as in `compile_cached`."""
+    from shardc.ir.printer import print_module
+
+    out = io.StringIO()
+    print_module(module, out, debuginfo=True)
+    text = out.getvalue()
+    key = make_key("module", text=text, name=name, fuse=fuse, **(extra or {}))
+    return compile_cached(key, lambda: (module, {}), name, fuse=fuse, world=world, lowered=text).compiled
+
+
+__all__ = [
+    "CachedModule",
+    "Compiled",
+    "CorruptEntry",
+    "DiskCache",
+    "Entry",
+    "PeerFailed",
+    "cache_dir",
+    "compile_cached",
+    "compile_module_cached",
+    "compiler_identity",
+    "enabled",
+    "make_key",
+    "usable_dir",
+]
