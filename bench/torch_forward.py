@@ -40,6 +40,8 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--vocab", type=int, default=512)
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--ranks", default="1,2", help="comma-separated: 1 and/or 2")
+    p.add_argument("--kernels", choices=("auto", "numpy"), default="auto",
+                   help="numpy: the elementwise bodies on numpy (SHARDC_KERNELS=numpy), not numba")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -164,12 +166,24 @@ def worker(tmp: str, repeats: int) -> None:
         print(median)
 
 
+def _kernels() -> str:
+    """Which path runs the elementwise bodies: numba's fused loops or numpy's ufuncs."""
+    try:
+        from shardc.runtime.kernels.fused import enabled
+    except ImportError:
+        return "numpy"
+    return "numba (shardc.runtime.kernels.fused)" if enabled() else "numpy"
+
+
 def main() -> None:
     a = _args()
+    if a.kernels == "numpy":
+        os.environ["SHARDC_KERNELS"] = "numpy"  # read when kernels are built; workers inherit it
     if a.worker:
         worker(a.worker, a.repeats)
         return
     ranks = {int(r) for r in a.ranks.split(",")}
+    print(f"elementwise bodies: {_kernels()}")
     print(f"GPT n_layer {a.n_layer}, n_embd {a.n_embd}, n_head {a.n_head}, block {a.block}, batch {a.batch}, vocab {a.vocab}")
     if 1 in ranks:
         one_rank(a)

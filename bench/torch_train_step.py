@@ -43,6 +43,8 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--vocab", type=int, default=512)
     p.add_argument("--steps", type=int, default=6, help="timed steps per measurement")
     p.add_argument("--configs", default="1,dp2,tp2")
+    p.add_argument("--kernels", choices=("auto", "numpy"), default="auto",
+                   help="numpy: the elementwise bodies on numpy (SHARDC_KERNELS=numpy), not numba")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -175,13 +177,25 @@ def two_ranks(a: argparse.Namespace, config: str) -> None:
     _row(f"{config} (2 ranks) vs PyTorch eager, 2 threads", a, min(ours), min(theirs))
 
 
+def _kernels() -> str:
+    """Which path runs the elementwise bodies: numba's fused loops or numpy's ufuncs."""
+    try:
+        from shardc.runtime.kernels.fused import enabled
+    except ImportError:
+        return "numpy"
+    return "numba (shardc.runtime.kernels.fused)" if enabled() else "numpy"
+
+
 def main() -> None:
     a = _args()
+    if a.kernels == "numpy":
+        os.environ["SHARDC_KERNELS"] = "numpy"  # read when kernels are built; workers inherit it
     if a.worker:
         worker(a)
         return
     print(f"examples/torch_gpt.py: n_layer {a.n_layer}, n_embd {a.n_embd}, n_head {a.n_head}, block {a.block}, batch {a.batch}, vocab {a.vocab}")
     configs = a.configs.split(",")
+    print(f"elementwise bodies: {_kernels()}")
     if "1" in configs:
         one_rank(a)
     for c in ("dp2", "tp2"):

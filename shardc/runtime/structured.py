@@ -4,13 +4,17 @@ The body is classified once, at compile time:
 
 - *contraction*: `yield add(out, mul(f0(in_a), f1(in_b), ...))` where each factor depends
   on one input (casts allowed) -> batched matmul (2 factors) or `einsum` (more), added to
-  the init;
+  the init; operands are read as the views their transposes and broadcasts are (a weight
+  broadcast over the batch folds into one matmul), and a result whose only user is a
+  transpose is written in that transpose's memory order (so what reads the transpose,
+  a collapse of heads into features, reads a view);
 - *reduction*: `yield comb(out, e)` with `e` free of `out` and `comb` associative and
   commutative -> `e` on the whole iteration space, reduced along the reduction dims by the
   combiner's ufunc, combined with the init;
 - *arg-reduction*: two results, `yield max(out_v, e), select(cmp(e, out_v), index(d),
   out_i)` (torch's max with indices, `argmax`) -> `argmax`/`argmin` along the one
-  reduction dim d, merged with the inits by the same comparison;
+  reduction dim d, merged with the inits by the same comparison (when no one reads the
+  position, the extremum alone);
 - *elementwise* (no reduction dims): the body once, on whole arrays, each block argument
   bound to its operand transposed/broadcast into loop order by its indexing map;
 - anything else: the general path, the body evaluated on whole arrays over the parallel
@@ -29,7 +33,7 @@ import itertools
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from xdsl.dialects import arith, cf
@@ -40,6 +44,7 @@ from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 
 from shardc.runtime.compile import FunctionBuilder, compile_error, describe, targets, tuple_expr
 from shardc.runtime.dtypes import elem_type, is_shaped, np_dtype
+from shardc.runtime.kernels.fused import FusedKernel, build_kernel
 
 Map = tuple[int | None, ...]  # per operand axis: loop dim, or None for the constant 0
 
@@ -169,6 +174,8 @@ class StructuredSpec:
     onehot: OneHotUse | None = None  # a one-hot input run as a gather / scatter-add
     stack: tuple[int, tuple[int, ...]] | None = None  # (loop dim, input per index): see _stack_cases
     arg: ArgReduce | None = None  # the arg-reduction's facts (kind "argreduce")
+    fused: FusedKernel | None = None  # the body as compiled loop nests (kernels/fused.py)
+    out_layout: tuple[int, ...] | None = None  # contraction: memory order of the result's axes
 
     # -- shapes ----------------------------------------------------------------------
     def sizes(self, operands: Sequence[np.ndarray]) -> tuple[int, ...]:
@@ -216,6 +223,8 @@ def run_structured(
         if spec.stack is not None and sizes[spec.stack[0]] == len(spec.stack[1]):
             return _finish(spec, [_run_stack(spec, aligned_in, sizes)], outs, sizes)
         aligned_out = [a(x) for a, x in zip(spec.out_align, outs)]
+        if spec.fused is not None and (vals := spec.fused([*aligned_in, *aligned_out], sizes)) is not None:
+            return _finish(spec, vals, outs, sizes)
         return _finish(spec, body(*aligned_in, *aligned_out, ix), outs, sizes)
     if spec.kind == "reduction":
         exprs = body(*aligned_in, ix)
@@ -258,6 +267,7 @@ class ArgReduce:
     is_max: bool
     strict: bool  # the first position of the extremum (else the last)
     comb: Callable[..., np.ndarray]  # np.maximum / np.fmax / np.minimum / np.fmin
+    index_dead: bool = False  # the position is a tensor result nobody uses: a plain max
 
 
 def _run_argreduce(spec: StructuredSpec, body: Callable[..., tuple[object, ...]], aligned_in: Sequence[object], outs: Sequence[np.ndarray], sizes: Sequence[int]) -> tuple[np.ndarray, ...]:
@@ -270,19 +280,30 @@ def _run_argreduce(spec: StructuredSpec, body: Callable[..., tuple[object, ...]]
     ax, n = a.dim, sizes[a.dim]
     if n == 0:
         return _finish(spec, [spec.out_align[k](outs[k]) for k in range(2)], outs, sizes)
+    init_v = spec.out_align[a.value_out](outs[a.value_out])
+    init_i = spec.out_align[a.index_out](outs[a.index_out])
+    vals: list[object] = [None, None]
     find = np.argmax if a.is_max else np.argmin
+    if a.index_dead:
+        # torch-mlir's softmax takes max.dim and drops the indices: the extremum alone,
+        # no merge of positions. argmax + gather is numpy's fastest max (twice
+        # `maximum.reduce`) and NaN-propagating like maximumf; fmax/fmin skip NaN.
+        if a.comb in (np.fmax, np.fmin):
+            best = a.comb.reduce(e, axis=ax, keepdims=True)  # type: ignore[attr-defined]
+        else:
+            best = np.take_along_axis(e, find(e, axis=ax, keepdims=True), axis=ax)
+        vals[a.value_out] = a.comb(init_v, best)
+        vals[a.index_out] = init_i
+        return _finish(spec, vals, outs, sizes)
     if a.strict:
         pos = find(e, axis=ax, keepdims=True)
     else:
         pos = (n - 1) - find(np.flip(e, ax), axis=ax, keepdims=True)
     best = np.take_along_axis(e, pos, axis=ax)
-    init_v = spec.out_align[a.value_out](outs[a.value_out])
-    init_i = spec.out_align[a.index_out](outs[a.index_out])
     if a.is_max:
         wins = best > init_v if a.strict else best >= init_v
     else:
         wins = best < init_v if a.strict else best <= init_v
-    vals: list[object] = [None, None]
     vals[a.value_out] = a.comb(init_v, best)
     vals[a.index_out] = np.where(wins, pos.astype(idt), init_i)
     return _finish(spec, vals, outs, sizes)
@@ -416,12 +437,15 @@ def matmul_plan(sa: Map, sb: Map, so: tuple[int, ...]) -> MatmulPlan:
 
 
 def contract2(
-    a: np.ndarray, sa: Map, b: np.ndarray, sb: Map, so: Sequence[int], sizes: Sequence[int], dt: np.dtype | None = None
+    a: np.ndarray, sa: Map, b: np.ndarray, sb: Map, so: Sequence[int], sizes: Sequence[int], dt: np.dtype | None = None,
+    layout: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, bool]:
     """Contract two operands (axes labelled by loop dims) into the output dims `so` that
     either has, through one (batched) matmul; the result's axes follow `so`. With `dt`,
-    the matmul writes straight into a fresh C-ordered array of that dtype when the
-    operands have it. Returns (result, whether it is a fresh array the caller owns)."""
+    the matmul writes straight into a fresh array of that dtype when the operands have
+    it: C-ordered, or with its axes laid out in memory in the order `layout` (outermost
+    first) where BLAS can write that. Returns (result, whether it is a fresh array the
+    caller owns)."""
     plan = matmul_plan(tuple(sa), tuple(sb), tuple(so))
     if plan.sum_a:
         a = a.sum(axis=plan.sum_a)
@@ -441,21 +465,51 @@ def contract2(
     m = math.prod(sizes[d] for d in plan.mdims)
     k = math.prod(sizes[d] for d in plan.kdims)
     n = math.prod(sizes[d] for d in plan.ndims)
-    A = a.transpose(plan.pa).reshape(bs + [m, k])
-    B = b.transpose(plan.pb).reshape(bs + [k, n])
+    At, Bt = a.transpose(plan.pa), b.transpose(plan.pb)
     present_shape = [sizes[d] for d in (*plan.batch, *plan.mdims, *plan.ndims)]
+    nb = len(bs)
+    if nb and not any(Bt.strides[:nb]) and (A2 := _view(At, [math.prod(bs) * m, k])) is not None:
+        # The second operand is broadcast over the batch (torch-mlir's batch_matmul with
+        # a linalg.broadcast weight): one matmul with the batch folded into the rows
+        # instead of one per batch entry on a stride-0 operand.
+        B2 = Bt[(0,) * nb].reshape(k, n)
+        if dt is not None and A2.dtype == dt and B2.dtype == dt:
+            res = np.empty([present_shape[i] for i in plan.out_perm], dt)
+            target = _view(res.transpose(np.argsort(plan.out_perm)), [math.prod(bs) * m, n])
+            if target is not None:
+                np.matmul(A2, B2, out=target)
+                return res, True
+        C = np.matmul(A2, B2).reshape(present_shape)
+        return (C.transpose(plan.out_perm) if plan.out_perm != tuple(range(len(plan.out_perm))) else C), True
+    A = At.reshape(bs + [m, k])
+    B = Bt.reshape(bs + [k, n])
     if dt is not None and A.dtype == dt and B.dtype == dt:
-        # Allocate the result in output order and let the matmul write through a view.
+        # Allocate the result in output order (or in `layout`) and let the matmul write
+        # through a view.
         inv = np.argsort(plan.out_perm)
-        res = np.empty([present_shape[i] for i in plan.out_perm], dt)
-        target = _view(res.transpose(inv), bs + [m, n])
-        if target is not None:
-            np.matmul(A, B, out=target)
-            return res, True
+        shape = [present_shape[i] for i in plan.out_perm]
+        for lay in ([layout] if layout is not None and len(layout) == len(shape) else []) + [None]:
+            res = np.empty(shape, dt) if lay is None else np.empty([shape[i] for i in lay], dt).transpose(np.argsort(lay))
+            target = _view(res.transpose(inv), bs + [m, n])
+            if target is not None and (lay is None or _blas_writable(target)):
+                np.matmul(A, B, out=target)
+                return res, True
     C = np.matmul(A, B).reshape(present_shape)
     if plan.out_perm != tuple(range(len(plan.out_perm))):
         C = C.transpose(plan.out_perm)
     return C, True
+
+
+def _blas_writable(x: np.ndarray) -> bool:
+    """Whether each matrix of a (batched) matmul output can be written by BLAS in place
+    (unit stride along one of its two axes, the other a multiple of the row length),
+    so that numpy does not compute into a temporary and copy."""
+    if x.ndim < 2 or x.size == 0:
+        return True
+    s0, s1 = x.strides[-2:]
+    r0, r1 = x.shape[-2:]
+    item = x.itemsize
+    return (s1 == item and s0 % item == 0 and s0 >= r1 * item) or (s0 == item and s1 % item == 0 and s1 >= r0 * item)
 
 
 @dataclass
@@ -678,7 +732,7 @@ def _run_contraction(
             r = r.transpose(perm)
     elif len(factors) == 2:
         (a, ma), (b, mb) = factors
-        r, fresh = contract2(a, ma, b, mb, so, sizes, dt)
+        r, fresh = contract2(a, ma, b, mb, so, sizes, dt, spec.out_layout)
     else:
         letters = {d: chr(ord("a") + d) for d in range(spec.n_loops)}
         subs = ",".join("".join(letters[d] for d in m) for _, m in factors)
@@ -1079,6 +1133,8 @@ def emit_structured(
         spec.out_map = maps[n_ins]
         spec.factor_inputs = [i for _, i in leaves]
         spec.plan = build_contraction_plan(spec, _constant_leaves(block, ins, leaves))
+        if op.results and _free_layout(spec):
+            spec.out_layout = _consumer_layout(op.results[0])
         found = _onehot_use(ins, outs, maps, iter_types, block) if isinstance(op, linalg.GenericOp) else None
         if found is not None:
             i, k, src = found
@@ -1094,6 +1150,8 @@ def emit_structured(
     elif arg is not None:
         spec.kind = "argreduce"
         spec.arg, e = arg
+        if spec.out_is_tensor[spec.arg.index_out] and not op.results[spec.arg.index_out].uses:
+            spec.arg = replace(spec.arg, index_dead=True)
         spec.uses_index = False  # the positions come from argmax, not from index grids
         body_values = [e]
         params = ["ins"]
@@ -1109,6 +1167,8 @@ def emit_structured(
         else:
             spec.kind = "elementwise"
             spec.stack = None if effects else _stack_cases(block, n_ins, yields, maps)
+            if spec.stack is None and not effects and not uses_index:
+                spec.fused = build_kernel(block, n_ins, yields, [is_shaped(v.type) for v in operands], n_loops)
         body_values = yields
         params = ["ins", "outs"]
     body_name = _emit_body_fn(g, block, n_ins, body_values, with_outs="outs" in params)
@@ -1163,6 +1223,41 @@ def _constant_leaves(block: Block, ins: Sequence[SSAValue], leaves: Sequence[tup
             except Exception:  # an attribute the decoder does not read: no specialisation
                 continue
     return out
+
+
+def _free_layout(spec: StructuredSpec) -> bool:
+    """Whether a contraction's result is the matmul's own array (no fixed output dims,
+    no constant-0 output axes), so its memory layout can be chosen."""
+    assert spec.plan is not None
+    return spec.plan.out_take is None and None not in spec.out_map and len(spec.out_map) > 1
+
+
+def _consumer_layout(v: SSAValue) -> tuple[int, ...] | None:
+    """The memory order (outermost first) of `v`'s axes that makes its only user, a
+    transpose (`linalg.transpose`, or a generic that copies its one input through
+    permutation maps), read it as a C-ordered view: torch-mlir's attention writes
+    `bhmn`, transposes to `bmhn` and collapses heads into features, which then is a
+    view instead of a copy. None: keep C order."""
+    uses = list(v.uses)
+    if len(uses) != 1:
+        return None
+    user = uses[0].operation
+    if not isinstance(user, linalg.TransposeOp | linalg.GenericOp) or len(user.inputs) != 1 or user.inputs[0] is not v:
+        return None
+    if not user.results or any(t != "parallel" for t in _generic_iters(user)):  # type: ignore[arg-type]
+        return None
+    block = user.body.blocks.first
+    if block is None or len(list(block.ops)) != 1 or list(list(block.ops)[0].operands) != [block.args[0]]:
+        return None
+    try:
+        m_in, m_out = maps_of(user, user.get_indexing_maps().data)
+    except Exception:
+        return None
+    n = len(m_in)
+    if None in m_in or None in m_out or sorted(m_in) != list(range(n)) or sorted(m_out) != list(range(n)):  # type: ignore[type-var]
+        return None
+    lay = tuple(m_in.index(d) for d in m_out)
+    return None if lay == tuple(range(n)) else lay
 
 
 def _is_zero_fill(v: SSAValue) -> bool:

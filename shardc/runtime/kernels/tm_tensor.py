@@ -1,15 +1,17 @@
-"""tm_tensor.scatter on numpy: one fancy-indexing statement per op, no loop over updates.
+"""tm_tensor.scatter on numpy: whole-array fancy indexing, no loop over single updates.
 
 The positions of all updates are computed at once (index arrays broadcast over the update
 shape). The region decides how they are written: `yield %update` is an assignment
 (`out[pos] = upd`), a single commutative-or-ordered arith op of (current, update) a
-`ufunc.at` (unbuffered, so repeated positions accumulate: the scatter-add of an
-embedding's backward); any other body is evaluated on whole arrays and assigned, which is
-exact only when positions do not repeat, so it needs `unique_indices(true)`.
+`ufunc.at` (unbuffered, so repeated positions accumulate; the scatter-add of an
+embedding's backward, whole rows, adds the k-th update of every row at once instead:
+`_add_rows`); any other body is evaluated on whole arrays and assigned, which is exact
+only when positions do not repeat, so it needs `unique_indices(true)`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -63,9 +65,58 @@ def scatter_assign(upd: np.ndarray, indices: np.ndarray, orig: np.ndarray, dims:
 
 def scatter_ufunc(ufunc: np.ufunc, upd: np.ndarray, indices: np.ndarray, orig: np.ndarray, dims: Sequence[int]) -> np.ndarray:
     out = orig.copy()
+    if ufunc is np.add and _add_rows(out, upd, indices, dims):
+        return out
     pos = scatter_positions(indices, upd.shape, orig.ndim, dims)
     ufunc.at(out, tuple(np.broadcast_to(p, upd.shape) for p in pos), upd)
     return out
+
+
+def _add_rows(out: np.ndarray, upd: np.ndarray, indices: np.ndarray, dims: Sequence[int]) -> bool:
+    """`out[row(i)] += upd[i]` where every update is one whole row of `out` seen as
+    (leading dims) x (the rest) at an in-bounds position: the embedding backward's form
+    (`updates: N x 1 x C, dimension_map [0]` into `V x C`). Exactly `add.at`'s sums, in
+    its order (each row gets its updates one after another, as they come), but row-wise:
+    the k-th update of every row is added in one fancy-indexed step (those rows are
+    distinct), so a batch costs as many steps as a row repeats, not one per element.
+    Returns False (nothing written) where that does not apply or a row repeats more
+    than `_MAX_REPEATS` times; `ufunc.at` then does it and raises on bad indices."""
+    n, *slice_shape = upd.shape
+    offset = out.ndim - len(slice_shape)
+    if n == 0 or len(set(dims)) != len(dims):
+        return False
+    k = max([offset - 1, *dims]) + 1  # the row dims: 0 .. k-1
+    if any(d >= offset and (d not in dims or slice_shape[d - offset] != 1) for d in range(k)):
+        return False
+    if tuple(slice_shape[k - offset :]) != out.shape[k:]:
+        return False
+    cols = [indices[:, list(dims).index(d)].astype(np.int64) if d in dims else np.zeros(n, np.int64) for d in range(k)]
+    for d, c in enumerate(cols):
+        if int(c.min()) < 0 or int(c.max()) >= out.shape[d]:
+            return False
+    rows = np.ravel_multi_index(cols, out.shape[:k]) if k else np.zeros(n, np.int64)
+    order = np.argsort(rows, kind="stable")  # by row, each row's updates in order
+    srt = rows[order]
+    starts = np.flatnonzero(np.concatenate(([True], srt[1:] != srt[:-1])))
+    counts = np.diff(np.append(starts, n))
+    repeats = int(counts.max())
+    if repeats > _MAX_REPEATS:
+        return False
+    nth = np.arange(n) - np.repeat(starts, counts)  # which update of its row each is
+    by_nth = order[np.argsort(nth, kind="stable")]  # the first updates, the second ...
+    bounds = np.searchsorted(np.sort(nth), np.arange(repeats + 1))
+    width = math.prod(out.shape[k:])
+    flat = out.reshape(math.prod(out.shape[:k]), width)
+    src = upd.reshape(n, width)
+    for j in range(repeats):
+        sel = by_nth[bounds[j] : bounds[j + 1]]
+        flat[rows[sel]] += src[sel]  # distinct rows: one add per element, in order
+    return True
+
+
+_MAX_REPEATS = 64
+"""Rows repeated more often than this scatter with `add.at` (one step per repeat would
+cost more than its per-element loop)."""
 
 
 def scatter_body(body, upd: np.ndarray, indices: np.ndarray, orig: np.ndarray, dims: Sequence[int]) -> np.ndarray:
