@@ -9,9 +9,10 @@ then times, interleaved, for the same file in the same run:
   * `mlir-opt file` as a process.
 Times are CPU seconds (user + system, children included for processes), so a busy
 machine does not skew the ratios. Prints ops/second (median of the runs) and ratios to
-mlir-opt. Not a test.
+mlir-opt, then the scaling of shardc's in-process parse, verify and print over programs
+of about 500 to 8,000 ops (microseconds per op: flat columns mean linear). Not a test.
 
-    python bench/parse_print.py [--funcs 400] [--runs 3]
+    python bench/parse_print.py [--funcs 400] [--runs 3] [--scaling 5,9,18,36,72]
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--funcs", type=int, default=400)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--scaling", default="5,9,18,36,72", help="function counts of the scaling table ('' for none)")
     args = ap.parse_args()
 
     with_shard = shard_available()
@@ -168,6 +170,38 @@ def main() -> None:
     print(f"printing overhead over xDSL's Printer: {med['shardc print, mlir-opt style'] / med['xDSL print, own style']:.2f}x")
     print(f"parse speed-up over xDSL's Parser: {med['xDSL Parser parse (in-process)'] / med['shardc parse (in-process)']:.2f}x")
     os.unlink(path)
+    sizes = [int(n) for n in args.scaling.split(",") if n.strip()]
+    if sizes:
+        scaling(ctx, with_shard, sizes, args.runs)
+
+
+def scaling(ctx, with_shard: bool, sizes: list[int], runs: int) -> None:  # type: ignore[no-untyped-def]
+    """Parse, verify and print per op at growing sizes (median CPU of `runs`)."""
+    from shardc.ir import diagnostics
+    from shardc.ir.diagnostics import DiagnosticEngine
+    from shardc.ir.verifier import verify
+
+    print("\nscaling, in-process CPU microseconds per op (flat = linear)")
+    print(f"{'ops':>7s}{'parse':>9s}{'verify':>9s}{'print':>9s}")
+    with diagnostics.engine_scope(DiagnosticEngine(stream=sys.stderr)):
+        for funcs in sizes:
+            text = generate(funcs, with_shard)
+            ops = count_ops(text)
+            cells: dict[str, list[float]] = {"parse": [], "verify": [], "print": []}
+
+            def timed(fn) -> float:  # type: ignore[no-untyped-def]  # finer than os.times
+                start = time.process_time()
+                fn()
+                return time.process_time() - start
+
+            for _ in range(runs):
+                holder: list = []
+                cells["parse"].append(timed(lambda: holder.append(LocatingParser(ctx, text, "s.mlir").parse_module())))
+                module = holder[0]
+                cells["verify"].append(timed(lambda: verify(module)))
+                cells["print"].append(timed(lambda: print_module(module, StringIO())))
+            row = "".join(f"{statistics.median(v) / ops * 1e6:9.1f}" for v in cells.values())
+            print(f"{ops:7d}{row}")
 
 
 if __name__ == "__main__":

@@ -1,20 +1,30 @@
-"""Compile time of `shard-to-mpi-pipeline` on a 2,000-op program against mlir-opt
-22.1.8 running the stages it has (sharding-propagation, shard-partition, canonicalize,
-cse, convert-shard-to-mpi, canonicalize; mlir-opt has no shard-simplify pass), both as
-command lines reading and printing the same file (startup included), median of
-repeats. Prints the shardc-opt/mlir-opt ratio and the per-stage split of ours.
+"""Compile time of `shard-to-mpi-pipeline` against mlir-opt 22.1.8 running the stages it
+has (sharding-propagation, shard-partition, canonicalize, cse, convert-shard-to-mpi,
+canonicalize; mlir-opt has no shard-simplify pass).
 
-    python bench/pipeline_compile.py [--ops 2000]
+1. The ratio: `shardc-opt file --shard-to-mpi-pipeline` and `mlir-opt` on the same
+   2,000-op file, both as command lines reading and printing it (start-up included),
+   interleaved (the order alternating), CPU seconds of the child (user + system, so a
+   busy machine skews both alike), median of the repeats.
+2. The scaling: shardc in-process, CPU seconds of parse, verify, each stage, the final
+   verify and printing at 500 to 8,000 ops, as microseconds per op (flat columns mean
+   linear), with mlir-opt's process time per size for the ratio at each size.
+
+    python bench/pipeline_compile.py [--ops 2000] [--repeats 5] [--sizes 500,1000,2000,4000,8000]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from io import StringIO
 from pathlib import Path
 
 MLIR_STAGES = (
@@ -55,65 +65,140 @@ def program(n_ops: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def timed(cmd: list[str], repeats: int) -> tuple[float, subprocess.CompletedProcess]:
-    times, last = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        last = subprocess.run(cmd, capture_output=True, text=True)
-        times.append(time.perf_counter() - t0)
-        if last.returncode != 0:
-            sys.exit(f"{cmd[0]} failed:\n{last.stderr[-2000:]}")
-    assert last is not None
-    return statistics.median(times), last
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_cpu(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one run of `cmd`; exits if it fails."""
+    cpu0, wall0 = _children_cpu(), time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall, cpu = time.perf_counter() - wall0, _children_cpu() - cpu0
+    if done.returncode != 0:
+        sys.exit(f"{cmd[0]} failed:\n{done.stderr[-2000:]}")
+    return cpu, wall
+
+
+def paired(cases: dict[str, tuple[list[str], dict[str, str] | None]], repeats: int) -> dict[str, list[tuple[float, float]]]:
+    """Each case run `repeats` times, interleaved, the order reversed every other round."""
+    names = list(cases)
+    times: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    for k in range(repeats):
+        for name in names if k % 2 == 0 else names[::-1]:
+            times[name].append(run_cpu(*cases[name]))
+    return times
+
+
+def shardc_opt() -> list[str]:
+    """The installed `shardc-opt` script next to this interpreter (not a version
+    manager's shim, which adds its own start-up), else the module."""
+    here = Path(sys.executable).parent / "shardc-opt"
+    if here.is_file():
+        return [str(here)]
+    found = shutil.which("shardc-opt")
+    return [found] if found else [sys.executable, "-m", "shardc.tools.opt"]
 
 
 def stage_times(text: str) -> list[tuple[str, float]]:
+    """CPU seconds of each step of one in-process compile, as shardc-opt runs them."""
     from shardc.context import make_context
+    from shardc.ir import diagnostics
+    from shardc.ir.diagnostics import DiagnosticEngine
     from shardc.ir.locations import LocatingParser
+    from shardc.ir.printer import print_module
+    from shardc.ir.verifier import verify
     from shardc.passes.pipelines import ShardToMPIPipelinePass
 
     ctx = make_context()
-    module = LocatingParser(ctx, text, "bench.mlir").parse_module()
-    out = []
-    for stage in ShardToMPIPipelinePass().stages():
-        t0 = time.perf_counter()
-        stage.apply(ctx, module)
-        out.append((stage.name, time.perf_counter() - t0))
+    out: list[tuple[str, float]] = []
+    clock = time.process_time
+    with diagnostics.engine_scope(DiagnosticEngine(stream=sys.stderr)):
+        t = clock()
+        module = LocatingParser(ctx, text, "bench.mlir").parse_module()
+        out.append(("parse", clock() - t))
+        t = clock()
+        assert verify(module)
+        out.append(("verify", clock() - t))
+        for stage in ShardToMPIPipelinePass().stages():
+            t = clock()
+            stage.apply(ctx, module)
+            out.append((stage.name, clock() - t))
+        t = clock()
+        assert verify(module)
+        out.append(("verify", clock() - t))
+        t = clock()
+        print_module(module, StringIO())
+        out.append(("print", clock() - t))
     return out
 
 
+def ops_of(text: str) -> int:
+    return text.count(" = ") + 1
+
+
 def main() -> int:
-    from shardc.testing.oracle import find_mlir_opt
+    from shardc.testing.oracle import _env, find_mlir_opt  # pyright: ignore[reportPrivateUsage]
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ops", type=int, default=2000)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--sizes", default="500,1000,2000,4000,8000", help="op counts of the scaling table ('' for none)")
+    p.add_argument("--compare-with", metavar="DIR", help="a shardc source tree (say `git archive OLD shardc | tar -x -C DIR`) whose shardc-opt runs alongside, through PYTHONPATH")
     a = p.parse_args()
-    text = program(a.ops)
     mlir_opt = find_mlir_opt()
+    ours_cmd = shardc_opt()
     with tempfile.TemporaryDirectory() as d:
-        src = Path(d) / "chain.mlir"
-        src.write_text(text)
-        n_ops = text.count(" = ") + 1
-        ours, _ = timed(["shardc-opt", str(src), "--shard-to-mpi-pipeline", "-o", str(Path(d) / "ours.mlir")], a.repeats)
-        print(f"program: {n_ops} ops; shardc-opt --shard-to-mpi-pipeline: {ours:.2f} s")
-        for name, s in stage_times(text):
-            print(f"  {name:22s} {s * 1e3:8.1f} ms")
-        if mlir_opt is None:
-            print("mlir-opt not found: no ratio")
-            return 0
-        from shardc.testing.oracle import run_mlir_opt
+        def files(n: int) -> tuple[str, str]:
+            text = program(n)
+            src = Path(d) / f"chain{n}.mlir"
+            src.write_text(text)
+            return text, str(src)
 
-        times = []
-        for _ in range(a.repeats):
-            t0 = time.perf_counter()
-            r = run_mlir_opt(str(src), f"--pass-pipeline={MLIR_STAGES}", "-o", str(Path(d) / "theirs.mlir"), timeout=600)
-            times.append(time.perf_counter() - t0)
-            if r.returncode != 0:
-                sys.exit(f"mlir-opt failed:\n{r.stderr[-2000:]}")
-        theirs = statistics.median(times)
-        print(f"mlir-opt (same stages but shard-simplify): {theirs:.3f} s")
-        print(f"ratio shardc-opt / mlir-opt: {ours / theirs:.1f}x")
+        text, src = files(a.ops)
+        cases: dict[str, tuple[list[str], dict[str, str] | None]] = {
+            "shardc-opt": ([*ours_cmd, src, "--shard-to-mpi-pipeline", "-o", os.devnull], None),
+        }
+        if a.compare_with:
+            env = {**os.environ, "PYTHONPATH": str(Path(a.compare_with).resolve())}
+            cases["compared"] = ([*ours_cmd, src, "--shard-to-mpi-pipeline", "-o", os.devnull], env)
+        if mlir_opt:
+            cases["mlir-opt"] = ([mlir_opt, src, f"--pass-pipeline={MLIR_STAGES}", "-o", os.devnull], _env(mlir_opt))
+        times = paired(cases, a.repeats)
+        med = {n: (statistics.median(c for c, _ in t), statistics.median(w for _, w in t)) for n, t in times.items()}
+        print(f"program: {ops_of(text)} ops, {a.repeats} interleaved runs each (CPU s / wall s, medians)")
+        for name, (cpu, wall) in med.items():
+            print(f"  {name:12s} {cpu:7.3f} / {wall:7.3f}")
+        if mlir_opt:
+            print(f"ratio shardc-opt / mlir-opt (shard-simplify is ours only): "
+                  f"{med['shardc-opt'][0] / med['mlir-opt'][0]:.1f}x CPU, {med['shardc-opt'][1] / med['mlir-opt'][1]:.1f}x wall")
+        else:
+            print("mlir-opt not found: no ratio")
+        if a.compare_with:
+            print(f"this tree / compared tree: {med['shardc-opt'][0] / med['compared'][0]:.2f}x CPU")
+
+        sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
+        if not sizes:
+            return 0
+        rows: list[tuple[int, list[tuple[str, float]], float | None]] = []
+        stage_times(program(60))  # load every dialect and pass first
+        for n in sizes:
+            text_n, src_n = files(n)
+            steps = stage_times(text_n)
+            theirs = None
+            if mlir_opt:
+                theirs = run_cpu([mlir_opt, src_n, f"--pass-pipeline={MLIR_STAGES}", "-o", os.devnull], _env(mlir_opt))[0]
+            rows.append((ops_of(text_n), steps, theirs))
+        names = [name for name, _ in rows[0][1]]
+        print("\nscaling, shardc in-process: CPU microseconds per input op (flat = linear)")
+        header = "".join(f"{n[:12]:>13s}" for n in names)
+        print(f"{'ops':>6s}{header}{'total':>10s}{'mlir-opt':>10s}{'ratio':>7s}")
+        for ops, steps, theirs in rows:
+            total = sum(s for _, s in steps)
+            cells = "".join(f"{s / ops * 1e6:13.1f}" for _, s in steps)
+            extra = f"{theirs / ops * 1e6:10.1f}{total / theirs:6.1f}x" if theirs else ""
+            print(f"{ops:6d}{cells}{total / ops * 1e6:10.1f}{extra}")
+        print("(mlir-opt: its whole process per op; ratio: our in-process total over it)")
     return 0
 
 

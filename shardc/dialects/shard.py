@@ -1063,7 +1063,7 @@ def _shard_op(cls: type[IRDLOperationInvT]) -> type[IRDLOperationInvT]:
     typed = sorted(name for name in properties if name in _ATTR_CONSTRAINTS)
     irdl_verify = cls.verify_
 
-    def verify_(self: IRDLOperation) -> None:
+    def precheck(self: IRDLOperation) -> None:
         if _SEGMENTS in properties and _SEGMENTS not in self.properties:
             _default_segment_sizes(self)
         for name in required:
@@ -1076,8 +1076,13 @@ def _shard_op(cls: type[IRDLOperationInvT]) -> type[IRDLOperationInvT]:
                 raise _op_error(
                     self, f"attribute '{name}' failed to satisfy constraint: {description}"
                 )
+
+    def verify_(self: IRDLOperation) -> None:
+        precheck(self)
         irdl_verify(self)
 
+    # shardc.ir.fast_verify runs the two parts itself, memoizing irdl_verify's checks
+    verify_.shardc_verify_parts = (precheck, irdl_verify)  # type: ignore[attr-defined]
     cls.verify_ = verify_
     return cls
 

@@ -357,23 +357,39 @@ def _loop_sizes(impl_maps: Sequence[AffineMap], values: Sequence[SSAValue], coun
 
 def _index_loop(value: SSAValue, op: Operation, extent: int) -> int | None:
     """The loop d when `value` is `linalg.index d` of `op`'s own body, possibly through
-    `arith.index_cast`s whose integer types hold every index below `extent`."""
-    while isinstance(cast := value.owner, arith.IndexCastOp):
-        type_ = cast.input.type
-        if isinstance(type_, IntegerType) and (1 << (type_.width.data - 1)) <= extent:
-            return None  # the cast may wrap
-        value = cast.input
+    `arith.index_cast`s whose integer types hold every index below `extent`, and through
+    `arith.remsi`/`remui` by a constant of at least `extent` (torch-mlir's wrap of a
+    possibly negative index: the identity on the loop's range)."""
+    while True:
+        step = value.owner
+        if isinstance(step, arith.IndexCastOp):
+            type_ = step.input.type
+            if isinstance(type_, IntegerType) and (1 << (type_.width.data - 1)) <= extent:
+                return None  # the cast may wrap
+            value = step.input
+        elif isinstance(step, (arith.RemSIOp, arith.RemUIOp)) and _constant_at_least(step.rhs, extent):
+            value = step.lhs
+        else:
+            break
     owner = value.owner
     if isinstance(owner, IndexOp) and owner.parent_op() is op:
         return owner.dim.value.data
     return None
 
 
+def _constant_at_least(value: SSAValue, bound: int) -> bool:
+    owner = value.owner
+    if not isinstance(owner, arith.ConstantOp) or not isinstance(owner.value, IntegerAttr):
+        return False
+    return owner.value.value.data >= bound
+
+
 def captured_loop_dims(op: Operation) -> dict[SSAValue, tuple[int | None, ...]]:
     """For each ranked tensor `op`'s body reads from outside, only by `tensor.extract`,
     the loop each of its dimensions follows (None: read whole). A dimension follows loop
-    d when every extract indexes it with `linalg.index d` and its static extent is loop
-    d's; a loop is followed by one dimension at most. Tensors not listed are read whole."""
+    d when every extract indexes it with `linalg.index d` (or a form equal to it on the
+    loop's range, `_index_loop`) and its static extent is loop d's; a loop is followed by
+    one dimension at most. Tensors not listed are read whole."""
     if not isinstance(op, LinalgStructuredOperation) or _body(op) is None:
         return {}
     loops = len(loop_iterator_types(StructuredOpSharding(), op))
@@ -487,6 +503,8 @@ def _localized(value: SSAValue, globals_: dict[SSAValue, SSAValue], before: Oper
     if value in globals_:
         return globals_[value]
     cast = value.owner
+    if isinstance(cast, (arith.RemSIOp, arith.RemUIOp)):
+        return _localized(cast.lhs, globals_, before)  # the identity on the loop's range
     assert isinstance(cast, arith.IndexCastOp)
     local = arith.IndexCastOp(_localized(cast.input, globals_, before), cast.result.type)
     local.location = cast.location

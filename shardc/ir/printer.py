@@ -55,6 +55,7 @@ from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     MemRefType,
     NoneAttr,
+    TensorType,
     FloatAttr,
     f64,
     i64,
@@ -697,6 +698,20 @@ class _LocationAliases:
 # ---------------------------------------------------------------------------
 
 
+_TENSOR_TEXT: dict[TensorType, str] = {}
+"""The text of each plain tensor type printed so far (no encoding; an integer, index or
+float element type): a program names the same few types thousands of times, and xDSL
+prints each through a dozen calls. Such a type prints the same in every printer state."""
+
+_TENSOR_TEXT_LIMIT = 10_000
+
+
+def _plain_tensor(attribute: Attribute) -> bool:
+    return type(attribute.encoding) is NoneAttr and isinstance(  # type: ignore[attr-defined]
+        attribute.element_type, IntegerType | IndexType | AnyFloat  # type: ignore[attr-defined]
+    )
+
+
 class MLIRPrinter(Printer):
     """xDSL's printer with mlir-opt's naming, op-name elision, result groups, aliases."""
 
@@ -1040,6 +1055,16 @@ class MLIRPrinter(Printer):
             self.print_attr_dict(attribute.data)  # type: ignore[attr-defined]
         elif cls is MemRefType:
             self._print_memref_type(attribute)  # type: ignore[arg-type]
+        elif cls is TensorType and _plain_tensor(attribute):
+            text = _TENSOR_TEXT.get(attribute)  # type: ignore[call-overload]
+            if text is None:
+                scratch = StringIO()
+                Printer.print_attribute(MLIRPrinter(stream=scratch), attribute)
+                text = scratch.getvalue()
+                if len(_TENSOR_TEXT) >= _TENSOR_TEXT_LIMIT:
+                    _TENSOR_TEXT.clear()
+                _TENSOR_TEXT[attribute] = text  # type: ignore[index]
+            self.print_string(text)
         elif cls is ArrayAttr:
             self.print_string("[")
             self.print_list(attribute.data, self._print_array_element)  # type: ignore[attr-defined]

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import re
 import weakref
+from typing import TYPE_CHECKING
 
-import numpy as np
 from xdsl.dialects.builtin import (
     BFloat16Type,
     DenseResourceAttr,
@@ -46,6 +46,9 @@ from xdsl.dialects.builtin import (
     StringAttr,
 )
 from xdsl.ir import Attribute, Operation
+
+if TYPE_CHECKING:  # numpy is imported where arrays are made: parsing and printing need none
+    import numpy as np
 
 #: Every blob this process has parsed or created: key -> "0x" + hex digits.
 BLOBS: dict[str, str] = {}
@@ -137,6 +140,8 @@ def blob_of(key: str) -> str | None:
 
 
 def _numpy_dtype(element: Attribute) -> np.dtype:
+    import numpy as np
+
     if isinstance(element, Float32Type):
         return np.dtype("<f4")
     if isinstance(element, Float64Type):
@@ -161,6 +166,8 @@ def _numpy_dtype(element: Attribute) -> np.dtype:
 def resource_array(attr: DenseResourceAttr, tensor_type: ShapedType | None = None) -> np.ndarray:
     """The elements of `dense_resource<key>` as a read-only array of `tensor_type`'s
     shape (the attribute's own type when not given); bf16 comes back as float32."""
+    import numpy as np
+
     key = attr.resource_handle.data
     shaped = tensor_type if tensor_type is not None else attr.type
     blob = blob_of(key)
@@ -187,6 +194,8 @@ def resource_array(attr: DenseResourceAttr, tensor_type: ShapedType | None = Non
 
 def array_blob(array: np.ndarray) -> str:
     """The blob text of an array: alignment word (the element size), little-endian bytes."""
+    import numpy as np
+
     array = np.ascontiguousarray(array)
     if array.dtype == np.bool_:
         array = array.astype(np.uint8)
@@ -197,6 +206,8 @@ def array_blob(array: np.ndarray) -> str:
 
 def dense_resource_attr(array: np.ndarray, tensor_type: ShapedType, key: str) -> DenseResourceAttr:
     """A `dense_resource` attribute whose blob holds `array` (under `key` or `key_N`)."""
+    import numpy as np
+
     element = tensor_type.get_element_type()
     if isinstance(element, BFloat16Type):  # the upper half of each float32, rounded to nearest even
         bits = np.asarray(array, dtype=np.float32).view(np.uint32).astype(np.uint64)

@@ -19,6 +19,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from shardc.ir import diagnostics
 from shardc.ir.diagnostics import DiagnosticError, Severity, current_engine
+from shardc.ir.fast_verify import verify_op
 
 
 def verify(op: Operation) -> bool:
@@ -91,7 +92,7 @@ def _on_entrance(op: Operation) -> bool:
     if isinstance(op, UnregisteredOp):
         return True
     try:
-        op.verify_()
+        verify_op(op)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a diagnostic
         _report(op, exc)
         return False

@@ -107,8 +107,11 @@ class _Info(OperationInfo):
         return tuple(operands)
 
     def __hash__(self) -> int:
+        found = self.__dict__.get("_hash")
+        if found is not None:  # one lookup and one insertion per op share one hash
+            return found
         op = self.op
-        return hash(
+        found = self.__dict__["_hash"] = hash(
             (
                 self.name,
                 sum(hash((k, _attr_hash(v))) for k, v in op.attributes.items()),
@@ -117,6 +120,7 @@ class _Info(OperationInfo):
                 hash(self._operands()),
             )
         )
+        return found
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -134,25 +138,50 @@ class _Info(OperationInfo):
 
 
 class _KnownOps(KnownOps):
-    """xDSL's KnownOps keyed by `_Info`."""
+    """xDSL's KnownOps keyed by `_Info`, as a chain of scopes: a nested scope holds only
+    what was added in it and looks outward on a miss (xDSL copies the outer table into
+    every scope, which is quadratic with one scope per linalg body)."""
 
     def __init__(self, known_ops: KnownOps | None = None):
-        super().__init__(known_ops)
+        self._known_ops = {}
+        self._outer: _KnownOps | None = None
+        if isinstance(known_ops, _KnownOps):
+            self._outer = known_ops
+        elif known_ops is not None:
+            self._known_ops = {_Info(v): v for v in known_ops._known_ops.values()}  # pyright: ignore[reportPrivateUsage]
+
+    def find(self, info: _Info) -> Operation | None:
+        scope: _KnownOps | None = self
+        while scope is not None:
+            found = scope._known_ops.get(info)
+            if found is not None:
+                return found
+            scope = scope._outer
+        return None
+
+    def add(self, info: _Info, op: Operation) -> None:
+        self._known_ops[info] = op
 
     def __getitem__(self, k: Operation) -> Operation:
-        return self._known_ops[_Info(k)]
+        found = self.find(_Info(k))
+        if found is None:
+            raise KeyError(k)
+        return found
 
     def __setitem__(self, k: Operation, v: Operation) -> None:
         self._known_ops[_Info(k)] = v
 
     def __contains__(self, k: Operation) -> bool:
-        return _Info(k) in self._known_ops
+        return self.find(_Info(k)) is not None
 
     def get(self, k: Operation, default: object = None):  # type: ignore[override]
-        return self._known_ops.get(_Info(k), default)
+        found = self.find(_Info(k))
+        return default if found is None else found
 
     def pop(self, k: Operation) -> Operation:
-        return self._known_ops.pop(_Info(k))
+        # xDSL's driver never removes a known op; removing one from a chain of scopes
+        # would have to hide it in this scope only, which no caller needs.
+        raise TypeError("CSE's scoped known ops are only added to")
 
 
 class _DominanceCSEDriver(CSEDriver):
@@ -170,10 +199,13 @@ class _DominanceCSEDriver(CSEDriver):
             and not any(len(region.blocks) > 1 for region in op.regions)
         ):
             # Effect-free by MLIR's rules (the fold registry knows ops xDSL does not).
-            if existing := self._known_ops.get(op):
+            known = self._known_ops
+            assert isinstance(known, _KnownOps)
+            info = _Info(op)  # one hash for the lookup and the insertion
+            if existing := known.find(info):
                 self._replace_and_delete(op, existing)
             else:
-                self._known_ops[op] = op
+                known.add(info, op)
             return
         super()._simplify_operation(op)
 

@@ -555,7 +555,9 @@ class _Liveness:
         self.changed = False
         self._removable: dict[Operation, bool] = {}
         """`would_be_trivially_dead` per op: the analysis changes no op, and runs over
-        the regions until nothing changes (at least twice)."""
+        the regions until nothing changes."""
+        self.probed_dead: list[SSAValue] = []
+        """Values `value` found dead during the current walk, in order."""
 
     def mark(self, item: Operation | SSAValue) -> None:
         if item not in self.live:
@@ -580,6 +582,18 @@ class _Liveness:
             if use.operation in self.live:
                 self.mark(value)
                 return
+        self.probed_dead.append(value)
+
+    def recheck(self) -> bool:
+        """Probe again, against the final live set, every value the last walk found
+        dead; True when one is live now. When none is, another walk would find exactly
+        what this one did (each op and block argument it left dead was judged only on
+        those values, and liveness only grows), so the fixed point is reached."""
+        self.changed = False
+        probed, self.probed_dead = self.probed_dead, []
+        for value in probed:
+            self.value(value)
+        return self.changed
 
     def terminator(self, op: Operation) -> None:
         self.mark(op)
@@ -613,24 +627,32 @@ class _Liveness:
         if entry is None:
             return
         for block in _reachable_post_order(entry):
-            for op in reversed(list(block.ops)):
+            for op in reversed(block.ops):  # the analysis changes no op
                 self.op(op)
             if block is not entry:
                 for arg in block.args:
                     self.value(arg)
 
 
-def _reachable_post_order(entry: Block) -> list[Block]:
+def _reachable_post_order(entry: Block) -> list[Block] | tuple[Block]:
+    if entry.next_block is None:  # a single block: the common case, no graph to walk
+        return (entry,)
     return _post_order_from((entry,))
 
 
 def run_region_dce(regions: Sequence[Region]) -> bool:
+    """MLIR's runRegionDCE: propagate liveness to a fixed point, then delete the dead.
+    A walk that marked something is followed by a re-check of what it found dead
+    instead of a whole second walk, unless that re-check finds something live."""
     liveness = _Liveness()
     liveness.changed = True
     while liveness.changed:
         liveness.changed = False
+        liveness.probed_dead = []
         for region in regions:
             liveness.region(region)
+        if liveness.changed:
+            liveness.changed = liveness.recheck()
     return _delete_dead(regions, liveness)
 
 

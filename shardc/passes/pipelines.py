@@ -42,7 +42,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, BlockArgument, SSAValue
 from xdsl.passes import ModulePass
 
-from shardc.passes.sharding_propagation import Traversal
+from shardc.passes.options import Traversal
 
 SHARDING_ATTR = "shardc.sharding"
 """Argument/result attribute: the sharding of the value before partitioning."""

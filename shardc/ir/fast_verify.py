@@ -1,0 +1,160 @@
+"""Op verification with the IRDL constraint checks memoized.
+
+xDSL's generated `verify_` runs `OpDef.verify` (operand/result/region/property/attribute
+constraints, then the traits) and the op's own `verify_`. The constraint part depends
+only on the op's types, attributes, properties and region shapes, which a program repeats
+thousands of times (every `linalg.matmul` on `tensor<16x64xf32>` is checked alike), and it
+is most of the cost of verifying. `verify_op(op)` is `op.verify_()` with that part
+remembered per op definition once it has passed; the traits and the op's own verifier
+still run on every op (they look at parents, symbols and regions). A check that fails is
+never remembered, so every error is the one xDSL raises. xDSL's classes stay untouched:
+the generated verifier is read, not replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from xdsl.ir import Operation
+from xdsl.irdl.operations import OpDef
+
+_Step = tuple[OpDef, dict[Any, bool]]
+_Check = Callable[[Operation], None]
+_Plan = tuple[_Check | None, tuple[_Step, ...], _Check | None, dict[Any, bool] | None]
+
+_PLANS: dict[type[Operation], _Plan | None] = {}
+"""op class -> (a check to run first; its op definitions, outermost first, each with its
+memo; the op's own verifier; that verifier's memo where it reads only what the memo key
+holds), or None where the class's `verify_` is neither xDSL's generated one nor a
+wrapper naming its parts (`shardc_verify_parts = (check, generated)`, as the shard
+dialect's ops have)."""
+
+_MEMO_LIMIT = 50_000
+"""Entries kept per op definition before its memo is cleared (bounds memory in long
+processes that compile many programs)."""
+
+_NO_VERIFY = Operation.verify_
+
+_PURE_VERIFIERS = {("xdsl.dialects.linalg.abstract_ops", "LinalgStructuredOperation.verify_")}
+"""Own verifiers that read only the op's operand/result types, attributes, properties and
+region entry arguments (with its class): linalg's indexing-map and shape checks."""
+
+
+def _generated_parts(fn: Any) -> tuple[OpDef, Any] | None:
+    """(op_def, custom_verify) of a `verify_` that xDSL's `irdl_op_definition` made."""
+    code = getattr(fn, "__code__", None)
+    cells = getattr(fn, "__closure__", None)
+    if code is None or cells is None or code.co_name != "verify_":
+        return None
+    if not code.co_filename.replace("\\", "/").endswith("xdsl/irdl/operations.py"):
+        return None
+    named = dict(zip(code.co_freevars, cells, strict=True))
+    if set(named) != {"op_def", "custom_verify"}:
+        return None
+    op_def = named["op_def"].cell_contents
+    if not isinstance(op_def, OpDef):
+        return None
+    return op_def, named["custom_verify"].cell_contents
+
+
+def _plan(cls: type[Operation]) -> _Plan | None:
+    steps: list[_Step] = []
+    fn: Any = cls.verify_
+    pre = None
+    if (parts := getattr(fn, "shardc_verify_parts", None)) is not None:
+        pre, fn = parts
+    while (parts := _generated_parts(fn)) is not None:
+        op_def, fn = parts
+        steps.append((op_def, {}))
+    if not steps:
+        return None
+    custom = None if fn is _NO_VERIFY else fn
+    pure = custom is not None and (
+        getattr(custom, "__module__", None), getattr(custom, "__qualname__", None)
+    ) in _PURE_VERIFIERS
+    return pre, tuple(steps), custom, ({} if pure else None)
+
+
+def _key(op: Operation) -> tuple[Any, ...]:
+    """What `OpDef.verify`'s constraint checks read from `op`."""
+    regions = tuple(
+        (len(r.blocks), None if (b := r.first_block) is None else tuple(b.arg_types))
+        for r in op.regions
+    )
+    return (
+        tuple(v.type for v in op.operands),
+        tuple(v.type for v in op.results),
+        tuple(op.properties.items()),
+        tuple(op.attributes.items()),
+        regions,
+        len(op.successors),
+    )
+
+
+def verify_op(op: Operation) -> None:
+    """`op.verify_()`, raising the same exceptions, with passed constraint checks
+    remembered."""
+    cls = type(op)
+    try:
+        plan = _PLANS[cls]
+    except KeyError:
+        plan = _PLANS[cls] = _plan(cls)
+    if plan is None:
+        op.verify_()
+        return
+    pre, steps, custom, custom_memo = plan
+    if pre is not None:
+        pre(op)
+    key: Any = None
+    for op_def, memo in steps:
+        if key is None:
+            try:
+                key = _key(op)
+                known = key in memo
+            except TypeError:  # an unhashable attribute: check it every time
+                key, known = (), False
+        else:
+            known = bool(key) and key in memo
+        if known:
+            for trait in op_def.traits:
+                trait.verify(op)
+            continue
+        op_def.verify(op)
+        if key:
+            if len(memo) >= _MEMO_LIMIT:
+                memo.clear()
+            memo[key] = True
+    if custom is None:
+        return
+    if custom_memo is not None and key and key in custom_memo:
+        return
+    custom(op)
+    if custom_memo is not None and key:
+        if len(custom_memo) >= _MEMO_LIMIT:
+            custom_memo.clear()
+        custom_memo[key] = True
+
+
+def verify_operation(op: Operation, verify_nested_ops: bool = True) -> None:
+    """`op.verify(verify_nested_ops)` for an op without successors, using `verify_op`;
+    on any failure xDSL's own `verify` runs again so the exception is exactly its."""
+    if op.successors or (verify_nested_ops and op.regions):
+        op.verify(verify_nested_ops=verify_nested_ops)
+        return
+    try:
+        if any(type(v).__name__ == "ErasedSSAValue" for v in op.operands):
+            raise ValueError("erased operand")
+        block = op.parent
+        region = None if block is None else block.parent
+        if block is not None and region is not None and block.last_op is op:
+            parent = region.parent
+            single = region.first_block is region.last_block
+            from xdsl.traits import IsTerminator, NoTerminator
+
+            needs = (parent is not None and not parent.has_trait(NoTerminator)) if single else True
+            if needs and not op.has_trait(IsTerminator):
+                raise ValueError("not a terminator")
+        verify_op(op)
+    except Exception:  # noqa: BLE001 - replayed by xDSL for its exact exception
+        op.verify(verify_nested_ops=verify_nested_ops)
