@@ -1,19 +1,36 @@
-"""Tokens/s of one training step (microbatch + AdamW update) of a GPT with n_layer=4,
-n_embd=256, n_head=4, block_size=128, vocab 512, global batch 8: the step compiled
-through the shard pipeline, on 1 rank and on 2 MPI ranks (dp=2; tp=2), against the time
-the step's FLOPs would take at numpy's matmul peak measured in the same run (one BLAS
-thread per rank). Also the compile time of the step through the pipeline.
+"""Tokens/s of one training step (microbatch + AdamW update) of a GPT, shardc side by
+side with PyTorch eager on the same model, batch and machine, with ratios, peak resident
+memory per rank and the fraction of numpy's matmul peak.
 
-    python bench/train_step.py                 # single rank here, 2 ranks via mpiexec -n 2
+    python bench/train_step.py                 # n_layer 4, n_embd 256, n_head 4, block 128, vocab 512, batch 8
+    python bench/train_step.py --large         # n_layer 12, n_embd 768, n_head 12, block 256
+    python bench/train_step.py --no-torch      # shardc only
     python bench/train_step.py --quick         # a smaller model, for a smoke run
+    python bench/train_step.py --kernels       # 1 rank: fused kernels vs the numpy path, same process
+
+Rows: shardc on 1 rank against PyTorch on 1 thread; shardc dp=2 and tp=2 (2 MPI ranks)
+against PyTorch on 2 threads and DistributedDataParallel on 2 gloo processes (1 thread
+each, 4 sequences per process). Every configuration runs in its own process(es), in
+rounds that alternate the order of shardc and PyTorch (the machine may be shared: a
+load spike hits both); each configuration's figure is its best round's median step.
+The 1-rank row is also measured in one process holding both steps, alternating step by
+step (`paired_one_rank`): the closest pairing a shared machine allows.
+PyTorch eager is nanoGPT's model written plainly (`_torch_gpt`: fused qkv projection,
+`F.scaled_dot_product_attention(is_causal=True)`, tanh GELU as shardc's, tied head)
+with `torch.optim.AdamW` (foreach, PyTorch's default on CPU), the same hyperparameters
+and float32.
+
+Peak memory is the resident-set high-water mark (VmHWM) of each process over the timed
+steps: it is reset (`/proc/self/clear_refs`) after the model is built and one step has
+run, so it counts the parameters, optimizer state, activations and the libraries'
+resident pages, not the compiler's transient peak; the largest rank is shown.
 
 FLOPs are counted on the step's IR: every linalg.generic contributes its iteration
 space times the float ops of its body (a contraction: multiply and add); a factor that
 is a constant with one non-zero entry (the one-hot picks of q, k and v out of the fused
 projection) is an index, not work, and counts as none. Fraction of peak = FLOPs /
 (ranks x peak) / step time, the median over the timed steps, each against the matmul
-rate measured right before it (the machine may be shared: both then see the same
-load); target >= 0.6.
+rate measured right before it.
 """
 
 from __future__ import annotations
@@ -28,13 +45,20 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+# One BLAS / OpenMP thread per process unless a configuration asks for more (PyTorch on
+# 2 threads sets its own count); set before numpy loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from shardc.training.gpt import GPTConfig, init_params
+import numpy as np  # noqa: E402
+
+from shardc.training.gpt import GPTConfig, init_params  # noqa: E402
 
 FULL = GPTConfig(n_layer=4, n_head=4, n_embd=256, block_size=128, vocab_size=512)
+LARGE = GPTConfig(n_layer=12, n_head=12, n_embd=768, block_size=256, vocab_size=512)
 QUICK = GPTConfig(n_layer=2, n_head=4, n_embd=64, block_size=32, vocab_size=64)
 BATCH = 8
+LR = 1e-3
 
 
 _A = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
@@ -96,10 +120,41 @@ def step_flops(cfg: GPTConfig, batch: int) -> int:
     return total
 
 
+def _reset_peak() -> bool:
+    """Restart the resident-set high-water mark of this process (Linux >= 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss() -> int:
+    """Bytes: VmHWM of this process (since the last reset), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _data(cfg: GPTConfig):
+    """The same token stream for shardc and PyTorch."""
+    from shardc.training.data import batches
+
+    data = np.random.default_rng(0).integers(0, cfg.vocab_size, 20000).astype(np.int32)
+    return batches(data, BATCH, cfg.block_size, 0)
+
+
 def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int) -> dict:
     """Compile the step for the grid, then time steps on this rank (under MPI when world > 1)."""
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
-    from shardc.training.data import batches
     from shardc.training.mesh import make_grid
     from shardc.training.spmd import RankState, StepProgram
 
@@ -108,8 +163,7 @@ def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int) -> 
     prog = StepProgram.build(cfg, BATCH, grid, ShardingPolicy(tp, zero=True, fsdp=False), GPT_PLAN)
     compile_s = time.perf_counter() - t0
     state = RankState(prog, rank, init_params(cfg, 0))
-    data = np.random.default_rng(0).integers(0, cfg.vocab_size, 20000).astype(np.int32)
-    it = batches(data, BATCH, cfg.block_size, 0)
+    it = _data(cfg)
     barrier = _barrier(world)
     times, rates = [], []
     for i in range(repeats + 1):
@@ -118,16 +172,19 @@ def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int) -> 
         rate = matmul_rate()  # the peak under the load of this moment
         barrier()
         t = time.perf_counter()
-        state.train_step(mb, 1e-3)
+        state.train_step(mb, LR)
         barrier()
-        if i:  # the first step warms caches
+        if i:  # the first step warms caches (and compiles the fused kernels)
             times.append(time.perf_counter() - t)
             rates.append(rate)
+        else:
+            _reset_peak()
     return {
         "compile_s": compile_s,
         "step_s": statistics.median(times),
         "times": times,
         "rates": rates,
+        "rss": _peak_rss(),
         "stages": {s.name: s.seconds for s in prog.stages},
     }
 
@@ -148,7 +205,185 @@ def _barrier(world: int):
     return MPI.COMM_WORLD.Barrier
 
 
+# ---------------------------------------------------------------------------------------
+# PyTorch eager: the same model, batch and optimizer
+# ---------------------------------------------------------------------------------------
+
+
+def _torch_gpt(cfg: GPTConfig):
+    """nanoGPT's GPT in plain PyTorch, with shardc's GPT's shapes and initialisation."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            c = cfg.n_embd
+            self.ln_1, self.ln_2 = nn.LayerNorm(c, eps=cfg.ln_eps), nn.LayerNorm(c, eps=cfg.ln_eps)
+            self.c_attn, self.c_proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
+            self.fc, self.proj = nn.Linear(c, cfg.mlp_ratio * c), nn.Linear(cfg.mlp_ratio * c, c)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).view(b, t, 3, cfg.n_head, c // cfg.n_head).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.c_proj(y.transpose(1, 2).reshape(b, t, c))
+            return x + self.proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(cfg.vocab_size, cfg.n_embd), nn.Embedding(cfg.block_size, cfg.n_embd)
+            self.blocks = nn.ModuleList(Block() for _ in range(cfg.n_layer))
+            self.ln_f = nn.LayerNorm(cfg.n_embd, eps=cfg.ln_eps)
+            for name, p in self.named_parameters():
+                if name.endswith("bias"):
+                    nn.init.zeros_(p)
+                elif p.dim() == 1:
+                    nn.init.ones_(p)
+                else:
+                    std = 0.02 / math.sqrt(2 * cfg.n_layer) if name.endswith(("c_proj.weight", ".proj.weight")) else 0.02
+                    nn.init.normal_(p, 0.0, std)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            for blk in self.blocks:
+                x = blk(x)
+            logits = self.ln_f(x) @ self.wte.weight.T  # the head tied to the token embedding
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1).long())
+
+    return GPT()
+
+
+def torch_steps(cfg: GPTConfig, threads: int, repeats: int, ddp: bool = False) -> dict:
+    """Time PyTorch eager steps (forward, backward, AdamW) on `threads` threads, or as one
+    process of DistributedDataParallel on gloo (its share of the batch)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = _torch_gpt(cfg)
+    rank, world = 0, 1
+    if ddp:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    other = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}], lr=LR, betas=(0.9, 0.95), eps=1e-8)
+    it = _data(cfg)
+    share = BATCH // world
+    times = []
+    for i in range(repeats + 1):
+        x, y = next(it)
+        x, y = torch.from_numpy(x[rank * share : (rank + 1) * share]), torch.from_numpy(y[rank * share : (rank + 1) * share])
+        if ddp:
+            dist.barrier()
+        t = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        model(x, y).backward()
+        opt.step()
+        if ddp:
+            dist.barrier()
+        if i:
+            times.append(time.perf_counter() - t)
+        else:
+            _reset_peak()
+    out = {"step_s": statistics.median(times), "times": times, "rss": _peak_rss()}
+    if ddp:
+        got: list[dict] = [{} for _ in range(world)]
+        dist.all_gather_object(got, out)
+        dist.destroy_process_group()
+        return {"step_s": max(g["step_s"] for g in got), "rss": max(g["rss"] for g in got), "ranks": world}
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Processes
+# ---------------------------------------------------------------------------------------
+
+
+def _config(args: argparse.Namespace) -> GPTConfig:
+    return QUICK if args.quick else LARGE if args.large else FULL
+
+
+def paired_one_rank(cfg: GPTConfig, repeats: int) -> dict:
+    """shardc's 1-rank step and PyTorch's 1-thread step in one process, alternating step
+    by step (the order flipping), so both see the same moments of the machine's load."""
+    import torch
+
+    from shardc.training.axis import GPT_PLAN, ShardingPolicy
+    from shardc.training.mesh import make_grid
+    from shardc.training.spmd import RankState, StepProgram
+    from shardc.training.train import set_blas_threads
+
+    set_blas_threads(1)
+    torch.set_num_threads(1)
+    prog = StepProgram.build(cfg, BATCH, make_grid(1, 1), ShardingPolicy(1, zero=True, fsdp=False), GPT_PLAN)
+    state = RankState(prog, 0, init_params(cfg, 0))
+    torch.manual_seed(0)
+    model = _torch_gpt(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+
+    def theirs(x: np.ndarray, y: np.ndarray) -> None:
+        opt.zero_grad(set_to_none=True)
+        model(torch.from_numpy(x), torch.from_numpy(y)).backward()
+        opt.step()
+
+    it = _data(cfg)
+    t_ours: list[float] = []
+    t_theirs: list[float] = []
+    for i in range(repeats + 1):
+        x, y = next(it)
+        pair = ((t_ours, lambda: state.train_step([(x, y)], LR)), (t_theirs, lambda: theirs(x, y)))
+        for times, fn in pair if i % 2 else pair[::-1]:
+            t = time.perf_counter()
+            fn()
+            if i:
+                times.append(time.perf_counter() - t)
+    return {"ours": statistics.median(t_ours), "theirs": statistics.median(t_theirs)}
+
+
+def kernels_vs_numpy(cfg: GPTConfig, repeats: int) -> None:
+    """One compiled 1-rank step run with the fused kernels and with the numpy path
+    (`SHARDC_KERNELS`, read at every call), alternating step by step."""
+    from shardc.training.axis import GPT_PLAN, ShardingPolicy
+    from shardc.training.mesh import make_grid
+    from shardc.training.spmd import RankState, StepProgram
+
+    prog = StepProgram.build(cfg, BATCH, make_grid(1, 1), ShardingPolicy(1, zero=True, fsdp=False), GPT_PLAN)
+    state = RankState(prog, 0, init_params(cfg, 0))
+    it = _data(cfg)
+    times: dict[str, list[float]] = {"auto": [], "numpy": []}
+    for i in range(repeats + 2):
+        mb = [next(it)]
+        for mode in ("auto", "numpy") if i % 2 else ("numpy", "auto"):
+            os.environ["SHARDC_KERNELS"] = mode
+            t = time.perf_counter()
+            state.train_step(mb, LR)
+            if i > 1:  # the first steps compile (or load) the kernels
+                times[mode].append(time.perf_counter() - t)
+    os.environ.pop("SHARDC_KERNELS")
+    k, n = statistics.median(times["auto"]), statistics.median(times["numpy"])
+    print(f"1 rank, fused kernels vs numpy path (steps alternating): {k * 1e3:.0f} vs {n * 1e3:.0f} ms = {n / k:.2f}x")
+
+
 def worker(args: argparse.Namespace) -> None:
+    cfg = _config(args)
+    if args.worker == "pair":
+        print("RESULT " + json.dumps(paired_one_rank(cfg, args.repeats)))
+        return
+    if args.worker == "torch":
+        print("RESULT " + json.dumps(torch_steps(cfg, args.threads, args.repeats)))
+        return
+    if args.worker == "ddp":
+        res = torch_steps(cfg, 1, args.repeats, ddp=True)
+        if os.environ.get("RANK") == "0":
+            print("RESULT " + json.dumps(res))
+        return
     from mpi4py import MPI
 
     from shardc.runtime.comm import MPIComm, use_comm
@@ -156,7 +391,6 @@ def worker(args: argparse.Namespace) -> None:
 
     set_blas_threads(1)
     comm = MPI.COMM_WORLD
-    cfg = QUICK if args.quick else FULL
     with use_comm(MPIComm(comm)):
         res = time_steps(cfg, comm.Get_size(), args.tp, comm.Get_rank(), args.repeats)
     out = comm.gather(res, root=0)
@@ -164,27 +398,70 @@ def worker(args: argparse.Namespace) -> None:
         print("RESULT " + json.dumps(out))
 
 
-def launch(n: int, tp: int, quick: bool, repeats: int) -> list[dict]:
+def _run(cmd: list[str], env: dict[str, str]) -> object:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env)
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if p.returncode or line is None:
+        raise SystemExit(f"benchmark process failed: {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
+    return json.loads(line[len("RESULT ") :])
+
+
+def _common(args: argparse.Namespace) -> list[str]:
+    return ["--repeats", str(args.repeats), *(["--quick"] if args.quick else []), *(["--large"] if args.large else [])]
+
+
+def launch(n: int, tp: int, args: argparse.Namespace) -> list[dict]:
+    """shardc on `n` MPI ranks: one result per rank."""
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         raise SystemExit("mpiexec is not on PATH")
-    cmd = [mpiexec, "-n", str(n), sys.executable, os.path.abspath(__file__), "--worker", "--tp", str(tp), "--repeats", str(repeats)]
-    if quick:
-        cmd.append("--quick")
+    cmd = [mpiexec, "-n", str(n), sys.executable, os.path.abspath(__file__), "--worker", "shardc", "--tp", str(tp), *_common(args)]
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # ranks share the machine
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
-    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if p.returncode or line is None:
-        raise SystemExit(f"mpiexec run failed:\n{p.stdout}\n{p.stderr}")
+    return _run(cmd, env)  # type: ignore[return-value]
+
+
+def launch_torch(threads: int, args: argparse.Namespace) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    return _run([sys.executable, os.path.abspath(__file__), "--worker", "torch", "--threads", str(threads), *_common(args)], env)  # type: ignore[return-value]
+
+
+def launch_ddp(n: int, args: argparse.Namespace) -> dict:
+    """DistributedDataParallel on `n` gloo processes, one thread each (torchrun's
+    environment, set by hand)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for r in range(n):
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "ddp", *_common(args)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    outs = [p.communicate(timeout=3600) for p in procs]
+    if any(p.returncode for p in procs):
+        raise SystemExit("DDP run failed:\n" + "\n".join(o + e for o, e in outs))
+    line = next(ln for ln in outs[0][0].splitlines() if ln.startswith("RESULT "))
     return json.loads(line[len("RESULT ") :])
+
+
+def _have_torch() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeats", type=int, default=10, help="timed steps per configuration (the median counts)")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--large", action="store_true", help="n_layer 12, n_embd 768, n_head 12, block 256")
+    ap.add_argument("--no-torch", action="store_true", help="shardc only")
+    ap.add_argument("--repeats", type=int, default=6, help="timed steps per configuration and round (the median counts)")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds over all configurations, alternating the order")
+    ap.add_argument("--kernels", action="store_true", help="only: 1 rank with fused kernels vs the numpy path")
+    ap.add_argument("--worker", choices=("shardc", "torch", "ddp", "pair"), help=argparse.SUPPRESS)
     ap.add_argument("--tp", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         worker(args)
@@ -192,30 +469,71 @@ def main() -> None:
     from shardc.training.train import set_blas_threads
 
     set_blas_threads(1)
-    cfg = QUICK if args.quick else FULL
+    cfg = _config(args)
+    if args.kernels:
+        kernels_vs_numpy(cfg, args.repeats)
+        return
     tokens = BATCH * cfg.block_size
     flops = step_flops(cfg, BATCH)
     peak = matmul_peak()
-    single = time_steps(cfg, 1, 1, 0, args.repeats)
+    torch_on = not args.no_torch and _have_torch()
     print(f"model: {cfg}, batch {BATCH} ({tokens} tokens per step)")
-    print(
-        f"step FLOPs {flops / 1e9:.2f} GFLOP; numpy matmul peak {peak / 1e9:.1f} GFLOP/s per rank (1 BLAS thread)"
-    )
-    stages = ", ".join(f"{k.split('{')[0]} {v:.2f}s" for k, v in single["stages"].items() if k != "input")
-    print(f"compile of the step through the pipeline: {single['compile_s']:.1f} s ({stages}, then Python codegen)")
+    print(f"step FLOPs {flops / 1e9:.2f} GFLOP; numpy matmul peak {peak / 1e9:.1f} GFLOP/s per rank (1 BLAS thread)")
+    if not torch_on:
+        print("PyTorch: " + ("not run (--no-torch)" if args.no_torch else "not installed (the [torch] extra): shardc only"))
+    ours_cfg = {"1 rank": (1, 1), "dp=2": (2, 1), "tp=2": (2, 2)}
+    theirs_cfg = {"1 thread": lambda: launch_torch(1, args), "2 threads": lambda: launch_torch(2, args), "DDP 2 gloo": lambda: launch_ddp(2, args)}
+    ours: dict[str, list[list[dict]]] = {k: [] for k in ours_cfg}
+    theirs: dict[str, list[dict]] = {k: [] for k in theirs_cfg} if torch_on else {}
+    for r in range(args.rounds):
+        jobs = [("ours", k) for k in ours_cfg] + [("theirs", k) for k in theirs]
+        order = jobs if r % 2 == 0 else jobs[::-1]
+        # interleave: shardc and PyTorch configurations alternate within a round
+        mixed = [j for pair in zip(order[::2], order[1::2]) for j in pair] + (order[-1:] if len(order) % 2 else [])
+        for side, k in mixed:
+            if side == "ours":
+                n, tp = ours_cfg[k]
+                ours[k].append(launch(n, tp, args))
+            else:
+                theirs[k].append(theirs_cfg[k]())
 
-    def report(label: str, per_rank: list[dict]) -> None:
-        step_s = max(r["step_s"] for r in per_rank)
+    pairs = [_run([sys.executable, os.path.abspath(__file__), "--worker", "pair", *_common(args)], dict(os.environ, OMP_NUM_THREADS="1")) for _ in range(args.rounds)] if theirs else []
+
+    def best(runs: list[list[dict]]) -> list[dict]:
+        return min(runs, key=lambda per_rank: max(p["step_s"] for p in per_rank))
+
+    mib = 1 << 20
+    first = best(ours["1 rank"])[0]
+    stages = ", ".join(f"{k.split('{')[0]} {v:.2f}s" for k, v in first["stages"].items() if k != "input")
+    print(f"compile of the step: {first['compile_s']:.1f} s ({stages}, then Python codegen; a compile-cache hit skips both)")
+    t_ours = {}
+    print(f"{'shardc':<10} {'tokens/s':>9} {'step ms':>8} {'of peak':>8} {'peak RSS/rank':>14}")
+    for k, runs in ours.items():
+        per_rank = best(runs)
+        step_s = max(p["step_s"] for p in per_rank)
+        t_ours[k] = step_s
         frac = fraction_of_peak(flops, len(per_rank), per_rank)
-        peak_now = statistics.median(min(r["rates"][i] for r in per_rank) for i in range(len(per_rank[0]["rates"])))
+        rss = max(p["rss"] for p in per_rank)
+        print(f"{k:<10} {tokens / step_s:>9,.0f} {step_s * 1e3:>8.1f} {frac:>8.1%} {rss / mib:>10,.0f} MiB")
+    if not theirs:
+        return
+    t_theirs = {}
+    print(f"{'PyTorch':<10} {'tokens/s':>9} {'step ms':>8} {'':>8} {'peak RSS/proc':>14}")
+    for k, runs in theirs.items():
+        res = min(runs, key=lambda x: x["step_s"])
+        t_theirs[k] = res
+        print(f"{k:<10} {tokens / res['step_s']:>9,.0f} {res['step_s'] * 1e3:>8.1f} {'':>8} {res['rss'] / mib:>10,.0f} MiB")
+    if pairs:
+        ratios = [p["theirs"] / p["ours"] for p in pairs]  # type: ignore[index]
         print(
-            f"{label:<22} {tokens / step_s:>9,.0f} tokens/s  step {step_s * 1e3:8.1f} ms  speedup {single['step_s'] / step_s:4.2f}x"
-            f"  fraction of peak {frac:5.1%} (peak then {peak_now / 1e9:.0f} GFLOP/s per rank)"
+            f"1 rank vs 1 thread in one process, steps alternating: "
+            + ", ".join(f"shardc {p['ours'] * 1e3:.0f} ms / PyTorch {p['theirs'] * 1e3:.0f} ms = {r:.2f}x" for p, r in zip(pairs, ratios))  # type: ignore[index]
         )
-
-    report("1 rank", [single])
-    for label, tp in (("2 ranks dp=2", 1), ("2 ranks tp=2", 2)):
-        report(label, launch(2, tp, args.quick, args.repeats))
+    print("shardc / PyTorch eager (tokens/s ratio from the separate processes; peak RSS ratio):")
+    rss_ours = {k: max(p["rss"] for p in best(v)) for k, v in ours.items()}
+    for mine, other in (("1 rank", "1 thread"), ("dp=2", "2 threads"), ("dp=2", "DDP 2 gloo"), ("tp=2", "2 threads"), ("tp=2", "DDP 2 gloo")):
+        o = t_theirs[other]
+        print(f"  {mine:<7} vs {other:<11} {o['step_s'] / t_ours[mine]:5.2f}x   memory {rss_ours[mine] / o['rss']:4.2f}x")
 
 
 if __name__ == "__main__":

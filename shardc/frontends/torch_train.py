@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from shardc.frontends.torch import require_torch
-from shardc.frontends.torch_rewrite import split_shared_fills, uncollapse_batch_matmuls
+from shardc.frontends.torch_rewrite import scatters_by_position, split_shared_fills, uncollapse_batch_matmuls
 from shardc.training.axis import (
     ParamLayouts,
     PartitionSpec,
@@ -543,6 +543,7 @@ def _parse(exported: ExportedStep) -> Any:
 
     module = LocatingParser(make_context(), exported.text, "<torch-mlir>").parse_module()
     uncollapse_batch_matmuls(module)
+    scatters_by_position(module)
     split_shared_fills(module)
     return module
 

@@ -298,6 +298,10 @@ class CompiledModule:
     functions: dict[str, Callable[..., object]] = field(default_factory=dict)
     signatures: dict[str, func.FuncOp] = field(default_factory=dict)
     _arg_specs: dict[str, list[ArgSpec]] = field(default_factory=dict, repr=False)
+    bindings: dict[str, object] = field(default_factory=dict, repr=False)
+    """The globals the source was generated against (what `shardc.runtime.cache` stores)."""
+    pynames: dict[str, str] = field(default_factory=dict, repr=False)
+    """Symbol -> the generated function's Python name."""
 
     def __getitem__(self, name: str) -> Callable[..., object]:
         try:
@@ -309,14 +313,19 @@ class CompiledModule:
         """Call with argument conversion (lists/scalars to the declared types) and numpy
         floating-point warnings silenced (IEEE results, as MLIR)."""
         fn = self[name]
-        specs = self._arg_specs.get(name)
-        if specs is None:
-            specs = self._arg_specs[name] = [_arg_spec(t) for t in self.signatures[name].function_type.inputs.data]
+        specs = self.arg_specs(name)
         if len(args) != len(specs):
             raise RuntimeExecutionError(f"runtime: @{display(name)} takes {len(specs)} arguments, got {len(args)}")
         conv = [_convert_arg(a, spec, name, k) for k, (a, spec) in enumerate(zip(args, specs))]
         with np.errstate(all="ignore"):
             return fn(*conv)
+
+    def arg_specs(self, name: str) -> list[ArgSpec]:
+        """Per argument of `@name`: (dtype, shape), or (None, the type) for a scalar."""
+        specs = self._arg_specs.get(name)
+        if specs is None:
+            specs = self._arg_specs[name] = [_arg_spec(t) for t in self.signatures[name].function_type.inputs.data]
+        return specs
 
     def python_source(self) -> str:
         return self.source
@@ -387,11 +396,13 @@ def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True) ->
     copy: `module` is left as it is)."""
     from shardc.runtime import kernels
     from shardc.runtime.fusion import fuse_elementwise
+    from shardc.frontends.torch_rewrite import uncollapse_batch_matmuls
 
     kernels.load_all()
     tune_allocator()
     if fuse:
         module = module.clone()
+        uncollapse_batch_matmuls(module)  # torch-mlir's bmm over collapsed heads: no copies
         fuse_elementwise(module)
     cg = ModuleCodegen(module)
     funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
@@ -411,7 +422,7 @@ def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True) ->
     code = compile(source, filename, "exec")
     namespace = dict(cg.globals)
     exec(code, namespace)
-    cm = CompiledModule(module=module, source=source)
+    cm = CompiledModule(module=module, source=source, bindings=cg.globals, pynames=pynames)
     for f in funcs:
         sym = f.sym_name.data
         cm.functions[sym] = namespace[pynames[sym]]  # type: ignore[assignment]

@@ -1,0 +1,262 @@
+"""Fused elementwise kernels (`shardc.runtime.kernels.fused`): a body runs as a few
+loop nests and numpy ufuncs, with results equal to the numpy path; the kernel source
+holds no IR text; `SHARDC_KERNELS=numpy` and missing numba keep the numpy path; the
+disk cache lives only in a private directory."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+
+import numpy as np
+import pytest
+
+from shardc.runtime.compile import compile_text
+from shardc.runtime.kernels import fused
+from shardc.runtime.structured import StructuredSpec
+
+needs_numba = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+
+M, N = 64, 1024  # 64K elements: above fused.MIN_ELEMENTS
+
+
+def specs(cm, name: str = "f") -> list[StructuredSpec]:
+    return [v for v in cm.functions[name].__globals__.values() if isinstance(v, StructuredSpec)]
+
+
+def program(body: str, extra_args: str = "", extra_ins: str = "", extra_types: str = "", extra_maps: str = "", extra_bb: str = "", sym: str = "f", out: str = "f32") -> str:
+    """%x: MxN, %y: N (broadcast over rows), %yt: NxM read transposed, then extras."""
+    t = f"tensor<{M}x{N}x{out}>"
+    return f"""
+func.func @{sym}(%x: tensor<{M}x{N}xf32>, %y: tensor<{N}xf32>, %yt: tensor<{N}x{M}xf32>{extra_args}) -> {t} {{
+  %e = tensor.empty() : {t}
+  %r = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (j, i)>{extra_maps}, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}} ins(%x, %y, %yt{extra_ins} : tensor<{M}x{N}xf32>, tensor<{N}xf32>, tensor<{N}x{M}xf32>{extra_types}) outs(%e : {t}) {{
+  ^bb0(%a: f32, %b: f32, %c: f32{extra_bb}, %o: {out}):
+{body}
+  }} -> {t}
+  return %r : {t}
+}}
+"""
+
+
+GELU_LIKE = """    %h = arith.constant 0.5 : f32
+    %k = arith.constant 0.044715 : f32
+    %m = arith.mulf %a, %b : f32
+    %m2 = arith.mulf %m, %m : f32
+    %m3 = arith.mulf %m2, %k : f32
+    %s = arith.addf %m3, %c : f32
+    %t = math.tanh %s : f32
+    %u = arith.mulf %t, %h : f32
+    %v = arith.addf %u, %m : f32
+    linalg.yield %v : f32"""
+
+
+def inputs(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((M, N)).astype(np.float32), rng.standard_normal(N).astype(np.float32), rng.standard_normal((N, M)).astype(np.float32))
+
+
+def run_both(text: str, *args, monkeypatch) -> tuple[np.ndarray, np.ndarray, StructuredSpec]:
+    cm = compile_text(text)
+    (spec,) = [s for s in specs(cm) if s.kind == "elementwise"]
+    monkeypatch.setenv("SHARDC_KERNELS", "numpy")
+    ref = cm.call("f", *args)
+    monkeypatch.setenv("SHARDC_KERNELS", "auto")
+    got = cm.call("f", *args)
+    return np.asarray(got), np.asarray(ref), spec
+
+
+def reference_gelu_like(x, y, yt):
+    m = x * y
+    return np.tanh(m * m * np.float32(0.044715) + yt.T) * np.float32(0.5) + m
+
+
+def test_plan_splits_at_transcendentals_and_keeps_ir_text_out():
+    """Two loop nests around numpy's SIMD tanh; sources are built from numbering only."""
+    hostile = '@"f\\"); __import__(\\"os\\").system(\\"x\\") #"'
+    loc = 'loc("x\\n__import__(\\"os\\").system(\\"x\\")")'
+    body = GELU_LIKE.replace("%m = arith.mulf %a, %b : f32", f"%m = arith.mulf %a, %b : f32 {loc}")
+    text = program(body).replace("@f(", f"{hostile}(")
+    assert "__import__" in text and "loc(" in text
+    cm = compile_text(text)
+    (spec,) = [s for s in specs(cm, next(iter(cm.functions))) if s.kind == "elementwise"]
+    k = spec.fused
+    assert k is not None
+    kinds = ["kernel" if st.source is not None else st.ufunc.__name__ for st in k.stages]
+    assert kinds == ["kernel", "tanh", "kernel"]
+    # tanh overwrites the first nest's temporary; the second nest writes over tanh's
+    assert k.stages[1].inplace and k.stages[2].reuse == [k.stages[1].writes[0]]
+    assert [p[0] for p in k.params].count("const") == 2  # 0.5 and 0.044715: arguments, not text
+    src = k.source
+    assert "0.5" not in src and "0.044715" not in src and "os" not in src and "system" not in src
+    # every identifier is a numbered name or one of the template's own
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", src))
+    allowed = {"def", "kernel", "for", "in", "range", "n", "shape", "np", "float32", "math", "sqrt", "if", "else", "not", "or", "abs", "return"}
+    assert all(w in allowed or re.fullmatch(r"[qrwxi]\d+", w) for w in words), words - allowed
+
+
+@needs_numba
+def test_gelu_like_chain_equals_numpy_path(monkeypatch):
+    x, y, yt = inputs()
+    got, ref, spec = run_both(program(GELU_LIKE), x, y, yt, monkeypatch=monkeypatch)
+    assert spec.fused is not None and all(st.fn is not None for st in spec.fused.stages if st.source)
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(got, reference_gelu_like(x, y, yt), rtol=2e-5, atol=2e-5)
+
+
+@needs_numba
+def test_scalar_argument_compare_select_and_divide(monkeypatch):
+    """A scalar operand (cast to the body's f32), cmpf + select, divide by zero (IEEE
+    inf, not an exception), sqrt in the loop."""
+    body = """    %z = arith.divf %a, %d : f32
+    %p = arith.cmpf ogt, %z, %b : f32
+    %q = math.sqrt %c : f32
+    %w = arith.select %p, %z, %q : f32
+    %v = arith.mulf %w, %a : f32
+    linalg.yield %v : f32"""
+    text = program(body, extra_args=", %s: f32", extra_ins=", %s", extra_types=", f32", extra_maps=", affine_map<(i, j) -> ()>", extra_bb=", %d: f32")
+    x, y, yt = inputs(1)
+    yt = np.abs(yt)
+    for s in (np.float32(0.7), 0.0):
+        got, ref, spec = run_both(text, x, y, yt, s, monkeypatch=monkeypatch)
+        assert spec.fused is not None and spec.fused._failed is False
+        np.testing.assert_allclose(got, ref, rtol=1e-6)
+
+
+@needs_numba
+def test_erf_is_the_numpy_paths_fit(monkeypatch, tmp_path):
+    """erf over f32 arrays in the loop nest: the same rational fit as the numpy path (a
+    GELU as torch-mlir writes it), NaN and infinities included."""
+    body = """    %h = arith.constant 0.5 : f32
+    %r2 = arith.constant 0.70710677 : f32
+    %one = arith.constant 1.0 : f32
+    %m = arith.mulf %a, %b : f32
+    %s = arith.mulf %m, %r2 : f32
+    %er = math.erf %s : f32
+    %p = arith.addf %er, %one : f32
+    %g = arith.mulf %m, %p : f32
+    %v = arith.mulf %g, %h : f32
+    linalg.yield %v : f32"""
+    x, y, yt = inputs(3)
+    x[0, :4] = [np.nan, np.inf, -np.inf, 30.0]
+    got, ref, spec = run_both(program(body), x * 3, y, yt, monkeypatch=monkeypatch)
+    assert spec.fused is not None and [st.source is not None for st in spec.fused.stages] == [True]
+    np.testing.assert_allclose(got, ref, rtol=2e-7, atol=1e-7)  # NaN and inf where numpy has them
+
+
+@needs_numba
+def test_boolean_result(monkeypatch):
+    body = """    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %m, %c : f32
+    %p = arith.cmpf olt, %s, %a : f32
+    linalg.yield %p : i1"""
+    got, ref, spec = run_both(program(body, out="i1"), *inputs(2), monkeypatch=monkeypatch)
+    assert spec.fused is not None and got.dtype == np.bool_
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a lone op: one pass either way
+        "    %m = arith.mulf %a, %b : f32\n    linalg.yield %m : f32",
+        # a copy
+        "    linalg.yield %a : f32",
+        # linalg.index
+        "    %i = linalg.index 1 : index\n    %f = arith.index_cast %i : index to i64\n    %g = arith.sitofp %f : i64 to f32\n    %v = arith.mulf %g, %a : f32\n    %w = arith.addf %v, %b : f32\n    linalg.yield %w : f32",
+    ],
+)
+def test_bodies_that_stay_on_numpy(body):
+    (spec,) = [s for s in specs(compile_text(program(body))) if s.kind == "elementwise"]
+    assert spec.fused is None
+
+
+@needs_numba
+def test_switched_off_and_small_arrays_take_the_numpy_path(monkeypatch):
+    cm = compile_text(program(GELU_LIKE))
+    (spec,) = [s for s in specs(cm) if s.kind == "elementwise"]
+    calls: list[int] = []
+    real = fused.FusedKernel._load
+    monkeypatch.setattr(fused.FusedKernel, "_load", lambda self: calls.append(1) or real(self))
+    monkeypatch.setenv("SHARDC_KERNELS", "numpy")
+    cm.call("f", *inputs())
+    assert calls == [] and all(st.fn is None for st in spec.fused.stages)
+    monkeypatch.setenv("SHARDC_KERNELS", "auto")
+    monkeypatch.setattr(fused, "MIN_ELEMENTS", M * N + 1)
+    cm.call("f", *inputs())
+    assert calls == []
+
+
+def test_missing_numba_keeps_numpy(monkeypatch):
+    monkeypatch.setattr(fused, "_NUMBA", [None])
+    assert not fused.enabled()
+    cm = compile_text(program(GELU_LIKE))
+    np.testing.assert_allclose(cm.call("f", *inputs()), reference_gelu_like(*inputs()), rtol=2e-5, atol=2e-5)
+
+
+def test_plan_pickles_without_compiled_code():
+    (spec,) = [s for s in specs(compile_text(program(GELU_LIKE))) if s.kind == "elementwise"]
+    spec.fused.stages[0].fn = lambda *a: None
+    back = pickle.loads(pickle.dumps(spec.fused))
+    assert back.source == spec.fused.source and all(st.fn is None for st in back.stages)
+
+
+def test_cache_dir_is_private_and_refused_when_shared(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHARDC_CACHE_DIR", str(tmp_path / "c"))
+    d = fused.cache_dir()
+    assert d is not None and os.stat(d).st_mode & 0o777 == 0o700
+    os.chmod(d, 0o777)
+    assert fused.cache_dir() is None
+    os.chmod(d, 0o700)
+    link = tmp_path / "l"
+    os.makedirs(link)
+    os.symlink(tmp_path / "elsewhere", link / "kernels")
+    monkeypatch.setenv("SHARDC_CACHE_DIR", str(link))
+    assert fused.cache_dir() is None
+
+
+@needs_numba
+def test_disk_cache_file_is_the_source(tmp_path, monkeypatch):
+    """The kernel's file in the private directory holds exactly its source and numba's
+    cache sits beside it; a file changed behind our back is rewritten, and what runs is
+    always the source itself."""
+    monkeypatch.setenv("SHARDC_CACHE_DIR", str(tmp_path))
+    src = "def kernel(q0, w0):\n    n = w0.shape\n    for i0 in range(n[0]):\n        w0[i0] = q0[i0] * np.float32(3)\n"
+    out = np.empty(4, np.float32)
+    for tamper in (False, True):
+        monkeypatch.setattr(fused, "_COMPILED", {})
+        (path,) = [p for p in (tmp_path / "kernels").iterdir() if p.suffix == ".py"] if tamper else [None]
+        if tamper:
+            path.write_text(src.replace("3", "4"))
+        fused._compile(src)(np.arange(4, dtype=np.float32), out)
+        np.testing.assert_array_equal(out, [0, 3, 6, 9])
+    (path,) = [p for p in (tmp_path / "kernels").iterdir() if p.suffix == ".py"]
+    assert path.read_text() == src
+    assert any(p.suffix in (".nbi", ".nbc") for p in (tmp_path / "kernels" / "__pycache__").iterdir())
+
+
+@needs_numba
+def test_gpt_step_equal_with_and_without_kernels(monkeypatch):
+    """One training step of a GPT big enough for kernels: loss and every updated
+    parameter equal the numpy path's within float32 rounding."""
+    from shardc.training.axis import GPT_PLAN, ShardingPolicy
+    from shardc.training.gpt import GPTConfig, init_params
+    from shardc.training.mesh import make_grid
+    from shardc.training.spmd import RankState, StepProgram
+
+    cfg = GPTConfig(n_layer=1, n_head=2, n_embd=64, block_size=64, vocab_size=64)
+    prog = StepProgram.build(cfg, 8, make_grid(1, 1), ShardingPolicy(1, zero=True, fsdp=False), GPT_PLAN)
+    tok = np.random.default_rng(0).integers(0, 64, (8, 64)).astype(np.int32)
+    mb = [(tok, np.roll(tok, -1, axis=1))]
+    results = {}
+    for mode in ("numpy", "auto"):
+        monkeypatch.setenv("SHARDC_KERNELS", mode)
+        st = RankState(prog, 0, init_params(cfg, 0))
+        loss = st.train_step(mb, 1e-3)
+        results[mode] = (loss, [np.asarray(p).copy() for p in st.params])
+    ran = [s.fused for s in specs(prog.compiled, "train_step") if s.fused is not None and any(x.fn for x in s.fused.stages)]
+    assert ran, "no fused kernel ran in the step"
+    assert results["auto"][0] == pytest.approx(results["numpy"][0], rel=1e-6)
+    for a, b in zip(results["auto"][1], results["numpy"][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
