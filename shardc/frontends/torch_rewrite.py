@@ -169,8 +169,8 @@ def split_shared_fills(module: ModuleOp) -> int:
 
 
 def _index_columns(indices: SSAValue, n: int) -> tuple[SSAValue, dict[int, SSAValue]]:
-    """The tensor `indices` is built from and its columns set by `tensor.insert_slice`s of
-    whole `[n, 1]` columns (column -> source), innermost write last."""
+    """(the tensor under the `tensor.insert_slice`s of whole `[n, 1]` columns that build
+    `indices`, {column: the source last written there})."""
     columns: dict[int, SSAValue] = {}
     while isinstance(op := indices.owner, tensor.InsertSliceOp) and not op.offsets and not op.sizes and not op.strides:
         offsets = list(op.static_offsets.get_values())
@@ -227,7 +227,9 @@ def scatters_by_position(module: ModuleOp) -> int:
 
 def _scatter_as_generic(scatter: Operation, generic_class: type) -> Operation | None:
     """The generic computing `scatter` when update n provably lands at position n of the
-    original's first dimension (and its slice covers the trailing dimensions whole)."""
+    original's first dimension (and its slice covers the trailing dimensions whole).
+    Equal for in-bounds indices, the scatter's defined domain (an out-of-bounds one
+    writes nothing here)."""
     upd_t, ind_t, orig_t = scatter.updates.type, scatter.indices.type, scatter.original.type  # type: ignore[attr-defined]
     if not scatter.results or not all(isinstance(t, TensorType) for t in (upd_t, ind_t, orig_t)):
         return None
