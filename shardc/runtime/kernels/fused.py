@@ -156,10 +156,82 @@ class _Stage:
     inplace: bool = False
     dtypes: list[np.dtype] = field(default_factory=list)  # of `writes` (kernel) or of the result (ufunc)
     reuse: list[int | None] = field(default_factory=list)  # per write: the dead read slot it overwrites
+    nest: _Nest | None = None  # what `source` is rendered from, for the hoisted variants
     fn: Callable[..., None] | None = field(default=None, repr=False)
+    variants: dict[frozenset[int], Callable[..., None] | None] = field(default_factory=dict, repr=False)
 
     def __getstate__(self) -> dict[str, object]:
-        return {**self.__dict__, "fn": None}  # compiled code is not data: recompiled (from numba's cache) on load
+        # compiled code is not data: recompiled (from numba's cache) on load
+        return {**self.__dict__, "fn": None, "variants": {}}
+
+    def kernel_for(self, invariant: frozenset[int]) -> Callable[..., None] | None:
+        """The compiled nest for arguments `invariant` constant along the innermost loop
+        (broadcast there: a layernorm's per-row mean and variance), with what depends
+        only on them computed once per row; the plain nest where that hoists nothing or
+        numba refuses the variant."""
+        assert self.nest is not None
+        mine = invariant & self.nest.loaded
+        if not mine:
+            return self.fn
+        with _LOCK:
+            if mine not in self.variants:
+                source = self.nest.render(mine)
+                check_generated(ast.parse(source))
+                fn = self.fn
+                if source != self.source:
+                    try:
+                        fn = _compile(source)
+                    except Exception:  # the plain nest computes the same
+                        fn = self.fn
+                self.variants[mine] = fn
+            return self.variants[mine]
+
+
+@dataclass
+class _Nest:
+    """A loop nest before rendering: its header lines, loads (name, array, kernel
+    argument or None for a temporary), statements (name, statement, operand names) and
+    stores (array, name); names come from `build_kernel`'s numbering only."""
+
+    header: list[str]
+    n_loops: int
+    loads: list[tuple[str, str, int | None]]
+    body: list[tuple[str, str, list[str]]]
+    stores: list[tuple[str, str]]
+
+    @property
+    def loaded(self) -> frozenset[int]:
+        return frozenset(q for _, _, q in self.loads if q is not None)
+
+    def render(self, invariant: frozenset[int]) -> str:
+        """The kernel's source; loads of `invariant` arguments, and statements reading
+        only them and loop-invariant values, move out of the innermost loop."""
+        n = self.n_loops
+        idx = ", ".join(f"i{d}" for d in range(n))
+        row = ", ".join([*(f"i{d}" for d in range(n - 1)), "0"])
+        varying: set[str] = set()
+        outer: list[str] = []
+        inner: list[str] = []
+        for name, array, q in self.loads:
+            if q is not None and q in invariant:
+                outer.append(f"{name} = {array}[{row}]")
+            else:
+                varying.add(name)
+                inner.append(f"{name} = {array}[{idx}]")
+        for name, stmt, operands in self.body:
+            if any(o in varying for o in operands):
+                varying.add(name)
+                inner.append(stmt)
+            else:
+                outer.append(stmt)
+        inner += [f"{array}[{idx}] = {name}" for array, name in self.stores]
+        lines = list(self.header)
+        for d in range(n):
+            if d == n - 1:
+                lines += ["    " * (d + 1) + s for s in outer]
+            lines.append("    " * (d + 1) + f"for i{d} in range(n[{d}]):")
+        lines += ["    " * (n + 1) + s for s in inner]
+        return "\n".join(lines) + "\n"
 
 
 @dataclass
@@ -196,15 +268,22 @@ class FusedKernel:
                 call.append(a)
             else:
                 call.append(args[what] if kind == "scalar" else what)  # type: ignore[index]
+        invariant: frozenset[int] = frozenset()
         if flat_ok:  # every array in memory order: one long inner loop
             flat = (1,) * (self.n_loops - 1) + (math.prod(shape),)
             call = [c.reshape(flat) if kind == "array" else c for c, (kind, _) in zip(call, self.params)]  # type: ignore[union-attr]
             shape = flat
+        elif self.n_loops > 1 and shape[-1] > 1:
+            invariant = frozenset(
+                q for q, (kind, what) in enumerate(self.params)
+                if kind == "array" and _last_extent(args[what]) == 1  # type: ignore[index]
+            )
         slots: list[np.ndarray | None] = [None] * self.n_slots
         for st in self.stages:
             if st.fn is not None:
+                fn = st.kernel_for(invariant) if invariant and st.nest is not None else st.fn
                 outs = [np.empty(shape, dt) if u is None else slots[u] for dt, u in zip(st.dtypes, st.reuse)]
-                st.fn(*call, *(slots[r] for r in st.reads), *outs)
+                fn(*call, *(slots[r] for r in st.reads), *outs)  # type: ignore[misc]
                 for w, o in zip(st.writes, outs):
                     slots[w] = o
             else:
@@ -228,6 +307,12 @@ class FusedKernel:
                 except Exception:  # numba refused a kernel: this body stays on numpy
                     self._failed = True
         return not self._failed
+
+
+def _last_extent(a: object) -> int:
+    """The extent of an aligned block argument along the innermost loop (1: broadcast)."""
+    shape = np.shape(a)
+    return shape[-1] if shape else 1
 
 
 def _erf32_py(x: float) -> float:
@@ -416,7 +501,6 @@ def build_kernel(block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shape
         if last_use.get(v, t) > t:
             slot[v] = len(slot)
     out_stages: list[_Stage] = []
-    idx = ", ".join(f"i{d}" for d in range(n_loops))
     for t, (kind, what) in enumerate(stages):
         if kind == "u":
             op = what  # type: ignore[assignment]
@@ -439,17 +523,21 @@ def build_kernel(block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shape
                 if o in varying and o not in mine and o not in reads:
                     reads.append(o)
         writes = [r for r, _, _ in ops if r in slot]  # type: ignore[union-attr]
-        loads = [f"{names[o]} = q{param_of[o]}[{idx}]" if o in param_of else f"{names[o]} = r{slot[o]}[{idx}]" for o in reads]
-        body = [stmt for _, stmt, _ in ops]  # type: ignore[union-attr]
-        stores = [f"w{slot[r]}[{idx}] = {names[r]}" for r in writes]
         sig = [*(f"q{j}" for j in range(len(params))), *(f"r{slot[o]}" for o in reads if o not in param_of), *(f"w{slot[r]}" for r in writes)]
-        lines = [f"def kernel({', '.join(sig)}):", *(f"    {p}" for p in pre)]
-        lines.append(f"    n = w{slot[writes[0]]}.shape" if writes else "    return")
-        for d in range(n_loops):
-            lines.append("    " * (d + 1) + f"for i{d} in range(n[{d}]):")
-        lines += ["    " * (n_loops + 1) + s for s in [*loads, *body, *stores]]
-        source = "\n".join(lines) + "\n"
+        header = [f"def kernel({', '.join(sig)}):", *(f"    {p}" for p in pre)]
+        header.append(f"    n = w{slot[writes[0]]}.shape" if writes else "    return")
+        nest = _Nest(
+            header,
+            n_loops,
+            [(names[o], f"q{param_of[o]}", param_of[o]) if o in param_of else (names[o], f"r{slot[o]}", None) for o in reads],
+            [(names[r], stmt, [names[o] for o in operands]) for r, stmt, operands in ops],  # type: ignore[union-attr]
+            [(f"w{slot[r]}", names[r]) for r in writes],
+        )
+        source = nest.render(frozenset())
         check_generated(ast.parse(source))
+        for q in nest.loaded:  # every hoisted variant is checked as the plain one is
+            check_generated(ast.parse(nest.render(frozenset([q]))))
+        check_generated(ast.parse(nest.render(nest.loaded)))
         # A temporary read here for the last time takes this stage's result in place: each
         # element is loaded before it is stored, and a warm buffer beats a fresh one.
         dead = [o for o in reads if o in slot and last_use.get(o) == t and o not in yields]
@@ -459,7 +547,7 @@ def build_kernel(block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shape
             if same is not None:
                 dead.remove(same)
             reuse.append(None if same is None else slot[same])
-        st = _Stage(source=source, reads=[slot[o] for o in reads if o not in param_of], writes=[slot[r] for r in writes], dtypes=[_dtype(r.type) for r in writes], reuse=reuse)  # type: ignore[misc]
+        st = _Stage(source=source, reads=[slot[o] for o in reads if o not in param_of], writes=[slot[r] for r in writes], dtypes=[_dtype(r.type) for r in writes], reuse=reuse, nest=nest)  # type: ignore[misc]
         out_stages.append(st)
     results = [("slot", slot[y]) if y in slot else ("arg", block.args.index(y)) for y in yields]  # type: ignore[arg-type]
     return FusedKernel(out_stages, n_loops, params, results, len(slot))  # type: ignore[arg-type]

@@ -260,3 +260,63 @@ def test_gpt_step_equal_with_and_without_kernels(monkeypatch):
     assert results["auto"][0] == pytest.approx(results["numpy"][0], rel=1e-6)
     for a, b in zip(results["auto"][1], results["numpy"][1]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+LAYERNORM_EPILOGUE = f"""
+func.func @f(%x: tensor<{M}x{N}xf32>, %mean: tensor<{M}x1xf32>, %var: tensor<{M}x1xf32>, %w: tensor<{N}xf32>) -> tensor<{M}x{N}xf32> {{
+  %e = tensor.empty() : tensor<{M}x{N}xf32>
+  %r = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, 0)>, affine_map<(i, j) -> (i, 0)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}} ins(%x, %mean, %var, %w : tensor<{M}x{N}xf32>, tensor<{M}x1xf32>, tensor<{M}x1xf32>, tensor<{N}xf32>) outs(%e : tensor<{M}x{N}xf32>) {{
+  ^bb0(%a: f32, %m: f32, %v: f32, %g: f32, %o: f32):
+    %eps = arith.constant 1.0e-05 : f32
+    %ve = arith.addf %v, %eps : f32
+    %rs = math.rsqrt %ve : f32
+    %d = arith.subf %a, %m : f32
+    %n = arith.mulf %d, %rs : f32
+    %y = arith.mulf %n, %g : f32
+    linalg.yield %y : f32
+  }} -> tensor<{M}x{N}xf32>
+  return %r : tensor<{M}x{N}xf32>
+}}
+"""
+
+
+def test_row_invariant_work_leaves_the_innermost_loop():
+    """Arguments broadcast along the innermost loop (a layernorm's per-row mean and
+    variance) are loaded once per row, and what reads only them (rsqrt(var + eps)) is
+    computed there: the variant's source has the rsqrt outside `for i1`, the plain one
+    inside; both are built from numbering only."""
+    cm = compile_text(LAYERNORM_EPILOGUE)
+    (spec,) = [s for s in specs(cm) if s.kind == "elementwise"]
+    assert spec.fused is not None
+    (st,) = [s for s in spec.fused.stages if s.source is not None]
+    assert st.nest is not None
+    invariant = frozenset(q for q, (kind, what) in enumerate(spec.fused.params) if kind == "array" and what in (1, 2))
+    plain, hoisted = st.nest.render(frozenset()), st.nest.render(invariant)
+    assert plain == st.source
+
+    def depth_of_sqrt(src: str) -> int:
+        (line,) = [ln for ln in src.splitlines() if "math.sqrt" in ln]
+        return (len(line) - len(line.lstrip())) // 4
+
+    assert depth_of_sqrt(plain) == 3 and depth_of_sqrt(hoisted) == 2
+    assert "0]" in hoisted  # the per-row loads read column 0 of the broadcast arguments
+
+
+@needs_numba
+def test_row_invariant_variant_equals_numpy_path(monkeypatch):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((M, N)).astype(np.float32)
+    mean = x.mean(axis=1, keepdims=True).astype(np.float32)
+    var = x.var(axis=1, keepdims=True).astype(np.float32)
+    w = rng.standard_normal(N).astype(np.float32)
+    cm = compile_text(LAYERNORM_EPILOGUE)
+    (spec,) = [s for s in specs(cm) if s.kind == "elementwise"]
+    monkeypatch.setenv("SHARDC_KERNELS", "numpy")
+    ref = np.asarray(cm.call("f", x, mean, var, w))
+    monkeypatch.setenv("SHARDC_KERNELS", "auto")
+    got = np.asarray(cm.call("f", x, mean, var, w))
+    (st,) = [s for s in spec.fused.stages if s.source is not None]
+    assert st.variants and all(fn is not None and fn is not st.fn for fn in st.variants.values())
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=2e-6)
+    want = (x - mean) / np.sqrt(var + np.float32(1e-5)) * w
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
