@@ -5,8 +5,10 @@ call per op, each reading and writing the whole array. Here the body becomes loo
 compiled by numba: each element is loaded once per nest, the chain runs in registers,
 each result is stored once. Nests are split where the body applies exp, log or tanh to
 an array: numba would call libm per element (5-40 ns, measured) where numpy's SIMD loops
-take 1.5 ns, so those run as a numpy ufunc in place between two nests. A temporary read
-for the last time is overwritten by the next result (no allocation, a warm buffer).
+take 1.5 ns, so those run as a numpy ufunc in place between two nests (in place over a temporary
+read for the last time). A nest never writes over an array it reads: aliased, LLVM's
+runtime alias check fails and the loop runs unvectorized. Arguments broadcast along the
+innermost loop are read once per row, with what depends only on them.
 Chosen by measurement on the GPT step's chains (GELU and its derivative, layernorm,
 softmax with the causal bias, residual adds, AdamW): a GELU-derivative chain ran 4.6x
 faster than numpy with numba, 1.2x with numexpr (blocked evaluation), so numexpr is
@@ -155,7 +157,6 @@ class _Stage:
     arg: int | None = None
     inplace: bool = False
     dtypes: list[np.dtype] = field(default_factory=list)  # of `writes` (kernel) or of the result (ufunc)
-    reuse: list[int | None] = field(default_factory=list)  # per write: the dead read slot it overwrites
     nest: _Nest | None = None  # what `source` is rendered from, for the hoisted variants
     fn: Callable[..., None] | None = field(default=None, repr=False)
     variants: dict[frozenset[int], Callable[..., None] | None] = field(default_factory=dict, repr=False)
@@ -282,7 +283,11 @@ class FusedKernel:
         for st in self.stages:
             if st.fn is not None:
                 fn = st.kernel_for(invariant) if invariant and st.nest is not None else st.fn
-                outs = [np.empty(shape, dt) if u is None else slots[u] for dt, u in zip(st.dtypes, st.reuse)]
+                # a buffer of its own per result, never one the nest reads: with the two
+                # arrays aliased, LLVM's runtime alias check fails and the nest runs
+                # unvectorized (an erf chain 4x slower, measured); numpy's allocator hands
+                # back a warm freed block anyway
+                outs = [np.empty(shape, dt) for dt in st.dtypes]
                 fn(*call, *(slots[r] for r in st.reads), *outs)  # type: ignore[misc]
                 for w, o in zip(st.writes, outs):
                     slots[w] = o
@@ -538,16 +543,7 @@ def build_kernel(block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shape
         for q in nest.loaded:  # every hoisted variant is checked as the plain one is
             check_generated(ast.parse(nest.render(frozenset([q]))))
         check_generated(ast.parse(nest.render(nest.loaded)))
-        # A temporary read here for the last time takes this stage's result in place: each
-        # element is loaded before it is stored, and a warm buffer beats a fresh one.
-        dead = [o for o in reads if o in slot and last_use.get(o) == t and o not in yields]
-        reuse: list[int | None] = []
-        for r in writes:
-            same = next((o for o in dead if _dtype(o.type) == _dtype(r.type)), None)
-            if same is not None:
-                dead.remove(same)
-            reuse.append(None if same is None else slot[same])
-        st = _Stage(source=source, reads=[slot[o] for o in reads if o not in param_of], writes=[slot[r] for r in writes], dtypes=[_dtype(r.type) for r in writes], reuse=reuse, nest=nest)  # type: ignore[misc]
+        st = _Stage(source=source, reads=[slot[o] for o in reads if o not in param_of], writes=[slot[r] for r in writes], dtypes=[_dtype(r.type) for r in writes], nest=nest)  # type: ignore[misc]
         out_stages.append(st)
     results = [("slot", slot[y]) if y in slot else ("arg", block.args.index(y)) for y in yields]  # type: ignore[arg-type]
     return FusedKernel(out_stages, n_loops, params, results, len(slot))  # type: ignore[arg-type]

@@ -85,8 +85,9 @@ def test_plan_splits_at_transcendentals_and_keeps_ir_text_out():
     assert k is not None
     kinds = ["kernel" if st.source is not None else st.ufunc.__name__ for st in k.stages]
     assert kinds == ["kernel", "tanh", "kernel"]
-    # tanh overwrites the first nest's temporary; the second nest writes over tanh's
-    assert k.stages[1].inplace and k.stages[2].reuse == [k.stages[1].writes[0]]
+    # tanh overwrites the first nest's temporary in place; the second nest writes a buffer
+    # of its own, never one it reads (aliased arrays defeat LLVM's vectorization)
+    assert k.stages[1].inplace
     assert [p[0] for p in k.params].count("const") == 2  # 0.5 and 0.044715: arguments, not text
     src = k.source
     assert "0.5" not in src and "0.044715" not in src and "os" not in src and "system" not in src
