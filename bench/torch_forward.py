@@ -166,16 +166,9 @@ def worker(tmp: str, repeats: int) -> None:
         print(median)
 
 
-def _kernels() -> str:
-    """Which path runs the elementwise bodies: numba's fused loops or numpy's ufuncs."""
-    try:
-        from shardc.runtime.kernels.fused import enabled
-    except ImportError:
-        return "numpy"
-    return "numba (shardc.runtime.kernels.fused)" if enabled() else "numpy"
-
-
 def main() -> None:
+    from shardc.runtime.kernels.fused import active_path
+
     a = _args()
     if a.kernels == "numpy":
         os.environ["SHARDC_KERNELS"] = "numpy"  # read when kernels are built; workers inherit it
@@ -183,7 +176,7 @@ def main() -> None:
         worker(a.worker, a.repeats)
         return
     ranks = {int(r) for r in a.ranks.split(",")}
-    print(f"elementwise bodies: {_kernels()}")
+    print(f"elementwise bodies: {active_path()}")
     print(f"GPT n_layer {a.n_layer}, n_embd {a.n_embd}, n_head {a.n_head}, block {a.block}, batch {a.batch}, vocab {a.vocab}")
     if 1 in ranks:
         one_rank(a)

@@ -177,16 +177,9 @@ def two_ranks(a: argparse.Namespace, config: str) -> None:
     _row(f"{config} (2 ranks) vs PyTorch eager, 2 threads", a, min(ours), min(theirs))
 
 
-def _kernels() -> str:
-    """Which path runs the elementwise bodies: numba's fused loops or numpy's ufuncs."""
-    try:
-        from shardc.runtime.kernels.fused import enabled
-    except ImportError:
-        return "numpy"
-    return "numba (shardc.runtime.kernels.fused)" if enabled() else "numpy"
-
-
 def main() -> None:
+    from shardc.runtime.kernels.fused import active_path
+
     a = _args()
     if a.kernels == "numpy":
         os.environ["SHARDC_KERNELS"] = "numpy"  # read when kernels are built; workers inherit it
@@ -195,7 +188,7 @@ def main() -> None:
         return
     print(f"examples/torch_gpt.py: n_layer {a.n_layer}, n_embd {a.n_embd}, n_head {a.n_head}, block {a.block}, batch {a.batch}, vocab {a.vocab}")
     configs = a.configs.split(",")
-    print(f"elementwise bodies: {_kernels()}")
+    print(f"elementwise bodies: {active_path()}")
     if "1" in configs:
         one_rank(a)
     for c in ("dp2", "tp2"):

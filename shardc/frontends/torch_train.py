@@ -76,7 +76,7 @@ from shardc.training.checkpoint import Checkpoint, CheckpointOptions
 from shardc.training.mesh import BATCH, Grid, make_grid
 from shardc.training.optimizer import AdamWConfig
 from shardc.training.train import TrainConfig
-from shardc.training.trainer import StepLog, TrainingConfig
+from shardc.training.trainer import StepLog, StepLogView, TrainingConfig
 
 LogicalAxes = tuple[str | None, ...]
 
@@ -637,7 +637,7 @@ class TorchModelInfo:
 
 
 @dataclass
-class TorchTrainResult:
+class TorchTrainResult(StepLogView):
     """The per-step log (loss, lr, time, tokens/s, held-out loss when due), the final
     global parameters by FQN, the compiled program, the grid and the per-rank memory."""
 
@@ -647,14 +647,6 @@ class TorchTrainResult:
     grid: Grid
     memory: StateBytes
     config: TrainingConfig
-
-    @property
-    def losses(self) -> list[float]:
-        return [s.loss for s in self.log]
-
-    @property
-    def eval_losses(self) -> list[tuple[int, float]]:
-        return [(s.step, s.eval_loss) for s in self.log if s.eval_loss is not None]
 
     def state_dict(self, model: Any) -> dict[str, Any]:
         """`model.state_dict()`'s keys (tied aliases included) with the trained values;

@@ -100,8 +100,22 @@ class StepLog:
     eval_loss: float | None = None
 
 
+class StepLogView:
+    """The losses of a run's `log`, for the results of the built-in and the torch trainer."""
+
+    log: list[StepLog]
+
+    @property
+    def losses(self) -> list[float]:
+        return [s.loss for s in self.log]
+
+    @property
+    def eval_losses(self) -> list[tuple[int, float]]:
+        return [(s.step, s.eval_loss) for s in self.log if s.eval_loss is not None]
+
+
 @dataclass
-class TrainingResult:
+class TrainingResult(StepLogView):
     """What rank 0 knows at the end: the log, the global parameters, the accounting."""
 
     config: TrainingConfig
@@ -111,14 +125,6 @@ class TrainingResult:
     memory: StateBytes
     compile_seconds: float
     program: StepProgram | None = None
-
-    @property
-    def losses(self) -> list[float]:
-        return [s.loss for s in self.log]
-
-    @property
-    def eval_losses(self) -> list[tuple[int, float]]:
-        return [(s.step, s.eval_loss) for s in self.log if s.eval_loss is not None]
 
     @property
     def global_batch(self) -> int:

@@ -45,10 +45,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as mathd
-from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr, IntegerAttr, IntegerType, IndexType
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from shardc.runtime.codegen_safe import check_generated
+from shardc.runtime.dtypes import UnsupportedTypeError, np_dtype
 from shardc.runtime.kernels.math import _ERF_P as _P  # pyright: ignore[reportPrivateUsage]
 from shardc.runtime.kernels.math import _ERF_Q as _Q  # pyright: ignore[reportPrivateUsage]
 
@@ -93,15 +94,12 @@ _DTYPES: dict[str, str] = {"float32": "np.float32", "float64": "np.float64", "in
 
 
 def _dtype(t: Attribute) -> np.dtype | None:
-    if isinstance(t, Float32Type):
-        return np.dtype(np.float32)
-    if isinstance(t, Float64Type):
-        return np.dtype(np.float64)
-    if isinstance(t, IndexType):
-        return np.dtype(np.int64)
-    if isinstance(t, IntegerType):
-        return {1: np.dtype(np.bool_), 32: np.dtype(np.int32), 64: np.dtype(np.int64)}.get(t.width.data)
-    return None
+    """The runtime's dtype of `t` (`np_dtype`), None where it has none; callers keep only
+    the `_DTYPES` a kernel handles."""
+    try:
+        return np_dtype(t)
+    except UnsupportedTypeError:
+        return None
 
 
 def enabled() -> bool:
@@ -549,4 +547,9 @@ def build_kernel(block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shape
     return FusedKernel(out_stages, n_loops, params, results, len(slot))  # type: ignore[arg-type]
 
 
-__all__ = ["MIN_ELEMENTS", "FusedKernel", "build_kernel", "cache_dir", "enabled"]
+def active_path() -> str:
+    """Which path runs fused elementwise bodies in this process, for benchmark headers."""
+    return "numba (shardc.runtime.kernels.fused)" if enabled() else "numpy"
+
+
+__all__ = ["MIN_ELEMENTS", "FusedKernel", "active_path", "build_kernel", "cache_dir", "enabled"]
