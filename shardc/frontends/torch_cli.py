@@ -195,7 +195,7 @@ def _header(a: argparse.Namespace, task: Any, job: Any, world: int, seconds: flo
         f"policy tp={p.tp} zero={p.zero} fsdp={p.fsdp}",
         f"  model: {len(prog.params)} parameters ({n:,} values; {decayed} with weight decay){bufs}, {prog.dtype}, block {a.block_size}",
         *_accounting(job.config, job.grid, a.block_size, job.memory),
-        f"  imported from PyTorch and compiled the step in {seconds:.1f} s (compile {prog.compile_seconds:.1f} s)",
+        f"  imported from PyTorch and compiled the step in {seconds:.1f} s (compile {prog.compile_seconds:.1f} s{'' if prog.cached == 'compiled' else ', from the compile cache'})",
         *_collective_lines(prog.shard_collectives),
     ])
 

@@ -449,7 +449,8 @@ class TorchStepProgram:
     policy: ShardingPolicy
     plan: ShardingPlan
     opt: AdamWConfig
-    module: Any
+    ir: Any
+    """The lowered module, or (loaded from the compile cache) how to parse it: see `module`."""
     compiled: Any
     shard_collectives: dict[str, Counter[str]]
     """Per function, the shard collectives before lowering, keyed with their grid axes."""
@@ -461,6 +462,15 @@ class TorchStepProgram:
     has_eval: bool = False
     stages: list[Any] = field(default_factory=list)
     """The pipeline's stages (`spmd.Stage`), texts only when built with keep_text."""
+    cached: str = "compiled"
+    """Where the program came from: "compiled", "cache" (this rank's disk) or "broadcast"."""
+
+    @property
+    def module(self) -> Any:
+        """The lowered module (parsed from the cache entry on first use after a hit)."""
+        if callable(self.ir):
+            self.ir = self.ir()
+        return self.ir
 
     def stage_texts(self) -> list[tuple[str, str]]:
         """(file name, text) per stage, as the built-in step's (`StepProgram.stage_texts`)."""
@@ -488,13 +498,19 @@ class TorchStepProgram:
         no_decay: Sequence[str] = (),
         eval_step: ExportedStep | None = None,
         keep_text: bool = False,
+        world: Any = None,
     ) -> TorchStepProgram:
         """Resolve and check every layout (before anything is allocated), annotate the
         step (and `eval_step`, the `grads=False` import of the same loss), add AdamW and
         compile through `spmd.PIPELINE`; `keep_text` keeps each stage's text
-        (`stage_texts`, for --emit-ir)."""
-        from shardc.runtime.cache import compile_module_cached
-        from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline
+        (`stage_texts`, for --emit-ir) and so compiles afresh. The whole compile goes
+        through the compile cache, keyed by everything the program is made of (the
+        exported texts, axes, plan, policy, grid, AdamW, no_decay): a hit runs no pass.
+        Under MPI pass `world` (the communicator): rank 0 compiles or loads, the other
+        ranks take its result; where rank 0 failed they compile too, so each raises the
+        error it raised without the cache."""
+        from shardc.runtime.cache import PeerFailed, compile_cached, make_key
+        from shardc.training.spmd import PIPELINE, Stage, count_collectives
 
         t0 = time.perf_counter()
         infos = resolve_param_axes(
@@ -509,31 +525,72 @@ class TorchStepProgram:
         layouts = [resolve(p.axes, plan, policy) for p in params]  # type: ignore[arg-type]
         buffer_specs = [_buffer_spec(b, plan, policy) for b in buffers]
         validate_state([StateArray(f"buffers/{b.path}", b.shape, s) for b, s in zip(buffers, buffer_specs)], grid)
-        module = _parse(exported)
-        _check_data(module, exported, grid)
-        _annotate_step(module, exported, grid, layouts, buffer_specs)
-        if eval_step is not None:
-            loss_module = _parse(eval_step)
-            _check_data(loss_module, eval_step, grid)
-            _annotate_step(loss_module, eval_step, grid, layouts, buffer_specs, results=False)
-            for op in list(loss_module.body.block.ops):
-                op.detach()
-                module.body.block.add_op(op)
-        first = module.body.block.first_op
-        module.body.block.insert_op_before(grid.grid_op(), first)
-        module.body.block.add_op(_adamw_func(params, layouts, grid, exported.dtype, opt))
-        lower_at = PIPELINE.index("convert-shard-to-mpi")
-        stages = run_pipeline(module, PIPELINE[:lower_at], keep_text)
-        shard_level = count_collectives(module, by_axes=True)
-        stages += run_pipeline(module, PIPELINE[lower_at:], keep_text)[1:]
-        compiled = compile_module_cached(module, "torch_train_step")  # code generation through the compile cache
-        prog = TorchStepProgram(exported, params, layouts, grid, policy, plan, opt, module, compiled, shard_level, count_collectives(module))
+        key = make_key(
+            "torch-step", exported=asdict(exported), eval_step=None if eval_step is None else asdict(eval_step),
+            axes=sorted((k, list(v)) for k, v in axes.items()), plan=plan, policy=policy, grid=grid, opt=opt,
+            no_decay=list(no_decay), pipeline=PIPELINE, fuse=True,
+        )
+        built: list[Stage] = []
+
+        def build() -> tuple[Any, dict[str, Any]]:
+            module, shard_level = _step_module(exported, eval_step, grid, params, layouts, buffer_specs, opt, built, keep_text)
+            counts = lambda table: {f: dict(c) for f, c in table.items()}  # noqa: E731
+            return module, {"stages": [[st.name, st.seconds] for st in built], "shard_collectives": counts(shard_level), "collectives": counts(count_collectives(module))}
+
+        try:
+            got = compile_cached(key, build, "torch_train_step", world=world, read=not keep_text)
+            ir, compiled, meta, source = got.module, got.compiled, got.meta, got.source
+        except PeerFailed:  # rank 0's error: raise it here too
+            from shardc.runtime.compile import compile_module
+
+            built.clear()
+            ir, meta = build()
+            compiled, source = compile_module(ir, "torch_train_step"), "compiled"
+        stages = built or [Stage(name, seconds) for name, seconds in meta["stages"]]
+        prog = TorchStepProgram(
+            exported, params, layouts, grid, policy, plan, opt, ir, compiled,
+            _counters(meta["shard_collectives"]), _counters(meta["collectives"]),
+        )
         prog.buffers, prog.buffer_specs, prog.has_eval, prog.stages = buffers, buffer_specs, eval_step is not None, stages
         prog.compile_seconds = time.perf_counter() - t0
+        prog.cached = source
         return prog
 
     def call(self, name: str, *args: object) -> Any:
         return self.compiled.call(name, *args)
+
+
+def _step_module(
+    exported: ExportedStep, eval_step: ExportedStep | None, grid: Grid, params: Sequence[ParamInfo], layouts: Sequence[ParamLayouts],
+    buffer_specs: Sequence[PartitionSpec], opt: AdamWConfig, stages: list[Any], keep_text: bool,
+) -> tuple[Any, dict[str, Counter[str]]]:
+    """The annotated step module with `@adamw_step`, run through `spmd.PIPELINE` (its
+    stages appended to `stages`), and its collectives at the shard level (before
+    lowering)."""
+    from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline
+
+    module = _parse(exported)
+    _check_data(module, exported, grid)
+    _annotate_step(module, exported, grid, layouts, buffer_specs)
+    if eval_step is not None:
+        loss_module = _parse(eval_step)
+        _check_data(loss_module, eval_step, grid)
+        _annotate_step(loss_module, eval_step, grid, layouts, buffer_specs, results=False)
+        for op in list(loss_module.body.block.ops):
+            op.detach()
+            module.body.block.add_op(op)
+    first = module.body.block.first_op
+    module.body.block.insert_op_before(grid.grid_op(), first)
+    module.body.block.add_op(_adamw_func(params, layouts, grid, exported.dtype, opt))
+    lower_at = PIPELINE.index("convert-shard-to-mpi")
+    stages.extend(run_pipeline(module, PIPELINE[:lower_at], keep_text))
+    shard_level = count_collectives(module, by_axes=True)
+    stages.extend(run_pipeline(module, PIPELINE[lower_at:], keep_text)[1:])
+    return module, shard_level
+
+
+def _counters(table: Mapping[str, Mapping[str, int]]) -> dict[str, Counter[str]]:
+    return {fn: Counter(counts) for fn, counts in table.items()}
 
 
 def _parse(exported: ExportedStep) -> Any:
@@ -863,7 +920,12 @@ class TorchTraining:
             evals = [[np.asarray(_np(x), dtype=d) for x, d in zip(b, dtypes)] for b in eval_batches]
             ex = [torch.from_numpy(np.ascontiguousarray(x)) for x in evals[0]]
             eval_step = export_train_step(model, ex[:n_inputs], ex[n_inputs:], loss_fn, func_name="eval_loss", grads=False)
-        prog = TorchStepProgram.build(exported, axes or {}, plan, policy, grid, opt, no_decay=no_decay, eval_step=eval_step, keep_text=keep_text)
+        comm = None
+        if mpi:
+            from mpi4py import MPI
+
+            comm = MPI.COMM_WORLD
+        prog = TorchStepProgram.build(exported, axes or {}, plan, policy, grid, opt, no_decay=no_decay, eval_step=eval_step, keep_text=keep_text, world=comm)
         sched = lr if isinstance(lr, TrainConfig) else TrainConfig(lr=float(lr), min_lr=float(lr), warmup_steps=0) if not callable(lr) else None
         lr_at = sched.lr_at if sched is not None else lr  # type: ignore[assignment]
         micro = int(first[0].shape[0]) if first and np.ndim(first[0]) else 1

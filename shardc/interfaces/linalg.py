@@ -42,9 +42,9 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     TensorType,
 )
-from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
+from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, NamedOperation
 from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, IndexOp, ReduceOp
+from xdsl.dialects.linalg.ops import BroadcastOp, IndexOp, ReduceOp
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import (
@@ -66,6 +66,8 @@ from shardc.dialects.shard import (
     ShardOp,
     grid_axes_attr,
 )
+from shardc.interfaces import sharding as sharding_mod
+from shardc.ir.linalg_build import fill_op
 from shardc.interfaces.sharding import (
     LoopShardingConflict,
     Partitioner,
@@ -101,6 +103,8 @@ _COMBINER_KINDS: dict[str, ReductionKind] = {
     "arith.minsi": ReductionKind.MIN,
     "arith.muli": ReductionKind.PRODUCT,
 }
+
+_NAMED_GET_INDEXING_MAPS = NamedOperation.get_indexing_maps
 
 
 def _body(op: Operation) -> Block | None:
@@ -161,6 +165,9 @@ class StructuredOpSharding(ShardingInterface):
 
     def _maps(self, op: Operation) -> list[AffineMap]:
         assert isinstance(op, LinalgStructuredOperation)
+        if type(op).get_indexing_maps is _NAMED_GET_INDEXING_MAPS:
+            # What NamedOperation.get_indexing_maps wraps in attributes, unwrapped.
+            return list(op.get_default_indexing_maps())  # pyright: ignore[reportAttributeAccessIssue]
         return [m.data for m in op.get_indexing_maps()]
 
     def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
@@ -384,6 +391,33 @@ def _constant_at_least(value: SSAValue, bound: int) -> bool:
     return owner.value.value.data >= bound
 
 
+def _may_capture_tensor(op: Operation) -> bool:
+    """False when no op of `op`'s regions has a tensor operand (a matmul's or an
+    elementwise body, scalars only): nothing is captured, no walk needed. Nested
+    regions count as possible captures (the full walk decides). Once per op inside
+    `pass_cache`: the passes replace captured values, never add or remove them."""
+    memo = sharding_mod._memo  # pyright: ignore[reportPrivateUsage]
+    if memo is None:
+        return _reads_tensor(op)
+    entries = memo["captures"]
+    found = entries.get(op)
+    if found is None:
+        found = entries[op] = _reads_tensor(op)
+    return found
+
+
+def _reads_tensor(op: Operation) -> bool:
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.ops:
+                if inner.regions:
+                    return True
+                for value in inner.operands:
+                    if isinstance(value.type, TensorType):
+                        return True
+    return False
+
+
 def captured_loop_dims(op: Operation) -> dict[SSAValue, tuple[int | None, ...]]:
     """For each ranked tensor `op`'s body reads from outside, only by `tensor.extract`,
     the loop each of its dimensions follows (None: read whole). A dimension follows loop
@@ -391,6 +425,8 @@ def captured_loop_dims(op: Operation) -> dict[SSAValue, tuple[int | None, ...]]:
     loop's range, `_index_loop`) and its static extent is loop d's; a loop is followed by
     one dimension at most. Tensors not listed are read whole."""
     if not isinstance(op, LinalgStructuredOperation) or _body(op) is None:
+        return {}
+    if not _may_capture_tensor(op):
         return {}
     loops = len(loop_iterator_types(StructuredOpSharding(), op))
     sizes: list[int] | None = None  # read at the first capture (most bodies have none)
@@ -638,7 +674,7 @@ def _lead_process_init(
             dynamic.append(d.result)
     empty = tensor.EmptyOp(dynamic, TensorType(neutral.type, init.type.get_shape()))
     constant = arith.ConstantOp(neutral)
-    fill = FillOp([constant.result], [empty.tensor], [init.type])
+    fill = fill_op([constant.result], [empty.tensor], [init.type])
     for new in (empty, constant, fill):
         else_block.add_op(new)
     else_block.add_op(scf.YieldOp(fill.results[0]))

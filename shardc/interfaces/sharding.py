@@ -101,9 +101,15 @@ class ShardingInfo:
         """The sharding a `!shard.sharding` value defines (MLIR's `Sharding(Value)`)."""
         op = value.owner
         assert isinstance(op, ShardingOp)
-        return _memoized(
-            "info", op, lambda: ShardingInfo(Sharding.of(op), op.split_axes.as_tuple())
-        )
+        memo = _memo
+        if memo is not None:
+            found = memo["info"].get(op)
+            if found is not None:
+                return found
+        info = ShardingInfo(Sharding.of(op), op.split_axes.as_tuple())
+        if memo is not None:
+            memo["info"][op] = info
+        return info
 
     @staticmethod
     def get(grid: str, split_axes: Sequence[Sequence[int]]) -> ShardingInfo:
@@ -299,10 +305,11 @@ _memo: dict[str, dict] | None = None
 @contextmanager
 def pass_cache() -> Iterator[None]:
     """Within the block, per-op derived data (indexing maps, loop iterator types, the
-    interface check, the sharding a `shard.sharding` op defines) is computed once."""
+    interface check, the sharding a `shard.sharding` op defines, whether its body reads
+    a tensor) is computed once."""
     global _memo
     saved = _memo
-    _memo = {"maps": {}, "loops": {}, "valid": {}, "info": {}, "sharding": {}, "grid": {}}
+    _memo = {"maps": {}, "loops": {}, "valid": {}, "info": {}, "sharding": {}, "grid": {}, "captures": {}, "annotations": {}}
     try:
         yield
     finally:
@@ -326,13 +333,28 @@ def _memoized(table: str, key: Hashable, compute: Callable[[], T]) -> T:
 
 def indexing_maps(impl: ShardingInterface, op: Operation) -> list[AffineMap]:
     """`impl.get_indexing_maps(op)`, once per op inside `pass_cache` (do not mutate)."""
-    return _memoized("maps", op, lambda: impl.get_indexing_maps(op))
+    memo = _memo
+    if memo is None:
+        return impl.get_indexing_maps(op)
+    entries = memo["maps"]
+    found = entries.get(op)
+    if found is None:
+        found = entries[op] = impl.get_indexing_maps(op)
+    return found
 
 
 def sharding_of(value: SSAValue) -> Sharding:
     """`Sharding.of(value)`, once per `shard.sharding` op inside `pass_cache` (for passes
     that do not modify sharding ops)."""
-    return _memoized("sharding", value.owner, lambda: Sharding.of(value))
+    memo = _memo
+    if memo is None:
+        return Sharding.of(value)
+    entries = memo["sharding"]
+    owner = value.owner
+    found = entries.get(owner)
+    if found is None:
+        found = entries[owner] = Sharding.of(value)
+    return found
 
 
 def cached_lookup_grid(op: Operation, name: str) -> GridOp | None:
@@ -343,7 +365,14 @@ def cached_lookup_grid(op: Operation, name: str) -> GridOp | None:
 
 def loop_iterator_types(impl: ShardingInterface, op: Operation) -> list[IteratorType]:
     """`impl.get_loop_iterator_types(op)`, once per op inside `pass_cache`."""
-    return _memoized("loops", op, lambda: impl.get_loop_iterator_types(op))
+    memo = _memo
+    if memo is None:
+        return impl.get_loop_iterator_types(op)
+    entries = memo["loops"]
+    found = entries.get(op)
+    if found is None:
+        found = entries[op] = impl.get_loop_iterator_types(op)
+    return found
 
 
 # =========================================================================================
@@ -364,7 +393,9 @@ _CONSTANT_LIKE_NAMES = frozenset({"tosa.const", "tosa.const_shape"})
 
 def is_constant_like(op: Operation) -> bool:
     """MLIR's `ConstantLike` trait (xDSL's tosa.const lacks it)."""
-    return op.has_trait(ConstantLike) or op.name in _CONSTANT_LIKE_NAMES
+    from shardc.passes.folding import has_trait  # once per class
+
+    return has_trait(op, ConstantLike) or op.name in _CONSTANT_LIKE_NAMES
 
 
 def operand_expr_loops(expr: AffineExpr, num_dims: int) -> list[int] | None:
@@ -403,7 +434,14 @@ def verify_sharding_interface_impl(impl: ShardingInterface, op: Operation) -> bo
     """MLIR's `verifyShardingInterfaceImpl`: ranked tensors or scalars only, one map per
     operand and result, projected-permutation maps for results (once per op inside
     `pass_cache`)."""
-    return _memoized("valid", op, lambda: _verify_impl(impl, op))
+    memo = _memo
+    if memo is None:
+        return _verify_impl(impl, op)
+    entries = memo["valid"]
+    found = entries.get(op)
+    if found is None:
+        found = entries[op] = _verify_impl(impl, op)
+    return found
 
 
 def _verify_impl(impl: ShardingInterface, op: Operation) -> bool:
@@ -590,6 +628,25 @@ def operand_sharding_for_option(
 
 
 def default_get_sharding_annotations(
+    impl: ShardingInterface, op: Operation, option: ShardingOption
+) -> list[ShardingInfo | None] | None:
+    """Once per op and option inside `pass_cache` (they read only the op's maps and
+    operand/result types, which the passes keep while the cache lives)."""
+    memo = _memo
+    if memo is None:
+        return _sharding_annotations(impl, op, option)
+    key = (op, option.grid, tuple(map(tuple, option.sharding_array)))
+    entries = memo["annotations"]
+    found = entries.get(key, _NOT_FOUND)
+    if found is _NOT_FOUND:
+        found = entries[key] = _sharding_annotations(impl, op, option)
+    return None if found is None else list(found)
+
+
+_NOT_FOUND = object()
+
+
+def _sharding_annotations(
     impl: ShardingInterface, op: Operation, option: ShardingOption
 ) -> list[ShardingInfo | None] | None:
     maps = indexing_maps(impl, op)

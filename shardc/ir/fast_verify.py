@@ -137,24 +137,49 @@ def verify_op(op: Operation) -> None:
 
 
 def verify_operation(op: Operation, verify_nested_ops: bool = True) -> None:
-    """`op.verify(verify_nested_ops)` for an op without successors, using `verify_op`;
+    """`op.verify(verify_nested_ops)` for an op tree without successors, using
+    `verify_op` on each op (xDSL's nested walk re-checks every constraint of every op);
     on any failure xDSL's own `verify` runs again so the exception is exactly its."""
-    if op.successors or (verify_nested_ops and op.regions):
+    if op.successors:
         op.verify(verify_nested_ops=verify_nested_ops)
         return
     try:
-        if any(type(v).__name__ == "ErasedSSAValue" for v in op.operands):
-            raise ValueError("erased operand")
-        block = op.parent
-        region = None if block is None else block.parent
-        if block is not None and region is not None and block.last_op is op:
-            parent = region.parent
-            single = region.first_block is region.last_block
-            from xdsl.traits import IsTerminator, NoTerminator
-
-            needs = (parent is not None and not parent.has_trait(NoTerminator)) if single else True
-            if needs and not op.has_trait(IsTerminator):
-                raise ValueError("not a terminator")
-        verify_op(op)
+        _verify_fast(op, verify_nested_ops)
     except Exception:  # noqa: BLE001 - replayed by xDSL for its exact exception
         op.verify(verify_nested_ops=verify_nested_ops)
+
+
+class _Replay(Exception):
+    """A structure only xDSL's own `verify` checks (successors in a nested op)."""
+
+
+def _verify_fast(op: Operation, nested: bool) -> None:
+    """The checks of xDSL's `Operation.verify` (and, when `nested`, of its regions'
+    and blocks' `verify`) on an op without successors; raises on any failure."""
+    from xdsl.traits import IsTerminator, NoTerminator
+
+    for v in op.operands:
+        if type(v).__name__ == "ErasedSSAValue":
+            raise ValueError("erased operand")
+    block = op.parent
+    region = None if block is None else block.parent
+    if block is not None and region is not None and block.last_op is op:
+        parent = region.parent
+        single = region.first_block is region.last_block
+        needs = (parent is not None and not parent.has_trait(NoTerminator)) if single else True
+        if needs and not op.has_trait(IsTerminator):
+            raise ValueError("not a terminator")
+    if nested:
+        for inner in op.regions:
+            for b in inner.blocks:
+                if b.parent is not inner:
+                    raise ValueError("block parent")
+                if b.first_op is None and inner.first_block is inner.last_block and not op.has_trait(NoTerminator):
+                    raise ValueError("empty block")
+                for child in b.ops:
+                    if child.parent is not b:
+                        raise ValueError("op parent")
+                    if child.successors:
+                        raise _Replay
+                    _verify_fast(child, True)
+    verify_op(op)

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, tensor
-from xdsl.dialects.linalg import ops as linalg
 from xdsl.rewriter import InsertPoint
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -38,16 +37,19 @@ from xdsl.dialects.builtin import (
     i16,
     i64,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, ErasedSSAValue, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
     PatternRewriter,
+    PatternRewriterListener,
     PatternRewriteWalker,
     RewritePattern,
 )
+from xdsl.utils.worklist import Worklist
 
 from shardc.dialects import shard
+from shardc.ir.linalg_build import fill_op
 from shardc.lowering.shard_to_mpi_builder import Emitter, drop_group_marks, fail, static_grid_shape
 from shardc.lowering.shard_to_mpi_collectives import COLLECTIVE_PATTERNS
 from shardc.lowering.shard_to_mpi_indices import INDEX_PATTERNS
@@ -66,7 +68,8 @@ two per split dimension), sharded dims offsets (one row per split dimension)."""
 
 
 class _Dispatch(RewritePattern):
-    """Applies the lowering registered for the op's class, if any."""
+    """Applies the lowering registered for the op's class, if any: under xDSL's walker
+    (`_run`), the reference `run_lowerings` is tested against."""
 
     def __init__(self, table: dict[type[Operation], Lowering]):
         self.table = table
@@ -88,6 +91,64 @@ def _run(module: ModuleOp, patterns: Sequence[RewritePattern]) -> None:
         GreedyRewritePatternApplier(list(patterns), dce_enabled=False),
         apply_recursively=True,
     ).rewrite_module(module)
+
+
+def run_lowerings(module: ModuleOp, table: dict[type[Operation], Lowering]) -> None:
+    """What `_run(module, [_Dispatch(table)])` does, visiting only the ops of `table`'s
+    classes: xDSL's walker pushes every op of the module and every op a rewrite
+    touches, and calls the pattern on each, though only those classes have a lowering.
+    The worklist here receives the same pushes, filtered to those classes, so they are
+    lowered in the walker's order (a filtered stack keeps its relative order): the
+    module's ops pre-order, an inserted op next, users of replaced results and
+    single-use producers of removed operands; then passes again until one changes
+    nothing."""
+
+    def wanted(op: Operation) -> bool:
+        return type(op) in table
+
+    worklist: Worklist[Operation] = Worklist()
+
+    def push(op: Operation) -> None:
+        if type(op) in table:
+            worklist.push(op)
+
+    def removed(op: Operation) -> None:
+        for operand in op.operands:
+            if operand.has_one_use() and not isinstance(operand, ErasedSSAValue) and isinstance(owner := operand.owner, Operation):
+                push(owner)
+        if op.regions:
+            for sub in op.walk():
+                worklist.remove(sub)
+        else:
+            worklist.remove(op)
+
+    def replaced(op: Operation, _new: Sequence[SSAValue | None]) -> None:
+        for result in op.results:
+            for use in result.uses:
+                push(use.operation)
+
+    listener = PatternRewriterListener(
+        operation_insertion_handler=[push],
+        operation_removal_handler=[removed],
+        operation_modification_handler=[push],
+        operation_replacement_handler=[replaced],
+    )
+    while True:
+        for op in module.body.walk(reverse=True, region_first=True):
+            if wanted(op):
+                worklist.push(op)
+        changed = False
+        while worklist:
+            op = worklist.pop()
+            rewriter = PatternRewriter(op)
+            rewriter.extend_from_listener(listener)
+            try:
+                table[type(op)](op, rewriter)
+            except Exception as err:  # as xDSL's walker reports a failing pattern
+                op.emit_error(f"Error while applying pattern: {err}", underlying_error=err)
+            changed |= rewriter.has_done_action
+        if not changed:
+            return
 
 
 # =========================================================================================
@@ -113,7 +174,7 @@ def sharding_tensors(op: shard.ShardingOp, rewriter: PatternRewriter) -> list[SS
     width = max((len(a) for a in split_axes), default=0)
     axes_t = e.emit(tensor.EmptyOp([], TensorType(i16, [len(split_axes), width]))).results[0]
     fill = e.const(-1, i16)
-    axes_t = e.emit(linalg.FillOp([fill], [axes_t], [axes_t.type])).results[0]
+    axes_t = e.emit(fill_op([fill], [axes_t], [axes_t.type])).results[0]
     split_dims = [i for i, axes in enumerate(split_axes) if axes]
     for i in split_dims:
         row_t = TensorType(i16, [len(split_axes[i])])
@@ -144,7 +205,7 @@ def sharding_tensors(op: shard.ShardingOp, rewriter: PatternRewriter) -> list[SS
         width = max(counts) + 1
         offs_t = e.emit(tensor.EmptyOp([], TensorType(i64, [len(split_dims), width]))).results[0]
         fill = e.const(DYNAMIC_INDEX, i64)
-        offs_t = e.emit(linalg.FillOp([fill], [offs_t], [offs_t.type])).results[0]
+        offs_t = e.emit(fill_op([fill], [offs_t], [offs_t.type])).results[0]
         pos = 0
         for row, count in enumerate(counts):
             values = offsets[pos : pos + count + 1]
@@ -321,13 +382,13 @@ class ConvertShardToMPIPass(ModulePass):
 
     def _apply(self, ctx: Context, op: ModuleOp) -> None:
         if _holds(op, (shard.GetShardingOp,)):
-            _run(op, [_Dispatch({shard.GetShardingOp: lower_get_sharding})])
+            run_lowerings(op, {shard.GetShardingOp: lower_get_sharding})
         upstream = _upstream_patterns()
         # They rewrite only all_slice and process_multi_index ops.
         if upstream and _holds(op, (shard.AllSliceOp, shard.ProcessMultiIndexOp)):
             _run(op, upstream)
         table: dict[type[Operation], Lowering] = {**COLLECTIVE_PATTERNS, **INDEX_PATTERNS}
-        _run(op, [_Dispatch(table)])
+        run_lowerings(op, table)
         drop_group_marks(op)
         ShardingConversion(op).run()
         # Upstream's last step: the folding patterns under the greedy driver.

@@ -16,7 +16,6 @@ from math import prod
 from typing import TypeAlias
 
 from xdsl.dialects import arith, bufferization, scf
-from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects import memref as xmemref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -38,6 +37,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from shardc.dialects import affine, memref, mpi, shard
 from shardc.dialects.dlti import module_rank
 from shardc.ir import diagnostics
+from shardc.ir.linalg_build import copy_op
 
 Idx: TypeAlias = int | SSAValue
 
@@ -343,7 +343,7 @@ class Emitter:
         self.emit(memref.CopyOp(source, target))
 
     def linalg_copy(self, source: SSAValue, target: SSAValue) -> None:
-        self.emit(linalg.CopyOp([source], [target], res=[]))
+        self.emit(copy_op([source], [target], []))
 
     def to_buffer(self, tensor: SSAValue, read_only: bool = True) -> SSAValue:
         t = tensor.type

@@ -5,12 +5,18 @@ startup stays cheap. xDSL passes that mlir-opt also has (canonicalize, cse, ...)
 listed here under mlir-opt's names.
 """
 
+from __future__ import annotations
+
 import importlib
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from xdsl.passes import ModulePass
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-# pass name -> "module:ClassName"
+    from xdsl.passes import ModulePass
+
+# pass name -> "module:ClassName"; reading it imports nothing, so shardc-opt checks a
+# command line (and prints --help, from shardc.tools.help_table) without loading a pass.
 PASSES: dict[str, str] = {
     # MLIR's generic passes, with MLIR's greedy driver and CSE semantics.
     "canonicalize": "shardc.passes.canonicalize:CanonicalizePass",
@@ -34,6 +40,11 @@ PASSES: dict[str, str] = {
     "test-grid-resharding-partition": "shardc.passes.test_resharding:TestReshardingPass",
 }
 
+# Named pipelines, used like passes (as flags and in textual pipelines).
+PIPELINES: dict[str, str] = {
+    "shard-to-mpi-pipeline": "shardc.passes.pipelines:ShardToMPIPipelinePass",
+}
+
 
 def _loader(spec: str) -> Callable[[], type[ModulePass]]:
     module, _, cls = spec.partition(":")
@@ -46,3 +57,8 @@ def _loader(spec: str) -> Callable[[], type[ModulePass]]:
 
 def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {name: _loader(spec) for name, spec in PASSES.items()}
+
+
+def all_pipelines() -> dict[str, Callable[[], type[ModulePass]]]:
+    """Pipeline name -> factory of its pass class (`shardc.passes.pipelines`)."""
+    return {name: _loader(spec) for name, spec in PIPELINES.items()}

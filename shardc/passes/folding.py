@@ -166,7 +166,10 @@ def would_be_trivially_dead(root: Operation) -> bool:
 
 def is_trivially_dead(op: Operation) -> bool:
     """MLIR's `isOpTriviallyDead`: unused and `would_be_trivially_dead`."""
-    return all(not r.uses for r in op.results) and would_be_trivially_dead(op)
+    for r in op.results:
+        if r.first_use is not None:  # `r.uses`, without building the view
+            return False
+    return would_be_trivially_dead(op)
 
 
 def is_memory_effect_free(op: Operation) -> bool:

@@ -78,13 +78,15 @@ def paused_gc() -> Iterator[None]:
 
 
 class Worklist:
-    """LIFO list of ops with set semantics and O(1) removal (removed slots become None)."""
+    """LIFO list of ops with set semantics and O(1) removal (removed slots become None).
+    Keyed by `id(op)`: an op's `__hash__` is a Python call (xDSL's `id(self)`), and
+    every op in the map is alive, held by the list."""
 
     __slots__ = ("_list", "_map")
 
     def __init__(self) -> None:
         self._list: list[Operation | None] = []
-        self._map: dict[Operation, int] = {}
+        self._map: dict[int, int] = {}
 
     def clear(self) -> None:
         self._list.clear()
@@ -97,28 +99,29 @@ class Worklist:
         return bool(items)
 
     def __contains__(self, op: Operation) -> bool:
-        return op in self._map
+        return id(op) in self._map
 
     def push(self, op: Operation) -> None:
-        if op not in self._map:
-            self._map[op] = len(self._list)
+        key = id(op)
+        if key not in self._map:
+            self._map[key] = len(self._list)
             self._list.append(op)
 
     def pop(self) -> Operation:
         items = self._list
         while (op := items.pop()) is None:
             pass
-        del self._map[op]
+        del self._map[id(op)]
         return op
 
     def remove(self, op: Operation) -> None:
-        index = self._map.pop(op, None)
+        index = self._map.pop(id(op), None)
         if index is not None:
             self._list[index] = None
 
     def reverse(self) -> None:
         self._list.reverse()
-        self._map = {op: i for i, op in enumerate(self._list) if op is not None}
+        self._map = {id(op): i for i, op in enumerate(self._list) if op is not None}
 
 
 # -----------------------------------------------------------------------------------------
@@ -323,7 +326,10 @@ class GreedyDriver:
             self.worklist.clear()
             self._populate(rewriter)
             continue_rewrites = self._process_worklist(rewriter)
-            if config.region_simplify != "disabled":
+            # After the first iteration, a worklist that changed nothing leaves the IR
+            # as the last region simplification left it (a fixed point: it erases every
+            # unreachable block and dead op), so running it again would find nothing.
+            if config.region_simplify != "disabled" and (continue_rewrites or iteration == 1):
                 continue_rewrites |= simplify_regions([self.scope])
             if not continue_rewrites:
                 break
@@ -551,15 +557,17 @@ def _successor_operands(op: Operation) -> list[list[int]] | None:
 
 class _Liveness:
     def __init__(self) -> None:
-        self.live: set[Operation | SSAValue] = set()
+        self.live: set[int | SSAValue] = set()
+        """Live values, and live ops by `id` (an op's `__hash__` is a Python call; every
+        op looked up is in the IR, so alive)."""
         self.changed = False
-        self._removable: dict[Operation, bool] = {}
+        self._removable: dict[int, bool] = {}
         """`would_be_trivially_dead` per op: the analysis changes no op, and runs over
         the regions until nothing changes."""
         self.probed_dead: list[SSAValue] = []
         """Values `value` found dead during the current walk, in order."""
 
-    def mark(self, item: Operation | SSAValue) -> None:
+    def mark(self, item: int | SSAValue) -> None:
         if item not in self.live:
             self.live.add(item)
             self.changed = True
@@ -579,7 +587,7 @@ class _Liveness:
         for use in value.uses:
             if self.use_known_dead(use.operation, use.index):
                 continue
-            if use.operation in self.live:
+            if id(use.operation) in self.live:
                 self.mark(value)
                 return
         self.probed_dead.append(value)
@@ -596,7 +604,7 @@ class _Liveness:
         return self.changed
 
     def terminator(self, op: Operation) -> None:
-        self.mark(op)
+        self.mark(id(op))
         forwarded = _successor_operands(op)
         for i, succ in enumerate(op.successors):
             count = len(succ.args) if forwarded is None else 0
@@ -609,18 +617,19 @@ class _Liveness:
         if has_trait(op, IsTerminator, True):
             self.terminator(op)
             return
-        if op in self.live:
+        key = id(op)
+        if key in self.live:
             return
-        removable = self._removable.get(op)
+        removable = self._removable.get(key)
         if removable is None:
-            removable = self._removable[op] = would_be_trivially_dead(op)
+            removable = self._removable[key] = would_be_trivially_dead(op)
         if not removable:
-            self.mark(op)
+            self.mark(key)
             return
         for result in op.results:
             self.value(result)
             if result in self.live:
-                self.mark(op)
+                self.mark(key)
 
     def region(self, region: Region) -> None:
         entry = region.blocks.first
@@ -667,7 +676,7 @@ def _delete_dead(regions: Sequence[Region], liveness: _Liveness) -> bool:
             if not single and (term := block.last_op) is not None:
                 erased |= _drop_dead_successor_operands(term, liveness)
             for op in reversed(list(block.ops)):
-                if op not in liveness.live:
+                if id(op) not in liveness.live:
                     erased = True
                     for result in op.results:
                         for use in list(result.uses):
@@ -706,7 +715,7 @@ def _drop_dead_successor_operands(term: Operation, liveness: _Liveness) -> bool:
         )
     new.attributes.update(term.attributes)
     Rewriter.replace_op(term, new)
-    liveness.live.add(new)
+    liveness.live.add(id(new))
     return True
 
 

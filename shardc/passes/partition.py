@@ -42,7 +42,7 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
-from xdsl.traits import ConstantLike, ReturnLike
+from xdsl.traits import ReturnLike
 from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.shard import (
@@ -72,6 +72,7 @@ from shardc.interfaces.sharding import (
 from shardc.ir import diagnostics
 from shardc.ir.diagnostics import DiagnosticError
 from shardc.ir.fast_verify import verify_operation
+from shardc.passes.folding import has_trait
 from shardc.passes.greedy import paused_gc
 from shardc.passes.resharding import (
     AllGather,
@@ -173,7 +174,7 @@ def _is_unannotated_scalar(result: SSAValue) -> bool:
 def check_op_annotated(op: Operation) -> None:
     """Trunk's `checkFullyAnnotated`: tensor operands come from `shard.shard` for users,
     each result has exactly one use, a `shard.shard` for the producer."""
-    if op.has_trait(ConstantLike) or is_constant_like(op):
+    if is_constant_like(op):
         return
     for index, operand in enumerate(op.operands):
         if not _is_ranked_non0(operand):
@@ -294,7 +295,7 @@ class BlockPartitioner:
         regions of a clone of the original op hold clones of its verified body (only the
         op's own types changed), so their ops are not verified again."""
         for new, op in self.origins:
-            if new.has_trait(ReturnLike):
+            if has_trait(new, ReturnLike):
                 continue  # checked against the function type, updated later
             try:
                 verify_operation(new, verify_nested_ops=new.name != op.name)

@@ -21,7 +21,7 @@ global results with them).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -250,10 +250,3 @@ class ShardToMPIPipelinePass(ModulePass):
                 boundaries = record_boundaries(op)
             stage.apply(ctx, op)
         attach_boundaries(op, boundaries)
-
-
-PIPELINES: dict[str, Callable[[], type[ModulePass]]] = {
-    ShardToMPIPipelinePass.name: lambda: ShardToMPIPipelinePass,
-}
-"""Pipeline name -> factory of its pass class (merged into the pass table by
-shardc.tools.argv)."""

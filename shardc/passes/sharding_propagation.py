@@ -85,6 +85,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from shardc.dialects.shard import DYNAMIC, GetShardingOp, ShardingOp, ShardOp
 from shardc.ir import diagnostics
+from shardc.passes.folding import has_trait
 from shardc.passes.greedy import paused_gc
 from shardc.interfaces.linalg import capture_split_axes, captured_loop_dims
 from shardc.interfaces.sharding import (
@@ -336,7 +337,7 @@ class Completion:
             for op in block.ops
             if type(op) not in _ANNOTATION_OPS
             and not isinstance(op, _ANNOTATION_OPS)
-            and not op.has_trait(IsTerminator)
+            and not has_trait(op, IsTerminator)
             and (
                 any(isinstance(r.type, TensorType) for r in op.results)
                 or any(isinstance(v.type, TensorType) for v in op.operands)
@@ -1071,7 +1072,7 @@ def visit_op(op: Operation, explainer: Explainer | None = None) -> bool:
     """Annotate `op` if its surroundings determine a sharding; False on failure."""
     impl = get_sharding_interface(op)
     if (
-        op.has_trait(IsTerminator)
+        has_trait(op, IsTerminator)
         or (impl is None and is_constant_like(op))
         or is_annotation_op(op)
     ):

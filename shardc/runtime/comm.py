@@ -52,6 +52,41 @@ class _Aborted(Exception):
     """Raised in simulated ranks blocked in a collective when another rank failed."""
 
 
+class Pending:
+    """A collective in flight (the `i*` calls of a Comm or an mpi backend): `wait()`
+    completes it and returns its result; later calls return the same result. `test()`
+    says whether it has completed, and under MPI drives MPI's progress engine (MPICH
+    advances a nonblocking collective only inside MPI calls)."""
+
+    __slots__ = ("_request", "_finish", "_result", "_done", "_keep")
+
+    def __init__(self, request: Any = None, finish: Callable[[], Any] | None = None, keep: object = None):
+        self._request = request  # an mpi4py Request, or None (completes at `wait`)
+        self._finish = finish  # what turns the received buffers into the result
+        self._result: Any = None
+        self._done = False
+        self._keep = keep  # buffers MPI reads or writes until the request completes
+
+    @classmethod
+    def completed(cls, result: Any) -> Pending:
+        p = cls()
+        p._result, p._done = result, True
+        return p
+
+    def test(self) -> bool:
+        if self._done:
+            return True
+        return self._request is not None and bool(self._request.Test())
+
+    def wait(self) -> Any:
+        if not self._done:
+            if self._request is not None:
+                self._request.Wait()
+            self._result = self._finish() if self._finish is not None else None
+            self._done, self._finish, self._keep, self._request = True, None, None, None
+        return self._result
+
+
 # ---------------------------------------------------------------------------------------
 # Grid arithmetic
 # ---------------------------------------------------------------------------------------
@@ -208,6 +243,17 @@ class Comm(ABC):
     @abstractmethod
     def reduce_scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, kind: str = "sum") -> np.ndarray: ...
 
+    # Nonblocking forms: started now, the result from `wait()`; bitwise the blocking
+    # call's result (MPIComm: the same MPI reduction). By default they run blocking.
+    def iall_reduce(self, x: np.ndarray, grid: Grid, axes: Axes, kind: str = "sum") -> Pending:
+        return Pending.completed(self.all_reduce(x, grid, axes, kind))
+
+    def ireduce_scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, kind: str = "sum") -> Pending:
+        return Pending.completed(self.reduce_scatter(x, grid, axes, scatter_axis, kind))
+
+    def iall_gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int) -> Pending:
+        return Pending.completed(self.all_gather(x, grid, axes, gather_axis))
+
     @abstractmethod
     def broadcast(self, x: np.ndarray, grid: Grid, axes: Axes, root: Sequence[int] | int) -> np.ndarray: ...
 
@@ -336,6 +382,12 @@ class SimulatedWorld:
 
     def exchange(self, rank: int, members: Sequence[int], key: tuple[Any, ...], value: Any, what: str) -> list[Any]:
         """Every member contributes `value`; each gets all contributions in member order."""
+        return self.collect(rank, self.contribute(rank, members, key, value, what))
+
+    def contribute(self, rank: int, members: Sequence[int], key: tuple[Any, ...], value: Any, what: str) -> tuple[Any, ...]:
+        """The first half of `exchange`, which never blocks: post `value` in the next slot
+        of `key` (its place in the sequence is taken now, as MPI orders a nonblocking
+        collective when it starts) and return the ticket `collect` takes."""
         with self.cond:
             if self.failed is not None:
                 raise _Aborted()
@@ -346,6 +398,13 @@ class SimulatedWorld:
             slot = self.slots.setdefault(skey, _Slot())
             slot.parts[rank] = value
             self.cond.notify_all()
+            return (skey, tuple(members), what)
+
+    def collect(self, rank: int, ticket: tuple[Any, ...]) -> list[Any]:
+        """The second half of `exchange`: wait for every member's part of the slot."""
+        skey, members, what = ticket
+        with self.cond:
+            slot = self.slots[skey]
             self._wait(lambda: len(slot.parts) == len(members), rank, what)
             out = [slot.parts[m] for m in members]
             slot.readers += 1
@@ -384,12 +443,20 @@ class SimulatedComm(Comm):
         self.size = world.size
 
     def _gather_all(self, x: np.ndarray, grid: Grid, axes: Axes, what: str, check: bool = True) -> tuple[list[np.ndarray], int]:
+        return self._gathered(self._start(x, grid, axes, what), check)
+
+    def _start(self, x: np.ndarray, grid: Grid, axes: Axes, what: str) -> tuple[Any, list[int]]:
         grid, axes = tuple(grid), tuple(axes)
         _check_axes(grid, axes)
         coords = self._coords(grid)
         members = group_members(grid, axes, coords)
         key = ("coll", grid, axes, group_color(grid, axes, coords))
-        parts = self.world.exchange(self.rank, members, key, (what, np.array(x, copy=True)), what)
+        return self.world.contribute(self.rank, members, key, (what, np.array(x, copy=True)), what), members
+
+    def _gathered(self, started: tuple[Any, list[int]], check: bool = True) -> tuple[list[np.ndarray], int]:
+        ticket, members = started
+        what = ticket[2]
+        parts = self.world.collect(self.rank, ticket)
         names = {p[0] for p in parts}
         if len(names) != 1:
             raise CommError(f"rank {self.rank}: mismatched collectives in one group: {sorted(names)}")
@@ -401,6 +468,26 @@ class SimulatedComm(Comm):
     def all_reduce(self, x: np.ndarray, grid: Grid, axes: Axes, kind: str = "sum") -> np.ndarray:
         parts, _ = self._gather_all(x, grid, axes, "all_reduce")
         return reduce_list(parts, kind)
+
+    # Nonblocking: the contribution is posted at the start, the others collected at wait.
+    def iall_reduce(self, x: np.ndarray, grid: Grid, axes: Axes, kind: str = "sum") -> Pending:
+        combine_fn(kind, np.asarray(x).dtype)  # a bad kind fails at the start, as blocking
+        started = self._start(x, grid, axes, "all_reduce")
+        return Pending(finish=lambda: reduce_list(self._gathered(started)[0], kind))
+
+    def ireduce_scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, kind: str = "sum") -> Pending:
+        combine_fn(kind, np.asarray(x).dtype)
+        started = self._start(x, grid, axes, "reduce_scatter")
+
+        def finish() -> np.ndarray:
+            parts, me = self._gathered(started)
+            return split_even(reduce_list(parts, kind), len(parts), scatter_axis, "reduce_scatter")[me]
+
+        return Pending(finish=finish)
+
+    def iall_gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int) -> Pending:
+        started = self._start(x, grid, axes, "all_gather")
+        return Pending(finish=lambda: np.concatenate(self._gathered(started)[0], axis=gather_axis))
 
     def all_gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int) -> np.ndarray:
         parts, _ = self._gather_all(x, grid, axes, "all_gather")
@@ -593,6 +680,41 @@ class MPIComm(Comm):
         out = np.empty_like(w)
         c.Allreduce(w, out, op=self._op(kind, x.dtype))
         return self._finish_reduce(out, x.dtype, kind, c.Get_size())
+
+    def iall_reduce(self, x: np.ndarray, grid: Grid, axes: Axes, kind: str = "sum") -> Pending:
+        c, x = self._prep(x, grid, axes, "all_reduce")
+        w = self._widen(x)
+        out = np.empty_like(w)
+        if not nonblocking_matches(c, "allreduce", w.size, w.dtype, self._op(kind, x.dtype)):
+            c.Allreduce(w, out, op=self._op(kind, x.dtype))
+            return Pending.completed(self._finish_reduce(out, x.dtype, kind, c.Get_size()))
+        req = c.Iallreduce(w, out, op=self._op(kind, x.dtype))
+        n, dtype = c.Get_size(), x.dtype
+        return Pending(req, lambda: self._finish_reduce(out, dtype, kind, n), keep=(w, out))
+
+    def ireduce_scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, kind: str = "sum") -> Pending:
+        c, x = self._prep(x, grid, axes, "reduce_scatter")
+        send = np.ascontiguousarray(np.stack(split_even(self._widen(x), c.Get_size(), scatter_axis, "reduce_scatter")))
+        recv = np.empty_like(send[0])
+        if not nonblocking_matches(c, "reduce_scatter_block", recv.size, recv.dtype, self._op(kind, x.dtype)):
+            c.Reduce_scatter_block(send, recv, op=self._op(kind, x.dtype))
+            return Pending.completed(self._finish_reduce(recv, x.dtype, kind, c.Get_size()))
+        req = c.Ireduce_scatter_block(send, recv, op=self._op(kind, x.dtype))
+        n, dtype = c.Get_size(), x.dtype
+        return Pending(req, lambda: self._finish_reduce(recv, dtype, kind, n), keep=(send, recv))
+
+    def iall_gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int) -> Pending:
+        c, x = self._prep(x, grid, axes, "all_gather")
+        n = c.Get_size()
+        buf = np.empty((n, *x.shape), dtype=x.dtype)
+        req = c.Iallgather(x, buf)
+
+        def finish() -> np.ndarray:
+            if gather_axis == 0:
+                return buf.reshape((n * x.shape[0], *x.shape[1:]))
+            return np.concatenate(list(buf), axis=gather_axis)
+
+        return Pending(req, finish, keep=(x, buf))
 
     @staticmethod
     def _finish_reduce(out: np.ndarray, dtype: np.dtype, kind: str, n: int) -> np.ndarray:
@@ -940,6 +1062,44 @@ class MPIP2P:
         recv[...] = out
         return 0
 
+    # Nonblocking collectives, bitwise the blocking calls' results; `Pending.wait()`
+    # completes them (and copies into a receive buffer MPI could not write directly).
+    # Where MPI may pick another reduction order for the nonblocking call (see
+    # `nonblocking_matches`) the blocking call runs instead.
+    @classmethod
+    def iallreduce(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> Pending:
+        mop = cls._op(op)
+        if not nonblocking_matches(comm, "allreduce", recv.size, recv.dtype, mop):
+            cls.allreduce(comm, send, recv, op)
+            return Pending.completed(None)
+        if _same_buffer(send, recv) and recv.flags.c_contiguous:
+            return Pending(comm.Iallreduce(_mpi().IN_PLACE, recv, op=mop), keep=recv)
+        src = np.ascontiguousarray(send)
+        if recv.flags.c_contiguous and not np.shares_memory(src, recv):
+            return Pending(comm.Iallreduce(src, recv, op=mop), keep=(src, recv))
+        out = np.empty_like(recv, order="C")
+        return Pending(comm.Iallreduce(src, out, op=mop), lambda: _write(recv, out.reshape(-1), "allreduce"), keep=(src, out))
+
+    @classmethod
+    def ireduce_scatter_block(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> Pending:
+        mop = cls._op(op)
+        if not nonblocking_matches(comm, "reduce_scatter_block", recv.size, recv.dtype, mop):
+            cls.reduce_scatter_block(comm, send, recv, op)
+            return Pending.completed(None)
+        src = np.ascontiguousarray(send)
+        if recv.flags.c_contiguous and not np.shares_memory(src, recv):
+            return Pending(comm.Ireduce_scatter_block(src, recv, op=mop), keep=(src, recv))
+        out = np.empty_like(recv, order="C")
+        return Pending(comm.Ireduce_scatter_block(src, out, op=mop), lambda: _write(recv, out.reshape(-1), "reduce_scatter_block"), keep=(src, out))
+
+    @staticmethod
+    def iallgather(comm: Any, send: np.ndarray, recv: np.ndarray) -> Pending:
+        src = np.ascontiguousarray(send)
+        if recv.flags.c_contiguous and not np.shares_memory(src, recv):
+            return Pending(comm.Iallgather(src, recv), keep=(src, recv))
+        out = np.empty_like(recv, order="C")
+        return Pending(comm.Iallgather(src, out), lambda: _write(recv, out.reshape(-1), "allgather"), keep=(src, out))
+
     def barrier(self, comm: Any) -> int:
         self._reap()
         comm.Barrier()
@@ -947,6 +1107,44 @@ class MPIP2P:
 
 
 _LIVE_P2P: weakref.WeakSet[MPIP2P] = weakref.WeakSet()
+
+_NB_MATCHES: dict[tuple[Any, ...], bool] = {}
+
+
+def nonblocking_matches(comm: Any, what: str, count: int, dtype: np.dtype, op: Any) -> bool:
+    """Whether MPI's nonblocking `what` (allreduce, reduce_scatter_block) of `count`
+    elements per rank reduces in the blocking call's order on `comm`.
+
+    MPI picks an algorithm per call from the message size, and its nonblocking
+    collectives have their own table: MPICH 5's MPI_Ireduce_scatter_block of 4 ranks
+    keeps recursive halving for blocks the blocking call already reduces pairwise
+    (float sums then differ in the last bit). Two contributions reduce the same way in
+    any order, and integer or bitwise reductions in every order, so only float sums and
+    products of more than two ranks are checked: once per (communicator, size, type, op),
+    by running both calls on probe data of that size on every rank (all ranks call here
+    together, at the same start) and agreeing over the group."""
+    MPI = _mpi()
+    n = comm.Get_size()
+    if n <= 2 or dtype.kind not in "fc" or op not in (MPI.SUM, MPI.PROD):
+        return True
+    key = (what, comm.py2f(), n, count, dtype.str, op.py2f())
+    got = _NB_MATCHES.get(key)
+    if got is None:
+        rng = np.random.default_rng(1 + comm.Get_rank())
+        same = True
+        for _ in range(1 if count >= 64 else 8):  # a few elements can agree by chance
+            size = count * n if what == "reduce_scatter_block" else count
+            x = (rng.standard_normal(size) * np.exp2(rng.integers(-12, 12, size))).astype(dtype)
+            a, b = np.empty(count, dtype), np.empty(count, dtype)
+            if what == "allreduce":
+                comm.Allreduce(x, a, op=op)
+                comm.Iallreduce(x, b, op=op).Wait()
+            else:
+                comm.Reduce_scatter_block(x, a, op=op)
+                comm.Ireduce_scatter_block(x, b, op=op).Wait()
+            same = same and bool(np.array_equal(a, b))
+        got = _NB_MATCHES[key] = bool(comm.allreduce(int(same), op=MPI.MIN))
+    return got
 
 
 @atexit.register
@@ -1045,9 +1243,15 @@ class SimulatedMPI:
         return 0
 
     def _collect(self, comm: SimGroup, x: np.ndarray | None, what: str) -> list[Any]:
+        return self._finish_collect(self._start_collect(comm, x, what))
+
+    def _start_collect(self, comm: SimGroup, x: np.ndarray | None, what: str) -> tuple[Any, ...]:
         self._me(comm)
         value = None if x is None else np.array(x, copy=True)
-        parts = self.world.exchange(self.rank, comm.members, ("mpi", comm.ident), (what, value), what)
+        return self.world.contribute(self.rank, comm.members, ("mpi", comm.ident), (what, value), what)
+
+    def _finish_collect(self, ticket: tuple[Any, ...]) -> list[Any]:
+        parts = self.world.collect(self.rank, ticket)
         names = {p[0] for p in parts}
         if len(names) != 1:
             raise CommError(f"rank {self.rank}: mismatched collectives in one communicator: {sorted(names)}")
@@ -1076,6 +1280,36 @@ class SimulatedMPI:
         me = self._me(comm)
         _write(recv, flat[me * block : (me + 1) * block], "reduce_scatter_block")
         return 0
+
+    # Nonblocking: this rank's send buffer is posted at the start (a copy), the
+    # reduction done and the receive buffer written at `wait`.
+    def _istart(self, comm: SimGroup, send: np.ndarray, recv: np.ndarray, what: str, done: Callable[[list[Any]], None]) -> Pending:
+        ticket = self._start_collect(comm, send, what)
+
+        def finish() -> None:
+            parts = self._finish_collect(ticket)
+            _check_same(parts, list(comm.members), what)
+            done(parts)
+
+        return Pending(finish=finish, keep=recv)
+
+    def iallreduce(self, comm: SimGroup, send: np.ndarray, recv: np.ndarray, op: str) -> Pending:
+        return self._istart(comm, send, recv, "allreduce", lambda parts: _write(recv, mpi_reduce_list(parts, op).reshape(-1), "allreduce"))
+
+    def iallgather(self, comm: SimGroup, send: np.ndarray, recv: np.ndarray) -> Pending:
+        return self._istart(comm, send, recv, "allgather", lambda parts: _write(recv, np.concatenate([p.reshape(-1) for p in parts]), "allgather"))
+
+    def ireduce_scatter_block(self, comm: SimGroup, send: np.ndarray, recv: np.ndarray, op: str) -> Pending:
+        me, n = self._me(comm), len(comm.members)
+
+        def done(parts: list[Any]) -> None:
+            flat = mpi_reduce_list(parts, op).reshape(-1)
+            if flat.size % n:
+                raise CommError(f"reduce_scatter_block: {flat.size} elements do not split in {n} blocks")
+            block = flat.size // n
+            _write(recv, flat[me * block : (me + 1) * block], "reduce_scatter_block")
+
+        return self._istart(comm, send, recv, "reduce_scatter_block", done)
 
     def barrier(self, comm: SimGroup) -> int:
         self._collect(comm, None, "barrier")

@@ -18,7 +18,7 @@ import contextlib
 import itertools
 import linecache
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -302,6 +302,8 @@ class CompiledModule:
     """The globals the source was generated against (what `shardc.runtime.cache` stores)."""
     pynames: dict[str, str] = field(default_factory=dict, repr=False)
     """Symbol -> the generated function's Python name."""
+    code: object = field(default=None, repr=False)
+    """The code object `source` compiled to (the compile cache stores it, marshalled)."""
 
     def __getitem__(self, name: str) -> Callable[..., object]:
         try:
@@ -317,6 +319,9 @@ class CompiledModule:
         if len(args) != len(specs):
             raise RuntimeExecutionError(f"runtime: @{display(name)} takes {len(specs)} arguments, got {len(args)}")
         conv = [_convert_arg(a, spec, name, k) for k, (a, spec) in enumerate(zip(args, specs))]
+        donated = self.donated(name)
+        if donated:
+            _guard_donated(conv, donated)
         with np.errstate(all="ignore"):
             return fn(*conv)
 
@@ -329,6 +334,50 @@ class CompiledModule:
 
     def python_source(self) -> str:
         return self.source
+
+    def donated(self, name: str) -> dict[int, int]:
+        """Argument -> result that `@name` writes in place (`shardc.runtime.donation`):
+        the donation pairs asked for at compile time that could be honoured."""
+        return dict(getattr(self[name], "shardc_donated", ()))
+
+    def refused(self, name: str) -> dict[int, str]:
+        """Donated arguments of `@name` that are not written, with why."""
+        return dict(getattr(self[name], "shardc_refused", ()))
+
+
+def _guard_donated(conv: list[object], donated: dict[int, int]) -> None:
+    """Copy each donated argument that the function must not write: read-only, not
+    C-contiguous, or sharing memory with another argument (its caller's memory then
+    stays as it was; the result lives in the copy). Arrays can share memory only
+    through a common owner (numpy points every view at the array owning the memory), so
+    byte ranges are compared only within an owner's group, or among all arguments when
+    one's memory belongs to some other object (a buffer, a mapped file)."""
+    from numpy.lib.array_utils import byte_bounds
+
+    groups: dict[int, list[int]] = {}
+    foreign: list[int] = []
+    for k, a in enumerate(conv):
+        if isinstance(a, np.ndarray) and a.nbytes:
+            owner = a if a.base is None else a.base
+            if isinstance(owner, np.ndarray) and owner.base is None:
+                groups.setdefault(id(owner), []).append(k)
+            else:
+                foreign.append(k)
+    clash: set[int] = set()
+    # memory owned elsewhere may be any array's: then every range is compared
+    for ks in [[k for ks in groups.values() for k in ks] + foreign] if foreign else groups.values():
+        if len(ks) < 2 or not any(k in donated for k in ks):
+            continue
+        spans = sorted((*byte_bounds(conv[k]), k) for k in ks)  # type: ignore[arg-type]
+        active: list[tuple[int, int]] = []  # (end, argument) of spans that may still overlap
+        for lo, hi, k in spans:
+            active = [(e, j) for e, j in active if e > lo]
+            clash.update(x for _, j in active for x in (j, k) if x in donated)
+            active.append((hi, k))
+    for k in donated:
+        a = conv[k]
+        if k in clash or not isinstance(a, np.ndarray) or not (a.flags.writeable and a.flags.c_contiguous):
+            conv[k] = np.array(a, copy=True, order="C")
 
 
 ArgSpec = tuple[np.dtype, tuple[int, ...]] | tuple[None, object]
@@ -390,20 +439,25 @@ def tune_allocator() -> bool:
     return ok
 
 
-def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True) -> CompiledModule:
+def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True, donate: Mapping[str, Mapping[int, int]] | None = None) -> CompiledModule:
     """Compile every `func.func` of `module` (nested modules included) to Python. With
     `fuse`, chains of elementwise linalg ops run fused (`shardc.runtime.fusion`, on a
-    copy: `module` is left as it is)."""
+    copy: `module` is left as it is). `donate` names, per function, arguments whose
+    buffers the caller gives up and the result to write into each
+    (`shardc.runtime.donation`: honoured where safe, `CompiledModule.donated`/`refused`
+    say which)."""
     from shardc.runtime import kernels
     from shardc.runtime.fusion import fuse_elementwise
     from shardc.frontends.torch_rewrite import uncollapse_batch_matmuls
 
     kernels.load_all()
     tune_allocator()
-    if fuse:
+    if fuse or donate:
         module = module.clone()
+    if fuse:
         uncollapse_batch_matmuls(module)  # torch-mlir's bmm over collapsed heads: no copies
         fuse_elementwise(module)
+    donations = _donate(module, donate or {})
     cg = ModuleCodegen(module)
     funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
     chunks: list[str] = []
@@ -416,13 +470,18 @@ def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True) ->
             cg.globals[pyname] = _external_stub(sym)
             continue
         chunks.append(_compile_function(cg, f, pyname))
+        if sym in donations:  # on the function object, so a cached module has it too
+            d = donations[sym]
+            chunks.append(f"{pyname}.shardc_donated = {tuple(sorted(d.donated.items()))!r}")
+            refused = "".join(f"({k}, {py_literal(v)}), " for k, v in sorted(d.refused.items()))
+            chunks.append(f"{pyname}.shardc_refused = ({refused})")
     source = "\n".join(cg.prelude + chunks) + "\n"
     filename = f"<shardc-runtime:{py_hint(name, 'module')}:{next(_module_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     code = compile(source, filename, "exec")
     namespace = dict(cg.globals)
     exec(code, namespace)
-    cm = CompiledModule(module=module, source=source, bindings=cg.globals, pynames=pynames)
+    cm = CompiledModule(module=module, source=source, bindings=cg.globals, pynames=pynames, code=code)
     for f in funcs:
         sym = f.sym_name.data
         cm.functions[sym] = namespace[pynames[sym]]  # type: ignore[assignment]
@@ -431,6 +490,23 @@ def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True) ->
 
 
 _module_counter = itertools.count()
+
+
+def _donate(module: ModuleOp, donate: Mapping[str, Mapping[int, int]]) -> dict[str, object]:
+    """Apply the donation requests to the module's functions (CompileError naming a
+    function that is not there)."""
+    from shardc.runtime.donation import DonationError, apply_donation
+
+    funcs = {op.sym_name.data: op for op in module.walk() if isinstance(op, func.FuncOp)}
+    out: dict[str, object] = {}
+    for sym, pairs in donate.items():
+        if sym not in funcs:
+            raise CompileError(f"runtime: cannot donate arguments of @{display(sym)}: no such function")
+        try:
+            out[sym] = apply_donation(funcs[sym], pairs)
+        except DonationError as e:
+            raise CompileError(f"runtime: {display(str(e))}") from None
+    return out
 
 
 def _compile_function(cg: ModuleCodegen, f: func.FuncOp, pyname: str) -> str:
@@ -442,7 +518,9 @@ def _compile_function(cg: ModuleCodegen, f: func.FuncOp, pyname: str) -> str:
     block = single_block(f.body)
     args = g.bind_block_args(block)
     g.depth = 1
-    g.emit_ops(block.ops)
+    from shardc.runtime.overlap import emit_block
+
+    emit_block(g, block)  # collectives split into start + wait, overlapped with compute
     return _free_dead_values("\n".join([f"def {pyname}({', '.join(args)}):", docstring(f), *g.lines]) + "\n")
 
 

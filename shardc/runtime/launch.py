@@ -4,11 +4,12 @@
 global shapes, or lowered by `shard-to-mpi-pipeline`) is transformed by a pipeline
 (default: shardc-run's partitioning of a sharded program), compiled once, each rank gets
 its piece of every global input by the argument shardings, and the results are put back
-together by the result shardings. Code generation goes through the compile cache
-(`shardc.runtime.cache`); under `mpiexec` rank 0 compiles and the other ranks take its
-result. On simulated ranks (`ranks=N`) every rank is a thread
-of this process; under `mpiexec` (`ranks=None` in an MPI job) every process is a rank and
-every rank gets the global results.
+together by the result shardings. The whole compile (parse, pipeline, code generation)
+goes through the compile cache (`shardc.runtime.cache`, keyed as `shardc-run` keys it:
+text, name, entry, pipeline, ranks), so a hit runs no pass; under `mpiexec` rank 0
+compiles or hits and the other ranks take its result. On simulated ranks (`ranks=N`)
+every rank is a thread of this process; under `mpiexec` (`ranks=None` in an MPI job)
+every process is a rank and every rank gets the global results.
 
     from shardc.runtime.launch import run_program
     (logits,) = run_program(text, {"arg0": idx, "arg1": wte, ...}, ranks=4,
@@ -66,12 +67,12 @@ def _as_specs(prog: Any, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]
     return specs
 
 
-def _prepare(text: str, opts: _Options, world: Any = None) -> Any:
+def _prepare(text: str, opts: _Options, world: Any = None, ranks: int = 1) -> Any:
     import argparse
 
     from shardc.tools.run import prepare
 
-    return prepare(argparse.Namespace(program=opts.name, entry=opts.entry, pipeline=opts.pipeline, world=world), text)
+    return prepare(argparse.Namespace(program=opts.name, entry=opts.entry, pipeline=opts.pipeline, world=world, simulate=ranks), text)
 
 
 def _results(prog: Any, per_rank: Sequence[Sequence[Any]], world: int) -> list[Any]:
@@ -103,7 +104,7 @@ def run_program(
     engine.add_source(SourceFile(name, program))
     with diagnostics.engine_scope(engine):
         try:
-            prog = _prepare(program, opts, _mpi_world() if ranks is None else None)
+            prog = _prepare(program, opts, _mpi_world() if ranks is None else None, ranks or 1)
             if ranks is None:
                 return _run_mpi(prog, inputs)
             from shardc.runtime.comm import run_simulated

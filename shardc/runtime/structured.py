@@ -44,6 +44,8 @@ from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 
 from shardc.runtime.compile import FunctionBuilder, compile_error, describe, targets, tuple_expr
 from shardc.runtime.dtypes import elem_type, is_shaped, np_dtype
+from shardc.runtime.donation import inplace_pairs
+from shardc.runtime.kernels import blas
 from shardc.runtime.kernels.fused import FusedKernel, build_kernel
 
 Map = tuple[int | None, ...]  # per operand axis: loop dim, or None for the constant 0
@@ -175,6 +177,7 @@ class StructuredSpec:
     stack: tuple[int, tuple[int, ...]] | None = None  # (loop dim, input per index): see _stack_cases
     arg: ArgReduce | None = None  # the arg-reduction's facts (kind "argreduce")
     fused: FusedKernel | None = None  # the body as compiled loop nests (kernels/fused.py)
+    inplace: tuple[tuple[int, int], ...] = ()  # (result, input) written over a donated input (runtime/donation.py)
     out_layout: tuple[int, ...] | None = None  # contraction: memory order of the result's axes
 
     # -- shapes ----------------------------------------------------------------------
@@ -221,11 +224,11 @@ def run_structured(
     ix = spec.index_grids(sizes) if spec.uses_index else None
     if spec.kind == "elementwise":
         if spec.stack is not None and sizes[spec.stack[0]] == len(spec.stack[1]):
-            return _finish(spec, [_run_stack(spec, aligned_in, sizes)], outs, sizes)
+            return _finish(spec, _write_donated(spec, [_run_stack(spec, aligned_in, sizes)], aligned_in), outs, sizes)
         aligned_out = [a(x) for a, x in zip(spec.out_align, outs)]
         if spec.fused is not None and (vals := spec.fused([*aligned_in, *aligned_out], sizes)) is not None:
-            return _finish(spec, vals, outs, sizes)
-        return _finish(spec, body(*aligned_in, *aligned_out, ix), outs, sizes)
+            return _finish(spec, _write_donated(spec, vals, aligned_in), outs, sizes)
+        return _finish(spec, _write_donated(spec, body(*aligned_in, *aligned_out, ix), aligned_in), outs, sizes)
     if spec.kind == "reduction":
         exprs = body(*aligned_in, ix)
         vals = []
@@ -248,6 +251,21 @@ def run_structured(
     if spec.kind == "argreduce":
         return _run_argreduce(spec, body, aligned_in, outs, sizes)
     return _run_general(spec, body, aligned_in, outs, sizes)
+
+
+def _write_donated(spec: StructuredSpec, vals: Sequence[object], ins: Sequence[object]) -> Sequence[object]:
+    """The results, those written in place (`spec.inplace`) as their donated input: an
+    in-place fused kernel wrote it already, any other path is copied into it (every
+    result is computed before the first copy, so no input is read once written)."""
+    if not spec.inplace:
+        return vals
+    vals = list(vals)
+    for j, k in spec.inplace:
+        dst = ins[k]
+        if vals[j] is not dst:
+            np.copyto(dst, vals[j])  # type: ignore[arg-type]
+            vals[j] = dst
+    return vals
 
 
 @dataclass(frozen=True)
@@ -453,9 +471,18 @@ def contract2(
         b = b.sum(axis=plan.sum_b)
     if plan.swap:
         a, b = b, a
-    if not plan.mdims and not plan.ndims and (plan.pa != tuple(range(a.ndim)) or plan.pb != tuple(range(b.ndim))):
-        # Batched dot products over axes a matmul would first transpose (a layernorm
-        # gain's gradient, summed over batch and positions): einsum reads them in place.
+    if not plan.mdims and not plan.ndims:
+        # Batched dot products (a layernorm's gradients: summed over features, or over
+        # batch and positions). As 1xk by kx1 matmuls they ran at half of memory speed:
+        # vecdot where the summed axes fold into each operand's unit-stride last axis,
+        # else einsum reading them in place.
+        vecdot = getattr(np, "vecdot", None)
+        if vecdot is not None and a.dtype == b.dtype and a.dtype.kind == "f":  # (vecdot conjugates complex)
+            kk = math.prod(sizes[d] for d in plan.kdims)
+            shape = [*(sizes[d] for d in plan.batch), kk]
+            A1, B1 = _view(a.transpose(plan.pa), shape), _view(b.transpose(plan.pb), shape)
+            if A1 is not None and B1 is not None and A1.strides[-1] == B1.strides[-1] == a.itemsize:
+                return np.asarray(vecdot(A1, B1)), True
         da = [d for i, d in enumerate(sa) if i not in plan.sum_a]
         db = [d for i, d in enumerate(sb) if i not in plan.sum_b]
         if plan.swap:
@@ -477,9 +504,9 @@ def contract2(
             res = np.empty([present_shape[i] for i in plan.out_perm], dt)
             target = _view(res.transpose(np.argsort(plan.out_perm)), [math.prod(bs) * m, n])
             if target is not None:
-                np.matmul(A2, B2, out=target)
+                _matmul(A2, B2, target)
                 return res, True
-        C = np.matmul(A2, B2).reshape(present_shape)
+        C = _matmul(A2, B2).reshape(present_shape)
         return (C.transpose(plan.out_perm) if plan.out_perm != tuple(range(len(plan.out_perm))) else C), True
     A = At.reshape(bs + [m, k])
     B = Bt.reshape(bs + [k, n])
@@ -492,12 +519,21 @@ def contract2(
             res = np.empty(shape, dt) if lay is None else np.empty([shape[i] for i in lay], dt).transpose(np.argsort(lay))
             target = _view(res.transpose(inv), bs + [m, n])
             if target is not None and (lay is None or _blas_writable(target)):
-                np.matmul(A, B, out=target)
+                _matmul(A, B, target)
                 return res, True
-    C = np.matmul(A, B).reshape(present_shape)
+    C = _matmul(A, B).reshape(present_shape)
     if plan.out_perm != tuple(range(len(plan.out_perm))):
         C = C.transpose(plan.out_perm)
     return C, True
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """`np.matmul` through MKL where the operands' views allow (`kernels/blas.py`)."""
+    if out is None:
+        if a.dtype != b.dtype or a.dtype.char not in "fd" or a.ndim < 2 or b.ndim < 2:
+            return np.matmul(a, b)
+        out = np.empty((*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1]), a.dtype)
+    return blas.matmul(a, b, out)
 
 
 def _blas_writable(x: np.ndarray) -> bool:
@@ -1167,8 +1203,10 @@ def emit_structured(
         else:
             spec.kind = "elementwise"
             spec.stack = None if effects else _stack_cases(block, n_ins, yields, maps)
+            spec.inplace = tuple(sorted(inplace_pairs(op).items()))
             if spec.stack is None and not effects and not uses_index:
-                spec.fused = build_kernel(block, n_ins, yields, [is_shaped(v.type) for v in operands], n_loops)
+                shaped = [is_shaped(v.type) for v in operands]
+                spec.fused = (spec.inplace and build_kernel(block, n_ins, yields, shaped, n_loops, dict(spec.inplace))) or build_kernel(block, n_ins, yields, shaped, n_loops)
         body_values = yields
         params = ["ins", "outs"]
     body_name = _emit_body_fn(g, block, n_ins, body_values, with_outs="outs" in params)

@@ -5,8 +5,9 @@ after `=` or as the next word, registered passes as flags (`--canonicalize`,
 `-sharding-propagation=traversal=forward`) or as a textual pipeline
 (`--pass-pipeline="builtin.module(func.func(a,b{opt=v}),c)"`). This module parses such
 a command line against the pass table (`shardc.passes`) into `OptArgs`, with each pass
-instantiated from its typed dataclass options, and `xdsl_argv` turns the result into
-the arguments xDSL's opt main understands.
+instantiated from its typed dataclass options. Reading the flags (`scan_argv`) imports
+nothing beyond the standard library's start-up set: shardc-opt's result cache does it
+before anything else.
 
 Our passes are module passes that handle every function, so pipeline anchors
 (`builtin.module(...)`, `func.func(...)`, `any(...)`) are flattened.
@@ -17,14 +18,15 @@ valid choices, in mlir-opt's wording where it has one.
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import enum
 import types
 import typing
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import dataclasses
+    from collections.abc import Sequence
 
 TOOL = "shardc-opt"
 
@@ -41,33 +43,47 @@ class ExitRequest(Exception):
         self.text = text
 
 
-@dataclass
 class PassSpec:
-    """A pass as named on the command line, before instantiation."""
+    """A pass as named on the command line, before instantiation. (Plain classes here,
+    not dataclasses: importing `dataclasses` costs a cached answer a fifth of its time.)"""
 
-    name: str
-    options: list[tuple[str, str | None]] = field(default_factory=list[tuple[str, str | None]])
+    __slots__ = ("name", "options")
+
+    def __init__(self, name: str, options: list[tuple[str, str | None]] | None = None):
+        self.name = name
+        self.options: list[tuple[str, str | None]] = [] if options is None else options
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PassSpec) and (self.name, self.options) == (other.name, other.options)
+
+    def __repr__(self) -> str:
+        return f"PassSpec({self.name!r}, {self.options!r})"
 
 
-@dataclass
 class OptArgs:
-    input_file: str = "-"
-    output_file: str | None = None
-    passes: list[Any] = field(default_factory=list[Any])
-    """Instantiated `ModulePass`es, in order."""
-    pass_specs: list[PassSpec] = field(default_factory=list[PassSpec])
-    split_input_file: bool = False
-    split_marker: str = "// -----"
-    verify_diagnostics: bool = False
-    verify_only_expected: bool = False
-    allow_unregistered_dialect: bool = False
-    no_implicit_module: bool = False
-    print_op_generic: bool = False
-    print_debuginfo: bool = False
-    verify_each: bool = True
-    disable_verify: bool = False
-    print_ir_after_all: bool = False
-    print_ir_before_all: bool = False
+    """A shardc-opt command line, read."""
+
+    def __init__(self) -> None:
+        self.input_file = "-"
+        self.output_file: str | None = None
+        self.passes: list[Any] = []
+        """Instantiated `ModulePass`es, in order (empty after `scan_argv`)."""
+        self.pass_specs: list[PassSpec] = []
+        self.split_input_file = False
+        self.split_marker = "// -----"
+        self.verify_diagnostics = False
+        self.verify_only_expected = False
+        self.allow_unregistered_dialect = False
+        self.no_implicit_module = False
+        self.print_op_generic = False
+        self.print_debuginfo = False
+        self.verify_each = True
+        self.disable_verify = False
+        self.print_ir_after_all = False
+        self.print_ir_before_all = False
+
+    def __repr__(self) -> str:
+        return f"OptArgs({vars(self)!r})"
 
 
 # --------------------------------------------------------------------------------------
@@ -127,16 +143,24 @@ PassTable = dict[str, Callable[[], type]]
 
 
 def with_pipelines(passes: PassTable) -> PassTable:
-    """The pass table plus the named pipelines (`shardc.passes.pipelines`), which are
+    """The pass table plus the named pipelines (`shardc.passes.PIPELINES`), which are
     used like passes: as flags and in textual pipelines."""
-    from shardc.passes.pipelines import PIPELINES
+    from shardc.passes import all_pipelines
 
-    return {**PIPELINES, **passes}
+    return {**all_pipelines(), **passes}
 
 
 def parse_argv(argv: Sequence[str], passes: PassTable) -> OptArgs:
     """Parse an mlir-opt style command line; raise UsageError or ExitRequest."""
     passes = with_pipelines(passes)
+    args = scan_argv(argv, passes)
+    args.passes = [instantiate(spec, passes) for spec in args.pass_specs]
+    return args
+
+
+def scan_argv(argv: Sequence[str], passes: PassTable) -> OptArgs:
+    """The command line read against the pass names only: every flag and pass spec,
+    no pass loaded (`OptArgs.passes` stays empty); UsageError or ExitRequest."""
     args = OptArgs()
     positional: list[str] = []
     pipeline: str | None = None
@@ -167,7 +191,7 @@ def parse_argv(argv: Sequence[str], passes: PassTable) -> OptArgs:
             return words[i - 1]
 
         if name in ("h", "help", "help-hidden", "help-list"):
-            raise ExitRequest(help_text(passes))
+            raise ExitRequest(help_text())
         if name == "version":
             raise ExitRequest(version_text())
         if name == "o":
@@ -207,36 +231,18 @@ def parse_argv(argv: Sequence[str], passes: PassTable) -> OptArgs:
     if pipeline is not None and pass_flags:
         raise UsageError(f"{TOOL}: '-pass-pipeline' option can't be used with individual pass options")
     args.pass_specs = parse_pipeline(pipeline) if pipeline is not None else pass_flags
-    args.passes = [instantiate(spec, passes) for spec in args.pass_specs]
     return args
 
 
 def _unknown_flag(word: str, name: str, passes: PassTable) -> str:
     known = [*_BOOL_FLAGS, *_ACCEPTED_FLAGS, "o", "split-input-file", "pass-pipeline", "verify-diagnostics", "version", "help", *passes]
     text = f"{TOOL}: Unknown command line argument '{word}'.  Try: '{TOOL} --help'"
+    import difflib
+
     close = difflib.get_close_matches(name, known, n=1)
     if close:
         text += f"\n{TOOL}: Did you mean '--{close[0]}'?"
     return text
-
-
-def xdsl_argv(args: OptArgs) -> list[str]:
-    """The same request in xDSL opt-main flags (for its argparse front)."""
-    out: list[str] = []
-    if args.output_file is not None:
-        out += ["-o", args.output_file]
-    for flag, on in (
-        ("--split-input-file", args.split_input_file),
-        ("--allow-unregistered-dialect", args.allow_unregistered_dialect),
-        ("--no-implicit-module", args.no_implicit_module),
-        ("--print-op-generic", args.print_op_generic),
-        ("--print-debuginfo", args.print_debuginfo),
-    ):
-        if on:
-            out.append(flag)
-    if args.input_file != "-":
-        out += ["--", args.input_file]
-    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -399,6 +405,7 @@ def parse_options(text: str, pass_name: str) -> list[tuple[str, str | None]]:
 
 def pass_options(cls: type) -> dict[str, tuple[dataclasses.Field[Any], Any]]:
     """MLIR option name (kebab-case) -> (field, resolved type) of a pass class."""
+    import dataclasses
     try:
         hints = typing.get_type_hints(cls)
     except Exception:  # noqa: BLE001 - unresolvable annotations: fall back to raw ones
@@ -497,6 +504,8 @@ def instantiate(spec: PassSpec, passes: PassTable) -> Any:
     """The pass object for a spec, with typed options; UsageError on any mistake."""
     passes = with_pipelines(passes)
     if spec.name not in passes:
+        import difflib
+
         close = difflib.get_close_matches(spec.name, list(passes), n=1, cutoff=0.8)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise UsageError(
@@ -507,6 +516,8 @@ def instantiate(spec: PassSpec, passes: PassTable) -> Any:
         cls = passes[spec.name]()
     except Exception as exc:  # noqa: BLE001 - a pass module that fails to import
         raise UsageError(f"{TOOL}: pass '{spec.name}' could not be loaded: {type(exc).__name__}: {exc}") from None
+    import dataclasses
+
     options = pass_options(cls)
     kwargs: dict[str, Any] = {}
     for key, value in spec.options:
@@ -551,29 +562,45 @@ def version_text() -> str:
     return f"{TOOL} {shardc_version} (shardc, on xdsl {version('xdsl')})\n"
 
 
-def help_text(passes: PassTable) -> str:
+def help_text() -> str:
+    """`--help`: the options, and the passes from the static table
+    (`shardc.tools.help_table`, checked against the pass registry by a test), so help
+    loads no pass."""
+    from shardc.tools.help_table import PASS_HELP
+
+    return "\n".join(_HELP_HEAD) + "\n" + PASS_HELP
+
+
+_HELP_HEAD = [
+    "OVERVIEW: shardc modular optimizer driver (mlir-opt compatible)",
+    "",
+    f"USAGE: {TOOL} [options] <input file>",
+    "",
+    "OPTIONS:",
+    "  -o <file>                       Output filename (default: stdout)",
+    "  --pass-pipeline=<string>        Textual pass pipeline, e.g. 'builtin.module(func.func(cse))'",
+    "  --split-input-file[=<marker>]   Split the input on '// -----' and process each chunk",
+    "  --verify-diagnostics[=only-expected]  Check diagnostics against expected-* comments",
+    "  --allow-unregistered-dialect    Allow operations of unregistered dialects",
+    "  --no-implicit-module            Do not wrap the input in an implicit builtin.module",
+    "  --mlir-print-op-generic         Print operations in generic form",
+    "  --mlir-print-debuginfo          Print locations",
+    "  --mlir-print-ir-after-all       Print the IR to stderr after each pass",
+    "  --mlir-print-ir-before-all      Print the IR to stderr before each pass",
+    "  --verify-each[=false]           Verify the IR after each pass (default: true)",
+    "  --version                       Print the version",
+    "",
+    "Passes (as flags: --<pass>[=\"<options>\"]):",
+]
+
+
+def registry_pass_help(passes: PassTable) -> str:
+    """The passes section of `--help` as the registry gives it (every pass loaded):
+    what `shardc.tools.help_table.PASS_HELP` must equal."""
+    import dataclasses
+
     passes = with_pipelines(passes)
-    lines = [
-        "OVERVIEW: shardc modular optimizer driver (mlir-opt compatible)",
-        "",
-        f"USAGE: {TOOL} [options] <input file>",
-        "",
-        "OPTIONS:",
-        "  -o <file>                       Output filename (default: stdout)",
-        "  --pass-pipeline=<string>        Textual pass pipeline, e.g. 'builtin.module(func.func(cse))'",
-        "  --split-input-file[=<marker>]   Split the input on '// -----' and process each chunk",
-        "  --verify-diagnostics[=only-expected]  Check diagnostics against expected-* comments",
-        "  --allow-unregistered-dialect    Allow operations of unregistered dialects",
-        "  --no-implicit-module            Do not wrap the input in an implicit builtin.module",
-        "  --mlir-print-op-generic         Print operations in generic form",
-        "  --mlir-print-debuginfo          Print locations",
-        "  --mlir-print-ir-after-all       Print the IR to stderr after each pass",
-        "  --mlir-print-ir-before-all      Print the IR to stderr before each pass",
-        "  --verify-each[=false]           Verify the IR after each pass (default: true)",
-        "  --version                       Print the version",
-        "",
-        "Passes (as flags: --<pass>[=\"<options>\"]):",
-    ]
+    lines: list[str] = []
     for name in sorted(passes):
         try:
             cls = passes[name]()

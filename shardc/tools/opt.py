@@ -1,86 +1,89 @@
-"""`shardc-opt`: a drop-in for mlir-opt on the shard dialect, built on xDSL's opt main.
+"""`shardc-opt`: a drop-in for mlir-opt on the shard dialect, on xDSL's parser, passes
+and context (not its opt main, whose argparse front and entry-points scan cost start-up).
 
-What it adds to xDSL's driver:
+What it gives:
 - mlir-opt command lines (`shardc.tools.argv`): pass flags, `--pass-pipeline`, one-dash
   long flags, typed pass options;
 - file locations on every parsed op (`shardc.ir.locations`), MLIR-style diagnostics on
   stderr (`shardc.ir.diagnostics`), verification op by op (`shardc.ir.verifier`);
 - `--split-input-file` and `--verify-diagnostics` with MLIR's semantics;
-- no Python traceback for any input: exit code 0 or 1 with a diagnostic.
+- no Python traceback for any input: exit code 0 or 1 with a diagnostic;
+- start-up paid for what a command uses: this module imports no xDSL; the dialects load
+  by name as the parser meets them, a pass when the command line names it, `--help`
+  reads a static table; run as a command, results come from a cache
+  (`shardc.tools.opt_cache`) when the input, the command line and the compiler are the
+  same as before.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import traceback
-from collections.abc import Sequence
-from dataclasses import dataclass
-from io import StringIO
+from typing import TYPE_CHECKING
 
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
-from xdsl.passes import ModulePass, PassPipeline
-from xdsl.utils.exceptions import DiagnosticException, MultipleSpansParseError, ParseError
-from xdsl.utils.lexer import Span
-from xdsl.xdsl_opt_main import xDSLOptMain
-
-from shardc.context import register_dialects
-from shardc.ir import diagnostics
-from shardc.ir.diagnostics import Diagnostic, DiagnosticEngine, DiagnosticError, Severity
-from shardc.ir.locations import LocatingParser, SourceFile, file_loc
-from shardc.ir.printer import print_module
 from shardc.passes import all_passes
-from shardc.tools.argv import TOOL, ExitRequest, OptArgs, UsageError, parse_argv, xdsl_argv
+from shardc.tools.argv import TOOL, ExitRequest, OptArgs, UsageError, parse_argv
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
+    from xdsl.passes import ModulePass
+    from xdsl.utils.exceptions import ParseError
+    from xdsl.utils.lexer import Span
+
+    from shardc.ir.diagnostics import Diagnostic, DiagnosticEngine
+    from shardc.tools.opt_cache import Recording
 
 
-
-@dataclass
 class Chunk:
-    text: str
-    start: int
-    """Offset of the chunk in the whole input."""
-    module_loc: tuple[int, int]
-    """Line and column MLIR gives the implicit module of this chunk."""
+    """One `--split-input-file` piece of the input."""
+
+    __slots__ = ("text", "start", "module_loc")
+
+    def __init__(self, text: str, start: int, module_loc: tuple[int, int]):
+        self.text = text
+        self.start = start
+        """Offset of the chunk in the whole input."""
+        self.module_loc = module_loc
+        """Line and column MLIR gives the implicit module of this chunk."""
 
 
-class ShardcOptMain(xDSLOptMain):
-    version_format = "shardc-opt (shardc, on xdsl {xdsl_version})"
+class ShardcOptMain:
+    """One shardc-opt invocation: the command line read (passes instantiated), a lazy
+    context, and `run` over the input."""
 
-    def __init__(self, args: Sequence[str] | None = None):
+    def __init__(self, args: Sequence[str] | None = None, data: bytes | None = None):
+        self.input_data = data
+        """The input's bytes when the caller read them already (else `run` reads them)."""
         argv = list(sys.argv[1:] if args is None else args)
-        self.opt_args: OptArgs = parse_argv(argv, all_passes())
-        super().__init__(description="shardc modular optimizer driver", args=xdsl_argv(self.opt_args))
+        self.opt_args: OptArgs = parse_argv(argv, all_passes())  # before xDSL: --help, usage errors
+        from shardc.context import make_context
 
-    def register_all_arguments(self, arg_parser: argparse.ArgumentParser):
-        arg_parser.allow_abbrev = False
-        super().register_all_arguments(arg_parser)
-
-    def register_all_dialects(self):
-        register_dialects(self.ctx)
-
-    def register_all_passes(self):
-        for name, factory in all_passes().items():
-            self.register_pass(name, factory)
-
-    def setup_pipeline(self):
-        self.pipeline = PassPipeline(tuple(self.opt_args.passes))
+        self.ctx = make_context(allow_unregistered=self.opt_args.allow_unregistered_dialect)
+        self.passes: list[ModulePass] = list(self.opt_args.passes)
+        self.file_output: str | None = None
+        """What `-o FILE` received (None when writing to stdout or on failure)."""
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
-        if self.args.target != "mlir":
-            return super().output_resulting_program(prog)
+        from io import StringIO
+
+        from shardc.ir.printer import print_module
+
         output = StringIO()
-        print_module(
-            prog, output, generic=self.args.print_op_generic, debuginfo=self.args.print_debuginfo
-        )
+        print_module(prog, output, generic=self.opt_args.print_op_generic, debuginfo=self.opt_args.print_debuginfo)
         return output.getvalue()
 
     # -- the driver ----------------------------------------------------------------------
 
-    def run(self) -> int:  # type: ignore[override]
+    def run(self) -> int:
         """Process the input; return the exit code (0 or 1)."""
+        from shardc.ir import diagnostics
+        from shardc.ir.diagnostics import DiagnosticEngine
+        from shardc.ir.locations import SourceFile
+
         opts = self.opt_args
-        name, text = _read_input(opts.input_file)
+        name, text = _read_input(opts.input_file, self.input_data)
         engine = DiagnosticEngine(stream=sys.stderr, print_op_on_diagnostic=not opts.verify_diagnostics)
         engine.add_source(SourceFile(name, text))
         checker = None
@@ -114,11 +117,8 @@ class ShardcOptMain(xDSLOptMain):
             sys.stdout.flush()
         elif ok:
             assert opts.output_file is not None
-            try:
-                with open(opts.output_file, "w") as f:
-                    f.write("".join(pieces))
-            except OSError as exc:
-                raise UsageError(f"{TOOL}: cannot open output file '{opts.output_file}': {exc.strerror}") from None
+            self.file_output = "".join(pieces)
+            write_output_file(opts.output_file, self.file_output)
         return 0 if ok else 1
 
     def process_chunk(self, chunk: Chunk, name: str, whole: str) -> str | None:
@@ -131,7 +131,7 @@ class ShardcOptMain(xDSLOptMain):
 
         if not opts.disable_verify and not verify(module):
             return None
-        for pass_ in self.pipeline.passes:
+        for pass_ in self.passes:
             if opts.print_ir_before_all:
                 self._dump("Before", pass_, module)
             if not self._apply(pass_, module):
@@ -147,6 +147,12 @@ class ShardcOptMain(xDSLOptMain):
             return None
 
     def parse_chunk_text(self, chunk: Chunk, name: str, whole: str) -> ModuleOp | None:
+        from xdsl.utils.exceptions import DiagnosticException, ParseError
+
+        from shardc.ir import diagnostics
+        from shardc.ir.diagnostics import DiagnosticError, Severity
+        from shardc.ir.locations import LocatingParser
+
         # Pad the chunk so that offsets in it are offsets of the whole input: locations
         # and diagnostics then name the lines of the file, as mlir-opt reports them.
         line_start = whole.rfind("\n", 0, chunk.start) + 1
@@ -170,6 +176,10 @@ class ShardcOptMain(xDSLOptMain):
         return None
 
     def _apply(self, pass_: ModulePass, module: ModuleOp) -> bool:
+        from xdsl.utils.exceptions import DiagnosticException
+
+        from shardc.ir import diagnostics
+        from shardc.ir.diagnostics import DiagnosticError, Severity
         from shardc.ir.verifier import report_crash
 
         try:
@@ -193,11 +203,17 @@ class ShardcOptMain(xDSLOptMain):
 
 
 def _span_loc(name: str, span: Span) -> FileLineColLoc:
+    from shardc.ir.locations import file_loc
+
     where = span.get_location()
     return file_loc(name, where.line, where.col)
 
 
 def _parse_diagnostic(name: str, exc: ParseError) -> Diagnostic:
+    from xdsl.utils.exceptions import MultipleSpansParseError
+
+    from shardc.ir.diagnostics import Diagnostic, Severity
+
     diag = Diagnostic(Severity.ERROR, exc.msg, _span_loc(name, exc.span))
     if isinstance(exc, MultipleSpansParseError):
         for span, message in exc.refs:
@@ -206,8 +222,11 @@ def _parse_diagnostic(name: str, exc: ParseError) -> Diagnostic:
     return diag
 
 
-def _read_input(path: str) -> tuple[str, str]:
-    """The buffer name mlir-opt would use, and the decoded contents."""
+def _read_input(path: str, data: bytes | None = None) -> tuple[str, str]:
+    """The buffer name mlir-opt would use, and the decoded contents (of `data` when
+    given: the caller read the input already)."""
+    if data is not None:
+        return ("<stdin>" if path == "-" else path), data.decode("utf-8", errors="replace")
     try:
         if path == "-":
             data = sys.stdin.buffer.read()
@@ -219,11 +238,24 @@ def _read_input(path: str) -> tuple[str, str]:
     return path, data.decode("utf-8", errors="replace")
 
 
+def write_output_file(path: str, text: str) -> None:
+    """`-o FILE`: UsageError when it cannot be written."""
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError as exc:
+        raise UsageError(f"{TOOL}: cannot open output file '{path}': {exc.strerror}") from None
+
+
 def split_input(text: str, name: str, engine: DiagnosticEngine, marker: str = "// -----") -> list[Chunk]:
     """Split on `marker` as mlir-opt 22 does, warning about near misses (the marker
     short of its last two characters, as in `// ----`, or a marker ending the input)."""
     probe = marker[:-2]
     tail = marker[-2:]
+    from io import StringIO
+
+    from shardc.ir.diagnostics import Severity
+
     source = engine.sources[name]
     raw = text.split(probe)
     chunks: list[Chunk] = []
@@ -245,11 +277,28 @@ def split_input(text: str, name: str, engine: DiagnosticEngine, marker: str = "/
     return chunks
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run shardc-opt; return its exit code. Never raises, except SystemExit from
-    xDSL's own argument parser (turned into exit code 1)."""
+def main(argv: Sequence[str] | None = None, *, cache: bool | None = None) -> int:
+    """Run shardc-opt; return its exit code; never raises. `cache` (default: only when
+    run as a command, `argv` None) answers from and fills the result cache."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if cache is None:
+        cache = argv is None
+    if cache:
+        from shardc.tools.opt_cache import cached_main
+
+        return cached_main(args, run_main)
+    return run_main(args)
+
+
+def run_main(args: list[str], data: bytes | None = None, recording: Recording | None = None) -> int:
+    """One invocation on `args` (the input's bytes in `data` when already read); a
+    `recording` learns, once the run ended normally, what a cached answer must repeat."""
     try:
-        return ShardcOptMain(args=sys.argv[1:] if argv is None else argv).run()
+        driver = ShardcOptMain(args=args, data=data)
+        code = driver.run()
+        if recording is not None:
+            recording.finished(code, driver.file_output, bool(driver.engine.crashes))
+        return code
     except ExitRequest as request:
         sys.stdout.write(request.text)
         return 0
@@ -265,6 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         sys.stderr.write(f"{TOOL}: internal error: {type(exc).__name__}: {exc} (please report)\n")
         if os.environ.get("SHARDC_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         return 1
 

@@ -24,8 +24,16 @@ Output: one line per result written (`wrote out/result0.npy: 16x32 f32`), or wit
 `--output` a short summary of each result (shape, element type, values or min/max/mean),
 from rank 0; `--quiet` prints nothing but errors.
 
+Compiling (parse, pipeline, code generation) goes through the compile cache
+(`shardc.runtime.cache`), keyed by the file's text and name, `--entry`, `--pipeline`, the
+number of ranks and the compiler's identity: a second run of the same job loads the
+compiled program and runs no pass (`--timing` says so; the warnings and remarks the
+compile wrote are written again). Under mpiexec rank 0 compiles or loads it and the
+other ranks take it from rank 0. `SHARDC_CACHE=0` turns the disk cache off.
+
 Errors: IR problems are MLIR-style diagnostics; command-line and input problems one
-line; a rank that raises ends the whole job (exit 1) with its message on stderr.
+line; a rank that raises ends the whole job (exit 1) with its message on stderr. A
+program that fails to compile is never stored, so its errors are the same every run.
 """
 
 from __future__ import annotations
@@ -92,7 +100,8 @@ class Boundary:
 
 @dataclass
 class Program:
-    module: ModuleOp
+    ir: ModuleOp | Callable[[], ModuleOp]
+    """The transformed module, or (loaded from the compile cache) how to parse it."""
     entry: str
     args: list[Boundary]
     results: list[Boundary]
@@ -100,6 +109,16 @@ class Program:
     """Whether arguments and results are global arrays (the program has shardings)."""
     compiled: Any = None
     timings: dict[str, float] = field(default_factory=dict)
+    cached: str = "compiled"
+    """Where the program came from: "compiled", "cache" (this rank's disk) or
+    "broadcast" (rank 0's compile or cache entry, over MPI)."""
+
+    @property
+    def module(self) -> ModuleOp:
+        """The transformed module (parsed from the cache entry on first use after a hit)."""
+        if not isinstance(self.ir, ModuleOp):
+            self.ir = self.ir()
+        return self.ir
 
 
 def read_program(path: str) -> str:
@@ -246,32 +265,152 @@ def transform(
 
 def prepare(args: argparse.Namespace, text: str | None = None) -> Program:
     """Parse (the file `args.program`, or `text` under that name), transform by
-    `args.pipeline` and compile (code generation through the compile cache; under MPI,
-    `args.world`, once per job: rank 0 compiles, the other ranks take its result)."""
-    from shardc.dialects.shard import ShardOp
-    from shardc.runtime.cache import PeerFailed, compile_module_cached
+    `args.pipeline` and compile, all through the compile cache: the key is the input's
+    text and file name (its locations are what diagnostics and runtime errors quote),
+    the entry, the pipeline, the number of ranks and the compiler's identity, so a hit
+    skips parsing and the pipeline too. Under MPI (`args.world`) the job compiles once:
+    rank 0 compiles or hits, the other ranks take its entry. Only a program that
+    compiled is stored, so every error is reported as it was without the cache."""
+    from shardc.runtime.cache import PeerFailed, compile_cached, make_key
 
     t0 = time.perf_counter()
-    module = parse_module(read_program(args.program) if text is None else text, args.program)
-    entry = _entry(module, args.entry)
-    in_b, out_b, lowered = _boundaries(module, entry)
-    sharded = any(b.sharding is not None for b in [*in_b, *out_b]) or any(isinstance(op, ShardOp) for op in entry.walk())
-    t1 = time.perf_counter()
-    passes = _pipeline_passes(args.pipeline, sharded and not lowered)
-    in_b, out_b, lowered = transform(module, entry.sym_name.data, passes, (in_b, out_b, lowered))
-    entry = _entry(module, entry.sym_name.data)
-    t2 = time.perf_counter()
+    source = read_program(args.program) if text is None else text
+    world = getattr(args, "world", None)
+    ranks = world.Get_size() if world is not None else (getattr(args, "simulate", None) or 1)
+    name = Path(args.program).name
+    key = make_key(
+        "shardc-run", text=source, path=args.program, entry=args.entry, pipeline=args.pipeline,
+        default_pipeline=list(DEFAULT_PIPELINE), ranks=ranks, name=name, fuse=True, foreign_passes=_foreign_passes(),
+    )
     try:
-        compiled = compile_module_cached(module, Path(args.program).name, world=getattr(args, "world", None))
+        got = compile_cached(key, lambda: _build(source, args), name, world=world)
     except DiagnosticException as e:
         sys.stderr.write(f"{TOOL}: error: {e}\n")
         raise Reported() from None
     except PeerFailed:  # rank 0 reports it
         raise Reported() from None
-    t3 = time.perf_counter()
-    prog = Program(module, entry.sym_name.data, in_b, out_b, sharded or lowered, compiled)
-    prog.timings = {"parse": t1 - t0, "pipeline": t2 - t1, "compile": t3 - t2}
+    meta = got.meta
+    if got.source != "compiled" and meta.get("diagnostics"):
+        from shardc.ir import diagnostics
+
+        diagnostics.current_engine().write(meta["diagnostics"])  # the warnings and remarks of the compile
+    types = _TypeReader()
+    args_b, results_b = [_boundary_of(b, types) for b in meta["args"]], [_boundary_of(b, types) for b in meta["results"]]
+    prog = Program(got.module, meta["entry"], args_b, results_b, meta["sharded"], got.compiled, cached=got.source)
+    total = time.perf_counter() - t0
+    if got.source == "compiled":
+        parse, pipeline = meta["timings"]["parse"], meta["timings"]["pipeline"]
+        prog.timings = {"parse": parse, "pipeline": pipeline, "compile": max(0.0, total - parse - pipeline)}
+    else:
+        prog.timings = {"parse": 0.0, "pipeline": 0.0, "compile": total}
     return prog
+
+
+def _foreign_passes() -> list[list[str]]:
+    """Passes registered from outside shardc and xDSL (the compiler's identity covers
+    those two): name, where, and a hash of their module's source, so a change misses."""
+    import hashlib
+    import importlib.util
+
+    from shardc.passes import PASSES, PIPELINES
+
+    out = []
+    for name, spec in sorted({**PASSES, **PIPELINES}.items()):
+        mod = spec.partition(":")[0]
+        if mod.split(".")[0] in ("shardc", "xdsl"):
+            continue
+        path = getattr(sys.modules.get(mod), "__file__", None)
+        if path is None:
+            with contextlib.suppress(ImportError, ValueError, AttributeError):
+                path = importlib.util.find_spec(mod).origin  # type: ignore[union-attr]
+        try:
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()  # type: ignore[arg-type]
+        except (OSError, TypeError):
+            digest = f"unknown:{os.urandom(8).hex()}"  # a source we cannot hash never hits
+        out.append([name, spec, digest])
+    return out
+
+
+def _build(source: str, args: argparse.Namespace) -> tuple[ModuleOp, dict[str, Any]]:
+    """The transformed module and what `prepare` reads off it, as plain data: the entry,
+    its boundary (types as text, shardings as tuples), whether it is sharded, the stage
+    times and the text of the diagnostics (warnings, remarks) the compile wrote."""
+    from shardc.dialects.shard import ShardOp
+    from shardc.ir import diagnostics
+
+    engine = diagnostics.current_engine()
+    record = _Tee(engine.stream)
+    engine.stream = record  # type: ignore[assignment]
+    try:
+        t0 = time.perf_counter()
+        module = parse_module(source, args.program)
+        entry = _entry(module, args.entry)
+        in_b, out_b, lowered = _boundaries(module, entry)
+        sharded = any(b.sharding is not None for b in [*in_b, *out_b]) or any(isinstance(op, ShardOp) for op in entry.walk())
+        t1 = time.perf_counter()
+        passes = _pipeline_passes(args.pipeline, sharded and not lowered)
+        in_b, out_b, lowered = transform(module, entry.sym_name.data, passes, (in_b, out_b, lowered))
+        entry = _entry(module, entry.sym_name.data)
+        t2 = time.perf_counter()
+    finally:
+        engine.stream = record.inner
+    meta = {
+        "entry": entry.sym_name.data,
+        "args": [_boundary_data(b) for b in in_b],
+        "results": [_boundary_data(b) for b in out_b],
+        "sharded": sharded or lowered,
+        "timings": {"parse": t1 - t0, "pipeline": t2 - t1},
+        "diagnostics": record.text.getvalue(),
+    }
+    return module, meta
+
+
+class _Tee(io.TextIOBase):
+    """A diagnostic engine's stream that also keeps what was written (replayed on a hit)."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.text = io.StringIO()
+
+    def write(self, s: str) -> int:  # type: ignore[override]
+        self.text.write(s)
+        return (self.inner if self.inner is not None else sys.stderr).write(s)
+
+    def flush(self) -> None:
+        (self.inner if self.inner is not None else sys.stderr).flush()
+
+
+def _boundary_data(b: Boundary) -> list[Any]:
+    sh = b.sharding
+    data = None if sh is None else [sh.grid, list(sh.grid_shape), [list(a) for a in sh.split_axes], list(sh.halo_sizes), list(sh.sharded_dims_offsets)]
+    return [b.label, str(b.type), data]
+
+
+def _boundary_of(data: list[Any], types: _TypeReader) -> Boundary:
+    from shardc.runtime.sharding import RuntimeSharding
+
+    label, type_text, sh = data
+    sharding = None if sh is None else RuntimeSharding(sh[0], tuple(sh[1]), tuple(tuple(a) for a in sh[2]), tuple(sh[3]), tuple(sh[4]))
+    return Boundary(label, types(type_text), sharding)
+
+
+class _TypeReader:
+    """Types from their text (one context, each text parsed once)."""
+
+    def __init__(self) -> None:
+        self.ctx: Any = None
+        self.seen: dict[str, Attribute] = {}
+
+    def __call__(self, text: str) -> Attribute:
+        t = self.seen.get(text)
+        if t is None:
+            from xdsl.parser import Parser
+
+            from shardc.context import make_context
+
+            self.ctx = self.ctx or make_context()
+            t = self.seen[text] = Parser(self.ctx, text).parse_type()
+        return t
 
 
 # ---------------------------------------------------------------------------------------
@@ -579,7 +718,11 @@ def _as_results(value: Any, n: int) -> tuple[Any, ...]:
 
 def _print_timing(prog: Program, runs: Sequence[float]) -> None:
     t = prog.timings
-    print(f"{TOOL}: parse {t['parse'] * 1e3:.1f} ms, pipeline {t['pipeline'] * 1e3:.1f} ms, compile {t['compile'] * 1e3:.1f} ms")
+    if prog.cached == "compiled":
+        print(f"{TOOL}: parse {t['parse'] * 1e3:.1f} ms, pipeline {t['pipeline'] * 1e3:.1f} ms, compile {t['compile'] * 1e3:.1f} ms")
+    else:
+        where = "the compile cache" if prog.cached == "cache" else "rank 0"
+        print(f"{TOOL}: loaded the compiled program from {where} in {t['compile'] * 1e3:.1f} ms (no parse, no pipeline)")
     for r, s in enumerate(runs):
         print(f"{TOOL}: rank {r}: run {s * 1e3:.3f} ms")
 
@@ -635,7 +778,8 @@ def run_mpi(args: argparse.Namespace) -> int:
     rank, n = world.Get_rank(), world.Get_size()
     # Every rank prepares the same program; rank 0 alone reports what went wrong.
     error: str | None = None
-    quiet = contextlib.redirect_stderr(io.StringIO()) if rank else contextlib.nullcontext()
+    muted = io.StringIO()
+    quiet = contextlib.redirect_stderr(muted) if rank else contextlib.nullcontext()
     prog = None
     local: list[Any] = []
     args.world = world
@@ -649,6 +793,8 @@ def run_mpi(args: argparse.Namespace) -> int:
             error = f"{TOOL}: error: {display(str(e))}"
         except Reported:
             error = ""
+    # SHARDC_CACHE_DEBUG's lines are asked for on every rank (one compile per job shows there).
+    sys.stderr.write("".join(ln for ln in muted.getvalue().splitlines(True) if ln.startswith("shardc: compile cache: ")))
     errors = world.allgather(error)
     first = next((e for e in errors if e is not None), None)
     if first is not None:

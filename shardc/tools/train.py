@@ -441,7 +441,7 @@ def _run_mpi(a: argparse.Namespace) -> int:
     if a.sample:
         from shardc.training.sample import Sampler, generate_mpi
 
-        sampler = Sampler(cfg.model, grid, cfg.policy, cfg.plan, cfg.dtype)
+        sampler = Sampler(cfg.model, grid, cfg.policy, cfg.plan, cfg.dtype, world=world)
         ids = generate_mpi(sampler, result.params if result is not None else None, prompt, a.sample, **_sample_args(a, tok))
         if rank == 0:
             _print_sample(a, tok, ids)

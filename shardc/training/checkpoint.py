@@ -39,6 +39,7 @@ then wait in its collectives), `save` (its shard file written, the manifest not)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -469,9 +470,34 @@ class LoadedState:
     bytes_read: int
 
 
+class _Files:
+    """The checkpoint's files, each opened once (its header parsed once) for all the
+    slices read from it."""
+
+    def __init__(self, ck: Checkpoint, stack: contextlib.ExitStack):
+        self.ck, self.stack = ck, stack
+        self.open: dict[str, Any] = {}
+
+    def read(self, file: str, key: str, sl: tuple[slice, ...]) -> np.ndarray:
+        from safetensors import safe_open
+
+        try:
+            f = self.open.get(file)
+            if f is None:
+                f = self.open[file] = self.stack.enter_context(safe_open(str(self.ck.directory / file), framework="numpy"))
+            return f.get_slice(key)[sl]
+        except Exception as e:  # noqa: BLE001 - safetensors' errors: a corrupt or foreign file
+            raise self.ck.fail(f"{file} is corrupt ({e})") from None
+
+
 def load_rank(ck: Checkpoint, program: Any, rank: int) -> LoadedState:
     """This rank's pieces of the saved state in `program`'s layouts (any grid/policy):
     only the overlaps of the saved pieces with the slices it holds are read."""
+    with contextlib.ExitStack() as stack:
+        return _load_rank(ck, program, rank, _Files(ck, stack))
+
+
+def _load_rank(ck: Checkpoint, program: Any, rank: int, files: _Files) -> LoadedState:
     arrays = state_arrays(program)
     out: list[np.ndarray] = []
     read = 0
@@ -492,7 +518,7 @@ def load_rank(ck: Checkpoint, program: Any, rank: int) -> LoadedState:
             if any(h <= l for l, h in zip(lo, hi)):
                 continue
             src = tuple(slice(l - o, h - o) for l, h, o in zip(lo, hi, p["offset"]))
-            x = _read(ck, p["file"], path, src)
+            x = files.read(p["file"], path, src)
             dst = tuple(slice(l - w.start, h - w.start) for l, h, w in zip(lo, hi, want))
             if x.shape != local[dst].shape:
                 raise ck.fail(f"{p['file']}: {path} does not match the manifest")

@@ -13,8 +13,9 @@ k q/k/v, h heads, d head_dim, m n_mlp, v vocab.
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,20 +94,156 @@ def param_specs(cfg: GPTConfig) -> list[ParamSpec]:
     return out
 
 
-def init_params(cfg: GPTConfig, seed: int = 0, dtype: type = np.float32) -> dict[str, np.ndarray]:
-    """nanoGPT's initialisation: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L))."""
-    rng = np.random.default_rng(seed)
-    out: dict[str, np.ndarray] = {}
-    for s in param_specs(cfg):
-        if s.init == "ones":
-            a = np.ones(s.shape)
-        elif s.init == "zeros":
-            a = np.zeros(s.shape)
-        else:
-            std = 0.02 / math.sqrt(2 * cfg.n_layer) if s.init == "proj" else 0.02
-            a = rng.normal(0.0, std, s.shape)
-        out[s.path] = a.astype(dtype)
+def init_std(cfg: GPTConfig, spec: ParamSpec) -> float:
+    """nanoGPT's: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L))."""
+    return 0.02 / math.sqrt(2 * cfg.n_layer) if spec.init == "proj" else 0.02
+
+
+def init_piece(cfg: GPTConfig, spec: ParamSpec, seed: int = 0, dtype: type | np.dtype = np.float32, index: Sequence[slice] | None = None) -> np.ndarray:
+    """The initial value of `spec` at `index` (slices with steps of 1; None: the whole
+    tensor). A piece equals that slice of the whole tensor exactly, so each rank makes
+    only what it holds, on any grid."""
+    shape = spec.shape
+    sl = [slice(*s.indices(n)[:2]) for s, n in zip(index or (), shape)] + [slice(0, n) for n in shape[len(index or ()) :]]
+    local = tuple(max(0, s.stop - s.start) for s in sl)
+    if spec.init == "ones":
+        return np.ones(local, dtype)
+    if spec.init == "zeros":
+        return np.zeros(local, dtype)
+    out = normal_piece(f"{seed}:{spec.path}", shape, sl, init_std(cfg, spec))
+    return out if np.dtype(dtype) == np.float32 else out.astype(dtype)
+
+
+class InitialParams(Mapping[str, np.ndarray]):
+    """`init_params`' result: each tensor made on first access (then kept), and `piece`
+    making any slice without the whole. Values may be replaced (`params[k] = ...`)."""
+
+    def __init__(self, cfg: GPTConfig, seed: int, dtype: type | np.dtype):
+        self.cfg, self.seed, self.dtype = cfg, seed, np.dtype(dtype)
+        self.specs = {s.path: s for s in param_specs(cfg)}
+        self._made: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, path: str) -> np.ndarray:
+        got = self._made.get(path)
+        if got is None:
+            got = self._made[path] = init_piece(self.cfg, self.specs[path], self.seed, self.dtype)
+        return got
+
+    def __setitem__(self, path: str, value: np.ndarray) -> None:
+        if path not in self.specs:
+            raise KeyError(path)
+        self._made[path] = value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.specs)
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def piece(self, path: str, index: Sequence[slice], dtype: type | np.dtype | None = None) -> np.ndarray:
+        """A new array holding `self[path][index]` (as `dtype`), made without the whole
+        tensor unless it was already made or replaced."""
+        dt = self.dtype if dtype is None else np.dtype(dtype)
+        made = self._made.get(path)
+        if made is not None:
+            return np.array(made[tuple(index)], dtype=dt, order="C")
+        return init_piece(self.cfg, self.specs[path], self.seed, np.dtype(self.dtype), index).astype(dt, copy=False)
+
+
+def init_params(cfg: GPTConfig, seed: int = 0, dtype: type | np.dtype = np.float32) -> InitialParams:
+    """nanoGPT's initialisation (`init_std`; layernorm weights 1, biases 0), every
+    normal tensor drawn by `normal_piece` keyed by the seed and the state path: the
+    numbers do not depend on the dtype (float64 gets the float32 draws), on the grid,
+    or on which tensors are made first."""
+    return InitialParams(cfg, seed, dtype)
+
+
+# A counter-based normal generator: element i of a tensor is a function of (key, i)
+# alone, two 32-bit hashes of i (Wellons' lowbias32 and a second good pair from his
+# hash-prospector) giving two 24-bit uniforms and one Box-Muller normal, all vectorized
+# numpy in float32 over chunks that stay in cache. Any slice can start anywhere, and no
+# float64 draws or casts are made (3-4x faster than `Generator.normal` then astype).
+_CHUNK = 1 << 16
+_GOLDEN = np.uint32(0x9E3779B9)
+_H1 = (np.uint32(16), np.uint32(0x7FEB352D), np.uint32(15), np.uint32(0x846CA68B), np.uint32(16))
+_H2 = (np.uint32(16), np.uint32(0x21F0AAAD), np.uint32(15), np.uint32(0xD35A2D97), np.uint32(15))
+_U24 = np.float32(2.0**-24)
+_TWO_PI_U24 = np.float32(2.0 * math.pi * 2.0**-24)
+
+
+def normal_piece(key: str, shape: Sequence[int], index: Sequence[slice], std: float) -> np.ndarray:
+    """float32 N(0, std) draws of the tensor named `key` of `shape`, at `index` (one
+    slice per dimension, with start and stop, step 1); equal to the whole tensor's
+    values there, whatever the slices."""
+    size = math.prod(shape)
+    if size >= 1 << 32:
+        raise ValueError(f"cannot initialise {key}: {size} elements, the generator counts to 2**32")
+    d = hashlib.blake2b(key.encode(), digest_size=8).digest()
+    keys = (np.uint32(int.from_bytes(d[:4], "little")), np.uint32(int.from_bytes(d[4:], "little")))
+    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
+    offs = [np.arange(s.start, s.stop, dtype=np.uint32) * np.uint32(st) for s, st in zip(index, strides)]
+    out = np.empty(tuple(len(o) for o in offs), np.float32)
+    if out.size:
+        _fill(out, offs, 0, keys, np.float32(std))
     return out
+
+
+def _fill(out: np.ndarray, offs: list[np.ndarray], base: int, keys: tuple[np.uint32, np.uint32], std: np.float32) -> None:
+    """Fill `out` (C-contiguous) with the draws at flat indices base + sum of `offs`
+    (one offset vector per dimension), in blocks of whole rows of about _CHUNK."""
+    if out.ndim == 0:
+        out[...] = _draw(np.array([base], np.uint32), keys, std)[0]
+        return
+    n = out.shape[0]
+    inner = out.size // n
+    if inner > _CHUNK:
+        for r in range(n):
+            _fill(out[r], offs[1:], base + int(offs[0][r]), keys, std)
+        return
+    tail = offs[-1]
+    for o in reversed(offs[1:-1]):
+        tail = np.add.outer(o, tail)
+    rows = max(1, _CHUNK // inner)
+    flat = out.reshape(n, inner)
+    for r in range(0, n, rows):
+        head = offs[0][r : r + rows] + np.uint32(base)
+        idx = np.add.outer(head, tail).ravel() if out.ndim > 1 else head
+        flat[r : r + rows] = _draw(idx, keys, std).reshape(-1, inner)
+
+
+def _hash(x: np.ndarray, h: tuple[np.uint32, ...], tmp: np.ndarray) -> np.ndarray:
+    """x -> lowbias32-style mix, in place (x ^= x >> a; x *= m; x ^= x >> b; x *= n; x ^= x >> c)."""
+    a, m, b, k, c = h
+    for shift, mul in ((a, m), (b, k)):
+        np.right_shift(x, shift, out=tmp)
+        np.bitwise_xor(x, tmp, out=x)
+        np.multiply(x, mul, out=x)
+    np.right_shift(x, c, out=tmp)
+    np.bitwise_xor(x, tmp, out=x)
+    return x
+
+
+def _draw(idx: np.ndarray, keys: tuple[np.uint32, np.uint32], std: np.float32) -> np.ndarray:
+    """std * sqrt(-2 ln u1) * cos(2 pi u2), u1 in (0, 1] and u2 in [0, 1) 24-bit
+    uniforms from two hashes of each index."""
+    x = np.multiply(idx, _GOLDEN)
+    tmp = np.empty_like(x)
+    h1 = _hash(np.bitwise_xor(x, keys[0]), _H1, tmp)
+    h2 = _hash(np.bitwise_xor(x, keys[1], out=x), _H2, tmp)
+    np.right_shift(h1, np.uint32(8), out=h1)
+    np.add(h1, np.uint32(1), out=h1)
+    u = h1.view(np.int32).astype(np.float32)
+    np.multiply(u, _U24, out=u)
+    np.log(u, out=u)
+    np.multiply(u, np.float32(-2.0), out=u)
+    np.sqrt(u, out=u)
+    np.right_shift(h2, np.uint32(8), out=h2)
+    t = h2.view(np.int32).astype(np.float32)
+    np.multiply(t, _TWO_PI_U24, out=t)
+    np.cos(t, out=t)
+    np.multiply(u, t, out=u)
+    np.multiply(u, std, out=u)
+    return u
 
 
 # ---------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ matrices, not biases or layernorm gains.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -75,3 +76,31 @@ def adamw_update(fb: FuncBuilder, cfg: AdamWConfig, s: StepScalars, p: Value, g:
 
     p1 = fb.generic(f",,{x},{x},{x}->{x}", [s.lr, s.step, p, m1, v1], [fb.ft], update)[0]
     return Value(p1, fb), m1, v1
+
+
+def adamw_donation(n: int) -> dict[str, dict[int, int]]:
+    """The donation of `@adamw_step(P, G, M, V, lr, step, scale) -> (P', M', V')` over
+    `n` parameters (`shardc.runtime.donation`): each of p', m', v' is written over p, m,
+    v, which its caller gives up. The gradients are not donated (they are read once,
+    but nothing is returned in their place). The compiler honours a pair only where the
+    update reads that argument where it writes the result: a parameter whose storage
+    and update layouts differ (ZeRO without FSDP: it is sliced, updated, gathered back)
+    keeps a fresh result, the moments are always updated in place. SHARDC_DONATE=0
+    asks for none (the out-of-place update, to measure against; another cache key)."""
+    if not donating():
+        return {}
+    return {"adamw_step": {**{i: i for i in range(n)}, **{2 * n + i: n + i for i in range(n)}, **{3 * n + i: 2 * n + i for i in range(n)}}}
+
+
+def step_donation(n: int) -> dict[str, dict[int, int]]:
+    """What the trainers donate: `adamw_donation`, and to `@train_step(P, acc, ...) ->
+    (loss, acc')` each gradient accumulator, which `acc + g` overwrites (so the buffer
+    is reused by every microbatch and step, and the old and new sums never coexist)."""
+    if not donating():
+        return {}
+    return {**adamw_donation(n), "train_step": {n + i: 1 + i for i in range(n)}}
+
+
+def donating() -> bool:
+    """Whether the trainers donate (SHARDC_DONATE=0: they do not)."""
+    return os.environ.get("SHARDC_DONATE", "1") != "0"

@@ -57,21 +57,35 @@ def build_logits_module(model: GPTConfig, batch: int, grid: Grid, plan: Sharding
 
 @dataclass
 class Sampler:
-    """The compiled `@logits` of one model, grid and policy."""
+    """The compiled `@logits` of one model, grid and policy, built, run through the
+    pipeline and compiled through the compile cache (a hit runs no pass). Under MPI pass
+    `world` (the communicator): rank 0 compiles or loads, the other ranks take its result."""
 
     model: GPTConfig
     grid: Grid
     policy: ShardingPolicy
     plan: ShardingPlan
     dtype: str = "float32"
+    world: object = field(default=None, repr=False, compare=False)
     compiled: object = field(init=False, repr=False)
+    cached: str = field(init=False, default="compiled")
+    """Where `compiled` came from: "compiled", "cache" (this rank's disk) or "broadcast"."""
 
     def __post_init__(self) -> None:
-        from shardc.runtime import compile_module
+        from shardc.runtime.cache import compile_cached, make_key
 
-        module = build_logits_module(self.model, self.batch, self.grid, self.plan, self.policy, self.dtype)
-        run_pipeline(module, PIPELINE)
-        self.compiled = compile_module(module, "logits")
+        key = make_key(
+            "gpt-logits", model=self.model, batch=self.batch, grid=self.grid, policy=self.policy, plan=self.plan,
+            dtype=self.dtype, pipeline=PIPELINE, fuse=True,
+        )
+
+        def build() -> tuple[ModuleOp, dict[str, object]]:
+            module = build_logits_module(self.model, self.batch, self.grid, self.plan, self.policy, self.dtype)
+            run_pipeline(module, PIPELINE)
+            return module, {}
+
+        got = compile_cached(key, build, "logits", world=self.world)
+        self.compiled, self.cached = got.compiled, got.source
 
     @staticmethod
     def for_result(result: object) -> Sampler:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,9 +35,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
 from shardc.training.axis import ParamLayouts, PartitionSpec, ShardingPlan, ShardingPolicy, StateBytes, resolve
-from shardc.training.gpt import GPTConfig, ParamSpec, param_specs
+from shardc.training.gpt import GPTConfig, InitialParams, ParamSpec, param_specs
 from shardc.training.mesh import Grid
-from shardc.training.optimizer import AdamWConfig
+from shardc.training.optimizer import AdamWConfig, step_donation
 from shardc.training.step import Sharded, build_step_module
 
 PIPELINE: tuple[str, ...] = (
@@ -205,7 +205,8 @@ class StepProgram:
 
         opt = opt or AdamWConfig()
         t0 = time.perf_counter()
-        key = make_key("gpt-step", model=model, batch=batch, grid=grid, policy=policy, plan=plan, dtype=dtype, opt=opt, pipeline=PIPELINE, fuse=True)
+        donate = step_donation(len(param_specs(model)))
+        key = make_key("gpt-step", model=model, batch=batch, grid=grid, policy=policy, plan=plan, dtype=dtype, opt=opt, pipeline=PIPELINE, fuse=True, donate=donate)
         built: list[Stage] = []
 
         def build() -> tuple[ModuleOp, dict[str, object]]:
@@ -218,7 +219,7 @@ class StepProgram:
             meta = {"stages": [[st.name, st.seconds] for st in built], "shard_collectives": shard_level, "collectives": count_collectives(module)}
             return module, meta
 
-        got = compile_cached(key, build, "train_step", world=world, read=not keep_text)
+        got = compile_cached(key, build, "train_step", world=world, read=not keep_text, donate=donate)
         stages = built or [Stage(name, seconds) for name, seconds in got.meta["stages"]]
         specs = param_specs(model)
         prog = StepProgram(
@@ -265,13 +266,23 @@ class StepProgram:
 
 
 class RankState:
-    """The local training state of one rank and the calls of the compiled program."""
+    """The local training state of one rank and the calls of the compiled program.
 
-    def __init__(self, program: StepProgram, rank: int, params: dict[str, np.ndarray]):
+    It alone holds its arrays between steps, so it donates them (`step_donation`): the
+    parameters and moments are updated in place by `@adamw_step` where the layouts
+    allow, the gradient accumulator is one set of buffers that `@train_step` adds into.
+    Whoever reads them between steps (a checkpoint, the evaluation, `local_params`)
+    must be done (or copy) before the next `train_step`."""
+
+    _acc: list[np.ndarray] | None = None  # the gradient accumulator of the last step
+
+    def __init__(self, program: StepProgram, rank: int, params: Mapping[str, np.ndarray]):
+        """`params` global, by path: `init_params`' result makes only this rank's pieces;
+        of other mappings only the pieces are copied (then cast)."""
         self.p = program
         self.rank = rank
         dt = np.dtype(program.dtype)
-        self.params = [local_part(params[s.path].astype(dt), lay.storage, program.grid, rank) for s, lay in zip(program.specs, program.layouts)]
+        self.params = [_storage_piece(params, s, lay, program.grid, rank, dt) for s, lay in zip(program.specs, program.layouts)]
         self.mu = [np.zeros(program.local_shape(s.shape, lay.update, rank), dt) for s, lay in zip(program.specs, program.layouts)]
         self.nu = [np.zeros_like(m) for m in self.mu]
         self.vocab_ids = np.arange(program.model.vocab_size, dtype=np.int32)
@@ -284,17 +295,31 @@ class RankState:
         """Accumulate gradients over the global microbatches (each rank reads its piece),
         then update; returns the mean loss of the microbatches."""
         p = self.p
-        dt = np.dtype(p.dtype)
-        acc = [np.zeros(p.local_shape(s.shape, lay.grads, self.rank), dt) for s, lay in zip(p.specs, p.layouts)]
+        acc = self._zeroed_accumulator()
         losses = []
         for tokens, targets in microbatches:
             loss, *acc = p.call("train_step", *self.params, *acc, self._data(tokens), self._data(targets), self.vocab_ids)  # type: ignore[misc]
             losses.append(float(loss))
         self.step += 1
         n = len(p.specs)
+        # Parameters and moments are donated (`adamw_donation`): where the compiler could
+        # honour it the results are these same arrays, updated in place; this state is
+        # their only holder between steps (checkpoints and eval read them, then let go).
         out = p.call("adamw_step", *self.params, *acc, *self.mu, *self.nu, lr, self.step, 1.0 / len(microbatches))
+        self._acc = acc  # the same buffers where @train_step could write them in place
         self.params, self.mu, self.nu = list(out[:n]), list(out[n : 2 * n]), list(out[2 * n :])  # type: ignore[index]
         return float(np.mean(losses))
+
+    def _zeroed_accumulator(self) -> list[np.ndarray]:
+        """The gradient accumulator, zeroed: the buffers of the last step (donated to
+        `@train_step`, which adds each microbatch's gradients into them) or new ones."""
+        acc = self._acc
+        if acc is None or not self.p.compiled.donated("train_step"):  # type: ignore[attr-defined]
+            dt = np.dtype(self.p.dtype)
+            return [np.zeros(self.p.local_shape(s.shape, lay.grads, self.rank), dt) for s, lay in zip(self.p.specs, self.p.layouts)]
+        for a in acc:
+            a.fill(0)
+        return acc
 
     def eval_loss(self, tokens: np.ndarray, targets: np.ndarray) -> float:
         """The loss of one held-out global batch under the compute layouts; no update."""
@@ -312,17 +337,29 @@ class RankState:
         )
 
     def local_params(self) -> list[np.ndarray]:
-        return [np.asarray(a) for a in self.params]
+        """Copies of this rank's parameters: the state's own arrays change in place."""
+        return [np.array(a) for a in self.params]
 
     @classmethod
-    def from_local(cls, program: StepProgram, rank: int, params: Sequence[np.ndarray], mu: Sequence[np.ndarray], nu: Sequence[np.ndarray], step: int) -> RankState:
+    def from_local(
+        cls, program: StepProgram, rank: int, params: Sequence[np.ndarray], mu: Sequence[np.ndarray], nu: Sequence[np.ndarray], step: int, own: bool = False
+    ) -> RankState:
         """A rank's state from its local pieces (a checkpoint loaded onto this grid), with
-        no global array built."""
+        no global array built. The state updates its arrays in place, so it copies them,
+        unless `own`: the caller hands them over and keeps no other reference."""
         state = cls.__new__(cls)
         state.p, state.rank, state.step = program, rank, step
-        state.params, state.mu, state.nu = list(params), list(mu), list(nu)
+        take = list if own else (lambda xs: [np.array(x) for x in xs])
+        state.params, state.mu, state.nu = take(params), take(mu), take(nu)
         state.vocab_ids = np.arange(program.model.vocab_size, dtype=np.int32)
         return state
+
+
+def _storage_piece(params: Mapping[str, np.ndarray], spec: ParamSpec, lay: ParamLayouts, grid: Grid, rank: int, dt: np.dtype) -> np.ndarray:
+    index = local_slices(spec.shape, lay.storage, grid, rank)
+    if isinstance(params, InitialParams):
+        return params.piece(spec.path, index, dt)
+    return np.array(np.asarray(params[spec.path])[index], dtype=dt, order="C")
 
 
 def _counters(table: dict[str, dict[str, int]]) -> dict[str, Counter[str]]:

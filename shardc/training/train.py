@@ -24,7 +24,7 @@ from shardc.runtime.compile import CompiledModule
 from shardc.training.data import CharTokenizer, batches, load_text, synthetic_corpus
 from shardc.training.gpt import GPTConfig, init_params, param_specs
 from shardc.training.mesh import Grid, global_batch
-from shardc.training.optimizer import AdamWConfig
+from shardc.training.optimizer import AdamWConfig, step_donation
 from shardc.training.step import build_step_module
 
 
@@ -77,7 +77,7 @@ class Trainer:
         self.model, self.tc = model, tc
         self.specs = param_specs(model)
         self.module = build_step_module(model, tc.batch_size, tc.dtype, tc.opt)
-        self.compiled: CompiledModule = compile_module_cached(self.module, "train")
+        self.compiled: CompiledModule = compile_module_cached(self.module, "train", donate=step_donation(len(self.specs)))
         dt = np.dtype(tc.dtype)
         params = init_params(model, tc.seed, dt.type)
         self.params = [params[s.path] for s in self.specs]
@@ -85,6 +85,7 @@ class Trainer:
         self.nu = [np.zeros(s.shape, dt) for s in self.specs]
         self.vocab_ids = np.arange(model.vocab_size, dtype=np.int32)
         self.step = 0
+        self._acc: list[np.ndarray] | None = None  # the gradient accumulator, reused
 
     @property
     def global_batch(self) -> int:
@@ -92,14 +93,20 @@ class Trainer:
 
     def train_step(self, microbatches: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
         """One optimizer step over the microbatches; returns their mean loss."""
-        dt = np.dtype(self.tc.dtype)
-        acc = [np.zeros(s.shape, dt) for s in self.specs]
+        acc = self._acc
+        if acc is None or not self.compiled.donated("train_step"):
+            acc = [np.zeros(s.shape, np.dtype(self.tc.dtype)) for s in self.specs]
+        else:  # last step's buffers, donated to @train_step: it adds into them
+            for a in acc:
+                a.fill(0)
         losses = []
         for tokens, targets in microbatches:
             loss, *acc = self.compiled.call("train_step", *self.params, *acc, tokens, targets, self.vocab_ids)  # type: ignore[misc]
             losses.append(float(loss))
         self.step += 1
         n = len(self.specs)
+        self._acc = acc
+        # params and moments donated: updated in place, this trainer their only holder
         out = self.compiled.call(
             "adamw_step", *self.params, *acc, *self.mu, *self.nu,
             self.tc.lr_at(self.step), self.step, 1.0 / len(microbatches),

@@ -168,7 +168,7 @@ def run_rank(
         state = RankState(program, rank, init_params(cfg.model, cfg.seed, np.dtype(cfg.dtype).type))
     else:
         got = load_rank(resume, program, rank)
-        state = RankState.from_local(program, rank, got.params, got.mu, got.nu, got.step)
+        state = RankState.from_local(program, rank, got.params, got.mu, got.nu, got.step, own=True)  # loaded for it alone
         it.restore(resume.progress["data"])
         log = [StepLog(**e) for e in resume.progress["history"]]
     tokens_per_step = micro * cfg.accum * cfg.model.block_size
@@ -187,7 +187,7 @@ def run_rank(
             on_step(entry)
         if checkpoint is not None and checkpoint.due(step, cfg.steps):
             save_rank(checkpoint, cfg, state, it, [asdict(e) for e in log], current_comm())
-    return log, state.local_params()
+    return log, list(state.params)  # the state ends here: its own arrays, not copies
 
 
 def evaluate(cfg: TrainingConfig, state: RankState, val_data: np.ndarray) -> float:

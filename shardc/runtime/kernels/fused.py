@@ -3,12 +3,17 @@
 The numpy path evaluates a fused generic's body (`shardc.runtime.fusion`) one ufunc
 call per op, each reading and writing the whole array. Here the body becomes loop nests
 compiled by numba: each element is loaded once per nest, the chain runs in registers,
-each result is stored once. Nests are split where the body applies exp, log or tanh to
-an array: numba would call libm per element (5-40 ns, measured) where numpy's SIMD loops
-take 1.5 ns, so those run as a numpy ufunc in place between two nests (in place over a temporary
-read for the last time). A nest never writes over an array it reads: aliased, LLVM's
-runtime alias check fails and the loop runs unvectorized. Arguments broadcast along the
-innermost loop are read once per row, with what depends only on them.
+each result is stored once. exp and tanh of float32 arrays stay in the nest as
+`kernels.vecmath`'s arithmetic-only versions, which LLVM vectorizes (a GELU's tanh chain
+in one nest 1.4x faster than split around numpy's tanh, measured); elsewhere (log,
+float64) nests are split where the body applies one to an array: numba would call libm
+per element (5-40 ns, measured) where numpy's SIMD loops take 1.5 ns, so those run as a
+numpy ufunc in place between two nests (in place over a temporary read for the last
+time). A nest never writes over an array it reads: aliased, LLVM's
+runtime alias check fails and the loop runs unvectorized. Broadcast arguments are
+passed unbroadcast and read at index 0 along their extent-1 loops (a stride-0 view
+defeats vectorization too); those broadcast along the innermost loop are read once per
+row, with what depends only on them.
 Chosen by measurement on the GPT step's chains (GELU and its derivative, layernorm,
 softmax with the causal bias, residual adds, AdamW): a GELU-derivative chain ran 4.6x
 faster than numpy with numba, 1.2x with numexpr (blocked evaluation), so numexpr is
@@ -39,7 +44,7 @@ import stat
 import sys
 import threading
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,6 +57,7 @@ from shardc.runtime.codegen_safe import check_generated
 from shardc.runtime.dtypes import UnsupportedTypeError, np_dtype
 from shardc.runtime.kernels.math import _ERF_P as _P  # pyright: ignore[reportPrivateUsage]
 from shardc.runtime.kernels.math import _ERF_Q as _Q  # pyright: ignore[reportPrivateUsage]
+from shardc.runtime.kernels import vecmath
 
 MIN_ELEMENTS = 1 << 15
 """Iteration spaces smaller than this run on the numpy path (numba's per-call cost and
@@ -73,6 +79,8 @@ _UNARY: dict[type[Operation], str] = {
 # runs SIMD loops (1.5 ns): over arrays these are a stage of their own, a numpy ufunc
 # between two loop nests; on loop-invariant scalars they are computed once, in place.
 _UFUNC: dict[type[Operation], Callable[..., np.ndarray]] = {mathd.ExpOp: np.exp, mathd.LogOp: np.log, mathd.TanhOp: np.tanh}
+# ... except over float32, where these vectorizable versions keep them in the nest.
+_VEC32: dict[type[Operation], str] = {mathd.ExpOp: "exp32({0})", mathd.TanhOp: "tanh32({0})"}
 _SCALAR: dict[type[Operation], str] = {
     mathd.ExpOp: "math.exp({0})", mathd.LogOp: "math.log({0})", mathd.TanhOp: "math.tanh({0})",
     mathd.PowFOp: "({0} ** {1})",
@@ -155,33 +163,34 @@ class _Stage:
     arg: int | None = None
     inplace: bool = False
     dtypes: list[np.dtype] = field(default_factory=list)  # of `writes` (kernel) or of the result (ufunc)
+    donated: list[tuple[int, int]] = field(default_factory=list)  # (slot, kernel argument) stored in place
     nest: _Nest | None = None  # what `source` is rendered from, for the hoisted variants
     fn: Callable[..., None] | None = field(default=None, repr=False)
-    variants: dict[frozenset[int], Callable[..., None] | None] = field(default_factory=dict, repr=False)
+    variants: dict[frozenset[tuple[int, int]], Callable[..., None] | None] = field(default_factory=dict, repr=False)
 
     def __getstate__(self) -> dict[str, object]:
         # compiled code is not data: recompiled (from numba's cache) on load
         return {**self.__dict__, "fn": None, "variants": {}}
 
-    def kernel_for(self, invariant: frozenset[int]) -> Callable[..., None] | None:
-        """The compiled nest for arguments `invariant` constant along the innermost loop
-        (broadcast there: a layernorm's per-row mean and variance), with what depends
-        only on them computed once per row; the plain nest where that hoists nothing or
-        numba refuses the variant."""
+    def kernel_for(self, bcast: frozenset[tuple[int, int]]) -> Callable[..., None] | None:
+        """The compiled nest for arguments passed unbroadcast: (q, d) in `bcast` says
+        argument q has extent 1 along loop d and is read at index 0 there. Arguments
+        broadcast along the innermost loop (a layernorm's per-row mean and variance) are
+        loaded once per row, with what depends only on them. None where numba refuses
+        the variant (the caller then takes the numpy path: the plain nest would index
+        past the unbroadcast array)."""
         assert self.nest is not None
-        mine = invariant & self.nest.loaded
+        mine = frozenset(p for p in bcast if p[0] in self.nest.loaded)
         if not mine:
             return self.fn
         with _LOCK:
             if mine not in self.variants:
                 source = self.nest.render(mine)
                 check_generated(ast.parse(source))
-                fn = self.fn
-                if source != self.source:
-                    try:
-                        fn = _compile(source)
-                    except Exception:  # the plain nest computes the same
-                        fn = self.fn
+                try:
+                    fn = _compile(source)
+                except Exception:
+                    fn = None
                 self.variants[mine] = fn
             return self.variants[mine]
 
@@ -202,21 +211,22 @@ class _Nest:
     def loaded(self) -> frozenset[int]:
         return frozenset(q for _, _, q in self.loads if q is not None)
 
-    def render(self, invariant: frozenset[int]) -> str:
-        """The kernel's source; loads of `invariant` arguments, and statements reading
-        only them and loop-invariant values, move out of the innermost loop."""
+    def render(self, bcast: frozenset[tuple[int, int]]) -> str:
+        """The kernel's source; an argument q with (q, d) in `bcast` is read at index 0
+        along loop d; loads constant along the innermost loop, and statements reading
+        only them and loop-invariant values, move out of it."""
         n = self.n_loops
         idx = ", ".join(f"i{d}" for d in range(n))
-        row = ", ".join([*(f"i{d}" for d in range(n - 1)), "0"])
         varying: set[str] = set()
         outer: list[str] = []
         inner: list[str] = []
         for name, array, q in self.loads:
-            if q is not None and q in invariant:
-                outer.append(f"{name} = {array}[{row}]")
+            at = ", ".join("0" if (q, d) in bcast else f"i{d}" for d in range(n))
+            if (q, n - 1) in bcast:
+                outer.append(f"{name} = {array}[{at}]")
             else:
                 varying.add(name)
-                inner.append(f"{name} = {array}[{idx}]")
+                inner.append(f"{name} = {array}[{at}]")
         for name, stmt, operands in self.body:
             if any(o in varying for o in operands):
                 varying.add(name)
@@ -239,7 +249,7 @@ class FusedKernel:
     argument is: ("array", k) the body's block argument k (broadcast to the iteration
     space), ("scalar", k) a scalar block argument, ("const", value) a constant;
     `results` name each yielded value: ("slot", n) a temporary, ("arg", k) a block
-    argument yielded as it is."""
+    argument yielded as it is (or, built with `inplace`, written over: a donated buffer)."""
 
     stages: list[_Stage]
     n_loops: int
@@ -247,6 +257,8 @@ class FusedKernel:
     results: list[tuple[str, int]]
     n_slots: int
     _failed: bool = False
+    donated: frozenset[int] = frozenset()
+    """Kernel arguments written in place (`build_kernel`'s `inplace`): passed unbroadcast."""
 
     @property
     def source(self) -> str:
@@ -260,27 +272,38 @@ class FusedKernel:
         shape = tuple(sizes)
         call: list[object] = []
         flat_ok = True
-        for kind, what in self.params:
-            if kind == "array":
-                a = np.broadcast_to(args[what], shape)  # type: ignore[arg-type,index]
+        bcast: list[tuple[int, int]] = []  # (argument, loop) passed with extent 1 there
+        for q, (kind, what) in enumerate(self.params):
+            if q in self.donated:  # read and written by one nest: the caller's own array
+                a = args[what]  # type: ignore[index]
+                if not (isinstance(a, np.ndarray) and a.shape == shape and a.flags.writeable):
+                    return None
                 flat_ok = flat_ok and a.flags.c_contiguous
+                call.append(a)
+            elif kind == "array":
+                a = args[what]  # type: ignore[index]
+                if type(a) is not np.ndarray or a.shape != shape:
+                    if isinstance(a, np.ndarray) and a.ndim == len(shape) and all(e in (1, t) for e, t in zip(a.shape, shape)):
+                        # unbroadcast, read at index 0 where its extent is 1: a stride-0
+                        # view defeats LLVM's vectorization (a GELU nest 15x slower)
+                        bcast += [(q, d) for d, (e, t) in enumerate(zip(a.shape, shape)) if e != t]
+                    else:
+                        a = np.broadcast_to(a, shape)  # type: ignore[arg-type]
+                flat_ok = flat_ok and not bcast and a.flags.c_contiguous
                 call.append(a)
             else:
                 call.append(args[what] if kind == "scalar" else what)  # type: ignore[index]
-        invariant: frozenset[int] = frozenset()
+        pattern = frozenset(bcast)
         if flat_ok:  # every array in memory order: one long inner loop
             flat = (1,) * (self.n_loops - 1) + (math.prod(shape),)
             call = [c.reshape(flat) if kind == "array" else c for c, (kind, _) in zip(call, self.params)]  # type: ignore[union-attr]
             shape = flat
-        elif self.n_loops > 1 and shape[-1] > 1:
-            invariant = frozenset(
-                q for q, (kind, what) in enumerate(self.params)
-                if kind == "array" and _last_extent(args[what]) == 1  # type: ignore[index]
-            )
+        fns = [st.kernel_for(pattern) if pattern and st.nest is not None else st.fn for st in self.stages]
+        if any(fn is None and st.source is not None for fn, st in zip(fns, self.stages)):
+            return None  # numba refused a variant
         slots: list[np.ndarray | None] = [None] * self.n_slots
-        for st in self.stages:
-            if st.fn is not None:
-                fn = st.kernel_for(invariant) if invariant and st.nest is not None else st.fn
+        for st, fn in zip(self.stages, fns):
+            if fn is not None:
                 # a buffer of its own per result, never one the nest reads: with the two
                 # arrays aliased, LLVM's runtime alias check fails and the nest runs
                 # unvectorized (an erf chain 4x slower, measured); numpy's allocator hands
@@ -289,6 +312,8 @@ class FusedKernel:
                 fn(*call, *(slots[r] for r in st.reads), *outs)  # type: ignore[misc]
                 for w, o in zip(st.writes, outs):
                     slots[w] = o
+                for w, q in st.donated:
+                    slots[w] = call[q]  # type: ignore[assignment]
             else:
                 assert st.ufunc is not None
                 src = slots[st.reads[0]] if st.reads else call[st.arg]  # type: ignore[index]
@@ -301,6 +326,10 @@ class FusedKernel:
         ]
 
     def _load(self) -> bool:
+        if self._failed:
+            return False
+        if all(st.fn is not None for st in self.stages if st.source is not None):
+            return True  # compiled already: no lock on the hot path
         with _LOCK:
             if not self._failed and any(st.source is not None and st.fn is None for st in self.stages):
                 try:
@@ -310,12 +339,6 @@ class FusedKernel:
                 except Exception:  # numba refused a kernel: this body stays on numpy
                     self._failed = True
         return not self._failed
-
-
-def _last_extent(a: object) -> int:
-    """The extent of an aligned block argument along the innermost loop (1: broadcast)."""
-    shape = np.shape(a)
-    return shape[-1] if shape else 1
 
 
 def _erf32_py(x: float) -> float:
@@ -336,6 +359,7 @@ def _erf32_py(x: float) -> float:
 
 
 _ERF32: list[object] = []
+_VECMATH: dict[str, object] = {}
 
 
 def _erf32() -> object:
@@ -344,6 +368,17 @@ def _erf32() -> object:
         assert numba is not None
         _ERF32.append(numba.njit(nogil=True, cache=False, error_model="numpy")(_erf32_py))  # type: ignore[attr-defined]
     return _ERF32[0]
+
+
+def _vecmath() -> dict[str, object]:
+    """`kernels.vecmath`'s functions, jit-compiled; FMA contraction is allowed inside
+    them (their error bound holds either way), never in the kernels' own statements."""
+    if not _VECMATH:
+        numba = _numba()
+        assert numba is not None
+        for name in ("exp32", "tanh32"):
+            _VECMATH[name] = numba.njit(nogil=True, cache=False, error_model="numpy", fastmath={"contract"})(getattr(vecmath, name))  # type: ignore[attr-defined]
+    return _VECMATH
 
 
 _LOCK = threading.RLock()
@@ -358,13 +393,14 @@ def _compile(source: str) -> Callable[..., None]:
         return fn
     numba = _numba()
     assert numba is not None
-    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    # what the kernel calls is part of its identity: numba's cache only sees `source`
+    digest = hashlib.sha256(f"{vecmath.VERSION}\n{source}".encode()).hexdigest()[:24]
     where = cache_dir()
     # A module of its own, importable by name: numba's cache rebuilds a kernel's
     # environment by importing the module its globals come from.
     module = types.ModuleType(f"shardc_kernel_{digest}")
     namespace = module.__dict__
-    namespace.update(np=np, math=math, erf32=_erf32())
+    namespace.update(np=np, math=math, erf32=_erf32(), **_vecmath())
     filename, cache = f"<shardc-kernel:{digest}>", False
     if where is not None:
         # The file only anchors numba's cache (its index is stamped with the file's mtime
@@ -392,10 +428,17 @@ def _compile(source: str) -> Callable[..., None]:
     return fn
 
 
-def build_kernel(block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shaped: Sequence[bool], n_loops: int) -> FusedKernel | None:
+def build_kernel(
+    block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shaped: Sequence[bool], n_loops: int, inplace: Mapping[int, int] | None = None
+) -> FusedKernel | None:
     """The passes for an all-parallel body yielding `yields`, or None when some op is
     off the whitelist or the passes would not be fewer than numpy's one per op.
-    `arg_shaped[k]`: block argument k is an array."""
+    `arg_shaped[k]`: block argument k is an array. `inplace` maps a yield to the input
+    block argument whose array it overwrites (a donated buffer, `shardc.runtime.donation`):
+    the nest computing it stores into that same kernel argument (`q[i] = f(q[i], ...)`,
+    one argument read and written, which LLVM vectorises; an output aliasing a distinct
+    argument would not), and None is returned unless no later pass reads the argument."""
+    inplace = dict(inplace or {})
     if n_loops == 0 or not yields:
         return None
     names: dict[SSAValue, str] = {}
@@ -450,7 +493,7 @@ def build_kernel(block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shape
             continue
         vary = any(o in varying for o in operands)
         a = [names[o] for o in operands]
-        if vary and type(op) in _UFUNC:
+        if vary and type(op) in _UFUNC and not (dt.name == "float32" and type(op) in _VEC32):
             names[res] = f"x{next(counter)}"
             varying.add(res)
             stages.append(("u", op))
@@ -460,6 +503,8 @@ def build_kernel(block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shape
             expr = _BINARY[type(op)].format(*a)
         elif type(op) in _UNARY:
             expr = _UNARY[type(op)].format(*a)
+        elif vary and type(op) in _VEC32:  # float32: the cases above took the rest
+            expr = _VEC32[type(op)].format(*a)
         elif isinstance(op, mathd.ErfOp) and dt.name in _ERF:
             expr = _ERF[dt.name].format(*a)
         elif not vary and type(op) in _SCALAR:
@@ -503,6 +548,16 @@ def build_kernel(block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shape
     for v, t in defined.items():
         if last_use.get(v, t) > t:
             slot[v] = len(slot)
+    into: dict[SSAValue, int] = {}  # in-place yield -> the block argument it overwrites
+    for j, k in inplace.items():
+        y, arg = yields[j], block.args[k]
+        t = defined.get(y)
+        if t is None or stages[t][0] != "k" or arg not in param_of or y in into or yields.count(y) != 1:
+            return None
+        later = [o for kind, what in stages[t + 1 :] for o in (what.operands if kind == "u" else [o for _, _, ops in what for o in ops])]  # type: ignore[union-attr,misc]
+        if arg in later:
+            return None  # a later pass would read the overwritten value
+        into[y] = k
     out_stages: list[_Stage] = []
     for t, (kind, what) in enumerate(stages):
         if kind == "u":
@@ -525,26 +580,32 @@ def build_kernel(block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shape
             for o in operands:
                 if o in varying and o not in mine and o not in reads:
                     reads.append(o)
-        writes = [r for r, _, _ in ops if r in slot]  # type: ignore[union-attr]
+        over = {r: param_of[block.args[into[r]]] for r, _, _ in ops if r in into}  # type: ignore[union-attr]
+        writes = [r for r, _, _ in ops if r in slot and r not in over]  # type: ignore[union-attr]
         sig = [*(f"q{j}" for j in range(len(params))), *(f"r{slot[o]}" for o in reads if o not in param_of), *(f"w{slot[r]}" for r in writes)]
         header = [f"def kernel({', '.join(sig)}):", *(f"    {p}" for p in pre)]
-        header.append(f"    n = w{slot[writes[0]]}.shape" if writes else "    return")
+        header.append(f"    n = w{slot[writes[0]]}.shape" if writes else f"    n = q{next(iter(over.values()))}.shape" if over else "    return")
         nest = _Nest(
             header,
             n_loops,
             [(names[o], f"q{param_of[o]}", param_of[o]) if o in param_of else (names[o], f"r{slot[o]}", None) for o in reads],
             [(names[r], stmt, [names[o] for o in operands]) for r, stmt, operands in ops],  # type: ignore[union-attr]
-            [(f"w{slot[r]}", names[r]) for r in writes],
+            [(f"w{slot[r]}", names[r]) for r in writes] + [(f"q{q}", names[r]) for r, q in over.items()],
         )
         source = nest.render(frozenset())
         check_generated(ast.parse(source))
-        for q in nest.loaded:  # every hoisted variant is checked as the plain one is
-            check_generated(ast.parse(nest.render(frozenset([q]))))
-        check_generated(ast.parse(nest.render(nest.loaded)))
+        every = frozenset((q, d) for q in nest.loaded for d in range(n_loops))
+        for q in nest.loaded:  # the unbroadcast variants are checked as the plain one is
+            check_generated(ast.parse(nest.render(frozenset(p for p in every if p[0] == q))))
+        check_generated(ast.parse(nest.render(every)))
         st = _Stage(source=source, reads=[slot[o] for o in reads if o not in param_of], writes=[slot[r] for r in writes], dtypes=[_dtype(r.type) for r in writes], nest=nest)  # type: ignore[misc]
+        st.donated = [(slot[r], q) for r, q in over.items()]
         out_stages.append(st)
     results = [("slot", slot[y]) if y in slot else ("arg", block.args.index(y)) for y in yields]  # type: ignore[arg-type]
-    return FusedKernel(out_stages, n_loops, params, results, len(slot))  # type: ignore[arg-type]
+    for j, k in inplace.items():
+        results[j] = ("arg", k)  # the donated array itself, written by its nest
+    donated = frozenset(param_of[block.args[k]] for k in inplace.values())
+    return FusedKernel(out_stages, n_loops, params, results, len(slot), donated=donated)  # type: ignore[arg-type]
 
 
 def active_path() -> str:

@@ -6,6 +6,11 @@ programs run in one process too.
 the MPI return code (MPI_SUCCESS, 0: a failing call raises instead of returning a code).
 `mpi.init`/`mpi.finalize` are no-ops: mpi4py initialises MPI on import and finalizes it
 at exit, and a program may run more than once in one process.
+
+`mpi.allreduce`, `mpi.reduce_scatter_block` and `mpi.allgather` in a function's top-level
+block may also be split into a start and a wait by the overlap schedule
+(`shardc.runtime.overlap`): the start functions below run the nonblocking call when
+`SHARDC_OVERLAP` says so, the blocking one otherwise.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from typing import Any
 from xdsl.ir import Operation
 
 from shardc.dialects import mpi
-from shardc.runtime.comm import current_comm
+from shardc.runtime import overlap
+from shardc.runtime.comm import Pending, current_comm
 from shardc.runtime.codegen_safe import py_literal
 from shardc.runtime.compile import FunctionBuilder, compile_error, register
 
@@ -150,3 +156,55 @@ def _retval_check(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, mpi.RetvalCheckOp)
     code = op.errclass.data.code
     g.assign(op, f"({g.v(op.val)} == {code})")
+
+
+# ---------------------------------------------------------------------------------------
+# Nonblocking starts (the overlap schedule)
+# ---------------------------------------------------------------------------------------
+
+
+def start_allreduce(comm: Any, send: Any, recv: Any, op: str) -> Pending:
+    b = backend()
+    if not overlap.enabled():
+        b.allreduce(comm, send, recv, op)
+        return Pending.completed(0)
+    return overlap.launch(b.iallreduce(comm, send, recv, op))
+
+
+def start_reduce_scatter_block(comm: Any, send: Any, recv: Any, op: str) -> Pending:
+    if not overlap.enabled():
+        reduce_scatter_block(comm, send, recv, op)
+        return Pending.completed(0)
+    return overlap.launch(backend().ireduce_scatter_block(comm, send, recv, op))
+
+
+def start_allgather(comm: Any, send: Any, recv: Any) -> Pending:
+    b = backend()
+    if not overlap.enabled():
+        b.allgather(comm, send, recv)
+        return Pending.completed(0)
+    return overlap.launch(b.iallgather(comm, send, recv))
+
+
+def _emit_start(op: Operation, g: FunctionBuilder, fn: object, args: list[str]):
+    req = g.fresh("req")
+    g.emit(f"{req} = {g.const(fn, getattr(fn, '__name__', 'mpi_start'))}({', '.join(args)})")
+    _retval(op, g)  # a failure raises (at the start or the wait) instead of a code
+
+    def emit_wait(g: FunctionBuilder) -> None:
+        g.emit(f"{g.const(overlap.wait, 'overlap_wait')}({req})")
+
+    return emit_wait
+
+
+@overlap.register_start(mpi.AllReduceOp, mpi.ReduceScatterBlockOp)
+def _start_reduce(op: Operation, g: FunctionBuilder):
+    assert isinstance(op, mpi.AllReduceOp | mpi.ReduceScatterBlockOp)
+    fn = start_allreduce if isinstance(op, mpi.AllReduceOp) else start_reduce_scatter_block
+    return _emit_start(op, g, fn, [g.v(op.comm), g.v(op.sendbuf), g.v(op.recvbuf), py_literal(_reduction(op))])
+
+
+@overlap.register_start(mpi.AllGatherOp, hoist=False)
+def _start_allgather(op: Operation, g: FunctionBuilder):
+    assert isinstance(op, mpi.AllGatherOp)
+    return _emit_start(op, g, start_allgather, [g.v(op.comm), g.v(op.sendbuf), g.v(op.recvbuf)])

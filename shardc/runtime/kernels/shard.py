@@ -10,6 +10,11 @@ source) the comm returns zeros (gather) or the local input (reduce, shift). `shi
 `offset` moves data `offset` positions up the axis, like `np.roll`: device i receives
 from device i - offset (MLIR's example, offset 2 of 4 with rotate, reads the same
 either way).
+
+`all_reduce`, `reduce_scatter` and `all_gather` in a function's top-level block may be
+split by the overlap schedule (`shardc.runtime.overlap`) into a start (the Comm's
+nonblocking call, or the blocking one under SHARDC_OVERLAP=0) and a wait that defines
+the result.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from xdsl.dialects.builtin import DenseArrayBase, MemRefType, ShapedType
 from xdsl.ir import Operation, SSAValue
 
 from shardc.dialects import shard
-from shardc.runtime.comm import Comm, CommError, current_comm, group_members, in_group_index
+from shardc.runtime import overlap
+from shardc.runtime.comm import Comm, CommError, Pending, current_comm, group_members, in_group_index
 from shardc.runtime.compile import FunctionBuilder, compile_error, register
 from shardc.runtime.codegen_safe import py_literal
 from shardc.runtime.dtypes import np_dtype
@@ -104,6 +110,27 @@ def all_to_all(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], split: in
 def reduce_scatter(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], axis: int, kind: str, dt: np.dtype, trusted: bool = False) -> np.ndarray:
     c = _comm(trusted)
     return c.reduce_scatter(np.asarray(x).astype(dt, copy=False), resolve_grid(shape, c.size), axes, axis, kind)
+
+
+def start_all_reduce(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], kind: str, dt: np.dtype, trusted: bool = False) -> Pending:
+    if not overlap.enabled():
+        return Pending.completed(all_reduce(x, shape, axes, kind, dt, trusted))
+    c = _comm(trusted)
+    return overlap.launch(c.iall_reduce(np.asarray(x).astype(dt, copy=False), resolve_grid(shape, c.size), axes, kind))
+
+
+def start_reduce_scatter(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], axis: int, kind: str, dt: np.dtype, trusted: bool = False) -> Pending:
+    if not overlap.enabled():
+        return Pending.completed(reduce_scatter(x, shape, axes, axis, kind, dt, trusted))
+    c = _comm(trusted)
+    return overlap.launch(c.ireduce_scatter(np.asarray(x).astype(dt, copy=False), resolve_grid(shape, c.size), axes, axis, kind))
+
+
+def start_all_gather(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], axis: int, trusted: bool = False) -> Pending:
+    if not overlap.enabled():
+        return Pending.completed(all_gather(x, shape, axes, axis, trusted))
+    c = _comm(trusted)
+    return overlap.launch(c.iall_gather(x, resolve_grid(shape, c.size), axes, axis))
 
 
 def broadcast(x: np.ndarray, shape: GridShape, axes: tuple[int, ...], root: Sequence[int], trusted: bool = False) -> np.ndarray:
@@ -308,6 +335,34 @@ def _root(g: FunctionBuilder, op: Operation) -> str:
 def _all_reduce(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, shard.AllReduceOp)
     g.assign(op, _call(g, all_reduce, [*_common(op, g), py_literal(_kind(op)), _rdt(g, op), _trusted(op)]))
+
+
+def _emit_start(op: Operation, g: FunctionBuilder, fn: object, args: Sequence[object]):
+    req = g.fresh("req")
+    g.emit(f"{req} = {_call(g, fn, args)}")
+
+    def emit_wait(g: FunctionBuilder) -> None:
+        g.assign(op, f"{g.const(overlap.wait, 'overlap_wait')}({req})")
+
+    return emit_wait
+
+
+@overlap.register_start(shard.AllReduceOp, results_at_wait=True)
+def _start_all_reduce(op: Operation, g: FunctionBuilder):
+    assert isinstance(op, shard.AllReduceOp)
+    return _emit_start(op, g, start_all_reduce, [*_common(op, g), py_literal(_kind(op)), _rdt(g, op), _trusted(op)])
+
+
+@overlap.register_start(shard.ReduceScatterOp, results_at_wait=True)
+def _start_reduce_scatter(op: Operation, g: FunctionBuilder):
+    assert isinstance(op, shard.ReduceScatterOp)
+    return _emit_start(op, g, start_reduce_scatter, [*_common(op, g), op.scatter_axis.value.data, py_literal(_kind(op)), _rdt(g, op), _trusted(op)])
+
+
+@overlap.register_start(shard.AllGatherOp, hoist=False, results_at_wait=True)
+def _start_all_gather(op: Operation, g: FunctionBuilder):
+    assert isinstance(op, shard.AllGatherOp)
+    return _emit_start(op, g, start_all_gather, [*_common(op, g), op.gather_axis.value.data, _trusted(op)])
 
 
 @register(shard.AllGatherOp)

@@ -1,0 +1,113 @@
+"""The 1-rank GPT training step's work outside the contractions, op by op: each
+structured op's call is recorded once during a step, then re-timed alone (best of
+`--repeats`) on the fused kernels and on the numpy path (`SHARDC_KERNELS`). The best of
+several runs filters a busy host's noise far better than whole steps do, so this is
+the figure to compare before and after a change to the elementwise/reduction path.
+
+    python bench/step_ops.py            # totals per step, then the costliest ops
+    python bench/step_ops.py --top 40
+
+The ops run on recorded copies of their operands, so a time here is an op's own cost
+with its inputs warm in cache: a step, whose inputs come from earlier ops, pays more.
+The recording hook wraps `shardc.runtime.structured.run_structured` for this process
+only (before the step is compiled, so the generated code calls the wrapper).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import shardc.runtime.structured as structured  # noqa: E402
+
+_REAL = structured.run_structured
+_RECORDED: dict[int, list] = {}
+_RECORDING = [False]
+
+
+def _recording_run_structured(spec, body, ins, outs, aux=()):
+    if _RECORDING[0] and spec.kind != "contraction":
+        entry = _RECORDED.get(id(spec))
+        if entry is None:
+            copy = [np.array(x) if isinstance(x, np.ndarray) else x for x in ins]
+            _RECORDED[id(spec)] = [spec, body, copy, [np.array(x) for x in outs], aux, 1]
+        else:
+            entry[5] += 1
+    return _REAL(spec, body, ins, outs, aux)
+
+
+# the compile cache names runtime functions by module and name: keep those
+_recording_run_structured.__module__ = _REAL.__module__
+_recording_run_structured.__name__ = _recording_run_structured.__qualname__ = _REAL.__name__
+
+
+def best(fn, repeats: int) -> float:
+    fn()
+    t_best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        t_best = min(t_best, time.perf_counter() - t)
+    return t_best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--top", type=int, default=20, help="ops listed, costliest first")
+    ap.add_argument("--repeats", type=int, default=7, help="timed runs per op and path (the best counts)")
+    args = ap.parse_args()
+    structured.run_structured = _recording_run_structured
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from train_step import BATCH, FULL, LR, _data
+
+    from shardc.training.axis import GPT_PLAN, ShardingPolicy
+    from shardc.training.gpt import init_params
+    from shardc.training.mesh import make_grid
+    from shardc.training.spmd import RankState, StepProgram
+
+    prog = StepProgram.build(FULL, BATCH, make_grid(1, 1), ShardingPolicy(1, zero=True, fsdp=False), GPT_PLAN)
+    state = RankState(prog, 0, init_params(FULL, 0))
+    it = _data(FULL)
+    for _ in range(2):  # compile (or load) the kernels
+        state.train_step([next(it)], LR)
+    _RECORDING[0] = True
+    state.train_step([next(it)], LR)
+    _RECORDING[0] = False
+    rows = []
+    mode = os.environ.get("SHARDC_KERNELS")
+    try:
+        for spec, body, ins, outs, aux, n in _RECORDED.values():
+            run = lambda: _REAL(spec, body, ins, outs, aux)  # noqa: E731
+            os.environ["SHARDC_KERNELS"] = "auto"
+            t_fused = best(run, args.repeats)
+            os.environ["SHARDC_KERNELS"] = "numpy"
+            t_numpy = best(run, args.repeats)
+            sizes = spec.sizes([*ins, *outs]) if spec.onehot is None else ()
+            rows.append((t_fused * n, t_numpy * n, n, spec, sizes))
+    finally:
+        if mode is None:
+            os.environ.pop("SHARDC_KERNELS", None)
+        else:
+            os.environ["SHARDC_KERNELS"] = mode
+    rows.sort(key=lambda r: -r[0])
+    fused_total, numpy_total = sum(r[0] for r in rows), sum(r[1] for r in rows)
+    print(f"per step, outside the contractions ({sum(r[2] for r in rows)} calls): fused kernels {fused_total * 1e3:.1f} ms, numpy path {numpy_total * 1e3:.1f} ms")
+    kinds: collections.Counter[str] = collections.Counter()
+    for t, _, _, spec, _ in rows:
+        kinds[spec.kind + (" (fused kernel)" if spec.fused is not None else "")] += t
+    print("  by kind (fused kernels): " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in kinds.most_common()))
+    for t_fused, t_numpy, n, spec, sizes in rows[: args.top]:
+        el = max(int(np.prod(sizes)) if sizes else 1, 1)
+        print(f"  {t_fused * 1e3:6.2f} ms (numpy {t_numpy * 1e3:6.2f}) x{n} {spec.kind:<11} {str(sizes):<22} {t_fused / n / el * 1e9:5.2f} ns/element  {spec.name}")
+
+
+if __name__ == "__main__":
+    main()
