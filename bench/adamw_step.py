@@ -1,8 +1,10 @@
 """Milliseconds of `@adamw_step` per training step, unsharded: out of place (new p', m',
-v' arrays every step) vs in place (the parameters and moments donated), and the same
-in-place update over one buffer holding every parameter (what keeping each layout's
-parameters in one flat buffer, one kernel call, would take). Also the bytes the update
-allocates per step (tracemalloc's peak over one call).
+v' arrays every step) vs in place (the parameters and moments donated), both one call
+per parameter; in place with the parameters of one body grouped into one kernel call
+(`shardc.runtime.horizontal`, the default); and the same in-place update over one
+buffer holding every parameter (what keeping each layout's parameters in one flat
+buffer would take). Also the bytes the update allocates per step (tracemalloc's peak
+over one call).
 
     python bench/adamw_step.py            # n_layer 4, n_embd 256 (bench/train_step.py's model)
     python bench/adamw_step.py --large    # n_layer 12, n_embd 768
@@ -10,9 +12,10 @@ allocates per step (tracemalloc's peak over one call).
 
 With `--step`, one process holds two 1-rank trainers (bench/train_step.py's batch of 8),
 one compiled with the trainers' donation (`step_donation`) and one without
-(SHARDC_DONATE=0), and alternates their steps.
+(SHARDC_DONATE=0), and alternates their steps; with `--step --grouped`, both donate and
+one runs without horizontal grouping (compiled with the disk cache off).
 
-Each figure is the median of `--repeats` calls, the three variants interleaved call by
+Each figure is the median of `--repeats` calls, the variants interleaved call by
 call (a shared machine's load hits all three alike).
 """
 
@@ -30,7 +33,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 from xdsl.dialects.builtin import ModuleOp, TensorType, i64  # noqa: E402
 
-from shardc.runtime import compile_module  # noqa: E402
+from shardc.runtime import compile_module, horizontal  # noqa: E402
 from shardc.training.gpt import GPTConfig, ParamSpec, float_type, param_specs  # noqa: E402
 from shardc.training.ir_builder import FuncBuilder  # noqa: E402
 from shardc.training.optimizer import AdamWConfig, StepScalars, adamw_donation, adamw_update  # noqa: E402
@@ -51,21 +54,25 @@ def main() -> None:
     ap.add_argument("--large", action="store_true")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--step", action="store_true", help="the whole training step, paired")
+    ap.add_argument("--grouped", action="store_true", help="with --step: grouped vs one call per parameter, both in place")
     args = ap.parse_args()
     cfg = LARGE if args.large else FULL
     if args.step:
-        return paired_steps(cfg, args.repeats)
+        return paired_steps(cfg, args.repeats, args.grouped)
     os.environ.pop("SHARDC_DONATE", None)
     specs = param_specs(cfg)
     n = len(specs)
     module = ModuleOp([build_adamw_step(cfg, AdamWConfig()).func])
+    horizontal.GROUP = False
     out_of_place = compile_module(module, "oop")
     in_place = compile_module(module, "inplace", donate=adamw_donation(n))
+    horizontal.GROUP = True
+    grouped = compile_module(module, "grouped", donate=adamw_donation(n))
     # one parameter holding all of them (decayed: the larger group), as one flat buffer
     total = sum(math.prod(s.shape) for s in specs)
     flat = compile_module(ModuleOp([_flat_adamw([ParamSpec("flat", (total,), (None,), True)]).func]), "flat", donate=adamw_donation(1))
     rng = np.random.default_rng(0)
-    st_a, st_b = _state(specs, rng), _state(specs, rng)
+    st_a, st_b, st_g = _state(specs, rng), _state(specs, rng), _state(specs, rng)
     st_f = [[rng.standard_normal(total, np.float32)], [rng.standard_normal(total, np.float32)], [np.zeros(total, np.float32)], [np.zeros(total, np.float32)]]
 
     def step(cm, st, k: int) -> None:
@@ -73,8 +80,8 @@ def main() -> None:
         out = cm.call("adamw_step", *p, *g, *m, *v, np.float32(1e-3), k, np.float32(1.0))
         st[0], st[2], st[3] = list(out[: len(p)]), list(out[len(p) : 2 * len(p)]), list(out[2 * len(p) :])
 
-    times: dict[str, list[float]] = {"out of place": [], "in place": [], "one flat buffer": []}
-    runs = (("out of place", out_of_place, st_a), ("in place", in_place, st_b), ("one flat buffer", flat, st_f))
+    runs = (("out of place", out_of_place, st_a), ("in place", in_place, st_b), ("in place, grouped", grouped, st_g), ("one flat buffer", flat, st_f))
+    times: dict[str, list[float]] = {name: [] for name, _, _ in runs}
     for k in range(1, 3):  # warm: kernels compiled, allocator settled
         for _, cm, st in runs:
             step(cm, st, k)
@@ -91,12 +98,14 @@ def main() -> None:
         tracemalloc.stop()
     mib = total * 4 / 2**20
     print(f"{cfg}: {n} parameters, {total:,} elements ({mib:.0f} MiB per state array)")
-    print(f"{'variant':<18}{'ms/step':>10}{'allocated/step':>18}")
+    print(f"{'variant':<20}{'ms/step':>10}{'allocated/step':>18}")
     for name, ts in times.items():
-        print(f"{name:<18}{1e3 * statistics.median(ts):>10.2f}{alloc[name] / 2**20:>15.1f} MiB")
+        print(f"{name:<20}{1e3 * statistics.median(ts):>10.2f}{alloc[name] / 2**20:>15.1f} MiB")
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"grouped vs one call per parameter (in place): {med['in place'] / med['in place, grouped']:.2f}x faster; one flat buffer vs grouped: {med['in place, grouped'] / med['one flat buffer']:.2f}x")
 
 
-def paired_steps(cfg: GPTConfig, repeats: int) -> None:
+def paired_steps(cfg: GPTConfig, repeats: int, grouped: bool = False) -> None:
     from shardc.training.gpt import init_params
     from shardc.training.mesh import Grid
     from shardc.training.spmd import RankState, StepProgram
@@ -104,11 +113,16 @@ def paired_steps(cfg: GPTConfig, repeats: int) -> None:
 
     tc = TrainingConfig(cfg, per_device_batch=8)
     states = {}
-    for name, flag in (("in place", "1"), ("out of place", "0")):
+    variants = (("grouped", "1", True), ("per parameter", "1", False)) if grouped else (("in place", "1", True), ("out of place", "0", True))
+    if grouped:
+        os.environ["SHARDC_CACHE"] = "0"  # the cache's key does not see horizontal.GROUP
+    for name, flag, group in variants:
         os.environ["SHARDC_DONATE"] = flag
+        horizontal.GROUP = group
         prog = StepProgram.build(cfg, 8, Grid(1, 1), tc.policy, tc.plan)
         states[name] = RankState(prog, 0, init_params(cfg, 0))
     os.environ.pop("SHARDC_DONATE")
+    horizontal.GROUP = True
     rng = np.random.default_rng(0)
     batch = [(rng.integers(0, cfg.vocab_size, (8, cfg.block_size)), rng.integers(0, cfg.vocab_size, (8, cfg.block_size)))]
     times: dict[str, list[float]] = {k: [] for k in states}
@@ -122,7 +136,8 @@ def paired_steps(cfg: GPTConfig, repeats: int) -> None:
     print(f"{cfg}, batch 8, 1 rank, {repeats} steps each, alternating")
     for name, m in med.items():
         print(f"{name:<14}{1e3 * m:>9.1f} ms/step  {8 * cfg.block_size / m:>8,.0f} tokens/s")
-    print(f"in place / out of place: {med['out of place'] / med['in place']:.3f}x tokens/s")
+    a, b = (v for v, _, _ in variants)
+    print(f"{a} / {b}: {med[b] / med[a]:.3f}x tokens/s")
 
 
 def _flat_adamw(specs: list[ParamSpec]) -> FuncBuilder:

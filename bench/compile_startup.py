@@ -73,7 +73,6 @@ def _child(n_layer: int, n_embd: int, n_head: int) -> None:
     if rank == 0:
         info = {"marks": marks, "source": program.cached, "compile_seconds": program.compile_seconds, "loss": loss}
         info["passes"] = sum(st.seconds for st in program.stages)
-        info["code_from"] = getattr(program.compiled, "code_from", "")
         info["kernels"] = kernels
         print(json.dumps(info), flush=True)
 
@@ -135,7 +134,7 @@ def main() -> None:
         if r["source"] == "compiled":
             print(f"{name}: compile {r['compile_seconds']:.2f}s = passes {r['passes']:.2f}s + building the module and code generation {r['compile_seconds'] - r['passes']:.2f}s")
         else:
-            print(f"{name}: step loaded ({r['source']}, callables from the stored {r['code_from'] or '?'}) in {loaded:.2f}s")
+            print(f"{name}: step loaded ({r['source']}) in {loaded:.2f}s")
         first_calls = (m["first_step_done"] - m["first_step_start"]) - (m["second_step_done"] - m["first_step_done"])
         how = "compiled or loaded" if name == "cold" else "loaded from numba's cache"
         print(f"{name}: the first step's first calls {first_calls:.2f}s ({r['kernels']} numba kernels {how}, numba imported)")

@@ -8,11 +8,11 @@ disk keeps what a compile produced:
 - the generated Python source of every function, and the constants it binds (kernel
   functions, numpy arrays, structured-op specs) as tagged data (never pickle),
 - each function's argument types, and what the caller adds (collective counts, stage
-  names and times, boundary shardings),
-- the code object the source compiled to, marshalled, with the interpreter's bytecode
-  magic number: loading then skips `compile()` of the source (0.6 s for the GPT step's
-  0.75 MB). A code blob of another magic number is not used; one that does not load
-  is dropped with one warning; either way the source is compiled.
+  names and times, boundary shardings).
+
+No code object is stored: loading compiles the verified source (0.6 s for the GPT step's
+0.75 MB). A marshalled code object would skip that, but marshal is data that becomes
+code without any check (the package never imports it: tests/unit/security).
 
 The key is a sha256 over the caller's description of the input (a module's text, or
 the configuration a builder makes its module from), the pipeline and its options, the
@@ -49,27 +49,25 @@ import contextlib
 import functools
 import gc
 import hashlib
-import importlib.util
 import io
 import json
 import linecache
-import marshal
 import math
 import os
-import stat
 import sys
 import tempfile
-import types
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from shardc import cache_dir as cache_dirs
+
 import numpy as np
 
 from shardc.runtime.compile import CompiledModule, _external_stub, compile_module  # pyright: ignore[reportPrivateUsage]
 
-FORMAT = 2
+FORMAT = 3
 _MAGIC = b"shardc-compile-cache\n"
 
 
@@ -92,14 +90,11 @@ class UncacheableError(Exception):
 
 
 def enabled() -> bool:
-    return os.environ.get("SHARDC_CACHE", "1") != "0"
+    return cache_dirs.enabled()
 
 
 def cache_dir() -> Path:
-    if os.environ.get("SHARDC_CACHE_DIR"):
-        return Path(os.environ["SHARDC_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "shardc"
+    return Path(cache_dirs.cache_root())
 
 
 _WARNED: set[str] = set()
@@ -114,30 +109,12 @@ def warn(message: str) -> None:
 
 
 def _debug(message: str) -> None:
-    if os.environ.get("SHARDC_CACHE_DEBUG", "0") not in ("", "0"):
-        sys.stderr.write(f"shardc: compile cache: {message}\n")
-        sys.stderr.flush()
+    cache_dirs.debug("compile cache", message)
 
 
 def usable_dir(path: Path) -> Path | None:
-    """`path`, made 0700 if missing, when this user owns it and nobody else may write
-    it; otherwise None, with one warning line."""
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.stat(path)
-    except OSError as e:
-        warn(f"cannot use {path}: {e.strerror}; not caching")
-        return None
-    if not stat.S_ISDIR(st.st_mode):
-        warn(f"{path} is not a directory; not caching")
-        return None
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        warn(f"{path} belongs to another user (uid {st.st_uid}); not caching")
-        return None
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        warn(f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); not caching")
-        return None
-    return path
+    """`path` if it is safe to keep compiled code in (`shardc.cache_dir.usable_dir`)."""
+    return cache_dirs.usable_dir(path, warn)
 
 
 # ---------------------------------------------------------------------------------------
@@ -466,10 +443,6 @@ def _load_bindings(data: bytes) -> dict[str, object]:
 # ---------------------------------------------------------------------------------------
 
 
-PY_MAGIC = importlib.util.MAGIC_NUMBER.hex()
-"""The bytecode magic number of this interpreter: a code blob of another is not used."""
-
-
 @dataclass
 class Entry:
     """What one compile produced, as stored."""
@@ -484,18 +457,14 @@ class Entry:
     """Symbols declared without a body (they raise when called, as compiled)."""
     arg_specs: dict[str, list[list[Any]]]
     meta: dict[str, Any] = field(default_factory=dict)
-    code: bytes = b""
-    """`source` compiled, marshalled (empty: none stored)."""
-    code_magic: str = PY_MAGIC
-    """The bytecode magic number of the interpreter that marshalled `code`."""
 
     def encode(self) -> bytes:
         body = json.dumps(
             {"lowered": self.lowered, "source": self.source, "functions": self.functions, "externals": self.externals, "arg_specs": self.arg_specs, "meta": self.meta}
         ).encode()
-        payload = body + self.bindings + self.code
+        payload = body + self.bindings
         header = {
-            "format": FORMAT, "key": self.key, "json": len(body), "bindings": len(self.bindings), "code": len(self.code), "code_magic": self.code_magic,
+            "format": FORMAT, "key": self.key, "json": len(body), "bindings": len(self.bindings),
             "sha256": hashlib.sha256(payload).hexdigest(), "source_sha256": hashlib.sha256(self.source.encode()).hexdigest(),
         }
         return _MAGIC + json.dumps(header).encode() + b"\n" + payload
@@ -508,7 +477,7 @@ class Entry:
         nl = data.find(b"\n", len(_MAGIC))
         try:
             header = json.loads(data[len(_MAGIC) : nl])
-            n_json, n_bind, n_code = int(header["json"]), int(header["bindings"]), int(header["code"])
+            n_json, n_bind = int(header["json"]), int(header["bindings"])
         except (ValueError, KeyError, TypeError):
             raise CorruptEntry("bad header") from None
         if header.get("format") != FORMAT:
@@ -516,39 +485,20 @@ class Entry:
         if header.get("key") != key:
             raise CorruptEntry("its stored key differs from its name")
         payload = data[nl + 1 :]
-        if len(payload) != n_json + n_bind + n_code or min(n_json, n_bind, n_code) < 0:
-            raise CorruptEntry(f"truncated ({len(payload)} of {n_json + n_bind + n_code} bytes)")
+        if len(payload) != n_json + n_bind or min(n_json, n_bind) < 0:
+            raise CorruptEntry(f"truncated ({len(payload)} of {n_json + n_bind} bytes)")
         if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
             raise CorruptEntry("checksum mismatch")
         try:
             body = json.loads(payload[:n_json])
             entry = Entry(
-                key, body["lowered"], body["source"], payload[n_json : n_json + n_bind], body["functions"], body["externals"], body["arg_specs"], body["meta"],
-                payload[n_json + n_bind :], str(header.get("code_magic")),
+                key, body["lowered"], body["source"], payload[n_json:], body["functions"], body["externals"], body["arg_specs"], body["meta"],
             )
         except (ValueError, KeyError, TypeError):
             raise CorruptEntry("bad contents") from None
         if hashlib.sha256(entry.source.encode()).hexdigest() != header.get("source_sha256"):
             raise CorruptEntry("generated source does not hash to what the entry claims")
         return entry
-
-    def load_code(self) -> types.CodeType | None:
-        """The stored code object (verified with the rest of the entry), or None: none
-        stored, another interpreter's (silently), or one that does not load (one
-        warning); the caller then compiles the source."""
-        if not self.code:
-            return None
-        if self.code_magic != PY_MAGIC:
-            _debug(f"{self.key[:16]}: code of bytecode magic {self.code_magic}, this is {PY_MAGIC}: compiling the source")
-            return None
-        try:
-            code = marshal.loads(self.code)
-        except (EOFError, ValueError, TypeError):
-            code = None
-        if not isinstance(code, types.CodeType) or not code.co_filename.startswith("<shardc-runtime:"):
-            warn(f"the code object of entry {self.key[:16]} does not load; compiling its source")
-            return None
-        return code
 
 
 class DiskCache:
@@ -650,16 +600,7 @@ def to_entry(key: str, lowered: str, cm: CompiledModule, meta: Mapping[str, Any]
     stubs = {cm.pynames[sym] for sym in externals}  # closures: remade on loading
     specs = {sym: [_spec_of(t) for t in f.function_type.inputs.data] for sym, f in cm.signatures.items()}
     pool = {k: v for k, v in cm.bindings.items() if k not in stubs}
-    code = b""
-    if isinstance(cm.code, types.CodeType):  # cm.source compiled: stored under the entry's name
-        code = marshal.dumps(_renamed(cm.code, f"<shardc-runtime:cached:{key[:12]}>"))
-    return Entry(key, lowered, cm.source, dump_bindings(pool), dict(cm.pynames), externals, specs, dict(meta), code)
-
-
-def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
-    """`code` and the code objects nested in it, with `filename` (what tracebacks name)."""
-    consts = tuple(_renamed(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts)
-    return code.replace(co_filename=filename, co_consts=consts)
+    return Entry(key, lowered, cm.source, dump_bindings(pool), dict(cm.pynames), externals, specs, dict(meta))
 
 
 @contextlib.contextmanager
@@ -692,23 +633,17 @@ class CachedModule(CompiledModule):
         self._arg_specs = {}
         self.bindings = {}
         self.pynames = dict(entry.functions)
-        self.code_from = "code"
-        """Whether the callables came from the stored "code" object or the "source"."""
         with gc_paused():
             namespace = load_bindings(entry.bindings)
             for sym in entry.externals:
                 namespace[entry.functions[sym]] = _external_stub(sym)
-            code = entry.load_code()
-            if code is None:
-                self.code_from = "source"
-                filename = f"<shardc-runtime:{name}:cached:{entry.key[:12]}>"
-                try:
-                    code = compile(entry.source, filename, "exec")
-                except (SyntaxError, ValueError) as e:
-                    raise CorruptEntry(f"generated source does not compile ({e})") from None
-            self.code = code
+            filename = f"<shardc-runtime:{name}:cached:{entry.key[:12]}>"
+            try:
+                code = compile(entry.source, filename, "exec")
+            except (SyntaxError, ValueError) as e:
+                raise CorruptEntry(f"generated source does not compile ({e})") from None
             lines = entry.source.splitlines(True)
-            linecache.cache[code.co_filename] = (len(entry.source), None, lines, code.co_filename)
+            linecache.cache[filename] = (len(entry.source), None, lines, filename)
             exec(code, namespace)
         try:
             self.functions = {sym: namespace[pyname] for sym, pyname in entry.functions.items()}  # type: ignore[misc]

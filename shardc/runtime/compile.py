@@ -110,6 +110,8 @@ class ModuleCodegen:
         self._by_key: dict[object, str] = {}
         self._counter = itertools.count()
         self.prelude: list[str] = []
+        self.hgroups: dict[Operation, list[Operation]] = {}
+        """Generics run as one kernel call, member -> its group (`shardc.runtime.horizontal`)."""
 
     def fresh(self, hint: str | None = "v") -> str:
         return f"{py_hint(hint)}_{next(self._counter)}"
@@ -302,8 +304,6 @@ class CompiledModule:
     """The globals the source was generated against (what `shardc.runtime.cache` stores)."""
     pynames: dict[str, str] = field(default_factory=dict, repr=False)
     """Symbol -> the generated function's Python name."""
-    code: object = field(default=None, repr=False)
-    """The code object `source` compiled to (the compile cache stores it, marshalled)."""
 
     def __getitem__(self, name: str) -> Callable[..., object]:
         try:
@@ -460,6 +460,12 @@ def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True, do
     donations = _donate(module, donate or {})
     cg = ModuleCodegen(module)
     funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
+    if fuse:  # the same-bodied elementwise generics of a function: one kernel call
+        from shardc.runtime.horizontal import plan_groups
+
+        for f in funcs:
+            if len(f.body.blocks) == 1:
+                cg.hgroups.update(plan_groups(f.body.blocks.first))  # type: ignore[arg-type]
     chunks: list[str] = []
     pynames: dict[str, str] = {}
     for f in funcs:
@@ -481,7 +487,7 @@ def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True, do
     code = compile(source, filename, "exec")
     namespace = dict(cg.globals)
     exec(code, namespace)
-    cm = CompiledModule(module=module, source=source, bindings=cg.globals, pynames=pynames, code=code)
+    cm = CompiledModule(module=module, source=source, bindings=cg.globals, pynames=pynames)
     for f in funcs:
         sym = f.sym_name.data
         cm.functions[sym] = namespace[pynames[sym]]  # type: ignore[assignment]

@@ -47,6 +47,7 @@ from shardc.runtime.dtypes import elem_type, is_shaped, np_dtype
 from shardc.runtime.donation import inplace_pairs
 from shardc.runtime.kernels import blas
 from shardc.runtime.kernels.fused import FusedKernel, build_kernel
+from shardc.runtime import horizontal  # noqa: F401  (loaded wherever specs are: the compile cache names its groups)
 
 Map = tuple[int | None, ...]  # per operand axis: loop dim, or None for the constant 0
 
@@ -1115,10 +1116,20 @@ def emit_structured(
     maps: Sequence[Map],
     iter_types: Sequence[str],
     block: Block,
-) -> None:
-    """Emit a call to `run_structured` for a structured op with the given maps and body."""
+    collect: bool = False,
+) -> tuple[StructuredSpec, str] | None:
+    """Emit a call to `run_structured` for a structured op with the given maps and body.
+    A member of a horizontal group (`shardc.runtime.horizontal`) emits its whole group
+    where the first member comes; with `collect`, only the body is emitted and the spec
+    and the call's argument tuple are returned, for the group's call."""
+    if not collect and (group := g.cg.hgroups.get(op)) is not None:
+        if op.results[0] not in g.names:  # the group's first member: run them all here
+            from shardc.runtime.horizontal import emit_group
+
+            emit_group(group, g)
+        return None
     if _onehot_elided(op):
-        return
+        return None
     n_loops = len(iter_types)
     n_ins = len(ins)
     operands = [*ins, *outs]
@@ -1215,6 +1226,8 @@ def emit_structured(
         "None" if k == onehot_args[0] and _onehot_elided(v.owner) else g.v(v) for k, v in enumerate(ins)  # type: ignore[arg-type]
     ]
     aux = "" if onehot_args is None else f", ({g.v(onehot_args[1].tok)}, {g.v(onehot_args[1].ids)})"
+    if collect:
+        return spec, f"({spec_name}, {body_name}, {tuple_expr(in_names) if ins else '()'}, {tuple_expr(g.vs(outs))})"
     call = f"{g.const(run_structured, 'run_structured')}({spec_name}, {body_name}, {tuple_expr(in_names) if ins else '()'}, {tuple_expr(g.vs(outs))}{aux})"
     tensor_results = list(op.results)
     if tensor_results:

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 from typing import TYPE_CHECKING
+
+from shardc import cache_dir as cache_dirs
 
 try:  # the builtin module: hashlib would load OpenSSL first (3 ms)
     from _blake2 import blake2b
@@ -55,14 +56,11 @@ _STALE_S = 3600.0
 
 
 def enabled() -> bool:
-    return os.environ.get("SHARDC_CACHE", "1") != "0"
+    return cache_dirs.enabled()
 
 
 def cache_dir() -> str:
-    if os.environ.get("SHARDC_CACHE_DIR"):
-        return os.environ["SHARDC_CACHE_DIR"]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "shardc")
+    return cache_dirs.cache_root()
 
 
 def warn(message: str) -> None:
@@ -71,30 +69,12 @@ def warn(message: str) -> None:
 
 
 def _debug(message: str) -> None:
-    if os.environ.get("SHARDC_CACHE_DEBUG", "0") not in ("", "0"):
-        sys.stderr.write(f"shardc: opt cache: {message}\n")
-        sys.stderr.flush()
+    cache_dirs.debug("opt cache", message)
 
 
 def usable_dir(path: str) -> str | None:
-    """`path`, made 0700 if missing, when this user owns it and nobody else may write
-    it; otherwise None, with one warning line."""
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.stat(path)
-    except OSError as e:
-        warn(f"cannot use {path}: {e.strerror}; not caching")
-        return None
-    if not stat.S_ISDIR(st.st_mode):
-        warn(f"{path} is not a directory; not caching")
-        return None
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        warn(f"{path} belongs to another user (uid {st.st_uid}); not caching")
-        return None
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        warn(f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); not caching")
-        return None
-    return path
+    """`path` if it is safe to keep results in (`shardc.cache_dir.usable_dir`)."""
+    return cache_dirs.usable_dir(path, warn)
 
 
 # ---------------------------------------------------------------------------------------

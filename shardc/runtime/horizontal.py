@@ -1,0 +1,292 @@
+"""Horizontal fusion: independent elementwise generics with one body run as one kernel call.
+
+AdamW updates every parameter with the same elementwise body (m', v', p' in one pass,
+`shardc.runtime.fusion`), one generic per parameter: ~50 calls per step at n_layer 4,
+each with its own dispatch, most of them small (biases, layernorm gains) and so on the
+numpy path, one ufunc call per op. As PyTorch's foreach/fused AdamW does, the generics
+of a function that share a body run here as one call of one numba kernel that loops over
+the members, each member's arrays passed flat in tuples (numba compiles a tuple type
+once per length): `bench/adamw_step.py` measures what that saves.
+
+A group is the generics of a function's entry block that are elementwise (all parallel,
+tensor results), read only the function's own arguments (so none depends on another
+and any of them may run first: the group runs where the scheduler puts its first
+member), read every array through the identity map with the member's static shape (no
+broadcasting) and scalars through `()`, and agree on: the body (same ops, attributes,
+types and wiring: constants by value), the scalar operands (by SSA value: the same lr,
+step and grad_scale), the positions of array operands, the element types and the
+donation pairs (`shardc.inplace`). Members differing in any of these are other groups.
+
+The kernel is rendered from the member's own loop nest (`kernels/fused.py`, built from
+its templates over numbered names only, and checked by `check_generated`), with one
+loop over the members around it; every element sees the same statements in the same
+order as the member's own kernel, so results are bitwise the same. A donated operand
+stays one argument read and written (`q[i] = f(q[i], ...)`), so updates stay in place
+and vectorised. A group runs member by member, as without grouping, where its body
+takes more than one pass, under `SHARDC_KERNELS=numpy`, when the whole group is smaller
+than `MIN_GROUP_ELEMENTS`, or when an array arrives in another layout.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.dialects.linalg.ops import GenericOp, IndexOp
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineMap
+
+from shardc.runtime.codegen_safe import check_generated
+from shardc.runtime.donation import INPLACE_ATTR
+from shardc.runtime.kernels import fused
+
+GROUP = True
+"""False: every generic runs alone (the baseline of bench/adamw_step.py; read at compile
+time, and not part of the disk cache's key)."""
+
+MIN_GROUP_ELEMENTS = 1 << 13
+"""Groups with fewer elements in all run member by member (numba's compile time does not
+pay there, and most tests' models stay on the numpy path); a group's one call pays for
+itself well below `fused.MIN_ELEMENTS`, the per-array threshold."""
+
+
+def plan_groups(block: Block) -> dict[Operation, list[GenericOp]]:
+    """Member -> its group (in block order), for the groups of two or more members."""
+    if not GROUP:
+        return {}
+    by_key: dict[object, list[GenericOp]] = {}
+    for op in block.ops:
+        key = _key(op, block) if isinstance(op, GenericOp) else None
+        if key is not None:
+            by_key.setdefault(key, []).append(op)  # type: ignore[arg-type]
+    out = {op: ops for ops in by_key.values() if len(ops) > 1 for op in ops}
+    first = block.first_op
+    for op in out:  # a member's fresh inits are defined before any member runs
+        for v in op.outputs:  # type: ignore[attr-defined]
+            empty = v.owner
+            if isinstance(empty, Operation) and _fresh_init(v) and empty is not first:
+                empty.detach()
+                block.insert_op_before(empty, first)  # type: ignore[arg-type]
+    return out
+
+
+def _fresh_init(v: SSAValue) -> bool:
+    """A statically shaped `tensor.empty` with no other user: defined anywhere alike."""
+    owner = v.owner
+    return isinstance(owner, Operation) and owner.name == "tensor.empty" and not owner.operands and sum(1 for _ in v.uses) == 1
+
+
+def _key(op: GenericOp, block: Block) -> object | None:
+    """What members of one group share, or None when `op` cannot be a member."""
+    if not op.results or not all(t.data == IteratorType.PARALLEL for t in op.iterator_types.data):  # pyright: ignore[reportUnknownMemberType]
+        return None
+    if not all(isinstance(v.type, TensorType) for v in op.outputs):
+        return None
+    body = op.body.block
+    if any(isinstance(o, IndexOp) or o.regions for o in body.walk()):
+        return None
+    n_loops = len(op.iterator_types.data)
+    shape: tuple[int, ...] | None = None
+    positions: list[object] = []
+    n_ins = len(op.inputs)
+    for k, (v, m) in enumerate(zip(op.operands, (a.data for a in op.indexing_maps.data))):
+        if k >= n_ins and _fresh_init(v) and body.args[k].first_use is None:
+            pass  # an unread `tensor.empty` init (out of place): moved up by `plan_groups`
+        elif not (isinstance(v, BlockArgument) and v.block is block):
+            return None  # read only the function's arguments: no member feeds another
+        if isinstance(v.type, TensorType):
+            s = tuple(v.type.get_shape())
+            if m != AffineMap.identity(n_loops) or any(d < 0 for d in s) or (shape is not None and s != shape):
+                return None
+            shape = s
+            positions.append(("array", str(v.type.get_element_type())))
+        elif m.results:
+            return None
+        else:
+            positions.append(("scalar", v))  # by SSA value: the same lr in every member
+    if shape is None:
+        return None
+    return (n_loops > 0, tuple(positions), _body_key(body), str(op.attributes.get(INPLACE_ATTR)), len(op.results))
+
+
+def _body_key(body: Block) -> tuple[object, ...]:
+    """The body's structure: op names, attributes, types and operand wiring."""
+    num: dict[SSAValue, int] = {a: k for k, a in enumerate(body.args)}
+    out: list[object] = [tuple(str(a.type) for a in body.args)]
+    for op in body.ops:
+        wires = tuple(num.get(o, ("outside", id(o))) for o in op.operands)
+        attrs = tuple(sorted((k, str(v)) for k, v in [*op.properties.items(), *op.attributes.items()]))
+        out.append((op.name, wires, attrs, tuple(str(r.type) for r in op.results)))
+        for r in op.results:
+            num[r] = len(num)
+    return tuple(out)
+
+
+@dataclass
+class Member:
+    """One generic of a group, as `emit_structured` compiled it alone."""
+
+    spec: object  # its StructuredSpec
+    shape: tuple[int, ...]
+
+
+@dataclass
+class Group:
+    """Generics run as one kernel call (`run_group`); `calls` counts the calls that
+    took the grouped kernel, for tests and benchmarks."""
+
+    members: list[Member]
+    source: str | None = None  # the grouped kernel; None: members run one by one
+    arrays: list[int] = field(default_factory=list)  # kernel arguments that are tuples of member arrays
+    n_writes: int = 0
+    calls: int = 0
+    fn: Callable[..., None] | None = field(default=None, repr=False)
+    _failed: bool = False
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "fn": None}
+
+
+def build_group(members: list[Member]) -> Group:
+    """The group of `members` (their specs built), with its kernel where every member's
+    fused body is one loop nest."""
+    group = Group(members)
+    kernels = [getattr(m.spec, "fused", None) for m in members]
+    first = kernels[0]
+    if first is None or any(k is None for k in kernels):
+        return group
+    if len(first.stages) != 1 or first.stages[0].source is None or first.stages[0].reads:
+        return group  # a numpy ufunc between nests: member by member
+    def flat(k: fused.FusedKernel) -> object:  # the nest's text but for its loops (members' ranks differ)
+        st = k.stages[0]
+        n = st.nest
+        return None if n is None or len(k.stages) != 1 else (n.header[:-1], n.loads, [(x, s) for x, s, _ in n.body], n.stores, st.writes, st.dtypes)
+
+    if any(flat(k) != flat(first) or k.params != first.params or k.results != first.results for k in kernels):  # type: ignore[arg-type,union-attr]
+        return group
+    st = first.stages[0]
+    assert st.nest is not None
+    group.source = render_group(st.nest, first.params, len(st.writes))
+    check_generated(ast.parse(group.source))
+    group.arrays = [q for q, (kind, _) in enumerate(first.params) if kind == "array"]
+    group.n_writes = len(st.writes)
+    return group
+
+
+def render_group(nest: object, params: Sequence[tuple[str, object]], n_writes: int) -> str:
+    """The nest's statements inside a loop over the members: kernel argument `q{k}` of
+    an array is a tuple of the members' flat arrays, `w{k}` a tuple of their outputs;
+    everything named comes from the nest's own numbering."""
+    n: fused._Nest = nest  # type: ignore[assignment]  # pyright: ignore[reportPrivateUsage]
+    arrays = [q for q, (kind, _) in enumerate(params) if kind == "array"]
+    sig = n.header[0]
+    pre = n.header[1:-1]  # the loop-invariant statements (the last line sizes the loops)
+    lines = [sig, *pre, f"    for m in range(len(q{arrays[0]})):"]
+    lines += [f"        a{q} = q{q}[m]" for q in arrays]
+    lines += [f"        b{k} = w{k}[m]" for k in range(n_writes)]
+    lines.append(f"        for i0 in range(a{arrays[0]}.shape[0]):")
+    for name, array, _q in n.loads:
+        lines.append(f"            {name} = {_member(array)}[i0]")
+    lines += [f"            {stmt}" for _, stmt, _ in n.body]
+    lines += [f"            {_member(array)}[i0] = {name}" for array, name in n.stores]
+    return "\n".join(lines) + "\n"
+
+
+def _member(array: str) -> str:
+    """The member's own array for a nest's argument name (`q3` -> `a3`, `w0` -> `b0`)."""
+    assert array[0] in "qw" and array[1:].isdigit(), array
+    return ("a" if array[0] == "q" else "b") + array[1:]
+
+
+def emit_group(ops: Sequence[Operation], g: object) -> None:
+    """Emit the group's members' bodies and one `run_group` call defining every
+    member's results (`emit_structured` calls this at the group's first member)."""
+    from shardc.runtime.compile import targets
+    from shardc.runtime.structured import emit_structured, maps_of
+
+    members: list[Member] = []
+    parts: list[str] = []
+    for op in ops:
+        assert isinstance(op, GenericOp)
+        iters = [str(t.data).split(".")[-1].lower() for t in op.iterator_types.data]  # pyright: ignore[reportUnknownMemberType]
+        got = emit_structured(op, g, list(op.inputs), list(op.outputs), maps_of(op, op.indexing_maps.data), iters, op.body.block, collect=True)  # type: ignore[arg-type]
+        assert got is not None
+        spec, call = got
+        shape = next(tuple(v.type.get_shape()) for v in op.operands if isinstance(v.type, TensorType))  # type: ignore[union-attr]
+        members.append(Member(spec, shape))
+        parts.append(call)
+    names = [g.res(op, i, vec=False) for op in ops for i in range(len(op.results))]  # type: ignore[attr-defined]
+    group = g.const(build_group(members), "hgroup")  # type: ignore[attr-defined]
+    g.emit(f"{targets(names)} = {g.const(run_group, 'run_group')}({group}, ({', '.join(parts)},))")  # type: ignore[attr-defined]
+
+
+_LOCK = threading.Lock()
+
+
+def run_group(group: Group, calls: Sequence[tuple[object, Callable[..., tuple[object, ...]], Sequence[object], Sequence[object]]]) -> tuple[np.ndarray, ...]:
+    """Every member's results, flattened in member order: one kernel call when the group
+    has one and its arrays fit, else `run_structured` per member."""
+    from shardc.runtime.structured import run_structured
+
+    out = _grouped(group, calls) if group.source is not None else None
+    if out is not None:
+        return out
+    return tuple(r for spec, body, ins, outs in calls for r in run_structured(spec, body, ins, outs))  # type: ignore[arg-type]
+
+
+def _grouped(group: Group, calls: Sequence[tuple[object, object, Sequence[object], Sequence[object]]]) -> tuple[np.ndarray, ...] | None:
+    if group._failed or not fused.enabled():  # pyright: ignore[reportPrivateUsage]
+        return None
+    if sum(math.prod(m.shape) for m in group.members) < MIN_GROUP_ELEMENTS:
+        return None
+    k0 = group.members[0].spec.fused  # type: ignore[attr-defined]
+    donated = k0.donated
+    args: list[object] = []
+    flat: list[list[np.ndarray]] = [[] for _ in group.arrays]
+    members_args: list[list[object]] = []
+    for m, (_, _, ins, outs) in zip(group.members, calls):
+        block_args = [*ins, *outs]
+        members_args.append(block_args)
+        for t, q in enumerate(group.arrays):
+            a = block_args[k0.params[q][1]]
+            if type(a) is not np.ndarray or a.shape != m.shape or not a.flags.c_contiguous or (q in donated and not a.flags.writeable):
+                return None  # another layout: member by member
+            flat[t].append(a.reshape(-1))
+    if any(len({a.dtype for a in col}) != 1 for col in flat):
+        return None  # a tuple of one array type: numba compiles it once per length
+    if not _load(group):
+        return None
+    tuples = dict(zip(group.arrays, (tuple(col) for col in flat)))
+    for q, (kind, what) in enumerate(k0.params):
+        args.append(tuples[q] if q in tuples else members_args[0][what] if kind == "scalar" else what)  # type: ignore[index]
+    dts = k0.stages[0].dtypes
+    writes = [[np.empty(math.prod(m.shape), dt) for m in group.members] for dt in dts]
+    group.fn(*args, *(tuple(w) for w in writes))  # type: ignore[misc]
+    group.calls += 1
+    slot_of = {s: t for t, s in enumerate(k0.stages[0].writes)}
+    res: list[np.ndarray] = []
+    for i, (m, block_args) in enumerate(zip(group.members, members_args)):
+        for kind, n in k0.results:
+            res.append(writes[slot_of[n]][i].reshape(m.shape) if kind == "slot" else block_args[n])  # type: ignore[arg-type]
+    return tuple(res)
+
+
+def _load(group: Group) -> bool:
+    if group.fn is not None:
+        return True
+    with _LOCK:
+        if group.fn is None and not group._failed:  # pyright: ignore[reportPrivateUsage]
+            try:
+                group.fn = fused._compile(group.source)  # type: ignore[arg-type]  # pyright: ignore[reportPrivateUsage]
+            except Exception:  # numba refused it: member by member
+                group._failed = True
+    return group.fn is not None
+
+
+__all__ = ["GROUP", "MIN_GROUP_ELEMENTS", "Group", "Member", "build_group", "emit_group", "plan_groups", "render_group", "run_group"]
