@@ -54,6 +54,7 @@ def rank_main(cfg: GPTConfig, zero: bool, steps: int) -> dict | None:
     world = MPI.COMM_WORLD
     n, rank = world.Get_size(), world.Get_rank()
     build = lambda: StepProgram.build(cfg, BATCH, make_grid(n, 1), ShardingPolicy(1, zero=zero, fsdp=False), GPT_PLAN)  # noqa: E731
+    overlap.SCHEDULE = True
     prog = build()
     overlap.SCHEDULE = False  # the runtime before the schedule: every collective where written
     base = build()

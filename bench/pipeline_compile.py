@@ -27,6 +27,8 @@ import time
 from io import StringIO
 from pathlib import Path
 
+os.environ["SHARDC_CACHE"] = "0"  # time compiles: shardc-opt's result cache would answer a repeat from disk
+
 MLIR_STAGES = (
     "builtin.module(func.func(sharding-propagation,shard-partition),canonicalize,cse,"
     "convert-shard-to-mpi,canonicalize)"

@@ -149,7 +149,10 @@ def make_key(kind: str, **parts: object) -> str:
     """The key of a compile: `kind` (what builds the input) and its `parts` (the input
     text or the builder's configuration, the pipeline, code-generation choices), with
     the compiler's identity. Parts are plain data or dataclasses (their repr)."""
-    desc = json.dumps({"format": FORMAT, "kind": kind, "parts": parts, "compiler": compiler_identity()}, sort_keys=True, default=repr)
+    from shardc.runtime.overlap import scheduling
+
+    codegen = {"overlap": scheduling()}  # what the environment chooses in code generation
+    desc = json.dumps({"format": FORMAT, "kind": kind, "parts": parts, "codegen": codegen, "compiler": compiler_identity()}, sort_keys=True, default=repr)
     return hashlib.sha256(desc.encode()).hexdigest()
 
 

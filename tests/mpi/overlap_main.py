@@ -74,6 +74,7 @@ def check_training(n: int) -> str:
     out = []
     for zero in (True, False):
         build = lambda: StepProgram.build(cfg, 8, make_grid(n, 1), ShardingPolicy(1, zero=zero, fsdp=False), GPT_PLAN)  # noqa: E731
+        overlap.SCHEDULE = True
         prog = build()
         overlap.SCHEDULE = False
         base = build()
