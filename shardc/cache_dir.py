@@ -31,6 +31,12 @@ def cache_root() -> str:
     return os.path.join(base, "shardc")
 
 
+def warning(label: str, message: str) -> None:
+    """`shardc: warning: LABEL: MESSAGE`, one line on stderr."""
+    sys.stderr.write(f"shardc: warning: {label}: {message}\n")
+    sys.stderr.flush()
+
+
 def debug(label: str, message: str) -> None:
     """One line on stderr when `SHARDC_CACHE_DEBUG` is set."""
     if os.environ.get("SHARDC_CACHE_DEBUG", "0") not in ("", "0"):

@@ -104,8 +104,7 @@ def warn(message: str) -> None:
     """One line on stderr, once per process and message."""
     if message not in _WARNED:
         _WARNED.add(message)
-        sys.stderr.write(f"shardc: warning: compile cache: {message}\n")
-        sys.stderr.flush()
+        cache_dirs.warning("compile cache", message)
 
 
 def _debug(message: str) -> None:

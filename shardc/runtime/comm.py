@@ -1074,11 +1074,7 @@ class MPIP2P:
             return Pending.completed(None)
         if _same_buffer(send, recv) and recv.flags.c_contiguous:
             return Pending(comm.Iallreduce(_mpi().IN_PLACE, recv, op=mop), keep=recv)
-        src = np.ascontiguousarray(send)
-        if recv.flags.c_contiguous and not np.shares_memory(src, recv):
-            return Pending(comm.Iallreduce(src, recv, op=mop), keep=(src, recv))
-        out = np.empty_like(recv, order="C")
-        return Pending(comm.Iallreduce(src, out, op=mop), lambda: _write(recv, out.reshape(-1), "allreduce"), keep=(src, out))
+        return _started(lambda s, r: comm.Iallreduce(s, r, op=mop), send, recv, "allreduce")
 
     @classmethod
     def ireduce_scatter_block(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> Pending:
@@ -1086,19 +1082,11 @@ class MPIP2P:
         if not nonblocking_matches(comm, "reduce_scatter_block", recv.size, recv.dtype, mop):
             cls.reduce_scatter_block(comm, send, recv, op)
             return Pending.completed(None)
-        src = np.ascontiguousarray(send)
-        if recv.flags.c_contiguous and not np.shares_memory(src, recv):
-            return Pending(comm.Ireduce_scatter_block(src, recv, op=mop), keep=(src, recv))
-        out = np.empty_like(recv, order="C")
-        return Pending(comm.Ireduce_scatter_block(src, out, op=mop), lambda: _write(recv, out.reshape(-1), "reduce_scatter_block"), keep=(src, out))
+        return _started(lambda s, r: comm.Ireduce_scatter_block(s, r, op=mop), send, recv, "reduce_scatter_block")
 
     @staticmethod
     def iallgather(comm: Any, send: np.ndarray, recv: np.ndarray) -> Pending:
-        src = np.ascontiguousarray(send)
-        if recv.flags.c_contiguous and not np.shares_memory(src, recv):
-            return Pending(comm.Iallgather(src, recv), keep=(src, recv))
-        out = np.empty_like(recv, order="C")
-        return Pending(comm.Iallgather(src, out), lambda: _write(recv, out.reshape(-1), "allgather"), keep=(src, out))
+        return _started(comm.Iallgather, send, recv, "allgather")
 
     def barrier(self, comm: Any) -> int:
         self._reap()
@@ -1107,6 +1095,17 @@ class MPIP2P:
 
 
 _LIVE_P2P: weakref.WeakSet[MPIP2P] = weakref.WeakSet()
+
+
+def _started(start: Callable[[np.ndarray, np.ndarray], Any], send: np.ndarray, recv: np.ndarray, name: str) -> Pending:
+    """`start(src, dst)` of a nonblocking collective from a contiguous `send`: into `recv`
+    when MPI can write it, else into a temporary copied into `recv` at the wait. The
+    arrays MPI reads or writes are kept alive until then."""
+    src = np.ascontiguousarray(send)
+    if recv.flags.c_contiguous and not np.shares_memory(src, recv):
+        return Pending(start(src, recv), keep=(src, recv))
+    out = np.empty_like(recv, order="C")
+    return Pending(start(src, out), lambda: _write(recv, out.reshape(-1), name), keep=(src, out))
 
 _NB_MATCHES: dict[tuple[Any, ...], bool] = {}
 

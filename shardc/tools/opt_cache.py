@@ -64,8 +64,7 @@ def cache_dir() -> str:
 
 
 def warn(message: str) -> None:
-    sys.stderr.write(f"shardc: warning: opt cache: {message}\n")
-    sys.stderr.flush()
+    cache_dirs.warning("opt cache", message)
 
 
 def _debug(message: str) -> None:
