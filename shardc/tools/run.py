@@ -561,6 +561,20 @@ def _load_npz(path: str) -> dict[str, np.ndarray]:
         raise UserError(f"--inputs: cannot read '{path}' as a .npz file ({e})") from None
 
 
+def _positional(arrays: dict[str, np.ndarray], keys_of: list[list[str]], npz: str | None) -> list[str] | None:
+    """The archive's array names in order, when none of them names an argument: an
+    archive written by name from another tool (torch-mlir's functions take %arg0, ...,
+    PyTorch's state_dict names its arrays by FQN) is read in order, argument k from
+    array k. Arrays past the last argument are reported, not taken."""
+    if not arrays or any(x in arrays for keys in keys_of for x in keys):
+        return None
+    names = list(arrays)
+    if len(names) > len(keys_of):
+        print(f"shardc-run: note: --inputs {npz}: its array names match no argument, so arrays are taken in order; "
+              f"{len(names) - len(keys_of)} left over ({', '.join(names[len(keys_of):])})", file=sys.stderr)
+    return names
+
+
 def input_specs(prog: Program, given: Sequence[str], world: int, npz: str | None = None) -> list[InputSpec]:
     by_name: dict[str, str] = {}
     for item in given:
@@ -569,14 +583,16 @@ def input_specs(prog: Program, given: Sequence[str], world: int, npz: str | None
             raise UserError(f"bad --input '{item}': expected NAME=SPEC")
         by_name[name.strip().lstrip("%")] = spec.strip()
     arrays = _load_npz(npz) if npz is not None else {}
+    keys_of = [[b.label.lstrip("%"), str(k), f"arg{k}"] for k, b in enumerate(prog.args)]
+    positional = _positional(arrays, keys_of, npz)
     specs: list[InputSpec] = []
     used: set[str] = set()
     used_arrays: set[str] = set()
     for k, b in enumerate(prog.args):
-        keys = [b.label.lstrip("%"), str(k), f"arg{k}"]
+        keys = keys_of[k]
         key = next((x for x in keys if x in by_name), None)
         if key is None:
-            from_npz = next((x for x in keys if x in arrays), None)
+            from_npz = positional[k] if positional is not None and k < len(positional) else next((x for x in keys if x in arrays), None)
             if from_npz is None:
                 raise UserError(f"missing --input for {b.label} ({_describe(*_np_type(b.type))})")
             used_arrays.add(from_npz)
@@ -590,8 +606,8 @@ def input_specs(prog: Program, given: Sequence[str], world: int, npz: str | None
     if extra:
         names = ", ".join(b.label for b in prog.args) or "none"
         raise UserError(f"--input {sorted(extra)[0]}: @{prog.entry} has no such argument (arguments: {names})")
-    unknown = set(arrays) - used_arrays - {x for k, b in enumerate(prog.args) for x in (b.label.lstrip("%"), str(k), f"arg{k}")}
-    if unknown:
+    unknown = set(arrays) - used_arrays - {x for keys in keys_of for x in keys}
+    if unknown and positional is None:
         names = ", ".join(b.label for b in prog.args) or "none"
         raise UserError(f"--inputs {npz}: array '{sorted(unknown)[0]}' names no argument of @{prog.entry} (arguments: {names})")
     return specs

@@ -73,6 +73,31 @@ def test_input_flag_overrides_npz(tmp_path):
     np.testing.assert_array_equal(np.load(out / "result0.npy"), np.zeros((16, 32), np.float32))
 
 
+def test_npz_named_by_another_tool_is_read_in_order(tmp_path, capsys):
+    """torch-mlir's functions take %arg0, %arg1, ...; the committed archive names its
+    arrays as PyTorch does (idx, then parameters by FQN) and holds PyTorch's `result`
+    last. No name matches, so arguments come in the archive's order and the extra array
+    is reported, not taken."""
+    data = ROOT / "tests" / "data" / "torch_mlir"
+    out = tmp_path / "out"
+    rc = main([str(data / "gpt.mlir"), "--simulate", "2", "--inputs", str(data / "gpt.npz"), "--output", str(out), "-q"])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "arrays are taken in order; 1 left over (result)" in err
+    expected = np.load(data / "gpt.npz")["result"]
+    for rank in (0, 1):  # no sharding annotations: every rank computes the whole result
+        np.testing.assert_allclose(np.load(out / f"result0.rank{rank}.npy"), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_npz_in_order_still_checks_shapes(tmp_path, capsys):
+    a = _mlp_inputs()
+    np.savez(tmp_path / "args.npz", first=a["x"], second=a["x"], third=a["w2"])
+    program = tmp_path / "mlp.mlir"
+    program.write_text(MLP)
+    assert main([str(program), "--simulate", "2", "--inputs", str(tmp_path / "args.npz"), "-q"]) == 1
+    assert "input %w1 (from" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "content, message",
     [
