@@ -403,12 +403,17 @@ def _setup(module_or_text: ModuleOp | str, entry: str | None, seed: int, inputs:
 def _inputs_by_name(prog: Any, inputs: Mapping[str, Any]) -> list[Any]:
     """Arguments in order from a mapping keyed by argument name, `argN` or index (as
     `shardc-run --inputs` takes them); shapes and dtypes checked."""
-    from shardc.tools.run import _check, _np_type  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import _check, _np_type, _positional  # pyright: ignore[reportPrivateUsage]
 
     values: list[Any] = []
     names: set[str] = set()
+    keys_of = [[b.label.lstrip("%"), str(k), f"arg{k}"] for k, b in enumerate(prog.args)]
+    positional = _positional(inputs, keys_of, None, "shardc-verify")
+    if positional is not None:  # an archive by another tool's names: in order
+        names.update(positional)
+        inputs = {keys_of[k][0]: inputs[n] for k, n in enumerate(positional[: len(keys_of)])}
     for k, b in enumerate(prog.args):
-        keys = [b.label.lstrip("%"), str(k), f"arg{k}"]
+        keys = keys_of[k]
         names.update(keys)
         key = next((x for x in keys if x in inputs), None)
         if key is None:

@@ -46,7 +46,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -561,7 +561,7 @@ def _load_npz(path: str) -> dict[str, np.ndarray]:
         raise UserError(f"--inputs: cannot read '{path}' as a .npz file ({e})") from None
 
 
-def _positional(arrays: dict[str, np.ndarray], keys_of: list[list[str]], npz: str | None) -> list[str] | None:
+def _positional(arrays: Mapping[str, Any], keys_of: list[list[str]], npz: str | None, tool: str = "shardc-run") -> list[str] | None:
     """The archive's array names in order, when none of them names an argument: an
     archive written by name from another tool (torch-mlir's functions take %arg0, ...,
     PyTorch's state_dict names its arrays by FQN) is read in order, argument k from
@@ -570,7 +570,7 @@ def _positional(arrays: dict[str, np.ndarray], keys_of: list[list[str]], npz: st
         return None
     names = list(arrays)
     if len(names) > len(keys_of):
-        print(f"shardc-run: note: --inputs {npz}: its array names match no argument, so arrays are taken in order; "
+        print(f"{tool}: note: --inputs{'' if npz is None else ' ' + npz}: its array names match no argument, so arrays are taken in order; "
               f"{len(names) - len(keys_of)} left over ({', '.join(names[len(keys_of):])})", file=sys.stderr)
     return names
 

@@ -89,6 +89,16 @@ def test_npz_named_by_another_tool_is_read_in_order(tmp_path, capsys):
         np.testing.assert_allclose(np.load(out / f"result0.rank{rank}.npy"), expected, rtol=1e-4, atol=1e-4)
 
 
+def test_verify_reads_such_an_npz_in_order(capsys):
+    from shardc.tools.verify import main as verify_main
+
+    data = ROOT / "tests" / "data" / "torch_mlir"
+    assert verify_main([str(data / "gpt.mlir"), "--simulate", "2", "--inputs", str(data / "gpt.npz")]) == 0
+    captured = capsys.readouterr()
+    assert "OK: 1 result match" in captured.out
+    assert "shardc-verify: note: --inputs: its array names match no argument" in captured.err
+
+
 def test_npz_in_order_still_checks_shapes(tmp_path, capsys):
     a = _mlp_inputs()
     np.savez(tmp_path / "args.npz", first=a["x"], second=a["x"], third=a["w2"])
