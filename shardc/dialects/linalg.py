@@ -58,8 +58,10 @@ from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.overlays import extend_dialect
 from shardc.dialects.overlays import op_error as _error
+from shardc.ir.linalg_build import body_arg_types, fast_named_build, yield_first
 
 _Shaped = base(MemRefType) | base(TensorType)
+_SEGMENTS = "operandSegmentSizes"
 
 
 def _element_type(value: SSAValue) -> Attribute:
@@ -89,7 +91,16 @@ def _cast_to(value: SSAValue, to: Attribute) -> SSAValue:
 def _mul_add_region(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
     """The contraction body MLIR builds: `acc + cast(a) * cast(b)`, the operands cast
     to the accumulator's element type."""
-    types = NamedOperation.body_arg_types((*inputs, *outputs))
+    types = body_arg_types((*inputs, *outputs))
+    if len(types) == 3 and types[0] == types[1] == types[2] and isinstance(types[2], AnyFloat):
+        # The common case (no casts), made directly: the builder's implicit insertion
+        # is most of the cost of parsing a matmul. The same ops, defaults included.
+        block = Block(arg_types=types)
+        a, b, acc = block.args
+        product = arith.MulfOp.create(operands=(a, b), result_types=(types[2],))
+        total = arith.AddfOp.create(operands=(acc, product.results[0]), result_types=(types[2],))
+        block.add_ops((product, total, YieldOp.create(operands=(total.results[0],))))
+        return Region(block)
     add, mul = (
         (arith.AddfOp, arith.MulfOp)
         if isinstance(types[-1], AnyFloat)
@@ -111,6 +122,8 @@ class BatchMatmulOp(NamedOperation):
     name = "linalg.batch_matmul"
 
     PRINT_ATTRS_IN_FRONT: ClassVar[bool] = True
+
+    build = classmethod(fast_named_build)  # the parser's builder, direct
 
     indexing_maps = prop_def(
         ArrayAttr[AffineMapAttr],
@@ -179,9 +192,92 @@ class MatmulOp(xlinalg_ops.MatmulOp):
         default_value=xlinalg_ops.MatmulOp.get_irdl_definition().properties["indexing_maps"].default_value,
     )
 
+    build = classmethod(fast_named_build)  # the parser's builder, direct
+
     @classmethod
     def get_hidden_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
         return _mul_add_region(inputs, outputs)
+
+    def print(self, printer: Printer) -> None:
+        _print_named(self, printer)
+
+
+_NOT_PRINTED = ("indexing_maps", "linalg.memoized_indexing_maps", "iterator_types", "doc", "library_call", _SEGMENTS)
+
+
+def _print_named(op: NamedOperation, printer: Printer) -> None:
+    """`NamedOperation.print` for the common case (no extra attributes, the operands
+    split by their segment sizes), reading the operands directly instead of through
+    the `inputs`/`outputs` accessors (one generic descriptor call per access)."""
+    sizes = op.properties.get(_SEGMENTS)
+    operands = op.operands
+    extra = any(k not in _NOT_PRINTED for k in op.attributes) or any(k not in _NOT_PRINTED for k in op.properties)
+    if extra or not isinstance(sizes, DenseArrayBase):
+        NamedOperation.print(op, printer)
+        return
+    counts = sizes.get_values()
+    if len(counts) != 2 or counts[0] + counts[1] != len(operands):
+        NamedOperation.print(op, printer)
+        return
+    ins, outs = operands[: counts[0]], operands[counts[0] :]
+    for word, values in ((" ins(", ins), (" outs(", outs)):
+        if values:
+            printer.print_string(word)
+            printer.print_list(values, printer.print_ssa_value)
+            printer.print_string(" : ")
+            printer.print_list([v.type for v in values], printer.print_attribute)
+            printer.print_string(")")
+    results = op.results
+    if results:
+        printer.print_string(" -> ")
+        if len(results) == 1:
+            printer.print_attribute(results[0].type)
+        else:
+            with printer.in_parens():
+                printer.print_list(results, lambda r: printer.print_attribute(r.type))
+
+
+@irdl_op_definition
+class FillOp(xlinalg_ops.FillOp):
+    """xDSL's linalg.fill, parsed and built without the generic builder and
+    `Builder.implicit_region` (`shardc.ir.linalg_build`): the same op."""
+
+    inputs = var_operand_def()
+    outputs = var_operand_def(ShapedType)
+    res = var_result_def(TensorType)
+    body = region_def("single_block")
+
+    build = classmethod(fast_named_build)
+
+    @classmethod
+    def get_hidden_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
+        return yield_first(body_arg_types((*inputs, *outputs)))
+
+    def print(self, printer: Printer) -> None:
+        _print_named(self, printer)
+
+    def _shape_key(self) -> tuple[int, int, int]:
+        output_type = self.outputs[0].type
+        assert isinstance(output_type, ShapedType)
+        return len(self.inputs), len(self.outputs), len(output_type.get_shape())
+
+    # The maps and iterator types depend only on the operand counts and the rank;
+    # xDSL builds them anew on every call (the passes ask for them per op).
+    def get_default_indexing_maps(self) -> Sequence[AffineMap]:
+        key = self._shape_key()
+        if (found := _FILL_MAPS.get(key)) is None:
+            found = _FILL_MAPS[key] = tuple(super().get_default_indexing_maps())
+        return found
+
+    def get_iterator_types(self) -> ArrayAttr[IteratorTypeAttr]:
+        key = self._shape_key()
+        if (found := _FILL_ITERATORS.get(key)) is None:
+            found = _FILL_ITERATORS[key] = super().get_iterator_types()
+        return found
+
+
+_FILL_MAPS: dict[tuple[int, int, int], tuple[AffineMap, ...]] = {}
+_FILL_ITERATORS: dict[tuple[int, int, int], ArrayAttr[IteratorTypeAttr]] = {}
 
 
 # ---------------------------------------------------------------------------
@@ -556,4 +652,4 @@ class GenericOp(xlinalg_ops.GenericOp):
             printer.print_string(")")
 
 
-Linalg = extend_dialect(xlinalg.Linalg, [BatchMatmulOp, MatmulOp, MapOp, ReduceOp, GenericOp])
+Linalg = extend_dialect(xlinalg.Linalg, [BatchMatmulOp, MatmulOp, FillOp, MapOp, ReduceOp, GenericOp])

@@ -444,6 +444,8 @@ def mpi_op(cls: type[_OpT]) -> type[_OpT]:
         verify_ods_invariants(self)
         checks_then_rest(self)
 
+    # shardc.ir.fast_verify runs the two parts itself, memoizing the generated checks
+    verify_.shardc_verify_parts = (verify_ods_invariants, checks_then_rest)  # type: ignore[attr-defined]
     cls.verify_ = verify_  # type: ignore[method-assign]
     return cls
 

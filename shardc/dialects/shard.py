@@ -1025,6 +1025,11 @@ def _segment_sizes(sizes: tuple[int, ...]) -> DenseArrayBase:
 
 
 @lru_cache(maxsize=1)
+def _index() -> IndexType:
+    return IndexType()
+
+
+@lru_cache(maxsize=1)
 def _sharding_type() -> ShardingType:
     return ShardingType()
 
@@ -1237,9 +1242,12 @@ class _GridQueryOp(IRDLOperation, ABC):
     def __init__(self, grid: str | GridOp, axes: Sequence[int] = ()):
         name = grid.sym_name.data if isinstance(grid, GridOp) else grid
         count = len(axes) if axes or not isinstance(grid, GridOp) else grid.rank
-        super().__init__(
-            properties={"grid": SymbolRefAttr(name), "axes": grid_axes_attr(axes)},
-            result_types=[[IndexType()] * count],
+        # IRDLOperation's builder, without its generic argument checking (partition
+        # makes one per partitioned reduction), from cached attributes
+        Operation.__init__(
+            self,
+            properties={"grid": _symbol_ref(name), "axes": grid_axes_attr(axes)},
+            result_types=[_index()] * count,
         )
 
     def verify_(self) -> None:
@@ -1566,10 +1574,11 @@ class ShardOp(IRDLOperation):
 
     def __init__(self, src: SSAValue, sharding: SSAValue, annotate_for_users: bool = False):
         # IRDLOperation's builder, without its generic argument checking (hot in passes).
+        src = SSAValue.get(src)
         Operation.__init__(
             self,
-            operands=[SSAValue.get(src), SSAValue.get(sharding)],
-            result_types=[SSAValue.get(src).type],
+            operands=[src, SSAValue.get(sharding)],
+            result_types=[src.type],
             properties={"annotate_for_users": _unit()} if annotate_for_users else {},
         )
 

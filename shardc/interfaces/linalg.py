@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
-from xdsl.dialects import affine, arith, scf, tensor
+from xdsl.dialects import affine, arith, tensor
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     AnyFloat,
@@ -68,6 +69,8 @@ from shardc.dialects.shard import (
 )
 from shardc.interfaces import sharding as sharding_mod
 from shardc.ir.linalg_build import fill_op
+from shardc.ir.op_build import cmpi, index_constant, scf_if, scf_yield, tensor_empty
+from shardc.ir.types import tensor_type
 from shardc.interfaces.sharding import (
     LoopShardingConflict,
     Partitioner,
@@ -660,9 +663,9 @@ def _lead_process_init(
         new.location = loc
         partitioner.insert(new)
     linear = _linearize(list(index.results), list(sizes.results), partitioner, loc)
-    zero = partitioner.insert(arith.ConstantOp(IntegerAttr(0, IndexType())))
-    is_lead = partitioner.insert(arith.CmpiOp(linear, zero.result, "eq"))
-    then_block = Block([scf.YieldOp(init)])
+    zero = partitioner.insert(index_constant(0))
+    is_lead = partitioner.insert(cmpi(linear, zero.result, "eq"))
+    then_block = Block([scf_yield(init)])
     else_block = Block()
     assert isinstance(init.type, TensorType)
     dynamic: list[SSAValue] = []
@@ -672,13 +675,13 @@ def _lead_process_init(
             d = tensor.DimOp(init, c)
             else_block.add_op(d)
             dynamic.append(d.result)
-    empty = tensor.EmptyOp(dynamic, TensorType(neutral.type, init.type.get_shape()))
+    empty = tensor_empty(dynamic, tensor_type(neutral.type, init.type.get_shape()))
     constant = arith.ConstantOp(neutral)
     fill = fill_op([constant.result], [empty.tensor], [init.type])
     for new in (empty, constant, fill):
         else_block.add_op(new)
-    else_block.add_op(scf.YieldOp(fill.results[0]))
-    if_op = scf.IfOp(is_lead.result, [init.type], [then_block], [else_block])
+    else_block.add_op(scf_yield(fill.results[0]))
+    if_op = scf_if(is_lead.result, [init.type], then_block, else_block)
     for new in (zero, is_lead, if_op, *then_block.ops, *else_block.ops):
         new.location = loc
     partitioner.insert(if_op)
@@ -710,6 +713,12 @@ def _int_neutral(name: str, width: int) -> int | None:
     }.get(name)
 
 
+@lru_cache(maxsize=256)
+def _float_attr(combiner: str, type_: Attribute) -> FloatAttr:
+    """The float neutral element, one attribute object per combiner and type."""
+    return FloatAttr(_FLOAT_NEUTRAL[combiner], type_)
+
+
 def _neutral_element(op: Operation) -> FloatAttr | IntegerAttr | None:
     """MLIR's `arith::getNeutralElement` of the combiner of output 0."""
     combiner = combiner_op(op)
@@ -717,7 +726,7 @@ def _neutral_element(op: Operation) -> FloatAttr | IntegerAttr | None:
         return None
     type_: Attribute = combiner.results[0].type
     if isinstance(type_, AnyFloat) and combiner.name in _FLOAT_NEUTRAL:
-        return FloatAttr(_FLOAT_NEUTRAL[combiner.name], type_)
+        return _float_attr(combiner.name, type_)
     if isinstance(type_, IntegerType):
         value = _int_neutral(combiner.name, type_.width.data)
         if value is not None:

@@ -64,6 +64,7 @@ from shardc.dialects.shard import (
     lookup_grid,
 )
 from shardc.ir import diagnostics
+from shardc.ir.clone import clone_region_into
 
 __all__ = [
     "IteratorType",
@@ -114,7 +115,7 @@ class ShardingInfo:
     @staticmethod
     def get(grid: str, split_axes: Sequence[Sequence[int]]) -> ShardingInfo:
         """MLIR's `Sharding::get(grid, splitAxes)` without halos or offsets."""
-        return _sharding_info(grid, tuple(tuple(a) for a in split_axes))
+        return _sharding_info(grid, tuple(map(tuple, split_axes)))
 
     def same_as(self, other: ShardingInfo | None) -> bool:
         return other is not None and self.sharding == other.sharding
@@ -384,8 +385,11 @@ def ranked_tensor_rank(t: Attribute) -> int | None:
     return len(t.get_shape()) if isinstance(t, TensorType) else None
 
 
+_INT_INDEX_OR_FLOAT = IntegerType | IndexType | AnyFloat  # built once, not per call
+
+
 def is_int_index_or_float(t: Attribute) -> bool:
-    return isinstance(t, IntegerType | IndexType | AnyFloat)
+    return isinstance(t, _INT_INDEX_OR_FLOAT)
 
 
 _CONSTANT_LIKE_NAMES = frozenset({"tosa.const", "tosa.const_shape"})
@@ -883,7 +887,10 @@ def default_add_sharding_annotations(
 
 def is_annotation_op(op: Operation) -> bool:
     """Ops the propagation leaves alone: shard.shard, shard.sharding, shard.get_sharding."""
-    return isinstance(op, ShardOp | ShardingOp | GetShardingOp)
+    return isinstance(op, _ANNOTATION_OPS)
+
+
+_ANNOTATION_OPS = (ShardOp, ShardingOp, GetShardingOp)
 
 
 # =========================================================================================
@@ -993,7 +1000,7 @@ def clone_op(
     )
     new.location = op.location
     for old_region, new_region in zip(op.regions, new.regions):
-        old_region.clone_into(new_region, 0, mapping)
+        clone_region_into(old_region, new_region, mapping)
     for old, result in zip(op.results, new.results):
         mapping[old] = result
     return new

@@ -92,6 +92,63 @@ def _key(op: Operation) -> tuple[Any, ...]:
     )
 
 
+def _id_key(op: Operation) -> tuple[Any, ...]:
+    """`_key(op)` with every attribute replaced by its `id`: programs share their type
+    and attribute objects (the parser and the passes cache them), and a tuple of ints
+    hashes in C where the attributes' dataclass hashes are Python calls, walked anew
+    each time. A memo holds the `_key` it stands for as its value, which keeps those
+    objects alive, so an `_id_key` found in a memo names the very same attributes."""
+    regions = tuple(
+        (len(r.blocks), None if (b := r.first_block) is None else tuple([id(a.type) for a in b.args]))
+        for r in op.regions
+    ) if op.regions else ()
+    return (
+        tuple([id(v.type) for v in op._operands]),  # pyright: ignore[reportPrivateUsage]
+        tuple([id(v.type) for v in op.results]),
+        tuple(op.properties),
+        tuple(map(id, op.properties.values())),
+        tuple(op.attributes),
+        tuple(map(id, op.attributes.values())),
+        regions,
+        len(op._successors),  # pyright: ignore[reportPrivateUsage]
+    )
+
+
+class _Hashed:
+    """A memo key whose hash is computed once: a tuple hashes its attributes anew (a chain
+    of dataclass hashes) on every lookup and insertion."""
+
+    __slots__ = ("key", "_hash")
+
+    def __init__(self, key: tuple[Any, ...]):
+        self.key = key
+        self._hash = hash(key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Hashed and self._hash == other._hash and self.key == other.key
+
+
+def _value_key(op: Operation) -> _Hashed | None:
+    """`_key(op)`, hashed; None when an attribute is unhashable (checked every time)."""
+    try:
+        return _Hashed(_key(op))
+    except TypeError:
+        return None
+
+
+_UNSET: Any = object()
+
+
+def _remember(memo: dict[Any, Any], ids: tuple[Any, ...], key: _Hashed) -> None:
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()
+    memo[key] = True
+    memo[ids] = key
+
+
 def verify_op(op: Operation) -> None:
     """`op.verify_()`, raising the same exceptions, with passed constraint checks
     remembered."""
@@ -106,34 +163,38 @@ def verify_op(op: Operation) -> None:
     pre, steps, custom, custom_memo = plan
     if pre is not None:
         pre(op)
-    key: Any = None
+    ids = _id_key(op)
+    key: _Hashed | None = _UNSET
     for op_def, memo in steps:
-        if key is None:
-            try:
-                key = _key(op)
-                known = key in memo
-            except TypeError:  # an unhashable attribute: check it every time
-                key, known = (), False
-        else:
-            known = bool(key) and key in memo
+        known = ids in memo
+        if not known:
+            if key is _UNSET:
+                key = _value_key(op)
+            known = key is not None and key in memo
+            if known:
+                _remember(memo, ids, key)  # type: ignore[arg-type]
         if known:
             for trait in op_def.traits:
                 trait.verify(op)
             continue
         op_def.verify(op)
-        if key:
-            if len(memo) >= _MEMO_LIMIT:
-                memo.clear()
-            memo[key] = True
+        if key is _UNSET:
+            key = _value_key(op)
+        if key is not None:
+            _remember(memo, ids, key)
     if custom is None:
         return
-    if custom_memo is not None and key and key in custom_memo:
-        return
+    if custom_memo is not None:
+        if ids in custom_memo:
+            return
+        if key is _UNSET:
+            key = _value_key(op)
+        if key is not None and key in custom_memo:
+            _remember(custom_memo, ids, key)
+            return
     custom(op)
-    if custom_memo is not None and key:
-        if len(custom_memo) >= _MEMO_LIMIT:
-            custom_memo.clear()
-        custom_memo[key] = True
+    if custom_memo is not None and key is not _UNSET and key is not None:
+        _remember(custom_memo, ids, key)
 
 
 def verify_operation(op: Operation, verify_nested_ops: bool = True) -> None:

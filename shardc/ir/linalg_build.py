@@ -1,31 +1,142 @@
-"""`linalg.fill` and `linalg.copy` built without xDSL's `Builder.implicit_region`.
+"""Named linalg ops (fill, copy, matmul, ...) built without xDSL's generic machinery.
 
-Their constructors build the hidden body (`^bb0(%in, %out): linalg.yield %in`) through
-the builder's implicit-insertion context, most of the cost of making one; the passes
-make one per partitioned reduction and per lowered collective. The op is the same:
-the same body block, operands, results and segment sizes."""
+A named op's constructor goes through `IRDLOperation`'s builder (argument-list checks,
+segment sizes) and builds its hidden body with `Builder.implicit_region`, whose
+insertion hooks make each body op several times dearer than the op itself. The parser
+builds one per `linalg.fill` / `linalg.matmul` of a program and the passes one per
+partitioned reduction and lowered collective. The ops here are the same: the same class,
+operands, results, properties in the same order (the op's own, then
+`operandSegmentSizes`, then the defaults), attributes and body.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
+from xdsl.dialects.builtin import AnyFloat, DenseArrayBase, IntegerType, MemRefType, TensorType, i32
 from xdsl.dialects.linalg.ops import CopyOp, FillOp, YieldOp
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation
+from xdsl.irdl.operations import OptionalDef, VariadicDef
+
+_Op = TypeVar("_Op", bound=IRDLOperation)
+
+_SEGMENTS = AttrSizedOperandSegments.attribute_name
+_SIZES: dict[tuple[int, int], DenseArrayBase] = {}
+_SHAPE_OK: dict[type[Operation], bool] = {}
 
 
-def _yield_first(types: Sequence[Attribute]) -> Region:
+def _segment_sizes(n_ins: int, n_outs: int) -> DenseArrayBase:
+    key = (n_ins, n_outs)
+    if (found := _SIZES.get(key)) is None:
+        found = _SIZES[key] = DenseArrayBase.from_list(i32, [n_ins, n_outs])
+    return found
+
+
+def _named_shape(cls: type[Operation]) -> bool:
+    """Whether `cls` is laid out as a named linalg op: operands (ins..., outs...), one
+    variadic result group, one region, sizes as the `operandSegmentSizes` property."""
+    if (found := _SHAPE_OK.get(cls)) is not None:
+        return found
+    op_def = cls.get_irdl_definition()  # type: ignore[attr-defined]
+    segments = [o for o in op_def.options if isinstance(o, AttrSizedOperandSegments)]
+    found = (
+        len(op_def.operands) == 2
+        and all(isinstance(d, VariadicDef) and not isinstance(d, OptionalDef) for _, d in op_def.operands)
+        and len(op_def.results) == 1
+        and isinstance(op_def.results[0][1], VariadicDef)
+        and not isinstance(op_def.results[0][1], OptionalDef)
+        and len(op_def.regions) == 1
+        and not isinstance(op_def.regions[0][1], VariadicDef)
+        and not op_def.successors
+        and len(segments) == 1
+        and segments[0].as_property
+    )
+    _SHAPE_OK[cls] = found
+    return found
+
+
+def named_op(
+    cls: type[_Op],
+    ins: Sequence[SSAValue],
+    outs: Sequence[SSAValue],
+    res: Sequence[Attribute],
+    region: Region,
+    properties: Mapping[str, Attribute | None] | None = None,
+    attributes: Mapping[str, Attribute | None] | None = None,
+) -> _Op:
+    """`cls.build(operands=[ins, outs], result_types=[res], properties=...,
+    attributes=..., regions=[region])`, the same op made directly."""
+    props: dict[str, Attribute] = {}
+    if properties:
+        props = {k: v for k, v in properties.items() if v is not None}
+    props[_SEGMENTS] = _segment_sizes(len(ins), len(outs))
+    attrs = {k: v for k, v in attributes.items() if v is not None} if attributes else {}
+    return cls.create(operands=(*ins, *outs), result_types=res, properties=props, attributes=attrs, regions=(region,))
+
+
+def fast_named_build(cls: type[_Op], **kwargs: Any) -> _Op:
+    """A named op's `build`: the direct construction when the arguments have exactly
+    the form the linalg parser passes (`operands=(ins, outs), result_types=(res,),
+    regions=(body,)`, all values and types), else xDSL's builder (which also raises
+    its errors)."""
+    operands = kwargs.get("operands")
+    result_types = kwargs.get("result_types")
+    regions = kwargs.get("regions")
+    if (
+        set(kwargs) <= {"operands", "result_types", "properties", "attributes", "regions"}
+        and _named_shape(cls)
+        and isinstance(operands, Sequence)
+        and len(operands) == 2
+        and all(isinstance(g, Sequence) and all(isinstance(v, SSAValue) for v in g) for g in operands)
+        and isinstance(result_types, Sequence)
+        and len(result_types) == 1
+        and isinstance(result_types[0], Sequence)
+        and all(isinstance(t, Attribute) for t in result_types[0])
+        and isinstance(regions, Sequence)
+        and len(regions) == 1
+        and isinstance(regions[0], Region)
+    ):
+        return named_op(
+            cls,
+            operands[0],
+            operands[1],
+            result_types[0],
+            regions[0],
+            kwargs.get("properties"),
+            kwargs.get("attributes"),
+        )
+    return IRDLOperation.build.__func__(cls, **kwargs)  # type: ignore[attr-defined]
+
+
+def body_arg_types(operands: Sequence[SSAValue]) -> list[Attribute]:
+    """`LinalgStructuredOperation.body_arg_types` with plain isinstance checks (its
+    `isa` goes through typing hints): the element type of each shaped operand, the
+    operand's own type otherwise."""
+    result: list[Attribute] = []
+    for value in operands:
+        ty = value.type
+        element = ty.get_element_type() if isinstance(ty, MemRefType | TensorType) else ty
+        assert isinstance(element, AnyFloat | IntegerType)
+        result.append(element)
+    return result
+
+
+def yield_first(types: Sequence[Attribute]) -> Region:
+    """`^bb0(%in, ...): linalg.yield %in`, the body of fill and copy."""
     block = Block(arg_types=types)
-    block.add_op(YieldOp(block.args[0]))
+    block.add_op(YieldOp.create(operands=(block.args[0],)))
     return Region(block)
 
 
 def fill_op(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue], res: Sequence[Attribute]) -> FillOp:
     """`FillOp(inputs, outputs, res)`."""
-    body = _yield_first(FillOp.body_arg_types((*inputs, *outputs)))
-    return FillOp.build(operands=[inputs, outputs], result_types=[list(res)], regions=[body])
+    body = yield_first(body_arg_types((*inputs, *outputs)))
+    return named_op(FillOp, inputs, outputs, list(res), body)
 
 
 def copy_op(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue], res: Sequence[Attribute]) -> CopyOp:
     """`CopyOp(inputs, outputs, res=res)`."""
-    body = _yield_first(CopyOp.body_arg_types((*inputs, *outputs)))
-    return CopyOp.build(operands=[inputs, outputs], result_types=[list(res)], regions=[body])
+    body = yield_first(body_arg_types((*inputs, *outputs)))
+    return named_op(CopyOp, inputs, outputs, list(res), body)

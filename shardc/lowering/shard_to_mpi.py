@@ -348,6 +348,17 @@ def _illegal(op: Operation) -> Exception:
 # =========================================================================================
 
 
+_UPSTREAM_ROOTS = {"AllSliceOpLowering": shard.AllSliceOp, "ProcessMultiIndexOpLowering": shard.ProcessMultiIndexOp}
+
+
+def upstream_table(patterns: Sequence[RewritePattern]) -> dict[type[Operation], Lowering]:
+    """`patterns` as a lowering table: each rewrites only the ops of one class (it
+    returns on any other), so `run_lowerings` with this table leaves what
+    `_run(module, patterns)` leaves, without calling both patterns on every op of the
+    module."""
+    return {_UPSTREAM_ROOTS[type(p).__name__]: p.match_and_rewrite for p in patterns}
+
+
 def _upstream_patterns() -> list[RewritePattern]:
     """The shard lowering patterns of `all_slice` and `process_multi_index`
     (shardc.lowering.{all_slice,process_multi_index}), when those modules exist."""
@@ -386,7 +397,7 @@ class ConvertShardToMPIPass(ModulePass):
         upstream = _upstream_patterns()
         # They rewrite only all_slice and process_multi_index ops.
         if upstream and _holds(op, (shard.AllSliceOp, shard.ProcessMultiIndexOp)):
-            _run(op, upstream)
+            run_lowerings(op, upstream_table(upstream))
         table: dict[type[Operation], Lowering] = {**COLLECTIVE_PATTERNS, **INDEX_PATTERNS}
         run_lowerings(op, table)
         drop_group_marks(op)

@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import (
     StridedLayoutAttr,
     StringAttr,
     TensorType,
+    UnitAttr,
     i32,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -38,10 +39,12 @@ from shardc.dialects import affine, memref, mpi, shard
 from shardc.dialects.dlti import module_rank
 from shardc.ir import diagnostics
 from shardc.ir.linalg_build import copy_op
+from shardc.ir.types import memref_of_tensor, memref_type, tensor_of_memref
 
 Idx: TypeAlias = int | SSAValue
 
 _GROUP_ATTR = "shardc.group"
+_UNIT = UnitAttr()
 """Marks the comm_splits this pass makes with their (grid, axes), so that later ops of
 the same block reuse them; removed at the end of the pass (`drop_group_marks`)."""
 
@@ -333,7 +336,7 @@ class Emitter:
     def alloc(self, shape: Sequence[Idx], element: Attribute) -> SSAValue:
         static = [constant_of(s) for s in shape]
         dyn = [self.index(s) for s, k in zip(shape, static) if k is None]
-        type_ = MemRefType(element, [DYNAMIC_INDEX if k is None else k for k in static])
+        type_ = memref_type(element, [DYNAMIC_INDEX if k is None else k for k in static])
         return self.emit(xmemref.AllocOp(dyn, [], type_)).results[0]
 
     def dealloc(self, buffer: SSAValue) -> None:
@@ -350,18 +353,24 @@ class Emitter:
         assert isinstance(t, TensorType)
         props: dict[str, Attribute] = {}
         if read_only:
-            from xdsl.dialects.builtin import UnitAttr
-
-            props["read_only"] = UnitAttr()
+            props["read_only"] = _UNIT
         op = bufferization.ToBufferOp.create(
             operands=[tensor],
-            result_types=[MemRefType(t.get_element_type(), t.get_shape())],
+            result_types=[memref_of_tensor(t)],
             properties=props,
         )
         return self.emit(op).results[0]
 
     def to_tensor(self, buffer: SSAValue, writable: bool = False) -> SSAValue:
-        return self.emit(bufferization.ToTensorOp(buffer, restrict=True, writable=writable)).results[0]
+        t = buffer.type
+        if not isinstance(t, MemRefType):
+            return self.emit(bufferization.ToTensorOp(buffer, restrict=True, writable=writable)).results[0]
+        # ToTensorOp(buffer, restrict=True, writable=...) with a shared result type
+        props: dict[str, Attribute] = {"restrict": _UNIT}
+        if writable:
+            props["writable"] = _UNIT
+        op = bufferization.ToTensorOp.create(operands=[buffer], result_types=[tensor_of_memref(t)], properties=props)
+        return self.emit(op).results[0]
 
     def as_memref(self, value: SSAValue) -> SSAValue:
         """A memref holding `value` (tensors through bufferization.to_buffer)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -131,10 +132,70 @@ class _Info(OperationInfo):
             and self._operands() == other._operands()
             and self.op.result_types == other.op.result_types
             and all(
-                s.is_structurally_equivalent(o)
+                regions_equivalent(s, o)
                 for s, o in zip(self.op.regions, other.op.regions, strict=True)
             )
         )
+
+
+def regions_equivalent(region: Region, other: Region) -> bool:
+    """`region.is_structurally_equivalent(other)`, the same checks in the same order,
+    without xDSL's generator and linked-list length walks (CSE compares the bodies
+    of every pair of equal linalg ops)."""
+    return _region_equivalent(region, other, {})
+
+
+def _region_equivalent(region: Region, other: Region, context: dict[Any, Any]) -> bool:
+    blocks, other_blocks = list(region.blocks), list(other.blocks)
+    if len(blocks) != len(other_blocks):
+        return False
+    for block, other_block in zip(blocks, other_blocks):
+        context[block] = other_block
+    for block, other_block in zip(blocks, other_blocks):
+        args, other_args = block.args, other_block.args
+        ops, other_ops = list(block.ops), list(other_block.ops)
+        if len(args) != len(other_args) or len(ops) != len(other_ops):
+            return False
+        for arg, other_arg in zip(args, other_args):
+            if arg.type != other_arg.type:
+                return False
+            context[arg] = other_arg
+        context[block] = other_block
+        for op, other_op in zip(ops, other_ops):
+            if not _op_equivalent(op, other_op, context):
+                return False
+    return True
+
+
+def _op_equivalent(op: Operation, other: Operation, context: dict[Any, Any]) -> bool:
+    if op.name != other.name:
+        return False
+    operands, other_operands = op.operands, other.operands
+    if (
+        len(operands) != len(other_operands)
+        or len(op.results) != len(other.results)
+        or len(op.regions) != len(other.regions)
+        or len(op.successors) != len(other.successors)
+        or op.attributes != other.attributes
+        or op.properties != other.properties
+    ):
+        return False
+    parent, other_parent = op.parent, other.parent
+    if parent is not None and other_parent is not None and context.get(parent) != other_parent:
+        return False
+    get = context.get
+    for value, other_value in zip(operands, other_operands):
+        if not get(value, value) == other_value:
+            return False
+    for successor, other_successor in zip(op.successors, other.successors):
+        if not get(successor, successor) == other_successor:
+            return False
+    for inner, other_inner in zip(op.regions, other.regions):
+        if not _region_equivalent(inner, other_inner, context):
+            return False
+    for result, other_result in zip(op.results, other.results):
+        context[result] = other_result
+    return True
 
 
 class _KnownOps(KnownOps):

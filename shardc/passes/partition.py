@@ -52,7 +52,11 @@ from shardc.dialects.shard import (
     ShardingOp,
     ShardOp,
 )
-from shardc.interfaces.linalg import capture_split_axes, captured_loop_dims
+from shardc.interfaces.linalg import (
+    _may_capture_tensor,  # pyright: ignore[reportPrivateUsage]
+    capture_split_axes,
+    captured_loop_dims,
+)
 from shardc.interfaces.sharding import (
     LoopShardingConflict,
     Partitioner,
@@ -90,7 +94,7 @@ def _is_ranked_non0(value: SSAValue) -> bool:
 
 def _captured_tensors(op: Operation) -> list[SSAValue]:
     """Ranked tensors (not 0-d) defined outside `op` and used inside its regions."""
-    if not op.regions:
+    if not op.regions or not _may_capture_tensor(op):  # no tensor read inside: no walk
         return []
     found: dict[SSAValue, None] = {}
     for inner in op.walk():
@@ -357,13 +361,18 @@ class BlockPartitioner:
 
     def partition_shard(self, op: ShardOp) -> None:
         """A chained `shard.shard` reshards; a single one is the identity locally."""
-        source = op.src.owner
+        # operands (src, sharding) and the result read directly: the named accessors
+        # are xDSL descriptor calls, and every annotation comes through here
+        src_value, sharding_value = op.operands
+        result = op.results[0]
+        source = src_value.owner
         if not isinstance(source, ShardOp):
-            self.mapping[op.result] = self.lookup(op, op.src)
+            self.mapping[result] = self.lookup(op, src_value)
             return
-        value = self.lookup(op, source.result)
-        src, tgt = sharding_of(source.sharding), sharding_of(op.sharding)
-        self.mapping[op.result] = self.reshard(op, src, tgt, source.src.type, value)
+        source_src, source_sharding = source.operands
+        value = self.lookup(op, source.results[0])
+        src, tgt = sharding_of(source_sharding), sharding_of(sharding_value)
+        self.mapping[result] = self.reshard(op, src, tgt, source_src.type, value)
 
     def reshard(self, op: Operation, src: Sharding, tgt: Sharding, global_type: Attribute, value: SSAValue) -> SSAValue:
         """The local tensor `value` (of a `global_type` tensor laid out by `src`) laid out

@@ -1070,12 +1070,11 @@ def _collect(
 
 def visit_op(op: Operation, explainer: Explainer | None = None) -> bool:
     """Annotate `op` if its surroundings determine a sharding; False on failure."""
+    # annotations first: after the first traversal most ops are
+    if is_annotation_op(op) or has_trait(op, IsTerminator):
+        return True
     impl = get_sharding_interface(op)
-    if (
-        has_trait(op, IsTerminator)
-        or (impl is None and is_constant_like(op))
-        or is_annotation_op(op)
-    ):
+    if impl is None and is_constant_like(op):
         return True
     if impl is None:
         emit_op_error(op, "sharding interface is not implemented.")

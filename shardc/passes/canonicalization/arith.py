@@ -262,18 +262,22 @@ _COMPARE: dict[int, Callable[[int, int], bool]] = {
 }
 
 
+_I1 = IntegerType(1)
+
+
 @register_folder(arith.CmpiOp)
 def fold_cmpi(op: arith.CmpiOp) -> FoldResult:
     """Equal operands, two constants, or a constant on the left (moved right, the
     predicate swapped: in place)."""
-    bits = width(op.lhs.type)
+    lhs, rhs = op.operands  # (the named accessors are descriptor calls; every cmpi comes here)
+    bits = width(lhs.type)
     predicate = op.predicate.value.data
     if bits is None or predicate not in _SWAPPED:
         return None
-    i1 = IntegerType(1)
-    if op.lhs is op.rhs:
+    i1 = _I1
+    if lhs is rhs:
         return [IntegerAttr(1 if predicate in _REFLEXIVE else 0, i1)]
-    a, b = constant_int(op.lhs), constant_int(op.rhs)
+    a, b = constant_int(lhs), constant_int(rhs)
     if a is not None and b is not None:
         if predicate < 6:
             holds = _COMPARE[predicate](signed(a, bits), signed(b, bits))
@@ -281,7 +285,7 @@ def fold_cmpi(op: arith.CmpiOp) -> FoldResult:
             holds = _COMPARE[predicate - 4](unsigned(a, bits), unsigned(b, bits))
         return [IntegerAttr(1 if holds else 0, i1)]
     if a is not None:
-        op.operands = [op.rhs, op.lhs]
+        op.operands = [rhs, lhs]
         op.predicate = IntegerAttr(_SWAPPED[predicate], IntegerType(64))
         return []
     return None
