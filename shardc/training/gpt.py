@@ -251,33 +251,35 @@ def _draw(idx: np.ndarray, keys: tuple[np.uint32, np.uint32], std: np.float32) -
 # ---------------------------------------------------------------------------------------
 
 
-def attention(fb: FuncBuilder, cfg: GPTConfig, x: Value, p: dict[str, Value], pre: str) -> Value:
-    """Causal self-attention on x [b, t, c]; q, k and v come out of one projection."""
-    qkv = fb.einsum("btc,ckhd->btkhd", x, p[f"{pre}.c_attn.weight"])
+def attention(fb: FuncBuilder, cfg: GPTConfig, x: Value, p: dict[str, Value], pre: str, ln: str) -> Value:
+    """Causal self-attention on layernorm `ln` of x [b, t, c]; q, k and v come out of
+    one projection."""
+    qkv = layernorm_einsum(fb, cfg, x, p, ln, "btc,ckhd->btkhd", p[f"{pre}.c_attn.weight"])
     if (bias := p.get(f"{pre}.c_attn.bias")) is not None:
         qkv = fb.add("btkhd,khd->btkhd", qkv, bias)
     q, k, v = fb.unstack("btkhd", qkv, axis="k")
-    att = fb.unary("scale", "bhtu", fb.einsum("bthd,buhd->bhtu", q, k), 1.0 / math.sqrt(cfg.head_dim))
-    att = fb.softmax("bhtu", fb.causal_mask("bhtu", att, query="t", key="u"), axis="u")
-    y = fb.einsum("bhtu,buhd->bthd", att, v)
+    y = fb.attention(q, k, v, scale=1.0 / math.sqrt(cfg.head_dim))  # keeps no [b, h, t, u] array for the backward
     out = fb.einsum("bthd,hdc->btc", y, p[f"{pre}.c_proj.weight"])
     if (b := p.get(f"{pre}.c_proj.bias")) is not None:
         out = fb.add("btc,c->btc", out, b)
     return out
 
 
-def mlp(fb: FuncBuilder, x: Value, p: dict[str, Value], pre: str) -> Value:
-    h = fb.einsum("btc,cm->btm", x, p[f"{pre}.c_fc.weight"])
+def mlp(fb: FuncBuilder, cfg: GPTConfig, x: Value, p: dict[str, Value], pre: str, ln: str) -> Value:
+    """The MLP on layernorm `ln` of x [b, t, c]."""
+    h = layernorm_einsum(fb, cfg, x, p, ln, "btc,cm->btm", p[f"{pre}.c_fc.weight"])
     if (b := p.get(f"{pre}.c_fc.bias")) is not None:
         h = fb.add("btm,m->btm", h, b)
-    out = fb.einsum("btm,mc->btc", fb.gelu("btm", h), p[f"{pre}.c_proj.weight"])
+    out = fb.gelu_einsum("btm,mc->btc", h, p[f"{pre}.c_proj.weight"])  # keeps h, not gelu(h)
     if (b := p.get(f"{pre}.c_proj.bias")) is not None:
         out = fb.add("btc,c->btc", out, b)
     return out
 
 
-def layernorm(fb: FuncBuilder, cfg: GPTConfig, x: Value, p: dict[str, Value], pre: str) -> Value:
-    return fb.layernorm("btc", x, p[f"{pre}.weight"], p.get(f"{pre}.bias"), cfg.ln_eps)
+def layernorm_einsum(fb: FuncBuilder, cfg: GPTConfig, x: Value, p: dict[str, Value], pre: str, spec: str, w: Value) -> Value:
+    """einsum(spec, layernorm `pre` of x, w): one layer, so that the backward keeps
+    xhat alone, not also the normalised x (`FuncBuilder.layernorm_einsum`)."""
+    return fb.layernorm_einsum("btc", x, p[f"{pre}.weight"], p.get(f"{pre}.bias"), spec, w, cfg.ln_eps)
 
 
 def gpt_loss(fb: FuncBuilder, cfg: GPTConfig, p: dict[str, Value], tokens: Value, targets: Value, vocab_ids: Value) -> Value:
@@ -290,10 +292,9 @@ def gpt_logits(fb: FuncBuilder, cfg: GPTConfig, p: dict[str, Value], tokens: Val
     x = fb.einsum("btv,vc->btc", fb.onehot("bt,v->btv", tokens, vocab_ids), p["wte"])
     x = fb.add("btc,tc->btc", x, p["wpe"])
     for i in range(cfg.n_layer):
-        x = fb.add("btc,btc->btc", x, attention(fb, cfg, layernorm(fb, cfg, x, p, f"h.{i}.ln_1"), p, f"h.{i}.attn"))
-        x = fb.add("btc,btc->btc", x, mlp(fb, layernorm(fb, cfg, x, p, f"h.{i}.ln_2"), p, f"h.{i}.mlp"))
-    x = layernorm(fb, cfg, x, p, "ln_f")
-    return fb.einsum("btc,vc->btv", x, p["wte"])
+        x = fb.add("btc,btc->btc", x, attention(fb, cfg, x, p, f"h.{i}.attn", ln=f"h.{i}.ln_1"))
+        x = fb.add("btc,btc->btc", x, mlp(fb, cfg, x, p, f"h.{i}.mlp", ln=f"h.{i}.ln_2"))
+    return layernorm_einsum(fb, cfg, x, p, "ln_f", "btc,vc->btv", p["wte"])
 
 
 # ---------------------------------------------------------------------------------------

@@ -9,8 +9,12 @@ the vocabulary, the batch) without a reshape in the way.
 
 The builder records each op on a *tape* (`FuncBuilder.tape`) with its kind, spec and
 operands; `shardc.training.autodiff` walks the tape backwards and emits the vector-Jacobian
-products with this same builder. Composite layers (softmax, layernorm, GELU, cross-entropy)
-are built from the primitives, so they need no derivative rules of their own.
+products with this same builder. Composite layers are built from the primitives;
+cross-entropy is differentiated through them, while softmax, layernorm, GELU and
+attention are recorded whole with derivatives of their own, which decide what the
+backward keeps: attention, and layernorm or GELU followed by a contraction, keep only
+what they cannot cheaply make again (q, k, v and a logsumexp; xhat; GELU's input), and
+their derivatives recompute the rest in forms CSE cannot merge with the forward's ops.
 
 The embedding lookup is `onehot(tokens, vocab_ids)` followed by a contraction with the
 table: the vocabulary ids come in as a function argument (an iota), not from
@@ -77,8 +81,9 @@ class Value:
 @dataclass(eq=False)
 class Node:
     """One recorded op: `kind` in einsum | map | max | onehot | take | stack, or a layer
-    recorded whole with its own derivative (softmax | layernorm | gelu; `attrs` keeps
-    the intermediates the derivative reads)."""
+    recorded whole with its own derivative (softmax | layernorm | layernorm_einsum |
+    gelu | gelu_einsum | attention; `attrs` keeps the intermediates the derivative
+    reads)."""
 
     kind: str
     spec: str
@@ -164,11 +169,32 @@ MAP_OPS: dict[str, tuple[int, Callable[[Body, Sequence[SSAValue], float], SSAVal
     "tanh": (1, lambda b, a, c: b.add_op(math.TanhOp(a[0]))),
     "sqrt": (1, lambda b, a, c: b.sqrt(a[0])),
     "rsqrt": (1, lambda b, a, c: b.add_op(math.RsqrtOp(a[0]))),
+    "gelu": (1, lambda b, a, c: _gelu_body(b, a[0], _gelu_tanh(b, a[0]))),
+    "gelu_grad": (2, lambda b, a, c: _gelu_grad_body(b, a[0], a[1], _gelu_tanh(b, a[1]))),
 }
 
 
 GELU_A = 0.044715
 GELU_S = pymath.sqrt(2.0 / pymath.pi)
+
+
+def _gelu_tanh(b: Body, x: SSAValue) -> SSAValue:
+    """tanh(S (x + A x^3)), as x * x^2 then the scalings, in this order."""
+    x3 = b.mul(x, b.mul(x, x))
+    return b.add_op(math.TanhOp(b.mul(b.add(x, b.mul(x3, b.const(GELU_A))), b.const(GELU_S))))
+
+
+def _gelu_body(b: Body, x: SSAValue, t: SSAValue) -> SSAValue:
+    """0.5 x (1 + t), t = `_gelu_tanh(x)`."""
+    return b.mul(b.mul(x, b.const(0.5)), b.add(t, b.const(1.0)))
+
+
+def _gelu_grad_body(b: Body, g: SSAValue, x: SSAValue, t: SSAValue) -> SSAValue:
+    """g (0.5 ((S + 3 A S x^2)(1 - t^2) x + (1 + t))), t = `_gelu_tanh(x)`."""
+    poly = b.add(b.mul(b.mul(x, x), b.const(3 * GELU_A * GELU_S)), b.const(GELU_S))
+    sech2 = b.add(b.neg(b.mul(t, t)), b.const(1.0))
+    slope = b.add(b.mul(b.mul(poly, sech2), x), b.add(t, b.const(1.0)))
+    return b.mul(g, b.mul(slope, b.const(0.5)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -430,6 +456,26 @@ class FuncBuilder:
 
         return self._layer("softmax", f"{s}->{s}", (x,), build, axis=axis)
 
+    def attention(self, q: Value, k: Value, v: Value, scale: float) -> Value:
+        """Causal attention softmax(scale q k^T + mask) v on q, k, v [b, t, h, d] (keys
+        and values at positions u), recorded as one layer whose derivative reads only
+        q, k, v and the logsumexp of each score row [b, h, t]: it recomputes the
+        probabilities from these (flash attention's recompute), so no [b, h, t, u]
+        array lives from the forward to the backward. The forward's ops are those of
+        scale, `causal_mask` and `softmax`, in that order."""
+        saved: dict[str, Value] = {}
+
+        def build() -> Value:
+            att = self.unary("scale", "bhtu", self.einsum("bthd,buhd->bhtu", q, k), scale)
+            masked = self.causal_mask("bhtu", att, query="t", key="u")
+            m = self.reduce_max("bhtu->bht", masked)
+            e = self.unary("exp", "bhtu", self.sub("bhtu,bht->bhtu", masked, m))
+            z = self.einsum("bhtu->bht", e)
+            saved["lse"] = self.add("bht,bht->bht", m, self.unary("log", "bht", z))
+            return self.einsum("bhtu,buhd->bthd", self.div("bhtu,bht->bhtu", e, z), v)
+
+        return self._layer("attention", "bthd,buhd,buhd->bthd", (q, k, v), build, scale=scale, saved=saved)
+
     def layernorm(self, s: str, x: Value, w: Value, bias: Value | None, eps: float = 1e-5) -> Value:
         """LayerNorm over the last letter of `s`, with gain `w` and optional `bias`."""
         c, r = s[-1], s[:-1]
@@ -447,19 +493,59 @@ class FuncBuilder:
         spec = f"{s},{c}->{s}" if bias is None else f"{s},{c},{c}->{s}"
         return self._layer("layernorm", spec, ins, build, saved=saved)
 
-    def gelu(self, s: str, x: Value) -> Value:
-        """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
-        recorded as one layer whose derivative reuses the forward's tanh."""
-        e = f"{s},{s}->{s}"
+    def layernorm_einsum(self, s: str, x: Value, w: Value, bias: Value | None, spec: str, weight: Value, eps: float = 1e-5) -> Value:
+        """`einsum(spec, layernorm(x), weight)` (layernorm letters `s`, the einsum's
+        first operand): one layer that keeps xhat and rstd, not the normalised output.
+        The weight gradient needs that output; with a bias the derivative makes it again
+        from xhat (one generic, computing it as the forward does, to the bit), so the
+        [b, t, c] array dies right after the contraction reads it. Without a bias the
+        recompute would be the forward's own op, which CSE merges: then it is kept."""
         saved: dict[str, Value] = {}
 
         def build() -> Value:
-            x3 = self.mul(e, x, self.unary("square", s, x))
-            inner = self.unary("scale", s, self.add(e, x, self.unary("scale", s, x3, GELU_A)), GELU_S)
-            saved["tanh"] = self.unary("tanh", s, inner)
-            return self.mul(e, self.unary("scale", s, x, 0.5), self.unary("shift", s, saved["tanh"], 1.0))
+            y = self.layernorm(s, x, w, bias, eps)
+            saved.update(self.tape[-1].attrs["saved"])  # type: ignore[arg-type]
+            return self.einsum(spec, y, weight)
 
-        return self._layer("gelu", f"{s}->{s}", (x,), build, saved=saved)
+        ins = (x, w, weight) if bias is None else (x, w, bias, weight)
+        return self._layer("layernorm_einsum", spec, ins, build, saved=saved, ln=s)
+
+    def affine(self, s: str, xhat: Value, w: Value, bias: Value) -> Value:
+        """xhat w + bias over the last letter of `s`, as one generic (a backward op,
+        not on the tape): layernorm's output made again from its saved xhat."""
+        c = s[-1]
+        (y,) = self.generic(f"{s},{c},{c}->{s}", [xhat, w, bias], [self.ft], lambda b, a: [b.add(b.mul(a[0], a[1]), a[2])])
+        return Value(y, self)
+
+    def gelu(self, s: str, x: Value) -> Value:
+        """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+        one elementwise generic recorded as a layer whose derivative (`gelu_grad`, also
+        one generic) recomputes the tanh from x. Written as chains of small maps, the
+        backward's x^2, tanh and 1 + tanh would be the forward's ops again, and CSE
+        would keep them alive from the forward to the backward: three more [b, t, n_mlp]
+        arrays per layer. So the backward keeps only x (and the output, for the next
+        contraction's weight gradient)."""
+        return self._layer("gelu", f"{s}->{s}", (x,), lambda: self.unary("gelu", s, x))
+
+    def gelu_einsum(self, spec: str, x: Value, w: Value) -> Value:
+        """`einsum(spec, gelu(x), w)` (an MLP's second projection), one layer that keeps
+        only x: its derivative recomputes gelu(x) for the weight gradient in the same
+        generic that computes GELU's slope (`gelu_backward`), so the [b, t, n_mlp]
+        activation dies right after the contraction reads it, as x alone is kept."""
+        (sa, _), _ = parse_spec(spec)
+        return self._layer("gelu_einsum", spec, (x, w), lambda: self.einsum(spec, self.unary("gelu", sa, x), w))
+
+    def gelu_backward(self, s: str, g: Value, x: Value) -> tuple[Value, Value]:
+        """(g gelu'(x), gelu(x)) in letters `s`: one two-result generic, the tanh computed
+        once for both (a backward op: not on the tape). gelu(x) is computed as the
+        forward computes it, to the bit."""
+
+        def body(b: Body, a: Sequence[SSAValue]) -> list[SSAValue]:
+            t = _gelu_tanh(b, a[1])
+            return [_gelu_grad_body(b, a[0], a[1], t), _gelu_body(b, a[1], t)]
+
+        dx, y = self.generic(f"{s},{s}->{s}", [g, x], [self.ft, self.ft], body, n_outs=2)
+        return Value(dx, self), Value(y, self)
 
     def cross_entropy(self, s: str, logits: Value, targets: Value, ids: Value) -> Value:
         """Mean over all positions of -log softmax(logits)[target]; `s` ends with the
