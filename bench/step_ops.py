@@ -6,6 +6,11 @@ the figure to compare before and after a change to the elementwise/reduction pat
 
     python bench/step_ops.py            # totals per step, then the costliest ops
     python bench/step_ops.py --top 40
+    python bench/step_ops.py --in-step  # every call timed inside real steps, contractions too
+
+With `--in-step` nothing is re-run: each call of `--steps` real steps is timed where it
+runs (cold operands and all), grouped by kind, loop sizes and maps, contractions with
+their GFLOP/s; the sum against the step's own time says what dispatch costs.
 
 The ops run on recorded copies of their operands, so a time here is an op's own cost
 with its inputs warm in cache: a step, whose inputs come from earlier ops, pays more.
@@ -17,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import collections
+import math
 import os
+import statistics
 import sys
 import time
 
@@ -49,6 +56,58 @@ _recording_run_structured.__module__ = _REAL.__module__
 _recording_run_structured.__name__ = _recording_run_structured.__qualname__ = _REAL.__name__
 
 
+_TIMED: dict[tuple, list] = {}
+
+
+def _timing_run_structured(spec, body, ins, outs, aux=()):
+    if not _RECORDING[0]:
+        return _REAL(spec, body, ins, outs, aux)
+    t = time.perf_counter()
+    r = _REAL(spec, body, ins, outs, aux)
+    dt = time.perf_counter() - t
+    sizes = spec.sizes([*ins, *outs]) if spec.onehot is None else ()
+    kind = spec.kind + (" (fused kernel)" if spec.fused is not None else "") + (" (one-hot)" if spec.onehot is not None else "")
+    key = (kind, tuple(sizes), tuple(spec.in_maps), spec.out_map if spec.kind == "contraction" else ())
+    flops = 0
+    if spec.kind == "contraction" and spec.onehot is None and spec.plan is not None:
+        flops = 2 * math.prod(s for d, s in enumerate(sizes) if d not in spec.plan.fixed)
+    entry = _TIMED.setdefault(key, [0.0, 0, flops])
+    entry[0] += dt
+    entry[1] += 1
+    return r
+
+
+_timing_run_structured.__module__ = _REAL.__module__
+_timing_run_structured.__name__ = _timing_run_structured.__qualname__ = _REAL.__name__
+
+
+def in_step(state, it, lr: float, steps: int, top: int) -> None:
+    """Time every structured call of `steps` steps in place; print kinds and the costliest."""
+    plain = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        state.train_step([next(it)], lr)
+        plain.append(time.perf_counter() - t)
+    _RECORDING[0] = True
+    timed = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        state.train_step([next(it)], lr)
+        timed.append(time.perf_counter() - t)
+    _RECORDING[0] = False
+    kinds: collections.Counter[str] = collections.Counter()
+    for (kind, *_), (t, _, _) in _TIMED.items():
+        kinds[kind] += t / steps
+    total = sum(kinds.values())
+    print(f"step {statistics.median(plain) * 1e3:.1f} ms untimed, {statistics.median(timed) * 1e3:.1f} ms timed; structured calls {total * 1e3:.1f} ms a step")
+    print("  by kind: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in kinds.most_common()))
+    rows = sorted(_TIMED.items(), key=lambda kv: -kv[1][0])
+    for (kind, sizes, in_maps, out_map), (t, n, flops) in rows[:top]:
+        rate = f"{flops * n / t / 1e9:6.1f} GFLOP/s" if flops else " " * 14
+        maps = f"{list(in_maps)} -> {out_map}" if kind == "contraction" else ""
+        print(f"  {t / steps * 1e3:7.2f} ms x{n // steps:<3} {rate} {kind:<22} {str(sizes):<26} {maps}")
+
+
 def best(fn, repeats: int) -> float:
     fn()
     t_best = float("inf")
@@ -63,8 +122,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--top", type=int, default=20, help="ops listed, costliest first")
     ap.add_argument("--repeats", type=int, default=7, help="timed runs per op and path (the best counts)")
+    ap.add_argument("--in-step", action="store_true", help="time every call (contractions too) inside real steps instead")
+    ap.add_argument("--steps", type=int, default=5, help="with --in-step: steps timed")
     args = ap.parse_args()
-    structured.run_structured = _recording_run_structured
+    structured.run_structured = _timing_run_structured if args.in_step else _recording_run_structured
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from train_step import BATCH, FULL, LR, _data
 
@@ -78,6 +139,9 @@ def main() -> None:
     it = _data(FULL)
     for _ in range(2):  # compile (or load) the kernels
         state.train_step([next(it)], LR)
+    if args.in_step:
+        in_step(state, it, LR, args.steps, args.top)
+        return
     _RECORDING[0] = True
     state.train_step([next(it)], LR)
     _RECORDING[0] = False

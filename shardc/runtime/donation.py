@@ -43,6 +43,9 @@ from xdsl.ir import Operation
 from xdsl.ir.affine import AffineMap
 
 INPLACE_ATTR = "shardc.inplace"
+INPLACE_INIT_ATTR = "shardc.inplace_init"
+"""On a contraction whose init is a donated argument (`fusion.fuse_accumulations`): the
+results (indices) written into their init's buffer."""
 
 
 @dataclass
@@ -148,4 +151,12 @@ def inplace_pairs(op: Operation) -> dict[int, int]:
     return {int(p.data[0].value.data): int(p.data[1].value.data) for p in attr.data}  # type: ignore[attr-defined]
 
 
-__all__ = ["INPLACE_ATTR", "Donation", "DonationError", "apply_donation", "inplace_pairs"]
+def inplace_inits(op: Operation) -> frozenset[int]:
+    """Results of `op` written into the buffer of their init (`shardc.inplace_init`)."""
+    attr = op.attributes.get(INPLACE_INIT_ATTR)
+    if not isinstance(attr, ArrayAttr):
+        return frozenset()
+    return frozenset(int(a.value.data) for a in attr.data)  # type: ignore[attr-defined]
+
+
+__all__ = ["INPLACE_ATTR", "INPLACE_INIT_ATTR", "Donation", "DonationError", "apply_donation", "inplace_inits", "inplace_pairs"]

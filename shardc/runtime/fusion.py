@@ -24,7 +24,9 @@ result with other users yielded again, so a chain whose links are all saved for 
 backward pass (GELU's pre-activation, its square, its tanh) still becomes one op. Bodies keep their
 `cf.assert`s and `tensor.extract` gathers: they move with the ops they check.
 Contractions and reductions are never consumers, so their matmul and ufunc-reduce paths
-stay as they are.
+stay as they are; what follows one the other way round, `x + contraction` (a gradient
+added into its accumulator, a bias added to a projection), is folded into the
+contraction as its init instead (`fuse_accumulations`, after donation).
 """
 
 from __future__ import annotations
@@ -175,4 +177,168 @@ def _fuse(consumer: GenericOp, i: int) -> GenericOp:
     return fused
 
 
-__all__ = ["fuse_elementwise"]
+ACCUMULATE = True
+"""False: `fuse_accumulations` folds nothing (the baseline for benchmarks and tests; read
+at compile time, so turn the compile cache off, `SHARDC_CACHE=0`, when switching it)."""
+
+
+def fuse_accumulations(module: ModuleOp) -> int:
+    """Fold `x + c` into `c`'s contraction as its init, in place, in every block of
+    `module`; returns the number of folds.
+
+    A gradient accumulator is `acc + dW` after `dW = sum(a * b)` from zeros: the
+    product is kept alive through the backward pass, then read again with `acc` and
+    written out once more. A contraction whose body accumulates by `addf` into its init
+    computes `init + sum(a * b)`, so `x` can be that init: one op, BLAS adding into it
+    (`beta = 1`). Where the add wrote over a donated `x` (`shardc.inplace`), the
+    contraction is marked `shardc.inplace_init` and the product lands straight in the
+    donated buffer. An `x` read through a broadcast (a bias) becomes the init through a
+    broadcasting generic, which the runtime writes into the result's buffer before BLAS
+    adds the product (one pass over the result instead of two). The rule: the add is an
+    all-parallel generic on tensors, `yield addf(x, c)` in either order, `c` and the
+    result through the identity map with one type, `x` through the identity (same type)
+    or a projected permutation (same element type); `c` is the only result of a generic
+    in the same block, used by the add alone, whose init is `linalg.fill` of zero and
+    whose body reads the init once, as an operand of the `addf` it yields; `x` is
+    defined before that generic."""
+    from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, i64
+
+    from shardc.runtime.donation import INPLACE_INIT_ATTR, inplace_pairs
+
+    count = 0
+    if not ACCUMULATE:
+        return count
+    blocks = [b for op in module.walk() for r in op.regions for b in r.blocks]
+    for block in blocks:
+        for add in list(block.ops):
+            found = _accumulation(add)
+            if found is None:
+                continue
+            contraction, x, x_map = found
+            fill = contraction.outputs[0].owner
+            if x_map is not None:  # a broadcast x: materialised as the init, into the fill's tensor.empty
+                x = _broadcast(add, x, x_map, fill.outputs[0], contraction)  # type: ignore[union-attr]
+            operands = list(contraction.operands)
+            operands[-1] = x
+            contraction.operands = operands
+            pairs = inplace_pairs(add)
+            if 0 in pairs and add.inputs[pairs[0]] is x:  # x donated: write the product into it
+                contraction.attributes[INPLACE_INIT_ATTR] = ArrayAttr([IntegerAttr(0, i64)])
+            contraction.results[0].name_hint = add.results[0].name_hint or contraction.results[0].name_hint
+            add.results[0].replace_all_uses_with(contraction.results[0])
+            Rewriter.erase_op(add)
+            while isinstance(fill, Operation) and not any(r.uses for r in fill.results) and fill.name in ("linalg.fill", "tensor.empty"):
+                nxt = fill.operands[-1].owner if fill.name == "linalg.fill" else None
+                Rewriter.erase_op(fill)
+                fill = nxt
+            count += 1
+    return count
+
+
+def _broadcast(add: GenericOp, x: SSAValue, x_map: AffineMap, empty: SSAValue, before: Operation) -> SSAValue:
+    """`linalg.generic` yielding `x` read through `x_map` into `empty`, inserted before `before`."""
+    t = add.results[0].type
+    assert isinstance(t, TensorType)
+    elem = t.element_type
+    block = Block(arg_types=[elem, elem])
+    block.add_op(YieldOp(block.args[0]))
+    ident = AffineMap.identity(len(t.get_shape()))
+    op = GenericOp([x], [empty], Region(block), [AffineMapAttr(x_map), AffineMapAttr(ident)], add.iterator_types, [t])
+    parent = before.parent_block()
+    assert parent is not None
+    parent.insert_op_before(op, before)
+    return op.results[0]
+
+
+def _accumulation(add: Operation) -> tuple[GenericOp, SSAValue, AffineMap | None] | None:
+    """(the contraction, x, x's map where it is not the identity) when `add` is `x + c`
+    that `fuse_accumulations` folds."""
+    from xdsl.dialects.arith import AddfOp
+    from xdsl.ir import BlockArgument
+
+    if not isinstance(add, GenericOp) or not _elementwise(add) or len(add.inputs) != 2 or len(add.results) != 1:
+        return None
+    t = add.results[0].type
+    if not isinstance(t, TensorType):
+        return None
+    ident = AffineMap.identity(len(t.get_shape()))
+    maps = [m.data for m in add.indexing_maps.data]
+    if maps[2] != ident:
+        return None
+    body = add.body.block
+    ops = list(body.ops)
+    if len(ops) != 2 or not isinstance(ops[0], AddfOp) or not isinstance(ops[1], YieldOp) or list(ops[1].operands) != [ops[0].result]:
+        return None
+    if {ops[0].lhs, ops[0].rhs} != {body.args[0], body.args[1]} or ops[0].lhs is ops[0].rhs:
+        return None
+    for j in (0, 1):
+        c, x = add.inputs[j], add.inputs[1 - j]
+        if c.type != t or maps[j] != ident:
+            continue
+        x_map = None if x.type == t and maps[1 - j] == ident else maps[1 - j]
+        if x_map is not None and not _broadcastable(x, x_map, t):
+            continue
+        g = c.owner
+        if c is x or not isinstance(g, GenericOp) or g.parent is not add.parent or len(g.results) != 1 or len(g.outputs) != 1:
+            continue
+        if c.uses.get_length() != 1 or any(v is x for v in g.inputs) or not _zero_fill(g.outputs[0]):
+            continue
+        if all(it.data == IteratorType.PARALLEL for it in g.iterator_types.data):  # pyright: ignore[reportUnknownMemberType]
+            continue
+        g_body = g.body.block
+        init = g_body.args[len(g.inputs)]
+        g_yield = g_body.last_op
+        if init.uses.get_length() != 1 or not isinstance(g_yield, YieldOp) or len(g_yield.operands) != 1:
+            continue
+        acc = g_yield.operands[0].owner
+        if not isinstance(acc, AddfOp) or acc.parent is not g_body or init not in (acc.lhs, acc.rhs) or acc.result.uses.get_length() != 1:
+            continue
+        if isinstance(x, BlockArgument):
+            if not _encloses(x.block, g):
+                continue
+        elif not (isinstance(x.owner, Operation) and x.owner.parent is g.parent and x.owner.is_before_in_block(g)):
+            continue
+        return g, x, x_map
+    return None
+
+
+def _broadcastable(x: SSAValue, m: AffineMap, t: TensorType) -> bool:
+    """Whether `x` read through `m` is a broadcast of a static tensor to `t`: distinct
+    dims in increasing order, each of the extent it has in `t`."""
+    xt = x.type
+    if not isinstance(xt, TensorType) or xt.element_type != t.element_type or m.num_symbols or m.num_dims != len(t.get_shape()):
+        return False
+    if not all(isinstance(e, AffineDimExpr) for e in m.results):
+        return False
+    dims = [e.position for e in m.results]  # type: ignore[attr-defined]
+    shape, full = list(xt.get_shape()), list(t.get_shape())
+    return dims == sorted(set(dims)) and len(shape) == len(dims) and all(s == full[d] and s >= 0 for s, d in zip(shape, dims))
+
+
+def _encloses(block: Block, op: Operation) -> bool:
+    parent = op.parent_block()
+    while parent is not None:
+        if parent is block:
+            return True
+        owner = parent.parent_op()
+        parent = owner.parent_block() if owner is not None else None
+    return False
+
+
+def _zero_fill(v: SSAValue) -> bool:
+    """Whether `v` is `linalg.fill` of a constant +0 into a tensor."""
+    from xdsl.dialects.arith import ConstantOp
+    from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+    from xdsl.dialects.linalg.ops import FillOp
+
+    fill = v.owner
+    if not isinstance(fill, FillOp) or not isinstance(v.type, TensorType):
+        return False
+    cst = fill.inputs[0].owner
+    if not isinstance(cst, ConstantOp) or not isinstance(cst.value, FloatAttr | IntegerAttr):
+        return False
+    val = cst.value.value.data
+    return val == 0 and str(val) != "-0.0"
+
+
+__all__ = ["fuse_accumulations", "fuse_elementwise"]

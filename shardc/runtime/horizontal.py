@@ -55,6 +55,13 @@ MIN_GROUP_ELEMENTS = 1 << 13
 pay there, and most tests' models stay on the numpy path); a group's one call pays for
 itself well below `fused.MIN_ELEMENTS`, the per-array threshold."""
 
+CHUNK = 8
+"""Members per kernel call: the kernel takes tuples of this length, the last call's
+padded with empty arrays, so one compile serves every group size. numba's compile time
+grows faster than the tuple length (a UniTuple indexed by the member loop becomes a
+switch over every element): GPT's AdamW group of 74 compiled in 5.5 s, in 0.4 s at 8,
+and its ten calls of 8 add 0.02 ms to the 74 small arrays' 0.07 ms (measured)."""
+
 
 def plan_groups(block: Block) -> dict[Operation, list[GenericOp]]:
     """Member -> its group (in block order), for the groups of two or more members."""
@@ -247,7 +254,6 @@ def _grouped(group: Group, calls: Sequence[tuple[object, object, Sequence[object
         return None
     k0 = group.members[0].spec.fused  # type: ignore[attr-defined]
     donated = k0.donated
-    args: list[object] = []
     flat: list[list[np.ndarray]] = [[] for _ in group.arrays]
     members_args: list[list[object]] = []
     for m, (_, _, ins, outs) in zip(group.members, calls):
@@ -262,12 +268,15 @@ def _grouped(group: Group, calls: Sequence[tuple[object, object, Sequence[object
         return None  # a tuple of one array type: numba compiles it once per length
     if not _load(group):
         return None
-    tuples = dict(zip(group.arrays, (tuple(col) for col in flat)))
-    for q, (kind, what) in enumerate(k0.params):
-        args.append(tuples[q] if q in tuples else members_args[0][what] if kind == "scalar" else what)  # type: ignore[index]
     dts = k0.stages[0].dtypes
     writes = [[np.empty(math.prod(m.shape), dt) for m in group.members] for dt in dts]
-    group.fn(*args, *(tuple(w) for w in writes))  # type: ignore[misc]
+    pad = -len(group.members) % CHUNK  # zero-length members: the kernel loops over nothing
+    cols = [col + [np.empty(0, col[0].dtype)] * pad for col in flat]
+    wcols = [w + [np.empty(0, w[0].dtype)] * pad for w in writes]
+    for c in range(0, len(group.members) + pad, CHUNK):
+        tuples = dict(zip(group.arrays, (tuple(col[c : c + CHUNK]) for col in cols)))
+        args = [tuples[q] if q in tuples else members_args[0][what] if kind == "scalar" else what for q, (kind, what) in enumerate(k0.params)]  # type: ignore[index]
+        group.fn(*args, *(tuple(w[c : c + CHUNK]) for w in wcols))  # type: ignore[misc]
     group.calls += 1
     slot_of = {s: t for t, s in enumerate(k0.stages[0].writes)}
     res: list[np.ndarray] = []
@@ -289,4 +298,4 @@ def _load(group: Group) -> bool:
     return group.fn is not None
 
 
-__all__ = ["GROUP", "MIN_GROUP_ELEMENTS", "Group", "Member", "build_group", "emit_group", "plan_groups", "render_group", "run_group"]
+__all__ = ["CHUNK", "GROUP", "MIN_GROUP_ELEMENTS", "Group", "Member", "build_group", "emit_group", "plan_groups", "render_group", "run_group"]

@@ -211,7 +211,8 @@ def _offsets(n: tuple[int, ...], strides: tuple[tuple[int, ...], ...]) -> tuple[
 def _fallback(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> np.ndarray:
     if beta == 0:
         return np.matmul(a, b, out=out)
-    out *= beta
+    if beta != 1:
+        out *= beta
     out += np.matmul(a, b)
     return out
 
@@ -281,7 +282,10 @@ def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> np.n
         return _fallback(a, b, out, beta)  # an output written twice, or negative strides
     _CALLS[0] += 1
     pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
-    if len(sizes) == 1 and fa[0] and fb[0] and fa[0] % item == 0 and fb[0] % item == 0 and fc[0] % item == 0:
+    # MKL's strided batch refuses (and leaves `out` unwritten) an output stride below one
+    # matrix (`ldc * m`): heads interleaved in a row, as attention's `b t h d` result with
+    # a batch of one; the pointer arrays take those.
+    if len(sizes) == 1 and fa[0] and fb[0] and fa[0] % item == 0 and fb[0] % item == 0 and fc[0] % item == 0 and fc[0] >= ldc * m * item:
         lib.strided[dt](
             _ROW, la[0], lb[0], m, n, k, 1.0, pa, la[1], fa[0] // item, pb, lb[1], fb[0] // item,
             beta, pc, ldc, fc[0] // item, sizes[0],
