@@ -6,15 +6,21 @@ step, with an empty compile cache (cold) and again with the entry the cold run l
     python bench/compile_startup.py            # cold, then warm, in a fresh cache directory
     python bench/compile_startup.py --quick    # n_layer 2, n_embd 64: a smoke run
     python bench/compile_startup.py --cache-dir D --runs warm --repeat 3   # warm only, D kept
+    python bench/compile_startup.py --baseline /tmp/before   # each run paired with the code at /tmp/before
+
+`--baseline DIR` takes a tree holding an older `shardc` (say `git archive HEAD | tar -x
+-C DIR`): every run is made twice, the baseline's job then this tree's, each with a cache
+directory of its own, so both meet the same load (the machine may be shared).
 
 Each run is a fresh `mpiexec -n 2` job; rank 0 reports seconds since the launch (the
 parent's clock, passed in the environment) at: the imports done, the step compiled
 (rank 0 compiled or loaded it, rank 1 took it over MPI: one compile per job), the
 state made (`init_params` + `RankState`: each rank makes only its pieces), the first
 step started and done, and a second step done (the first step's extra over the second
-is its first calls: numba loading its cached kernels, or compiling them cold). "to
-first step" is the launch to the moment the first step starts (compiled and state
-ready). A breakdown per run follows: where the step came from, and (cold) the
+is its first calls: numba's import and CPU target, about 0.5 s, then its kernels loaded
+from its cache, a few ms each, or compiled cold, 0.1-0.5 s each; and the first writes
+into freshly allocated buffers). "to first step" is the launch to the moment the first
+step starts (compiled and state ready); "first step done" is the launch to its end. A breakdown per run follows: where the step came from, and (cold) the
 pipeline's passes against the rest of the compile (building the step module, code
 generation). The machine may be shared: the figures are as measured, under that load.
 """
@@ -65,7 +71,8 @@ def _child(n_layer: int, n_embd: int, n_head: int) -> None:
     marks["first_step_done"] = time.time() - t0
     from shardc.runtime.kernels import fused
 
-    kernels = len(fused._COMPILED)  # pyright: ignore[reportPrivateUsage]  (numba kernels the first step compiled or loaded)
+    stats = getattr(fused, "kernel_stats", None)  # a baseline tree may predate it
+    kernels = stats() if stats is not None else {"sources": len(fused._COMPILED)}  # pyright: ignore[reportPrivateUsage]
     with use_comm(MPIComm(world)):
         state.train_step([batch], 1e-3)
     world.Barrier()
@@ -77,12 +84,15 @@ def _child(n_layer: int, n_embd: int, n_head: int) -> None:
         print(json.dumps(info), flush=True)
 
 
-def _job(args: argparse.Namespace, cache_dir: str) -> dict:
+def _job(args: argparse.Namespace, cache_dir: str, code: str | None = None) -> dict:
+    """One `mpiexec -n 2` job over `cache_dir`; `code`: a tree whose `shardc` it imports."""
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         sys.exit("compile_startup.py: mpiexec is not on PATH")
     env = {k: v for k, v in os.environ.items() if k != "SHARDC_CACHE"}
     env.update(SHARDC_CACHE_DIR=cache_dir, BENCH_T0=repr(time.time()))
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([code, *filter(None, [env.get("PYTHONPATH")])])
     cmd = [mpiexec, "-n", "2", sys.executable, os.path.abspath(__file__), "--child", "--n-layer", str(args.n_layer), "--n-embd", str(args.n_embd), "--n-head", str(args.n_head)]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
     if p.returncode != 0:
@@ -96,6 +106,7 @@ def main() -> None:
     ap.add_argument("--cache-dir", help="the compile cache to use and keep (default: a fresh temporary one)")
     ap.add_argument("--runs", default="cold,warm", help="cold,warm (default), or warm alone (with --cache-dir holding the entry)")
     ap.add_argument("--repeat", type=int, default=1, help="warm runs (the figures of each are printed)")
+    ap.add_argument("--baseline", metavar="DIR", help="a tree holding an older shardc: each run paired with it")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--n-layer", type=int, default=12)
     ap.add_argument("--n-embd", type=int, default=768)
@@ -112,38 +123,50 @@ def main() -> None:
         sys.exit("compile_startup.py: --runs takes cold, warm or cold,warm")
     if "cold" not in runs and args.cache_dir is None:
         sys.exit("compile_startup.py: a warm run alone needs --cache-dir (holding the entry a cold run left)")
-    results: list[tuple[str, dict]] = []
+    if args.baseline is not None and not os.path.isdir(os.path.join(args.baseline, "shardc")):
+        sys.exit(f"compile_startup.py: --baseline {args.baseline}: no shardc package there")
+    codes = [("before", args.baseline), ("after", None)] if args.baseline is not None else [("", None)]
+    results: list[tuple[str, str, dict]] = []
     with contextlib.ExitStack() as stack:
         d = args.cache_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="shardc-bench-cache-"))
+        dirs = {label: os.path.join(d, label) if label else d for label, _ in codes}
         if "cold" in runs:
-            if args.cache_dir is not None:
-                shutil.rmtree(d, ignore_errors=True)  # a cold run starts from an empty cache
-            results.append(("cold", _job(args, d)))
+            for label, code in codes:
+                if args.cache_dir is not None:
+                    shutil.rmtree(dirs[label], ignore_errors=True)  # a cold run starts from an empty cache
+                results.append(("cold", label, _job(args, dirs[label], code)))
         if "warm" in runs:
-            results += [("warm", _job(args, d)) for _ in range(args.repeat)]
-    print(f"{'run':<6} {'from':<10} {'imports':>8} {'compiled':>9} {'state':>7} {'to first step':>14} {'first step':>11} {'second':>7}")
-    for name, r in results:
+            for _ in range(args.repeat):
+                results += [("warm", label, _job(args, dirs[label], code)) for label, code in codes]
+    print(f"{'run':<6} {'code':<7} {'from':<10} {'imports':>8} {'compiled':>9} {'state':>7} {'to first step':>14} {'first step':>11} {'second':>7} {'first step done':>16}")
+    for name, label, r in results:
         m = r["marks"]
         print(
-            f"{name:<6} {r['source']:<10} {m['imports']:>7.2f}s {m['compiled']:>8.2f}s {m['state'] - m['compiled']:>6.2f}s {m['first_step_start']:>13.2f}s "
-            f"{m['first_step_done'] - m['first_step_start']:>10.2f}s {m['second_step_done'] - m['first_step_done']:>6.2f}s"
+            f"{name:<6} {label:<7} {r['source']:<10} {m['imports']:>7.2f}s {m['compiled']:>8.2f}s {m['state'] - m['compiled']:>6.2f}s {m['first_step_start']:>13.2f}s "
+            f"{m['first_step_done'] - m['first_step_start']:>10.2f}s {m['second_step_done'] - m['first_step_done']:>6.2f}s {m['first_step_done']:>15.2f}s"
         )
-    for name, r in results:
+    for name, label, r in results:
         m = r["marks"]
         loaded = m["compiled"] - m["imports"]
+        tag = f"{name} {label}".strip()
         if r["source"] == "compiled":
-            print(f"{name}: compile {r['compile_seconds']:.2f}s = passes {r['passes']:.2f}s + building the module and code generation {r['compile_seconds'] - r['passes']:.2f}s")
+            print(f"{tag}: compile {r['compile_seconds']:.2f}s = passes {r['passes']:.2f}s + building the module and code generation {r['compile_seconds'] - r['passes']:.2f}s")
         else:
-            print(f"{name}: step loaded ({r['source']}) in {loaded:.2f}s")
+            print(f"{tag}: step loaded ({r['source']}) in {loaded:.2f}s")
         first_calls = (m["first_step_done"] - m["first_step_start"]) - (m["second_step_done"] - m["first_step_done"])
-        how = "compiled or loaded" if name == "cold" else "loaded from numba's cache"
-        print(f"{name}: the first step's first calls {first_calls:.2f}s ({r['kernels']} numba kernels {how}, numba imported)")
-    cold = next((r for n, r in results if n == "cold"), None)
-    warm = [r for n, r in results if n == "warm"]
-    if cold is not None and warm:
-        best = min(r["marks"]["first_step_start"] for r in warm)
-        print(f"warm start {cold['marks']['first_step_start'] / best:.1f}x faster than cold (targets: cold <= 5 s, warm <= 1 s to the first step)")
-    losses = {r["loss"] for _, r in results}
+        k = r["kernels"]
+        if isinstance(k, dict) and "called" in k:
+            what = f"numba: {k['called']} of {k['sources']} kernels called, {k['signatures']} signatures, {k['loaded']} loaded from its cache, {k['compiled']} compiled, helpers compiled {k['helpers_compiled']}"
+        else:
+            what = f"{k['sources'] if isinstance(k, dict) else k} numba kernels made"
+        print(f"{tag}: the first step's first calls {first_calls:.2f}s ({what}; numba imported)")
+    for label, _ in codes:
+        cold = next((r for n, lb, r in results if n == "cold" and lb == label), None)
+        warm = [r for n, lb, r in results if n == "warm" and lb == label]
+        if cold is not None and warm:
+            best = min(r["marks"]["first_step_start"] for r in warm)
+            print(f"{label + ': ' if label else ''}warm start {cold['marks']['first_step_start'] / best:.1f}x faster than cold (targets: cold <= 5 s, warm <= 1 s to the first step)")
+    losses = {r["loss"] for _, _, r in results}
     if len(losses) > 1:
         sys.exit(f"compile_startup.py: the runs' first losses differ: {sorted(losses)}")
 

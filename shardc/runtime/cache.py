@@ -32,8 +32,9 @@ warning line and rebuilt. Constants are decoded (the cyclic GC paused: it made d
 the GPT step's 170,000 nodes 3x slower) from tagged data that can hold only
 plain values, numpy arrays, scalars, dtypes and ufuncs, and the functions, classes and
 dataclass instances (made by `object.__new__`, no constructor runs) of the
-`shardc.runtime` modules already loaded, not those that compile, exec or launch;
-nothing else can be named, and nothing is imported.
+`shardc.runtime` modules the entry lists (imported first: those alone, so a hit does not
+load every dialect's emitters), not those that compile, exec or launch; nothing else can
+be named or imported.
 
 Under `mpiexec` (`world=` an mpi4py communicator) rank 0 alone looks up or compiles and
 broadcasts the entry (a hit as soon as it is read and verified, so that all ranks build
@@ -56,7 +57,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ import numpy as np
 
 from shardc.runtime.compile import CompiledModule, _external_stub, compile_module  # pyright: ignore[reportPrivateUsage]
 
-FORMAT = 3
+FORMAT = 4
 _MAGIC = b"shardc-compile-cache\n"
 
 
@@ -184,12 +185,15 @@ class _Encoder:
         self.keep: list[object] = []  # ids stay unique while encoding
         self.objects: dict[type, list[Any]] = {}
         """Dataclass types met, with their names: instances go straight to `_memoized`."""
+        self.modules: set[str] = set()
+        """The runtime modules named: a hit imports these alone (see `import_named`)."""
 
     def ref(self, obj: object) -> list[Any]:
         if type(obj).__name__ == "builtin_function_or_method" and isinstance(getattr(obj, "__self__", None), np.ufunc):
             return ["ufunc_method", obj.__self__.__name__, obj.__name__]  # type: ignore[attr-defined]
         mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
         if isinstance(mod, str) and isinstance(qual, str) and _nameable(mod) and "." not in qual and getattr(sys.modules.get(mod), qual, None) is obj:
+            self.modules.add(mod)
             return ["global", mod, qual]
         raise UncacheableError(f"cannot name {obj!r}")
 
@@ -400,13 +404,16 @@ class _Decoder:
 _FLAT = frozenset({type(None), *_PLAIN})
 
 
-def dump_bindings(bindings: Mapping[str, object]) -> bytes:
+def dump_bindings(bindings: Mapping[str, object], modules: set[str] | None = None) -> bytes:
     """The constant pool (all but the numpy module) as bytes: a JSON tree, a NUL, the
-    array bytes. UncacheableError when a constant is not storable."""
+    array bytes. UncacheableError when a constant is not storable. `modules`, when
+    given, receives the runtime modules whose objects the pool names."""
     enc = _Encoder()
     with gc_paused():
         tree = {k: enc.enc(v) for k, v in bindings.items() if k != "_np"}
         data = json.dumps(tree).encode() + b"\0" + bytes(enc.blob)
+    if modules is not None:
+        modules |= enc.modules
     try:
         load_bindings(data)  # what cannot be read back must not be stored
     except CorruptEntry as e:
@@ -417,6 +424,25 @@ def dump_bindings(bindings: Mapping[str, object]) -> bytes:
 def load_bindings(data: bytes) -> dict[str, object]:
     with gc_paused():
         return _load_bindings(data)
+
+
+def import_named(modules: Sequence[str]) -> None:
+    """Import the runtime modules an entry's constants name (and nothing else: a hit
+    need not load every dialect's emitters). Only nameable modules of the installed
+    `shardc.runtime` package qualify; any other name is CorruptEntry."""
+    import importlib
+
+    for mod in modules:
+        if type(mod) is not str or not _nameable(mod) or not all(part.isidentifier() for part in mod.split(".")):
+            raise CorruptEntry(f"module {mod!r} is not allowed")
+        if mod in sys.modules:
+            continue
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:  # the module exists; something it imports is missing
+                raise
+            raise CorruptEntry(f"no runtime module {mod!r}") from None
 
 
 def _load_bindings(data: bytes) -> dict[str, object]:
@@ -459,10 +485,15 @@ class Entry:
     """Symbols declared without a body (they raise when called, as compiled)."""
     arg_specs: dict[str, list[list[Any]]]
     meta: dict[str, Any] = field(default_factory=dict)
+    modules: list[str] = field(default_factory=list)
+    """The runtime modules the constants name (imported before they are decoded)."""
 
     def encode(self) -> bytes:
         body = json.dumps(
-            {"lowered": self.lowered, "source": self.source, "functions": self.functions, "externals": self.externals, "arg_specs": self.arg_specs, "meta": self.meta}
+            {
+                "lowered": self.lowered, "source": self.source, "functions": self.functions, "externals": self.externals,
+                "arg_specs": self.arg_specs, "meta": self.meta, "modules": self.modules,
+            }
         ).encode()
         payload = body + self.bindings
         header = {
@@ -495,6 +526,7 @@ class Entry:
             body = json.loads(payload[:n_json])
             entry = Entry(
                 key, body["lowered"], body["source"], payload[n_json:], body["functions"], body["externals"], body["arg_specs"], body["meta"],
+                list(body["modules"]),
             )
         except (ValueError, KeyError, TypeError):
             raise CorruptEntry("bad contents") from None
@@ -602,7 +634,9 @@ def to_entry(key: str, lowered: str, cm: CompiledModule, meta: Mapping[str, Any]
     stubs = {cm.pynames[sym] for sym in externals}  # closures: remade on loading
     specs = {sym: [_spec_of(t) for t in f.function_type.inputs.data] for sym, f in cm.signatures.items()}
     pool = {k: v for k, v in cm.bindings.items() if k not in stubs}
-    return Entry(key, lowered, cm.source, dump_bindings(pool), dict(cm.pynames), externals, specs, dict(meta))
+    modules: set[str] = set()
+    data = dump_bindings(pool, modules)
+    return Entry(key, lowered, cm.source, data, dict(cm.pynames), externals, specs, dict(meta), sorted(modules))
 
 
 @contextlib.contextmanager
@@ -624,10 +658,9 @@ class CachedModule(CompiledModule):
     only if someone asks for them."""
 
     def __init__(self, entry: Entry, name: str):
-        from shardc.runtime import kernels
         from shardc.runtime.compile import tune_allocator
 
-        kernels.load_all()  # the modules whose objects the constants name
+        import_named(entry.modules)  # the modules whose objects the constants name, alone
         tune_allocator()
         self.entry = entry
         self.source = entry.source
@@ -708,8 +741,6 @@ def _compile_here(
     """Look up or compile. `share` is called once with the entry's bytes (None: there is
     none) as soon as they are known: on a hit before the callables are built from them,
     so that the other ranks build theirs at the same time."""
-    from shardc.ir.printer import module_to_string
-
     if read and disk is not None:
         got = disk.read(key)
         if got is not None:
@@ -727,6 +758,8 @@ def _compile_here(
     module, meta = build()
     cm = compile_module(module, name, fuse=fuse, donate=donate)
     entry: Entry | None = None
+    from shardc.ir.printer import module_to_string  # a miss only
+
     try:
         entry = to_entry(key, module_to_string(module) if lowered is None else lowered, cm, meta)
     except Exception as e:  # UncacheableError, or a type the entry cannot describe

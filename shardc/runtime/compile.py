@@ -458,6 +458,10 @@ def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True, do
         uncollapse_batch_matmuls(module)  # torch-mlir's bmm over collapsed heads: no copies
         fuse_elementwise(module)
     donations = _donate(module, donate or {})
+    if fuse:  # `x + c` with c a contraction from zeros: the contraction accumulates into x
+        from shardc.runtime.fusion import fuse_accumulations
+
+        fuse_accumulations(module)
     cg = ModuleCodegen(module)
     funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
     if fuse:  # the same-bodied elementwise generics of a function: one kernel call

@@ -27,10 +27,14 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from xdsl.ir import SSAValue
+from typing import TYPE_CHECKING
 
-from shardc.dialects.shard import ShardingOp, ShardOp
 from shardc.training.mesh import BATCH, SHARD, Grid
+
+if TYPE_CHECKING:  # the shard dialect is loaded only where IR is built (not on a cache hit)
+    from xdsl.ir import SSAValue
+
+    from shardc.dialects.shard import ShardingOp
 
 MeshAxes = tuple[str, ...]
 
@@ -253,6 +257,8 @@ def per_rank_bytes(params: Iterable[_HasAxes], plan: ShardingPlan, policy: Shard
 
 
 def sharding_op(grid: Grid, spec: PartitionSpec) -> ShardingOp:
+    from shardc.dialects.shard import ShardingOp
+
     return ShardingOp(grid.name, spec.split_axes())
 
 
@@ -261,6 +267,8 @@ def annotate(fb: object, value: SSAValue, grid: Grid, spec: PartitionSpec, for_u
     `add_op`) and return the annotated value."""
     sharding = sharding_op(grid, spec)
     fb.add_op(sharding)  # type: ignore[attr-defined]
+    from shardc.dialects.shard import ShardOp
+
     shard = ShardOp(value, sharding.result, annotate_for_users=for_users)
     fb.add_op(shard)  # type: ignore[attr-defined]
     return shard.result

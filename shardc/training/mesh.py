@@ -10,8 +10,10 @@ shared-memory split supplies that number; here it is a parameter).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from shardc.dialects.shard import GridOp
+if TYPE_CHECKING:  # the shard dialect is loaded only where IR is built (not on a cache hit)
+    from shardc.dialects.shard import GridOp
 
 BATCH = "batch"
 SHARD = "shard"
@@ -57,6 +59,8 @@ class Grid:
 
     def grid_op(self) -> GridOp:
         """`shard.grid @<name>(shape = <batch>x<shard>)`: axis 0 is batch, axis 1 shard."""
+        from shardc.dialects.shard import GridOp
+
         return GridOp(self.name, [self.batch, self.shard])
 
     def __str__(self) -> str:

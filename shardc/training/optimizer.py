@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from xdsl.dialects import arith, math
-from xdsl.ir import SSAValue
+if TYPE_CHECKING:  # the IR is built only on a compile: a cache hit imports none of it
+    from xdsl.ir import SSAValue
 
-from shardc.training.ir_builder import Body, FuncBuilder, Value
+    from shardc.training.ir_builder import Body, FuncBuilder, Value
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -46,6 +47,10 @@ def adamw_update(fb: FuncBuilder, cfg: AdamWConfig, s: StepScalars, p: Value, g:
     corrections are computed inside the body from the scalar step: every op of the
     step is then a linalg.generic, which sharding-propagation handles (it rejects scalar
     arith ops outside them, as upstream does)."""
+    from xdsl.dialects import arith, math
+
+    from shardc.training.ir_builder import Value
+
     x = LETTERS[: len(p.shape)]
 
     # Scalar factors are combined first (on scalars), so each array sees one multiply:

@@ -38,7 +38,6 @@ from shardc.training.axis import ParamLayouts, PartitionSpec, ShardingPlan, Shar
 from shardc.training.gpt import GPTConfig, InitialParams, ParamSpec, param_specs
 from shardc.training.mesh import Grid
 from shardc.training.optimizer import AdamWConfig, step_donation
-from shardc.training.step import Sharded, build_step_module
 
 PIPELINE: tuple[str, ...] = (
     "sharding-propagation{traversal=forward-backward}",
@@ -210,6 +209,8 @@ class StepProgram:
         built: list[Stage] = []
 
         def build() -> tuple[ModuleOp, dict[str, object]]:
+            from shardc.training.step import Sharded, build_step_module  # a hit builds no IR
+
             module = build_step_module(model, batch, dtype, opt, Sharded(grid, plan, policy))
             # The collectives at the shard level: after simplify/canonicalize/cse, before lowering.
             lower_at = PIPELINE.index("convert-shard-to-mpi")
@@ -283,6 +284,9 @@ class RankState:
         self.rank = rank
         dt = np.dtype(program.dtype)
         self.params = [_storage_piece(params, s, lay, program.grid, rank, dt) for s, lay in zip(program.specs, program.layouts)]
+        # `np.zeros`: pages mapped lazily, faulted in by the first step's in-place update.
+        # Writing them here (np.full) made the state 2-3 s slower under load and the
+        # first step no faster by as much (bench/compile_startup.py, paired): not done.
         self.mu = [np.zeros(program.local_shape(s.shape, lay.update, rank), dt) for s, lay in zip(program.specs, program.layouts)]
         self.nu = [np.zeros_like(m) for m in self.mu]
         self.vocab_ids = np.arange(program.model.vocab_size, dtype=np.int32)

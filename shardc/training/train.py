@@ -25,7 +25,6 @@ from shardc.training.data import CharTokenizer, batches, load_text, synthetic_co
 from shardc.training.gpt import GPTConfig, init_params, param_specs
 from shardc.training.mesh import Grid, global_batch
 from shardc.training.optimizer import AdamWConfig, step_donation
-from shardc.training.step import build_step_module
 
 
 def set_blas_threads(n: int) -> int | None:
@@ -76,6 +75,8 @@ class Trainer:
     def __init__(self, model: GPTConfig, tc: TrainConfig):
         self.model, self.tc = model, tc
         self.specs = param_specs(model)
+        from shardc.training.step import build_step_module  # the IR builder: loaded where IR is built
+
         self.module = build_step_module(model, tc.batch_size, tc.dtype, tc.opt)
         self.compiled: CompiledModule = compile_module_cached(self.module, "train", donate=step_donation(len(self.specs)))
         dt = np.dtype(tc.dtype)

@@ -1,0 +1,98 @@
+"""A training job's warm start (issue #16): a compile-cache hit in a fresh interpreter
+loads only the runtime modules its entry names, builds no IR (no shard dialect, step
+builder, autodiff, passes, printer, unused dialects' emitters) and gives the cold run's
+losses bitwise."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from shardc.runtime import cache
+from shardc.runtime.cache import CorruptEntry
+
+_JOB = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from shardc.runtime.comm import run_simulated
+    from shardc.training.gpt import GPTConfig, init_params
+    from shardc.training.spmd import RankState
+    from shardc.training.trainer import TrainingConfig, compile_program
+
+    cfg = TrainingConfig(GPTConfig(1, 2, 16, 8, 16), per_device_batch=2, steps=1)
+    program = compile_program(cfg, cfg.grid(1))
+    rng = np.random.default_rng(0)
+    batch = (rng.integers(0, 16, (program.batch, 8)).astype(np.int32), rng.integers(0, 16, (program.batch, 8)).astype(np.int32))
+
+    def job():
+        state = RankState(program, 0, init_params(cfg.model, cfg.seed, np.float32))
+        losses = [float(state.train_step([batch], 1e-3)).hex() for _ in range(2)]
+        return losses, [float(np.sum(p.astype(np.float64))).hex() for p in state.params]
+
+    losses, sums = run_simulated(1, job)[0]
+    print(json.dumps({"cached": program.cached, "losses": losses, "sums": sums, "modules": sorted(sys.modules)}))
+    """
+)
+
+# What a hit must not load: the IR builders, the compiler, the emitters of dialects the
+# step does not use.
+_NOT_ON_A_HIT = (
+    "shardc.dialects.shard",
+    "shardc.training.step",
+    "shardc.training.autodiff",
+    "shardc.passes",
+    "shardc.lowering",
+    "shardc.ir.printer",
+    "shardc.ir.fast_parser",
+    "shardc.runtime.kernels.tosa",
+    "shardc.runtime.kernels.tm_tensor",
+    "shardc.runtime.kernels.affine",
+    "shardc.runtime.kernels.shard",
+    "shardc.runtime.kernels.scf",
+)
+
+
+def _run(cache_dir: str) -> dict:
+    env = dict(os.environ, SHARDC_CACHE_DIR=cache_dir)
+    env.pop("SHARDC_CACHE", None)
+    p = subprocess.run([sys.executable, "-c", _JOB], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_warm_start_loads_only_what_the_entry_names_and_matches_the_cold_run(tmp_path):
+    cold = _run(str(tmp_path / "c"))
+    warm = _run(str(tmp_path / "c"))
+    assert (cold["cached"], warm["cached"]) == ("compiled", "cache")
+    assert warm["losses"] == cold["losses"] and warm["sums"] == cold["sums"]  # bitwise
+    loaded = set(warm["modules"])
+    assert not [m for m in loaded if m.startswith(_NOT_ON_A_HIT)], sorted(m for m in loaded if m.startswith(_NOT_ON_A_HIT))
+    assert set(_NOT_ON_A_HIT) & set(cold["modules"])  # the cold run does load them: the check is live
+    (entry_file,) = (tmp_path / "c").rglob("*.entry")
+    header_end = entry_file.read_bytes().index(b"\n", len(b"shardc-compile-cache\n"))
+    body_len = json.loads(entry_file.read_bytes()[len(b"shardc-compile-cache\n") : header_end])["json"]
+    body = json.loads(entry_file.read_bytes()[header_end + 1 : header_end + 1 + body_len])
+    assert "shardc.runtime.structured" in body["modules"] and set(body["modules"]) <= loaded
+
+
+def test_entry_modules_must_be_runtime_modules():
+    cache.import_named(["shardc.runtime.helpers"])
+    for bad in ["os", "shardc.runtime.compile", "shardc.runtime.launch", "shardc.runtime.cache", "shardc.runtime.no_such_module", "shardc.runtime.x;y", 7]:
+        with pytest.raises(CorruptEntry):
+            cache.import_named([bad])  # type: ignore[list-item]
+
+
+def test_pool_lists_the_modules_it_names():
+    from shardc.runtime import helpers
+
+    modules: set[str] = set()
+    cache.dump_bindings({"f": helpers.uview, "n": np.float32(1), "t": (1, "a")}, modules)
+    assert modules == {"shardc.runtime.helpers"}
+
