@@ -55,6 +55,11 @@ def _history(out) -> list[float]:
     return [e["loss"] for e in json.loads((d / MANIFEST).read_text())["progress"]["history"]]
 
 
+def _rank_of(env: dict[str, str]) -> str | None:
+    """A rank process's rank, as MPICH (PMI), Open MPI or PMIx sets it."""
+    return next((env[v] for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK") if v in env), None)
+
+
 def _kill_rank_when(out, rank: int, step: int) -> int:
     """Run the job, SIGKILL rank `rank` as soon as the checkpoint of `step` is complete;
     returns mpiexec's exit status."""
@@ -69,7 +74,7 @@ def _kill_rank_when(out, rank: int, step: int) -> int:
             time.sleep(0.01)
         victim = next(
             p for p in psutil.Process(job.pid).children(recursive=True)
-            if "shardc.tools.train" in " ".join(p.cmdline()) and p.environ().get("PMI_RANK") == str(rank)
+            if "shardc.tools.train" in " ".join(p.cmdline()) and _rank_of(p.environ()) == str(rank)
         )
         os.kill(victim.pid, signal.SIGKILL)
         return job.wait(timeout=60)
