@@ -410,7 +410,6 @@ def _inputs_by_name(prog: Any, inputs: Mapping[str, Any]) -> list[Any]:
     keys_of = [[b.label.lstrip("%"), str(k), f"arg{k}"] for k, b in enumerate(prog.args)]
     positional = _positional(inputs, keys_of, None, "shardc-verify")
     if positional is not None:  # an archive by another tool's names: in order
-        names.update(positional)
         inputs = {keys_of[k][0]: inputs[n] for k, n in enumerate(positional[: len(keys_of)])}
     for k, b in enumerate(prog.args):
         keys = keys_of[k]

@@ -10,8 +10,9 @@ built directly, so the printed IR is the same.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import Any
 
 from xdsl.dialects.builtin import MemRefType, TensorType
 from xdsl.ir import Attribute
@@ -44,24 +45,23 @@ _TENSOR_OF: dict[int, tuple[MemRefType, TensorType]] = {}
 _MEMREF_OF: dict[int, tuple[TensorType, MemRefType]] = {}
 
 
-def tensor_of_memref(t: MemRefType) -> TensorType:
-    """`TensorType(t.element_type, t.shape)`, what `bufferization.to_tensor` yields,
-    looked up by the memref type object (the entry keeps it alive, so its `id` is
-    its own)."""
-    found = _TENSOR_OF.get(id(t))
+def _by_identity(table: dict[int, tuple[Any, Any]], t: Any, make: Callable[[Any, tuple[int, ...]], Any]) -> Any:
+    """`make(element, shape)` of `t`, looked up by the type object (the entry keeps it
+    alive, so its `id` is its own)."""
+    found = table.get(id(t))
     if found is None or found[0] is not t:
-        if len(_TENSOR_OF) >= _LIMIT:
-            _TENSOR_OF.clear()
-        found = _TENSOR_OF[id(t)] = (t, tensor_type(t.get_element_type(), t.get_shape()))
+        if len(table) >= _LIMIT:
+            table.clear()
+        found = table[id(t)] = (t, make(t.get_element_type(), t.get_shape()))
     return found[1]
+
+
+def tensor_of_memref(t: MemRefType) -> TensorType:
+    """`TensorType(t.element_type, t.shape)`, what `bufferization.to_tensor` yields."""
+    return _by_identity(_TENSOR_OF, t, tensor_type)
 
 
 def memref_of_tensor(t: TensorType) -> MemRefType:
     """`MemRefType(t.element_type, t.shape)`, what `bufferization.to_buffer` yields by
-    default, looked up by the tensor type object."""
-    found = _MEMREF_OF.get(id(t))
-    if found is None or found[0] is not t:
-        if len(_MEMREF_OF) >= _LIMIT:
-            _MEMREF_OF.clear()
-        found = _MEMREF_OF[id(t)] = (t, memref_type(t.get_element_type(), t.get_shape()))
-    return found[1]
+    default."""
+    return _by_identity(_MEMREF_OF, t, memref_type)
