@@ -10,12 +10,20 @@ canonicalize; mlir-opt has no shard-simplify pass).
    verify and printing at 500 to 8,000 ops, as microseconds per op (flat columns mean
    linear), with mlir-opt's process time per size for the ratio at each size.
 
+3. With `--gpt N_LAYER`: the GPT training step's pipeline instead (the module
+   `shardc.training.step.build_step_module` makes, n_embd 768, 12 heads, block 256,
+   vocab 512, batch 8, a 2x1 grid with ZeRO, run through `shardc.training.spmd`'s
+   PIPELINE as the trainer compiles it), CPU seconds per stage in a fresh process per
+   run, medians, interleaved with `--compare-with`'s tree. All `linalg.generic`.
+
     python bench/pipeline_compile.py [--ops 2000] [--repeats 5] [--sizes 500,1000,2000,4000,8000]
+    python bench/pipeline_compile.py --gpt 12 [--repeats 3] [--compare-with DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -136,6 +144,59 @@ def stage_times(text: str) -> list[tuple[str, float]]:
     return out
 
 
+def gpt_stage_times(n_layer: int) -> dict[str, float]:
+    """CPU seconds of each stage of the GPT training step's pipeline (in this process)."""
+    from shardc.training.axis import GPT_PLAN, ShardingPolicy
+    from shardc.training.gpt import GPTConfig
+    from shardc.training.mesh import make_grid
+    from shardc.training.optimizer import AdamWConfig
+    from shardc.training.spmd import PIPELINE, run_pipeline
+    from shardc.training.step import Sharded, build_step_module
+
+    cfg = GPTConfig(n_layer=n_layer, n_head=12, n_embd=768, block_size=256, vocab_size=512)
+    sharded = Sharded(make_grid(2, 1), GPT_PLAN, ShardingPolicy(1, zero=True, fsdp=False))
+    clock = time.process_time
+    t = clock()
+    module = build_step_module(cfg, 8, "float32", AdamWConfig(), sharded)
+    out = {"build": clock() - t, "ops": float(sum(1 for _ in module.walk()))}
+    for i, entry in enumerate(PIPELINE):
+        t = clock()
+        run_pipeline(module, (entry,))
+        out[f"{i}:{entry.split('{')[0]}"] = clock() - t
+    return out
+
+
+def gpt_compare(n_layer: int, repeats: int, compare_with: str | None) -> None:
+    """`gpt_stage_times` in a fresh process per run, this tree and `compare_with`'s
+    interleaved; per-stage medians."""
+    trees = {"this tree": None} | ({"compared": str(Path(compare_with).resolve())} if compare_with else {})
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    names = list(trees)
+    for k in range(repeats):
+        for name in names if k % 2 == 0 else names[::-1]:
+            env = dict(os.environ)
+            if trees[name] is not None:
+                env["PYTHONPATH"] = trees[name]  # type: ignore[assignment]
+            done = subprocess.run(
+                [sys.executable, __file__, "--gpt-child", str(n_layer)], capture_output=True, text=True, env=env
+            )
+            if done.returncode != 0:
+                sys.exit(f"GPT step run failed:\n{done.stderr[-2000:]}")
+            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    first = runs[names[0]][0]
+    stages = [k for k in first if k not in ("build", "ops")]
+    print(f"GPT step pipeline: n_layer {n_layer}, {int(first['ops'])} ops, {repeats} runs each (CPU s, medians)")
+    print(f"{'stage':24s}" + "".join(f"{n:>12s}" for n in names))
+    med = {n: {k: statistics.median(r[k] for r in runs[n]) for k in first} for n in names}
+    for k in stages:
+        print(f"{k.split(':', 1)[1]:24s}" + "".join(f"{med[n][k]:12.3f}" for n in names))
+    totals = {n: sum(med[n][k] for k in stages) for n in names}
+    print(f"{'pipeline total':24s}" + "".join(f"{totals[n]:12.3f}" for n in names))
+    print(f"{'(module build)':24s}" + "".join(f"{med[n]['build']:12.3f}" for n in names))
+    if compare_with:
+        print(f"this tree / compared tree: {totals['this tree'] / totals['compared']:.2f}x CPU")
+
+
 def ops_of(text: str) -> int:
     return text.count(" = ") + 1
 
@@ -148,7 +209,15 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--sizes", default="500,1000,2000,4000,8000", help="op counts of the scaling table ('' for none)")
     p.add_argument("--compare-with", metavar="DIR", help="a shardc source tree (say `git archive OLD shardc | tar -x -C DIR`) whose shardc-opt runs alongside, through PYTHONPATH")
+    p.add_argument("--gpt", type=int, metavar="N_LAYER", help="time the GPT training step's pipeline instead")
+    p.add_argument("--gpt-child", type=int, help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.gpt_child is not None:
+        print(json.dumps(gpt_stage_times(a.gpt_child)))
+        return 0
+    if a.gpt is not None:
+        gpt_compare(a.gpt, a.repeats, a.compare_with)
+        return 0
     mlir_opt = find_mlir_opt()
     ours_cmd = shardc_opt()
     with tempfile.TemporaryDirectory() as d:

@@ -33,7 +33,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     i64,
 )
-from xdsl.dialects.linalg.attrs import IteratorType, IteratorTypeAttr
+from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import YieldOp
 from xdsl.dialects.linalg.abstract_ops import NamedOperation
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
@@ -58,7 +58,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.overlays import extend_dialect
 from shardc.dialects.overlays import op_error as _error
-from shardc.ir.linalg_build import body_arg_types, fast_named_build, yield_first
+from shardc.ir.linalg_build import body_arg_types, fast_named_build, generic_op, iterator_types_attr, yield_first
 
 _Shaped = base(MemRefType) | base(TensorType)
 _SEGMENTS = "operandSegmentSizes"
@@ -257,9 +257,17 @@ class FillOp(xlinalg_ops.FillOp):
         _print_named(self, printer)
 
     def _shape_key(self) -> tuple[int, int, int]:
-        output_type = self.outputs[0].type
+        # The segment sizes read directly: the `inputs` / `outputs` accessors decode
+        # them through several layers (this is asked once per op and pass).
+        sizes = self.properties.get("operandSegmentSizes")
+        if isinstance(sizes, DenseArrayBase) and len(counts := sizes.get_values()) == 2:
+            n_in, n_out = counts
+            output_type = self.operands[n_in].type
+        else:
+            n_in, n_out = len(self.inputs), len(self.outputs)
+            output_type = self.outputs[0].type
         assert isinstance(output_type, ShapedType)
-        return len(self.inputs), len(self.outputs), len(output_type.get_shape())
+        return n_in, n_out, len(output_type.get_shape())
 
     # The maps and iterator types depend only on the operand counts and the rank;
     # xDSL builds them anew on every call (the passes ask for them per op).
@@ -584,14 +592,9 @@ class GenericOp(xlinalg_ops.GenericOp):
         for name in ("indexing_maps", "iterator_types"):
             if not isinstance(traits.get(name), ArrayAttr):
                 parser.raise_error(f"Expected {name} for linalg.generic", start, end)
-        iterators: list[IteratorTypeAttr] = []
-        for it in traits["iterator_types"]:  # pyright: ignore[reportGeneralTypeIssues]
-            if isinstance(it, IteratorTypeAttr):
-                iterators.append(it)
-            elif isinstance(it, StringAttr) and it.data in {t.value for t in IteratorType}:
-                iterators.append(IteratorTypeAttr(IteratorType(it.data)))
-            else:
-                parser.raise_error(f"Unknown iterator type {it}", start, end)
+        iterators = iterator_types_attr(traits["iterator_types"])  # pyright: ignore[reportArgumentType]
+        if not isinstance(iterators, ArrayAttr):
+            parser.raise_error(f"Unknown iterator type {iterators}", start, end)
         inputs = _parse_ins_outs(parser, None) if parser.parse_optional_characters("ins") else []
         outputs = _parse_ins_outs(parser, None) if parser.parse_optional_characters("outs") else []
         extra: dict[str, Attribute] = {}
@@ -605,15 +608,18 @@ class GenericOp(xlinalg_ops.GenericOp):
                 results = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
             else:
                 results = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
-        op = cls(
+        # What `cls(inputs, outputs, body, maps, iterators, results, doc, library_call)`
+        # makes, without xDSL's generic builder (`linalg_build.generic_op`)
+        op = generic_op(
+            cls,
             inputs,
             outputs,
             body,
             traits["indexing_maps"],  # pyright: ignore[reportArgumentType]
             iterators,
             results,
-            traits.get("doc"),  # pyright: ignore[reportArgumentType]
-            traits.get("library_call"),  # pyright: ignore[reportArgumentType]
+            traits.get("doc"),
+            traits.get("library_call"),
         )
         op.attributes |= attrs | extra
         return op
@@ -634,22 +640,35 @@ class GenericOp(xlinalg_ops.GenericOp):
             printer.print_string(", library_call = ")
             printer.print_attribute(self.library_call)
         printer.print_string("}")
-        if self.inputs:
-            _print_ins_outs(printer, "ins", self.inputs)
-        if self.outputs:
-            _print_ins_outs(printer, "outs", self.outputs)
+        inputs, outputs = _ins_outs(self)
+        if inputs:
+            _print_ins_outs(printer, "ins", inputs)
+        if outputs:
+            _print_ins_outs(printer, "outs", outputs)
         if self.attributes:
             printer.print_string(" attrs = ")
             printer.print_op_attributes(self.attributes)
         printer.print_string(" ")
         printer.print_region(self.body)
-        if len(self.res) == 1:
+        results = self.results  # the one result group
+        if len(results) == 1:
             printer.print_string(" -> ")
-            printer.print_attribute(self.res[0].type)
-        elif self.res:
+            printer.print_attribute(results[0].type)
+        elif results:
             printer.print_string(" -> (")
-            printer.print_list(self.res.types, printer.print_attribute)
+            printer.print_list(results.types, printer.print_attribute)
             printer.print_string(")")
+
+
+def _ins_outs(op: IRDLOperation) -> tuple[Sequence[SSAValue], Sequence[SSAValue]]:
+    """`(op.inputs, op.outputs)` of a linalg op with an `operandSegmentSizes` property
+    of two entries, read directly (the accessors decode the sizes through several layers
+    on every call); the accessors themselves otherwise."""
+    sizes = op.properties.get(_SEGMENTS)
+    operands = op.operands
+    if isinstance(sizes, DenseArrayBase) and len(counts := sizes.get_values()) == 2 and sum(counts) == len(operands):
+        return operands[: counts[0]], operands[counts[0] :]
+    return op.inputs, op.outputs  # pyright: ignore[reportAttributeAccessIssue]
 
 
 Linalg = extend_dialect(xlinalg.Linalg, [BatchMatmulOp, MatmulOp, FillOp, MapOp, ReduceOp, GenericOp])

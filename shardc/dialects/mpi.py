@@ -41,7 +41,6 @@ from xdsl.irdl import (
     OptOperandDef,
     OptResultDef,
     irdl_attr_definition,
-    irdl_op_definition,
     operand_def,
     opt_result_def,
     prop_def,
@@ -436,8 +435,11 @@ _OpT = TypeVar("_OpT", bound=IRDLOperation)
 
 def mpi_op(cls: type[_OpT]) -> type[_OpT]:
     """`irdl_op_definition`, with MLIR's generated invariant checks run first so that
-    their messages, not xDSL's generic ones, report a malformed op."""
-    cls = irdl_op_definition(cls)
+    their messages, not xDSL's generic ones, report a malformed op. The assembly format
+    compiles on first use."""
+    from shardc.dialects.lazy_format import lazy_format_op_definition
+
+    cls = lazy_format_op_definition(cls)
     checks_then_rest = cls.verify_
 
     def verify_(self: IRDLOperation) -> None:

@@ -63,7 +63,6 @@ from xdsl.irdl import (
     OptPropertyDef,
     VarConstraint,
     irdl_attr_definition,
-    irdl_op_definition,
     operand_def,
     opt_attr_def,
     opt_prop_def,
@@ -93,6 +92,7 @@ from xdsl.utils.str_enum import StrEnum
 from shardc.ir import diagnostics
 from shardc.ir.diagnostics import Severity
 from shardc.ir.locations import file_loc
+from shardc.ir.op_init import init_op
 
 DYNAMIC = DYNAMIC_INDEX
 """MLIR's `ShapedType::kDynamic` (i64 min): a `?` in shapes and in static/dynamic lists."""
@@ -1055,8 +1055,10 @@ def _default_segment_sizes(op: IRDLOperation) -> None:
 def _shard_op(cls: type[IRDLOperationInvT]) -> type[IRDLOperationInvT]:
     """`irdl_op_definition`, verifying first what MLIR's generated verifier checks first:
     required properties in name order (`requires attribute 'x'`, not xDSL's `property 'x'
-    expected`), then integer properties' types."""
-    cls = irdl_op_definition(cls)
+    expected`), then integer properties' types. The assembly format compiles on first use."""
+    from shardc.dialects.lazy_format import lazy_format_op_definition
+
+    cls = lazy_format_op_definition(cls)
     properties = cls.get_irdl_definition().properties
     required = sorted(
         name
@@ -1244,7 +1246,7 @@ class _GridQueryOp(IRDLOperation, ABC):
         count = len(axes) if axes or not isinstance(grid, GridOp) else grid.rank
         # IRDLOperation's builder, without its generic argument checking (partition
         # makes one per partitioned reduction), from cached attributes
-        Operation.__init__(
+        init_op(
             self,
             properties={"grid": _symbol_ref(name), "axes": grid_axes_attr(axes)},
             result_types=[_index()] * count,
@@ -1407,7 +1409,7 @@ class ShardingOp(IRDLOperation):
             split_axes = _split_axes_attr(tuple(tuple(sub) for sub in split_axes))
         # What IRDLOperation's builder makes of it, from cached attributes: propagation
         # builds thousands of these.
-        Operation.__init__(
+        init_op(
             self,
             operands=[*dyn_offs, *dyn_halos],
             properties={
@@ -1575,7 +1577,7 @@ class ShardOp(IRDLOperation):
     def __init__(self, src: SSAValue, sharding: SSAValue, annotate_for_users: bool = False):
         # IRDLOperation's builder, without its generic argument checking (hot in passes).
         src = SSAValue.get(src)
-        Operation.__init__(
+        init_op(
             self,
             operands=[src, SSAValue.get(sharding)],
             result_types=[src.type],

@@ -32,7 +32,7 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 
-from xdsl.dialects import affine, arith, tensor
+from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     AnyFloat,
@@ -749,6 +749,8 @@ def _add(a: AffineExpr, b: AffineExpr) -> AffineExpr:
 def _apply(
     expr: AffineExpr, operands: Sequence[SSAValue], partitioner: Partitioner, loc
 ) -> SSAValue:
+    from xdsl.dialects import affine  # only partition uses it (with memref: 10 ms to import)
+
     map_ = AffineMap(0, len(operands), (expr,))
     apply = partitioner.insert(affine.ApplyOp(operands, AffineMapAttr(map_)))
     apply.location = loc

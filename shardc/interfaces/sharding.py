@@ -65,6 +65,7 @@ from shardc.dialects.shard import (
 )
 from shardc.ir import diagnostics
 from shardc.ir.clone import clone_region_into
+from shardc.ir.op_init import create_op
 
 __all__ = [
     "IteratorType",
@@ -249,7 +250,18 @@ class ShardingInterface:
 _BY_CLASS: dict[type[Operation], ShardingInterface] = {}
 _BY_NAME: dict[str, ShardingInterface] = {}
 _CACHE: dict[type[Operation], ShardingInterface | None] = {}
-_LOADED = False
+
+# Dialect name -> the module whose `register()` attaches shardc's implementations to that
+# dialect's ops; it is imported when an op of the dialect is first looked up, so a run
+# loads only the models (and the dialects they import) its program uses.
+_MODELS: dict[str, str] = {
+    "linalg": "shardc.interfaces.linalg",
+    "tosa": "shardc.interfaces.tosa",
+    "tensor": "shardc.interfaces.tensor",
+    "arith": "shardc.interfaces.arith",
+    "tm_tensor": "shardc.interfaces.tm_tensor",
+}
+_LOADED: set[str] = set()
 
 
 def register_sharding_interface(
@@ -263,31 +275,30 @@ def register_sharding_interface(
     _CACHE.clear()
 
 
-def _load_builtin_models() -> None:
-    global _LOADED
-    if _LOADED:
+def load_models(dialect: str) -> None:
+    """Register shardc's implementations for the ops of `dialect` (once; `_MODELS`)."""
+    if dialect in _LOADED:
         return
-    _LOADED = True
-    from shardc.interfaces import arith, linalg, tensor, tosa
+    _LOADED.add(dialect)
+    if dialect == "func":
+        # func.return, as upstream's func extension; propagation skips terminators anyway.
+        register_sharding_interface("func.return", IndependentParallelIteratorDomainShardingInterface())
+    elif dialect in _MODELS:
+        import importlib
 
-    for module in (linalg, tosa, tensor, arith):
-        module.register()
-    from shardc.interfaces import tm_tensor
-
-    tm_tensor.register()
-    # func.return, as upstream's func extension; propagation skips terminators anyway.
-    register_sharding_interface("func.return", IndependentParallelIteratorDomainShardingInterface())
+        importlib.import_module(_MODELS[dialect]).register()
 
 
 def get_sharding_interface(op: Operation) -> ShardingInterface | None:
     """The implementation for `op`: by class through the MRO, else by op name."""
-    _load_builtin_models()
     cls = type(op)
     if cls not in _CACHE:
+        load_models(op.name.partition(".")[0])
         found = next((_BY_CLASS[c] for c in cls.__mro__ if c in _BY_CLASS), None)
         _CACHE[cls] = found if found is not None else _BY_NAME.get(op.name)
     impl = _CACHE[cls]
     if impl is None and cls.__name__ == "UnregisteredOp":
+        load_models(op.name.partition(".")[0])
         return _BY_NAME.get(op.name)
     return impl
 
@@ -990,7 +1001,8 @@ def clone_op(
 ) -> Operation:
     """`op` with operands (also those used inside its regions) looked up in `mapping`,
     optionally with new result types; its results are added to `mapping`."""
-    new = op.create(
+    new = create_op(
+        type(op),
         operands=[mapping.get(v, v) for v in op.operands],
         result_types=list(op.result_types if result_types is None else result_types),
         attributes=op.attributes.copy(),

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from xdsl.ir import Block, Operation, Region, SSAValue
 
+from shardc.ir.op_init import create_op
+
 
 def clone_region_into(src: Region, dest: Region, mapping: dict[SSAValue, SSAValue]) -> None:
     """`src.clone_into(dest, 0, mapping)` for an empty `dest`."""
@@ -51,7 +53,8 @@ def _clone_blocks(
         ops: list[Operation] = []
         for op in block.ops:
             successors = op._successors  # pyright: ignore[reportPrivateUsage]
-            new = op.create(
+            new = create_op(
+                type(op),
                 result_types=op.result_types,
                 attributes=op.attributes.copy(),
                 properties=op.properties.copy(),

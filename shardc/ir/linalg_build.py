@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from xdsl.dialects.builtin import AnyFloat, DenseArrayBase, IntegerType, MemRefType, TensorType, i32
+from xdsl.dialects.builtin import AnyFloat, ArrayAttr, DenseArrayBase, IntegerType, MemRefType, StringAttr, TensorType, i32
+from xdsl.dialects.linalg.attrs import IteratorType, IteratorTypeAttr
 from xdsl.dialects.linalg.ops import CopyOp, FillOp, YieldOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation
 from xdsl.irdl.operations import OptionalDef, VariadicDef
+
+from shardc.ir.op_init import create_op
 
 _Op = TypeVar("_Op", bound=IRDLOperation)
 
@@ -73,7 +76,7 @@ def named_op(
         props = {k: v for k, v in properties.items() if v is not None}
     props[_SEGMENTS] = _segment_sizes(len(ins), len(outs))
     attrs = {k: v for k, v in attributes.items() if v is not None} if attributes else {}
-    return cls.create(operands=(*ins, *outs), result_types=res, properties=props, attributes=attrs, regions=(region,))
+    return create_op(cls, operands=(*ins, *outs), result_types=res, properties=props, attributes=attrs, regions=(region,))
 
 
 def fast_named_build(cls: type[_Op], **kwargs: Any) -> _Op:
@@ -126,7 +129,7 @@ def body_arg_types(operands: Sequence[SSAValue]) -> list[Attribute]:
 def yield_first(types: Sequence[Attribute]) -> Region:
     """`^bb0(%in, ...): linalg.yield %in`, the body of fill and copy."""
     block = Block(arg_types=types)
-    block.add_op(YieldOp.create(operands=(block.args[0],)))
+    block.add_op(create_op(YieldOp, operands=(block.args[0],)))
     return Region(block)
 
 
@@ -140,3 +143,55 @@ def copy_op(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue], res: Sequen
     """`CopyOp(inputs, outputs, res=res)`."""
     body = yield_first(body_arg_types((*inputs, *outputs)))
     return named_op(CopyOp, inputs, outputs, list(res), body)
+
+
+def generic_op(
+    cls: type[_Op],
+    inputs: Sequence[SSAValue],
+    outputs: Sequence[SSAValue],
+    body: Region,
+    indexing_maps: ArrayAttr[Any],
+    iterator_types: ArrayAttr[Any],
+    result_types: Sequence[Attribute],
+    doc: Attribute | None = None,
+    library_call: Attribute | None = None,
+) -> _Op:
+    """`cls(inputs, outputs, body, indexing_maps, iterator_types, result_types, doc,
+    library_call)` for xDSL's linalg.generic (or a subclass keeping its constructor),
+    the maps and iterator types given as array attributes (its constructor wraps them
+    in equal new ones)."""
+    props: dict[str, Attribute] = {"indexing_maps": indexing_maps, "iterator_types": iterator_types}
+    if doc is not None:
+        props["doc"] = doc
+    if library_call is not None:
+        props["library_call"] = library_call
+    props[_SEGMENTS] = _segment_sizes(len(inputs), len(outputs))
+    return create_op(
+        cls, operands=(*inputs, *outputs), result_types=tuple(result_types), properties=props, regions=(body,)
+    )
+
+
+_ITERATOR_NAMES = {t.value: t for t in IteratorType}
+_ITERATORS: dict[ArrayAttr[Any], ArrayAttr[IteratorTypeAttr]] = {}
+
+
+def iterator_types_attr(parsed: ArrayAttr[Any]) -> ArrayAttr[IteratorTypeAttr] | Attribute:
+    """linalg.generic's parsed `iterator_types` as its parser makes them: each
+    `"parallel"` string an `IteratorTypeAttr`, in an `ArrayAttr` (one object per
+    distinct list). An element that is neither is returned for the parser to report."""
+    found = _ITERATORS.get(parsed)
+    if found is not None:
+        return found
+    iterators: list[IteratorTypeAttr] = []
+    for it in parsed:
+        if isinstance(it, IteratorTypeAttr):
+            iterators.append(it)
+        elif isinstance(it, StringAttr) and it.data in _ITERATOR_NAMES:
+            iterators.append(IteratorTypeAttr(_ITERATOR_NAMES[it.data]))
+        else:
+            return it
+    found = ArrayAttr(iterators)
+    if len(_ITERATORS) >= 4096:
+        _ITERATORS.clear()
+    _ITERATORS[parsed] = found
+    return found

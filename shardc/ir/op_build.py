@@ -13,10 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from xdsl.dialects import arith, scf, tensor
+from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType
 from xdsl.ir import Attribute, Block, Region, SSAValue
+
+from shardc.ir.op_init import create_op
+
+if TYPE_CHECKING:
+    from xdsl.dialects import scf
 
 _I1 = IntegerType(1)
 _INDEX = IndexType()
@@ -42,27 +48,31 @@ def cmpi(lhs: SSAValue, rhs: SSAValue, predicate: str) -> arith.CmpiOp:
     code = _CMPI_PREDICATES.get(predicate)
     if code is None or lhs.type != rhs.type:
         return arith.CmpiOp(lhs, rhs, predicate)  # xDSL's checks and messages
-    return arith.CmpiOp.create(operands=(lhs, rhs), result_types=(_I1,), properties={"predicate": _predicate(code)})
+    return create_op(arith.CmpiOp, operands=(lhs, rhs), result_types=(_I1,), properties={"predicate": _predicate(code)})
 
 
 def index_constant(value: int) -> arith.ConstantOp:
     """`arith.ConstantOp(IntegerAttr(value, IndexType()))`."""
     attr = index_attr(value)
-    return arith.ConstantOp.create(result_types=(attr.type,), properties={"value": attr})
+    return create_op(arith.ConstantOp, result_types=(attr.type,), properties={"value": attr})
 
 
 def scf_yield(*values: SSAValue) -> scf.YieldOp:
     """`scf.YieldOp(*values)`."""
-    return scf.YieldOp.create(operands=values)
+    from xdsl.dialects import scf  # imported by the first scf op built (3 ms at start-up)
+
+    return create_op(scf.YieldOp, operands=values)
 
 
 def scf_if(cond: SSAValue, result_types: Sequence[Attribute], then_block: Block, else_block: Block) -> scf.IfOp:
     """`scf.IfOp(cond, result_types, [then_block], [else_block])`."""
-    return scf.IfOp.create(
-        operands=(cond,), result_types=tuple(result_types), regions=(Region(then_block), Region(else_block))
+    from xdsl.dialects import scf
+
+    return create_op(
+        scf.IfOp, operands=(cond,), result_types=tuple(result_types), regions=(Region(then_block), Region(else_block))
     )
 
 
 def tensor_empty(dynamic_sizes: Sequence[SSAValue], tensor_type: Attribute) -> tensor.EmptyOp:
     """`tensor.EmptyOp(dynamic_sizes, tensor_type)`."""
-    return tensor.EmptyOp.create(operands=tuple(dynamic_sizes), result_types=(tensor_type,))
+    return create_op(tensor.EmptyOp, operands=tuple(dynamic_sizes), result_types=(tensor_type,))

@@ -37,7 +37,7 @@ from xdsl.dialects.builtin import (
     i16,
     i64,
 )
-from xdsl.ir import Attribute, ErasedSSAValue, Operation, SSAValue
+from xdsl.ir import Attribute, Block, ErasedSSAValue, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -93,6 +93,20 @@ def _run(module: ModuleOp, patterns: Sequence[RewritePattern]) -> None:
     ).rewrite_module(module)
 
 
+def _push_post_order_reversed(block: Block, table: dict[type[Operation], Lowering], worklist: Worklist[Operation]) -> None:
+    """Push the ops of `table`'s classes in `block.walk(reverse=True, region_first=True)`
+    order, without a generator per op (the walk visits every op of every body)."""
+    op = block.last_op
+    while op is not None:
+        if op.regions:
+            for region in reversed(op.regions):
+                for inner in reversed(region.blocks):
+                    _push_post_order_reversed(inner, table, worklist)
+        if type(op) in table:
+            worklist.push(op)
+        op = op.prev_op
+
+
 def run_lowerings(module: ModuleOp, table: dict[type[Operation], Lowering]) -> None:
     """What `_run(module, [_Dispatch(table)])` does, visiting only the ops of `table`'s
     classes: xDSL's walker pushes every op of the module and every op a rewrite
@@ -102,9 +116,6 @@ def run_lowerings(module: ModuleOp, table: dict[type[Operation], Lowering]) -> N
     module's ops pre-order, an inserted op next, users of replaced results and
     single-use producers of removed operands; then passes again until one changes
     nothing."""
-
-    def wanted(op: Operation) -> bool:
-        return type(op) in table
 
     worklist: Worklist[Operation] = Worklist()
 
@@ -134,9 +145,8 @@ def run_lowerings(module: ModuleOp, table: dict[type[Operation], Lowering]) -> N
         operation_replacement_handler=[replaced],
     )
     while True:
-        for op in module.body.walk(reverse=True, region_first=True):
-            if wanted(op):
-                worklist.push(op)
+        for block in reversed(module.body.blocks):
+            _push_post_order_reversed(block, table, worklist)
         changed = False
         while worklist:
             op = worklist.pop()

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from xdsl.context import Context
-from xdsl.dialects import cf
 from xdsl.ir import Attribute, Block, ErasedSSAValue, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -544,6 +543,10 @@ def erase_unreachable_blocks(regions: Sequence[Region]) -> bool:
 def _successor_operands(op: Operation) -> list[list[int]] | None:
     """Operand indices forwarded to each successor's arguments, for the branch ops we
     know (MLIR's BranchOpInterface); None for other terminators."""
+    if not op.name.startswith("cf."):
+        return None
+    from xdsl.dialects import cf  # loaded with the first cf op (a program without any: never)
+
     if isinstance(op, cf.BranchOp):
         return [list(range(len(op.operands)))]
     if isinstance(op, cf.ConditionalBranchOp):
@@ -706,6 +709,8 @@ def _drop_dead_successor_operands(term: Operation, liveness: _Liveness) -> bool:
         keep.append(live)
     if not dropped:
         return False
+    from xdsl.dialects import cf  # a cf op, by _successor_operands
+
     if isinstance(term, cf.BranchOp):
         new: Operation = cf.BranchOp(term.successor, *keep[0])
     else:
