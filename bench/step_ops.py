@@ -10,7 +10,9 @@ the figure to compare before and after a change to the elementwise/reduction pat
 
 With `--in-step` nothing is re-run: each call of `--steps` real steps is timed where it
 runs (cold operands and all), grouped by kind, loop sizes and maps, contractions with
-their GFLOP/s; the sum against the step's own time says what dispatch costs.
+their GFLOP/s, the other calls with the bytes they must move (inputs read once, results
+written once) and the GB/s that makes, against the machine's copy bandwidth measured in
+the same run; the sum against the step's own time says what dispatch costs.
 
 The ops run on recorded copies of their operands, so a time here is an op's own cost
 with its inputs warm in cache: a step, whose inputs come from earlier ops, pays more.
@@ -71,10 +73,33 @@ def _timing_run_structured(spec, body, ins, outs, aux=()):
     flops = 0
     if spec.kind == "contraction" and spec.onehot is None and spec.plan is not None:
         flops = 2 * math.prod(s for d, s in enumerate(sizes) if d not in spec.plan.fixed)
-    entry = _TIMED.setdefault(key, [0.0, 0, flops])
+    entry = _TIMED.setdefault(key, [0.0, 0, flops, 0, ""])
     entry[0] += dt
     entry[1] += 1
+    entry[3] += _moved(ins, outs, r, spec)
+    if not entry[4]:
+        entry[4] = _operands(ins, outs)
     return r
+
+
+def _moved(ins, outs, results, spec) -> int:
+    """Bytes a call must move at least: every array input read once (a broadcast one as
+    its own size), every result written once, an init read where it is not known zero."""
+    n = sum(x.nbytes if 0 not in x.strides else getattr(x.base, "nbytes", x.nbytes) for x in ins if isinstance(x, np.ndarray))
+    n += sum(x.nbytes for x in results if isinstance(x, np.ndarray))
+    if spec.kind in ("contraction", "reduction") and not spec.zero_init:
+        n += sum(x.nbytes for x in outs if isinstance(x, np.ndarray) and x.strides.count(0) == 0)
+    return n
+
+
+def _operands(ins, outs) -> str:
+    """Input shapes (a `*` for a non-contiguous view, `~` for a broadcast), for naming a row."""
+    def one(x):
+        if not isinstance(x, np.ndarray):
+            return "s"
+        mark = "~" if 0 in x.strides and x.size > 1 else "" if x.flags.c_contiguous else "*"
+        return "x".join(map(str, x.shape)) + mark
+    return " ".join(one(x) for x in ins)
 
 
 _timing_run_structured.__module__ = _REAL.__module__
@@ -96,16 +121,26 @@ def in_step(state, it, lr: float, steps: int, top: int) -> None:
         timed.append(time.perf_counter() - t)
     _RECORDING[0] = False
     kinds: collections.Counter[str] = collections.Counter()
-    for (kind, *_), (t, _, _) in _TIMED.items():
+    for (kind, *_), (t, *_) in _TIMED.items():
         kinds[kind] += t / steps
     total = sum(kinds.values())
-    print(f"step {statistics.median(plain) * 1e3:.1f} ms untimed, {statistics.median(timed) * 1e3:.1f} ms timed; structured calls {total * 1e3:.1f} ms a step")
+    print(f"step {statistics.median(plain) * 1e3:.1f} ms untimed, {statistics.median(timed) * 1e3:.1f} ms timed (mean {statistics.mean(timed) * 1e3:.1f}); structured calls {total * 1e3:.1f} ms a step")
     print("  by kind: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in kinds.most_common()))
     rows = sorted(_TIMED.items(), key=lambda kv: -kv[1][0])
-    for (kind, sizes, in_maps, out_map), (t, n, flops) in rows[:top]:
-        rate = f"{flops * n / t / 1e9:6.1f} GFLOP/s" if flops else " " * 14
-        maps = f"{list(in_maps)} -> {out_map}" if kind == "contraction" else ""
-        print(f"  {t / steps * 1e3:7.2f} ms x{n // steps:<3} {rate} {kind:<22} {str(sizes):<26} {maps}")
+    print(f"  (memory bandwidth now: {bandwidth() / 1e9:.1f} GB/s, a large np.copyto: bytes read + written)")
+    for (kind, sizes, in_maps, out_map), (t, n, flops, moved, shapes) in rows[:top]:
+        rate = f"{flops * n / t / 1e9:6.1f} GFLOP/s" if flops else f"{moved / t / 1e9:6.1f} GB/s   "
+        maps = f"{list(in_maps)} -> {out_map}" if kind == "contraction" else f"{moved / n / 2**20:5.1f} MiB/call  ins {shapes}"
+        print(f"  {t / steps * 1e3:7.2f} ms x{n // steps:<3} {rate} {kind:<26} {str(sizes):<24} {maps}")
+    other = sum(t for (kind, *_), (t, *_) in _TIMED.items() if not kind.startswith("contraction"))
+    print(f"  outside contractions {other / steps * 1e3:.1f} ms a step")
+
+
+def bandwidth(mib: int = 256) -> float:
+    """Bytes per second read + written by np.copyto of a `mib` MiB float32 array (best of 5)."""
+    src = np.ones(mib << 18, np.float32)
+    dst = np.empty_like(src)
+    return 2 * src.nbytes / best(lambda: np.copyto(dst, src), 5)
 
 
 def best(fn, repeats: int) -> float:

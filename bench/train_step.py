@@ -29,7 +29,8 @@ resident pages, not the compiler's transient peak; the largest rank is shown.
 FLOPs are counted on the step's IR: every linalg.generic contributes its iteration
 space times the float ops of its body (a contraction: multiply and add); a factor that
 is a constant with one non-zero entry (the one-hot picks of q, k and v out of the fused
-projection) is an index, not work, and counts as none. Fraction of peak = FLOPs /
+projection) is an index, not work, and counts as none, as does a contraction's scalar
+constant factor (BLAS's alpha). Fraction of peak = FLOPs /
 (ranks x peak) / step time, the median over the timed steps, each against the matmul
 rate measured right before it.
 """
@@ -116,7 +117,12 @@ def step_flops(cfg: GPTConfig, batch: int) -> int:
                     selected |= {e.position for e in amap.data.results}  # type: ignore[attr-defined]
                     selectors += 1
         space = math.prod(n for d, n in extents.items() if d not in selected)
-        body = sum(1 for b in op.body.block.ops if b.name.startswith(("arith.", "math.")) and b.name not in ("arith.constant", "arith.cmpi", "arith.select", "arith.sitofp") and "f" in b.name.split(".")[1])
+        reduces = any("reduction" in str(it) for it in op.iterator_types.data)
+        body = sum(
+            1 for b in op.body.block.ops
+            if b.name.startswith(("arith.", "math.")) and b.name not in ("arith.constant", "arith.cmpi", "arith.select", "arith.sitofp") and "f" in b.name.split(".")[1]
+            and not (reduces and any(isinstance(o.owner, ConstantOp) for o in b.operands))  # a contraction's constant factor: BLAS's alpha
+        )
         total += space * max(body - selectors, 1)
     return total
 

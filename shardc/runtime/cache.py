@@ -10,9 +10,11 @@ disk keeps what a compile produced:
 - each function's argument types, and what the caller adds (collective counts, stage
   names and times, boundary shardings).
 
-No code object is stored: loading compiles the verified source (0.6 s for the GPT step's
-0.75 MB). A marshalled code object would skip that, but marshal is data that becomes
-code without any check (the package never imports it: tests/unit/security).
+No code object is stored: a hit compiles the verified source, one function at a time
+when it is first needed, and checks the compiled code (`codegen_safe.check_code`, 5 ms
+for the GPT step) before running it (compiling all of the GPT step's 0.75 MB took
+0.35-0.6 s). A marshalled code object would skip that, but marshal is data that
+becomes code without any check (the package never imports it: tests/unit/security).
 
 The key is a sha256 over the caller's description of the input (a module's text, or
 the configuration a builder makes its module from), the pipeline and its options, the
@@ -31,7 +33,8 @@ source; anything that fails (truncated, corrupt, of another format) is ignored w
 warning line and rebuilt. Constants are decoded (the cyclic GC paused: it made decoding
 the GPT step's 170,000 nodes 3x slower) from tagged data that can hold only
 plain values, numpy arrays, scalars, dtypes and ufuncs, and the functions, classes and
-dataclass instances (made by `object.__new__`, no constructor runs) of the
+dataclass instances (made by `object.__new__`, no constructor runs; their attribute
+names stored once per class and attribute set) of the
 `shardc.runtime` modules the entry lists (imported first: those alone, so a hit does not
 load every dialect's emitters), not those that compile, exec or launch; nothing else can
 be named or imported.
@@ -57,6 +60,7 @@ import math
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, is_dataclass
 from pathlib import Path
@@ -68,7 +72,7 @@ import numpy as np
 
 from shardc.runtime.compile import CompiledModule, _external_stub, compile_module  # pyright: ignore[reportPrivateUsage]
 
-FORMAT = 4
+FORMAT = 5
 _MAGIC = b"shardc-compile-cache\n"
 
 
@@ -185,6 +189,10 @@ class _Encoder:
         self.keep: list[object] = []  # ids stay unique while encoding
         self.objects: dict[type, list[Any]] = {}
         """Dataclass types met, with their names: instances go straight to `_memoized`."""
+        self.shapes: dict[tuple[type, tuple[str, ...]], int] = {}
+        self.shape_table: list[list[Any]] = []
+        """[class name, attribute names] per (class, attributes) met: an object is stored as
+        ["object", shape, values], its names once per shape (11,000 objects in the GPT step)."""
         self.modules: set[str] = set()
         """The runtime modules named: a hit imports these alone (see `import_named`)."""
 
@@ -246,7 +254,12 @@ class _Encoder:
         if cls is None and is_dataclass(obj) and hasattr(obj, "__dict__") and not hasattr(t, "__slots__"):
             cls = self.objects[t] = self.ref(t)
         if cls is not None:
-            return ["object", cls, [[k, self.enc(v)] for k, v in vars(obj).items()]]
+            attrs = vars(obj)
+            shape = self.shapes.get((t, tuple(attrs)))
+            if shape is None:
+                shape = self.shapes[(t, tuple(attrs))] = len(self.shape_table)
+                self.shape_table.append([cls, list(attrs)])
+            return ["object", shape, [self.enc(v) for v in attrs.values()]]
         raise UncacheableError(f"cannot store a {t.__module__}.{t.__qualname__}")
 
     def _dtype(self, dt: np.dtype) -> str:
@@ -266,11 +279,13 @@ class _Decoder:
     modules already loaded (it imports nothing). Anything else is CorruptEntry.
     One handler per tag, looked up in a table (the step's pool has 170,000 nodes)."""
 
-    def __init__(self, blob: bytes):
+    def __init__(self, blob: bytes, shapes: Any = ()):
         self.blob = blob
         self.memo: list[object] = []
         self.names: dict[tuple[Any, ...], Any] = {}
-        self.classes: set[type] = set()
+        if type(shapes) is not list and shapes != ():
+            raise CorruptEntry("bad object shapes")
+        self.shapes = [self._shape(s) for s in shapes]
         self.tags: dict[str, Callable[[list[Any]], Any]] = {
             "tuple": self._tuple, "list": self._sequence, "set": self._sequence, "frozenset": self._sequence,
             "dict": self._dict, "object": self._object, "ref": self._ref, "ndarray": self._ndarray,
@@ -363,20 +378,31 @@ class _Decoder:
             out[dec(k)] = dec(v)
         return out
 
+    def _shape(self, node: Any) -> tuple[type, list[str]]:
+        """A class and its attribute names, checked once for all its objects."""
+        if type(node) is not list or len(node) != 2 or type(node[0]) is not list or type(node[1]) is not list:
+            raise CorruptEntry("bad object shape")
+        cls = self.named(node[0])
+        if not isinstance(cls, type) or not is_dataclass(cls):
+            raise CorruptEntry(f"'{node[0][1]}.{node[0][2]}' is not a runtime dataclass")
+        keys = node[1]
+        if not all(type(k) is str and not k.startswith("__") for k in keys):
+            raise CorruptEntry("bad attribute name")
+        return cls, keys
+
     def _object(self, node: list[Any]) -> object:
-        cls = self.named(node[1])
-        if cls not in self.classes:
-            if not isinstance(cls, type) or not is_dataclass(cls):
-                raise CorruptEntry(f"'{node[1][1]}.{node[1][2]}' is not a runtime dataclass")
-            self.classes.add(cls)
+        shape, values = node[1], node[2]
+        if type(shape) is not int or not 0 <= shape < len(self.shapes) or type(values) is not list:
+            raise CorruptEntry("bad object")
+        cls, keys = self.shapes[shape]
+        if len(values) != len(keys):
+            raise CorruptEntry("bad object")
         out = object.__new__(cls)
         self.memo[self._slot()] = out
         attrs = out.__dict__
         dec = self.dec
-        for k, v in node[2]:
-            if type(k) is not str or k.startswith("__"):
-                raise CorruptEntry("bad attribute name")
-            attrs[k] = dec(v)
+        for k, v in zip(keys, values):
+            attrs[k] = v if type(v) in _FLAT else dec(v)
         return out
 
     def _ref(self, node: list[Any]) -> object:
@@ -404,13 +430,17 @@ class _Decoder:
 _FLAT = frozenset({type(None), *_PLAIN})
 
 
+_SHAPES = " shapes"  # the pool's key of the object shapes: no binding's name (an identifier)
+
+
 def dump_bindings(bindings: Mapping[str, object], modules: set[str] | None = None) -> bytes:
     """The constant pool (all but the numpy module) as bytes: a JSON tree, a NUL, the
     array bytes. UncacheableError when a constant is not storable. `modules`, when
     given, receives the runtime modules whose objects the pool names."""
     enc = _Encoder()
     with gc_paused():
-        tree = {k: enc.enc(v) for k, v in bindings.items() if k != "_np"}
+        pool = {k: enc.enc(v) for k, v in bindings.items() if k != "_np"}
+        tree = {_SHAPES: enc.shape_table, **pool} if enc.shape_table else pool  # the shapes first: decoded first
         data = json.dumps(tree).encode() + b"\0" + bytes(enc.blob)
     if modules is not None:
         modules |= enc.modules
@@ -455,8 +485,8 @@ def _load_bindings(data: bytes) -> dict[str, object]:
         raise CorruptEntry("unreadable constants") from None
     if not isinstance(tree, dict):
         raise CorruptEntry("constants are not a table")
-    dec = _Decoder(data[cut + 1 :])
     try:
+        dec = _Decoder(data[cut + 1 :], tree.pop(_SHAPES, ()))
         pool = {str(k): dec.dec(v) for k, v in tree.items()}
     except CorruptEntry:
         raise
@@ -652,10 +682,62 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def split_functions(source: str) -> dict[str | None, tuple[int, str]]:
+    """The generated source cut before each top-level `def`: Python name -> (first line,
+    the function's text with the statements that follow it, its attributes); None -> what
+    precedes the first `def`, if anything. Generated statements at the top level never
+    span lines, so each piece compiles alone (one that does not is CorruptEntry when it
+    is compiled)."""
+    starts = [0] if source.startswith("def ") else []
+    at = source.find("\ndef ")
+    while at >= 0:
+        starts.append(at + 1)
+        at = source.find("\ndef ", at + 1)
+    out: dict[str | None, tuple[int, str]] = {}
+    if not starts or starts[0] > 0:
+        out[None] = (1, source[: starts[0] if starts else len(source)])
+    line = 1
+    prev = 0
+    for k, start in enumerate(starts):
+        line += source.count("\n", prev, start)
+        prev = start
+        text = source[start : starts[k + 1] if k + 1 < len(starts) else len(source)]
+        pyname = text[4 : text.find("(")]
+        if not pyname.isidentifier() or pyname in out:
+            raise CorruptEntry(f"generated function {pyname[:40]!r} is not a function definition")
+        out[pyname] = (line, text)
+    return out
+
+
+class _LazyFunctions(Mapping[str, Callable[..., object]]):
+    """symbol -> generated function, compiled on first access (`CachedModule`)."""
+
+    def __init__(self, cm: CachedModule):
+        self._cm = cm
+
+    def __getitem__(self, sym: str) -> Callable[..., object]:
+        pyname = self._cm.pynames[sym]
+        if sym in self._cm.entry.externals:
+            return self._cm._namespace[pyname]  # type: ignore[return-value]  # pyright: ignore[reportPrivateUsage]
+        return self._cm._function(pyname)  # pyright: ignore[reportPrivateUsage]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cm.pynames)
+
+    def __len__(self) -> int:
+        return len(self._cm.pynames)
+
+
 class CachedModule(CompiledModule):
     """A CompiledModule rebuilt from an entry: its callables come from the stored source
     and constants; `module` (and `signatures`) are parsed from the stored lowered text
-    only if someone asks for them."""
+    only if someone asks for them.
+
+    Each function's source is compiled (and its code checked, `check_code`) when the
+    function is first asked for or called, not on loading: a training job's first step
+    needs `@train_step` and `@adamw_step`, never `@loss`'s 12% of the GPT step's source.
+    A stored function that does not compile or pass the check raises CorruptEntry then
+    (its checksums fit, so the entry was forged, not damaged: nothing of it runs)."""
 
     def __init__(self, entry: Entry, name: str):
         from shardc.runtime.compile import tune_allocator
@@ -668,22 +750,55 @@ class CachedModule(CompiledModule):
         self._arg_specs = {}
         self.bindings = {}
         self.pynames = dict(entry.functions)
+        self._filename = filename = f"<shardc-runtime:{name}:cached:{entry.key[:12]}>"
+        linecache.cache[filename] = (len(entry.source), None, entry.source.splitlines(True), filename)
+        self._lock = threading.Lock()  # simulated ranks (threads) share one module
         with gc_paused():
-            namespace = load_bindings(entry.bindings)
-            for sym in entry.externals:
-                namespace[entry.functions[sym]] = _external_stub(sym)
-            filename = f"<shardc-runtime:{name}:cached:{entry.key[:12]}>"
-            try:
-                code = compile(entry.source, filename, "exec")
-            except (SyntaxError, ValueError) as e:
-                raise CorruptEntry(f"generated source does not compile ({e})") from None
-            lines = entry.source.splitlines(True)
-            linecache.cache[filename] = (len(entry.source), None, lines, filename)
-            exec(code, namespace)
+            self._namespace = namespace = load_bindings(entry.bindings)
+        for sym in entry.externals:
+            namespace[entry.functions[sym]] = _external_stub(sym)
+        chunks = split_functions(entry.source)
+        prelude = chunks.pop(None, None)
+        missing = [py for sym, py in entry.functions.items() if sym not in entry.externals and py not in chunks]
+        if missing:
+            raise CorruptEntry(f"no generated function {missing[0]!r}")
+        self._pending = chunks
+        for pyname in chunks:
+            namespace[pyname] = self._deferred(pyname)  # what a call from another function meets first
+        if prelude is not None:
+            self._run(*prelude)
+        self.functions = _LazyFunctions(self)  # type: ignore[assignment]
+
+    def _deferred(self, pyname: str) -> Callable[..., object]:
+        def first_call(*args: object) -> object:
+            return self._function(pyname)(*args)
+
+        return first_call
+
+    def _function(self, pyname: str) -> Callable[..., object]:
+        """The generated function `pyname`, compiled on the first request."""
+        if pyname in self._pending:
+            with self._lock:
+                chunk = self._pending.get(pyname)
+                if chunk is not None:
+                    self._run(*chunk)
+                    del self._pending[pyname]
+        return self._namespace[pyname]  # type: ignore[return-value]
+
+    def _run(self, line: int, text: str) -> None:
+        """Compile, check and run a piece of the stored source that starts at `line`
+        (padded with blank lines, so tracebacks quote the stored source's lines)."""
+        from shardc.runtime.codegen_safe import UnsafeCodeError, check_code
+
         try:
-            self.functions = {sym: namespace[pyname] for sym, pyname in entry.functions.items()}  # type: ignore[misc]
-        except KeyError as e:
-            raise CorruptEntry(f"no generated function {e}") from None
+            code = compile("\n" * (line - 1) + text, self._filename, "exec")
+            check_code(code)
+        except (SyntaxError, ValueError) as e:
+            raise CorruptEntry(f"generated source does not compile ({e})") from None
+        except UnsafeCodeError as e:
+            raise CorruptEntry(f"{e}: not code the runtime generates") from None
+        with gc_paused():
+            exec(code, self._namespace)
 
     def arg_specs(self, name: str) -> list[Any]:
         specs = self._arg_specs.get(name)

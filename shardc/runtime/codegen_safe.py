@@ -11,17 +11,21 @@ never become code. Generated source therefore takes IR text only
 
 `check_generated` is the second line of defence: it rejects generated code that
 imports, reaches for dunder attributes or calls the builtins that run or load code,
-none of which an emitter ever writes. `display` quotes IR text for messages so that a
-name cannot forge lines or terminal control sequences.
+none of which an emitter ever writes. `check_code` applies the same rules to compiled
+code (what a compile-cache hit compiles from its stored source, without parsing it to
+an AST first). `display` quotes IR text for messages so that a name cannot forge lines
+or terminal control sequences.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import dis
 import keyword
 import math
 import re
+import types
 
 import numpy as np
 from xdsl.utils.exceptions import DiagnosticException
@@ -131,3 +135,37 @@ def check_generated(tree: ast.AST) -> None:
                 raise UnsafeCodeError(f"generated code reads attribute {node.attr!r} at line {node.lineno}")  # type: ignore[attr-defined]
         elif kind in _FORBIDDEN_NODES:
             raise UnsafeCodeError(f"generated code contains {kind.__name__.lower()} at line {node.lineno}")  # type: ignore[attr-defined]
+
+
+_FORBIDDEN_OPS = frozenset(
+    dis.opmap[name] for name in ("IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR", "LOAD_BUILD_CLASS", "STORE_GLOBAL", "DELETE_GLOBAL") if name in dis.opmap
+)
+_DEREF_WRITES = frozenset(dis.opmap[name] for name in ("STORE_DEREF", "DELETE_DEREF") if name in dis.opmap)
+
+
+def check_code(code: types.CodeType) -> None:
+    """`check_generated`'s rules on compiled code and every code object nested in it: no
+    import, class or `global` statement (their opcodes), no forbidden name, no dunder
+    attribute or global, no `nonlocal` write (a closure storing into a free variable).
+    Names are not told apart by use (a code object lists globals and attributes
+    together), so an attribute called like a forbidden builtin is refused too: stricter
+    than the AST check, and as cheap as reading the code objects' tables."""
+    stack = [code]
+    while stack:
+        co = stack.pop()
+        where = f"in {co.co_name!r} at line {co.co_firstlineno}"
+        bad = _FORBIDDEN_NAMES.intersection((*co.co_names, *co.co_varnames, *co.co_cellvars, *co.co_freevars))
+        if bad:
+            raise UnsafeCodeError(f"generated code uses {min(bad)!r} {where}")
+        dunder = [n for n in co.co_names if n.startswith("__")]
+        if dunder:
+            raise UnsafeCodeError(f"generated code reads attribute {dunder[0]!r} {where}")
+        ops = frozenset(co.co_code[::2])  # one opcode per two-byte code unit
+        if ops & _FORBIDDEN_OPS:
+            (op, *_) = sorted(dis.opname[o] for o in ops & _FORBIDDEN_OPS)
+            raise UnsafeCodeError(f"generated code contains {op.lower()} {where}")
+        if co.co_freevars and ops & _DEREF_WRITES:
+            for ins in dis.get_instructions(co):
+                if ins.opcode in _DEREF_WRITES and ins.argval in co.co_freevars:
+                    raise UnsafeCodeError(f"generated code writes the enclosing function's {ins.argval!r} (nonlocal) {where}")
+        stack.extend(c for c in co.co_consts if isinstance(c, types.CodeType))

@@ -1146,6 +1146,157 @@ def nonblocking_matches(comm: Any, what: str, count: int, dtype: np.dtype, op: A
     return got
 
 
+# ---------------------------------------------------------------------------------------
+# Held collectives: small ones bucketed into one call
+# ---------------------------------------------------------------------------------------
+
+BUCKET_BYTES = 64 * 1024
+"""Collectives of at most this many bytes (send buffer) that the overlap schedule splits
+are held and run together at the first wait (`SHARDC_BUCKET_BYTES`, read at every start;
+0: none held)."""
+
+
+def bucket_bytes() -> int:
+    v = os.environ.get("SHARDC_BUCKET_BYTES", "")
+    try:
+        return max(0, int(v)) if v else BUCKET_BYTES
+    except ValueError:
+        return BUCKET_BYTES
+
+
+@dataclass(eq=False)
+class _Held:
+    kind: str  # allreduce | reduce_scatter_block | allgather
+    backend: Any
+    comm: Any
+    send: np.ndarray
+    recv: np.ndarray
+    op: str | None
+    done: bool = False
+
+
+_held_local = threading.local()  # simulated ranks are threads: one queue each
+
+
+def _held_queue() -> list[_Held]:
+    q = getattr(_held_local, "q", None)
+    if q is None:
+        q = _held_local.q = []
+    return q
+
+
+def hold(kind: str, backend: Any, comm: Any, send: np.ndarray, recv: np.ndarray, op: str | None = None) -> Pending | None:
+    """Hold a small collective of an mpi backend (`kind`: allreduce, reduce_scatter_block,
+    allgather) instead of calling it: the first wait of any held one runs all of them,
+    those on one communicator with one kind, op and dtype as a single call on a flat
+    buffer (DDP's buckets: one synchronisation instead of dozens, each of which costs a
+    wait for the slowest rank on a shared machine). None when `send` is too large.
+
+    Every rank holds the same collectives in the same order (the schedule is the same
+    program everywhere), so the buckets and their order agree. Results are bitwise those
+    of the separate calls: with two ranks a sum or product is one commutative operation
+    per element; with more, a float sum or product is bucketed only where a probe of
+    the bucket's sizes says MPI reduces it in the same order (`_bucket_matches`)."""
+    if send.nbytes > bucket_bytes() or recv.dtype != send.dtype:
+        return None
+    item = _Held(kind, backend, comm, send, recv, op)
+    _held_queue().append(item)
+    return Pending(finish=lambda: _flush_held(item), keep=item)
+
+
+def held_count() -> int:
+    """Collectives this rank holds now (tests)."""
+    return len(_held_queue())
+
+
+def _flush_held(item: _Held) -> None:
+    """Run every held collective (once): `item`'s wait came."""
+    if item.done:
+        return
+    q = _held_queue()
+    items, q[:] = list(q), []
+    groups: dict[tuple[Any, ...], list[_Held]] = {}
+    for h in items:
+        groups.setdefault((h.kind, id(h.backend), id(h.comm), h.op, h.send.dtype.str), []).append(h)
+    for group in groups.values():  # in the order of their first start: the same on every rank
+        _run_bucket(group)
+        for h in group:
+            h.done = True
+
+
+def _call(h: _Held, send: np.ndarray, recv: np.ndarray) -> None:
+    if h.kind == "allgather":
+        h.backend.allgather(h.comm, send, recv)
+    else:
+        getattr(h.backend, h.kind)(h.comm, send, recv, h.op)
+
+
+def _run_bucket(group: list[_Held], check: bool = True) -> None:
+    first = group[0]
+    if len(group) == 1 or (check and not _bucket_matches(group)):
+        for h in group:
+            _call(h, h.send, h.recv)
+        return
+    n = first.backend.comm_size(first.comm)
+    dt = first.send.dtype
+    if first.kind == "allreduce":
+        send = np.concatenate([h.send.reshape(-1) for h in group])
+        out = np.empty_like(send)
+        _call(first, send, out)
+        off = 0
+        for h in group:
+            _write(h.recv, out[off : off + h.recv.size], "allreduce")
+            off += h.recv.size
+    elif first.kind == "reduce_scatter_block":
+        # rank r's block of the bucket: rank r's block of every collective, in turn
+        send = np.concatenate([h.send.reshape(n, -1) for h in group], axis=1).reshape(-1)
+        out = np.empty(send.size // n, dt)
+        _call(first, send, out)
+        off = 0
+        for h in group:
+            _write(h.recv, out[off : off + h.recv.size], "reduce_scatter_block")
+            off += h.recv.size
+    else:
+        send = np.concatenate([h.send.reshape(-1) for h in group])
+        out = np.empty((n, send.size), dt)
+        _call(first, send, out.reshape(-1))
+        off = 0
+        for h in group:
+            k = h.send.size
+            _write(h.recv, out[:, off : off + k].reshape(-1), "allgather")
+            off += k
+
+
+_BUCKET_MATCHES: dict[tuple[Any, ...], bool] = {}
+
+
+def _bucket_matches(group: list[_Held]) -> bool:
+    """Whether one call on the bucket reduces every element in the order the separate
+    calls do. MPI picks its algorithm by message size, and with more than two ranks
+    the order of a float sum or product follows it; so once per (communicator, kind,
+    sizes, dtype, op) both are run on probe data and the ranks agree (MPI backend
+    only: the simulated one reduces in rank order whatever the size)."""
+    first = group[0]
+    if first.kind == "allgather" or not isinstance(first.backend, MPIP2P):
+        return True
+    comm, dt = first.comm, first.send.dtype
+    n = comm.Get_size()
+    if n <= 2 or dt.kind not in "fc" or first.op not in ("MPI_SUM", "MPI_PROD"):
+        return True
+    key = (first.kind, comm.py2f(), n, tuple(h.send.size for h in group), dt.str, first.op)
+    got = _BUCKET_MATCHES.get(key)
+    if got is None:
+        rng = np.random.default_rng(1 + comm.Get_rank())
+        probe = [_Held(h.kind, h.backend, comm, (rng.standard_normal(h.send.size) * np.exp2(rng.integers(-12, 12, h.send.size))).astype(dt), np.empty(h.recv.size, dt), h.op) for h in group]
+        for h in probe:
+            _call(h, h.send, h.recv)
+        alone = [h.recv.copy() for h in probe]
+        _run_bucket(probe, check=False)
+        same = all(np.array_equal(a, h.recv) for a, h in zip(alone, probe))
+        got = _BUCKET_MATCHES[key] = bool(comm.allreduce(int(same), op=_mpi().MIN))
+    return got
+
+
 @atexit.register
 def _flush_buffered_sends() -> None:
     """Complete every buffered send before MPI is finalized (mpi4py finalizes after the

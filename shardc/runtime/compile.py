@@ -417,8 +417,13 @@ def tune_allocator() -> bool:
     the kernel each time, and freed heap tops are trimmed back to it, so every call pays
     for page faults and zeroing (about a tenth of a training step). A fixed 32 MiB
     threshold and a high trim threshold make the next call reuse the same memory; the
-    process keeps its peak heap. Set SHARDC_MALLOPT=0 to leave the allocator alone.
-    Returns whether the settings were applied."""
+    process keeps its peak heap. numpy's transparent-huge-page advice is turned off
+    (unless NUMPY_MADVISE_HUGEPAGE chooses): under THP's default `defrag=madvise` each
+    first touch of an advised array waits for the kernel to compact memory into 2 MiB
+    pages: a warm GPT job (n_layer 12, `mpiexec -n 2`) made its state 5x and its first
+    step 1.9x slower with it, later steps no faster (bench/compile_startup.py). Set
+    SHARDC_MALLOPT=0 to leave the allocator alone. Returns whether the settings were
+    applied."""
     global _ALLOCATOR_TUNED
     if _ALLOCATOR_TUNED:
         return True
@@ -428,6 +433,10 @@ def tune_allocator() -> bool:
 
     if os.environ.get("SHARDC_MALLOPT", "1") == "0" or not sys.platform.startswith("linux"):
         return False
+    if "NUMPY_MADVISE_HUGEPAGE" not in os.environ:
+        set_hugepage = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
+        if set_hugepage is not None:
+            set_hugepage(False)
     try:
         libc = ctypes.CDLL("libc.so.6")
         mallopt = libc.mallopt

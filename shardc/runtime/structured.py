@@ -474,7 +474,7 @@ def matmul_plan(sa: Map, sb: Map, so: tuple[int, ...]) -> MatmulPlan:
 
 def contract2(
     a: np.ndarray, sa: Map, b: np.ndarray, sb: Map, so: Sequence[int], sizes: Sequence[int], dt: np.dtype | None = None,
-    layout: Sequence[int] | None = None, acc: np.ndarray | None = None,
+    layout: Sequence[int] | None = None, acc: np.ndarray | None = None, alpha: float = 1.0,
 ) -> tuple[np.ndarray, bool]:
     """Contract two operands (axes labelled by loop dims) into the output dims `so` that
     either has, through one (batched) matmul; the result's axes follow `so`. With `dt`,
@@ -482,7 +482,9 @@ def contract2(
     it: C-ordered, or with its axes laid out in memory in the order `layout` (outermost
     first) where BLAS can write that. With `acc` (axes in `so` order, dtype `dt`), the
     product is added into it in place by BLAS (beta = 1) where its strides allow, and
-    `acc` itself is returned; otherwise the product alone, for the caller to add.
+    `acc` itself is returned; otherwise the product alone, for the caller to add. The
+    product is scaled by `alpha` (BLAS's own factor on the matmul paths, so a constant
+    factor of the contraction costs no pass over the result; a pass on the others).
     Returns (result, whether it is a fresh array the caller owns)."""
     plan = matmul_plan(tuple(sa), tuple(sb), tuple(so))
     if plan.sum_a:
@@ -502,12 +504,12 @@ def contract2(
             shape = [*(sizes[d] for d in plan.batch), kk]
             A1, B1 = _view(a.transpose(plan.pa), shape), _view(b.transpose(plan.pb), shape)
             if A1 is not None and B1 is not None and A1.strides[-1] == B1.strides[-1] == a.itemsize:
-                return np.asarray(vecdot(A1, B1)), True
+                return _scaled(np.asarray(vecdot(A1, B1)), alpha), True
         da = [d for i, d in enumerate(sa) if i not in plan.sum_a]
         db = [d for i, d in enumerate(sb) if i not in plan.sum_b]
         if plan.swap:
             da, db = db, da
-        return np.einsum(a, da, b, db, [d for d in so if d in plan.batch]), True
+        return _scaled(np.asarray(np.einsum(a, da, b, db, [d for d in so if d in plan.batch])), alpha), True
     bs = [sizes[d] for d in plan.batch]
     m = math.prod(sizes[d] for d in plan.mdims)
     k = math.prod(sizes[d] for d in plan.kdims)
@@ -523,22 +525,22 @@ def contract2(
         if acc is not None and A2.dtype == dt and B2.dtype == dt and acc.dtype == dt:
             target = _view(acc.transpose(np.argsort(plan.out_perm)), [math.prod(bs) * m, n])
             if target is not None and _blas_writable(target):
-                blas.matmul(A2, B2, target, beta=1.0)
+                blas.matmul(A2, B2, target, beta=1.0, alpha=alpha)
                 return acc, False
         if dt is not None and A2.dtype == dt and B2.dtype == dt:
             res = np.empty([present_shape[i] for i in plan.out_perm], dt)
             target = _view(res.transpose(np.argsort(plan.out_perm)), [math.prod(bs) * m, n])
             if target is not None:
-                _matmul(A2, B2, target)
+                _matmul(A2, B2, target, alpha)
                 return res, True
-        C = _matmul(A2, B2).reshape(present_shape)
+        C = _matmul(A2, B2, None, alpha).reshape(present_shape)
         return (C.transpose(plan.out_perm) if plan.out_perm != tuple(range(len(plan.out_perm))) else C), True
     A = At.reshape(bs + [m, k])
     B = Bt.reshape(bs + [k, n])
     if acc is not None and A.dtype == dt and B.dtype == dt and acc.dtype == dt:
         target = _view(acc.transpose(np.argsort(plan.out_perm)), bs + [m, n])
         if target is not None and _blas_writable(target):
-            blas.matmul(A, B, target, beta=1.0)
+            blas.matmul(A, B, target, beta=1.0, alpha=alpha)
             return acc, False
     if dt is not None and A.dtype == dt and B.dtype == dt:
         # Allocate the result in output order (or in `layout`) and let the matmul write
@@ -549,9 +551,9 @@ def contract2(
             res = np.empty(shape, dt) if lay is None else np.empty([shape[i] for i in lay], dt).transpose(np.argsort(lay))
             target = _view(res.transpose(inv), bs + [m, n])
             if target is not None and (lay is None or _blas_writable(target)):
-                _matmul(A, B, target)
+                _matmul(A, B, target, alpha)
                 return res, True
-    C = _matmul(A, B).reshape(present_shape)
+    C = _matmul(A, B, None, alpha).reshape(present_shape)
     if plan.out_perm != tuple(range(len(plan.out_perm))):
         C = C.transpose(plan.out_perm)
     return C, True
@@ -563,13 +565,23 @@ def _is_matmul(sa: Map, sb: Map, so: Sequence[int]) -> bool:
     return bool(plan.mdims or plan.ndims)
 
 
-def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """`np.matmul` through MKL where the operands' views allow (`kernels/blas.py`)."""
+def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: float = 1.0) -> np.ndarray:
+    """`alpha * np.matmul(a, b)` through MKL where the operands' views allow (`kernels/blas.py`)."""
     if out is None:
         if a.dtype != b.dtype or a.dtype.char not in "fd" or a.ndim < 2 or b.ndim < 2:
-            return np.matmul(a, b)
+            return _scaled(np.matmul(a, b), alpha)
         out = np.empty((*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1]), a.dtype)
-    return blas.matmul(a, b, out)
+    return blas.matmul(a, b, out, alpha=alpha)
+
+
+def _scaled(r: np.ndarray, alpha: float) -> np.ndarray:
+    """`r * alpha`, in place (`r` is a fresh array); `r` itself for 1."""
+    if alpha == 1:
+        return r
+    if r.dtype.kind in "fc" and r.ndim:
+        np.multiply(r, alpha, out=r)
+        return r
+    return r * alpha
 
 
 def _blas_writable(x: np.ndarray) -> bool:
@@ -805,6 +817,9 @@ def _run_contraction(
     elif len(factors) == 2:
         (a, ma), (b, mb) = factors
         init = outs[0]
+        alpha = 1.0
+        if scale is not None and dt.kind == "f" and np.ndim(scale) == 0 and np.isrealobj(scale):
+            alpha, scale = float(scale), None  # BLAS scales the product (a constant factor)
         covered = {*ma, *mb}
         plain = (
             not spec.zero_init and spec.out_is_tensor[0] and scale is None and plan.out_take is None and None not in spec.out_map
@@ -816,7 +831,7 @@ def _run_contraction(
         elif plain and spec.out_layout is None and a.dtype == b.dtype == dt and _is_matmul(ma, mb, so):
             acc = np.empty(init.shape, dt)  # a copy of the init (a broadcast bias), BLAS adding into it:
             np.copyto(acc, init)  # one pass over the result where a product then `+ init` takes two
-        r, fresh = contract2(a, ma, b, mb, so, sizes, dt, spec.out_layout, acc)
+        r, fresh = contract2(a, ma, b, mb, so, sizes, dt, spec.out_layout, acc, alpha)
         if acc is not None and r is acc:
             return (acc,)
     else:

@@ -107,7 +107,7 @@ def vjp(fb: FuncBuilder, node: Node, i: int, g: Value) -> Value:
     if node.kind == "einsum":
         others = [(s, v) for j, (s, v) in enumerate(zip(si, node.inputs)) if j != i]
         spec = ",".join([so, *(s for s, _ in others)]) + "->" + si[i]
-        return fb.einsum(spec, g, *(v for _, v in others), sizes=dict(zip(si[i], x.shape)))
+        return fb.einsum(spec, g, *(v for _, v in others), sizes=dict(zip(si[i], x.shape)), scale=node.attrs.get("scale"))  # type: ignore[arg-type]
     if node.kind == "map":
         rule = MAP_VJPS[str(node.attrs["op"])]
         return _sum_to(fb, rule(fb, node, i, g, si, so), so, si[i])
@@ -160,13 +160,14 @@ def _attention_vjp(fb: FuncBuilder, node: Node, g: Value, active: Sequence[bool]
     sum_d(g y): the key bias's gradient is zero in exact arithmetic, and this keeps its
     rounding noise at the softmax formulation's (measured: about 2x lower than with
     sum_d(g y); AdamW turns such noise into lr-sized moves). The scores are
-    recomputed as (scale q) k^T, not as the forward's scale (q k^T), so that CSE cannot
-    merge them with the forward's and keep them alive in between; a power-of-two scale
-    (head_dim a power of four) gives the same scores bit for bit."""
+    recomputed as one contraction with the scale as a constant factor (BLAS's alpha:
+    no pass over q or over the scores), not as the forward's scale (q k^T), so that CSE
+    cannot merge them with the forward's and keep them alive in between; a power-of-two
+    scale (head_dim a power of four) gives the same scores bit for bit."""
     q, k, v = node.inputs
     scale = float(node.attrs["scale"])  # type: ignore[arg-type]
     saved: dict[str, Value] = node.attrs["saved"]  # type: ignore[assignment]
-    s = fb.einsum("bthd,buhd->bhtu", fb.unary("scale", "bthd", q, scale), k)
+    s = fb.einsum("bthd,buhd->bhtu", q, k, scale=scale)
     p = fb.unary("exp", "bhtu", fb.sub("bhtu,bht->bhtu", fb.causal_mask("bhtu", s, query="t", key="u"), saved["lse"]))
     dv = fb.einsum("bhtu,bthd->buhd", p, g) if active[2] else None  # before ds: p then is read by ds last
     if not (active[0] or active[1]):

@@ -305,8 +305,10 @@ class FuncBuilder:
         self.tape.append(Node(kind, spec, tuple(ins), v, dict(attrs)))
         return v
 
-    def einsum(self, spec: str, *xs: Value, sizes: dict[str, int] | None = None) -> Value:
-        """Sum over the letters missing from the output of the product of the operands."""
+    def einsum(self, spec: str, *xs: Value, sizes: dict[str, int] | None = None, scale: float | None = None) -> Value:
+        """Sum over the letters missing from the output of the product of the operands,
+        times the constant `scale` if given: a factor in the body, which the runtime
+        hands to BLAS as its alpha (no pass over the result, none over an operand)."""
         in_specs, out_spec = parse_spec(spec)
         reduces = any(c not in out_spec for s in in_specs for c in s)
 
@@ -314,10 +316,12 @@ class FuncBuilder:
             prod = args[0]
             for a in args[1 : len(xs)]:
                 prod = b.mul(prod, a)
+            if scale is not None:
+                prod = b.mul(prod, b.const(scale))
             return [b.add(args[len(xs)], prod)] if reduces else [prod]
 
         (out,) = self.generic(spec, xs, [self.ft], body, sizes=sizes, init_zero=reduces)
-        return self._record("einsum", spec, xs, out)
+        return self._record("einsum", spec, xs, out, **({} if scale is None else {"scale": scale}))
 
     def map(self, name: str, spec: str, *xs: Value, c: float = 0.0) -> Value:
         """Elementwise `name` (a key of MAP_OPS) with broadcasting: every letter of an
@@ -462,7 +466,10 @@ class FuncBuilder:
         q, k, v and the logsumexp of each score row [b, h, t]: it recomputes the
         probabilities from these (flash attention's recompute), so no [b, h, t, u]
         array lives from the forward to the backward. The forward's ops are those of
-        scale, `causal_mask` and `softmax`, in that order."""
+        scale, `causal_mask` and `softmax`, in that order, except that the softmax's
+        division by the row sums comes after the product with v (as flash attention's
+        does): one pass over [b, t, h, d] instead of one over [b, h, t, u] (t / d times
+        the size)."""
         saved: dict[str, Value] = {}
 
         def build() -> Value:
@@ -472,7 +479,7 @@ class FuncBuilder:
             e = self.unary("exp", "bhtu", self.sub("bhtu,bht->bhtu", masked, m))
             z = self.einsum("bhtu->bht", e)
             saved["lse"] = self.add("bht,bht->bht", m, self.unary("log", "bht", z))
-            return self.einsum("bhtu,buhd->bthd", self.div("bhtu,bht->bhtu", e, z), v)
+            return self.div("bthd,bht->bthd", self.einsum("bhtu,buhd->bthd", e, v), z)
 
         return self._layer("attention", "bthd,buhd,buhd->bthd", (q, k, v), build, scale=scale, saved=saved)
 

@@ -165,7 +165,7 @@ def run_rank(
     it = BatchStream(train_data, micro, cfg.model.block_size, cfg.seed)
     log: list[StepLog] = []
     if resume is None:
-        state = RankState(program, rank, init_params(cfg.model, cfg.seed, np.dtype(cfg.dtype).type))
+        state = RankState(program, rank, init_params(cfg.model, cfg.seed, np.dtype(cfg.dtype).type), comm=current_comm())  # replicas share the work
     else:
         got = load_rank(resume, program, rank)
         state = RankState.from_local(program, rank, got.params, got.mu, got.nu, got.step, own=True)  # loaded for it alone

@@ -208,37 +208,45 @@ def _offsets(n: tuple[int, ...], strides: tuple[tuple[int, ...], ...]) -> tuple[
     return tuple(out)
 
 
-def _fallback(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> np.ndarray:
+def _fallback(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float, alpha: float = 1.0) -> np.ndarray:
     if beta == 0:
-        return np.matmul(a, b, out=out)
+        np.matmul(a, b, out=out)
+        if alpha != 1:
+            out *= alpha
+        return out
     if beta != 1:
         out *= beta
-    out += np.matmul(a, b)
+    prod = np.matmul(a, b)
+    if alpha != 1:
+        prod *= alpha
+    out += prod
     return out
 
 
-def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0) -> np.ndarray:
-    """`out = a @ b + beta * out` (numpy's matmul broadcasting over the batch axes, both
-    operands at least 2-D), through MKL where the views allow; returns `out`."""
-    _product(a, b, out, beta)
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0, alpha: float = 1.0) -> np.ndarray:
+    """`out = alpha * (a @ b) + beta * out` (numpy's matmul broadcasting over the batch
+    axes, both operands at least 2-D), through MKL where the views allow; returns `out`.
+    `alpha` is BLAS's own scale of the product: a contraction with a constant factor
+    (attention's 1/sqrt(d)) costs no pass over its result."""
+    _product(a, b, out, beta, alpha)
     return out
 
 
-def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> np.ndarray:
+def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float, alpha: float = 1.0) -> np.ndarray:
     dt = out.dtype
     if a.ndim < 2 or b.ndim < 2 or a.dtype != dt or b.dtype != dt or dt.char not in "fd":
-        return _fallback(a, b, out, beta)
+        return _fallback(a, b, out, beta, alpha)
     m, k = a.shape[-2:]
     n = b.shape[-1]
     bshape = out.shape[:-2]
     if b.shape[-2] != k or out.shape[-2:] != (m, n):
-        return _fallback(a, b, out, beta)
+        return _fallback(a, b, out, beta, alpha)
     if a.shape[:-2] != bshape or b.shape[:-2] != bshape:
         try:
             if np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) != bshape:
-                return _fallback(a, b, out, beta)
+                return _fallback(a, b, out, beta, alpha)
         except ValueError:
-            return _fallback(a, b, out, beta)
+            return _fallback(a, b, out, beta, alpha)
     if out.size == 0:
         return out
     if k == 0:
@@ -249,17 +257,17 @@ def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> np.n
         return out
     nbatch = out.size // (m * n)
     if m * n * k < MIN_MATRIX_FLOPS or nbatch * m * n * k < MIN_FLOPS or os.environ.get("SHARDC_BLAS", "auto").lower() == "numpy":
-        return _fallback(a, b, out, beta)
+        return _fallback(a, b, out, beta, alpha)
     lib = _STATE[0] if _STATE else _mkl()
     if (
         lib is None or not (a.flags.aligned and b.flags.aligned and out.flags.aligned)
         or np.may_share_memory(out, a) or np.may_share_memory(out, b)
     ):
-        return _fallback(a, b, out, beta)
+        return _fallback(a, b, out, beta, alpha)
     item = dt.itemsize
     co = _layout(out.strides[-2:], m, n, item)
     if co is None:
-        return _fallback(a, b, out, beta)
+        return _fallback(a, b, out, beta, alpha)
     if co[0] == _TRANS:  # column-major result: out^T = b^T a^T, row-major
         a, b, out = b.swapaxes(-1, -2), a.swapaxes(-1, -2), out.swapaxes(-1, -2)
         m, n = n, m
@@ -268,18 +276,18 @@ def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> np.n
     la = _layout(a.strides[-2:], m, k, item)
     lb = _layout(b.strides[-2:], k, n, item)
     if la is None or lb is None:
-        return _fallback(a, b, out, beta)
+        return _fallback(a, b, out, beta, alpha)
     ldc = co[1]
     if nbatch == 1:
         _CALLS[0] += 1
-        lib.gemm[dt](_ROW, la[0], lb[0], m, n, k, 1.0, a.ctypes.data, la[1], b.ctypes.data, lb[1], beta, out.ctypes.data, ldc)
+        lib.gemm[dt](_ROW, la[0], lb[0], m, n, k, alpha, a.ctypes.data, la[1], b.ctypes.data, lb[1], beta, out.ctypes.data, ldc)
         return out
     nb = len(bshape)
     sa = (0,) * (nb - a.ndim + 2) + tuple(s if d != 1 else 0 for s, d in zip(a.strides[:-2], a.shape[:-2]))
     sb = (0,) * (nb - b.ndim + 2) + tuple(s if d != 1 else 0 for s, d in zip(b.strides[:-2], b.shape[:-2]))
     sizes, (fa, fb, fc) = _fold(bshape, sa, sb, out.strides[:-2])
     if any(s <= 0 for s in fc) or any(s < 0 for s in fa + fb):
-        return _fallback(a, b, out, beta)  # an output written twice, or negative strides
+        return _fallback(a, b, out, beta, alpha)  # an output written twice, or negative strides
     _CALLS[0] += 1
     pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
     # MKL's strided batch refuses (and leaves `out` unwritten) an output stride below one
@@ -287,7 +295,7 @@ def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> np.n
     # a batch of one; the pointer arrays take those.
     if len(sizes) == 1 and fa[0] and fb[0] and fa[0] % item == 0 and fb[0] % item == 0 and fc[0] % item == 0 and fc[0] >= ldc * m * item:
         lib.strided[dt](
-            _ROW, la[0], lb[0], m, n, k, 1.0, pa, la[1], fa[0] // item, pb, lb[1], fb[0] // item,
+            _ROW, la[0], lb[0], m, n, k, alpha, pa, la[1], fa[0] // item, pb, lb[1], fb[0] // item,
             beta, pc, ldc, fc[0] // item, sizes[0],
         )
         return out
@@ -297,7 +305,7 @@ def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> np.n
     ta = np.array([la[0]], np.int32)
     tb = np.array([lb[0]], np.int32)
     ints = np.array([m, n, k, la[1], lb[1], ldc, nbatch], np.int64)
-    scal = np.array([1.0, beta], dt)
+    scal = np.array([alpha, beta], dt)
     ip, sp, pp = ints.ctypes.data, scal.ctypes.data, ptrs.ctypes.data
     lib.batch[dt](
         _ROW, ta.ctypes.data, tb.ctypes.data, ip, ip + 8, ip + 16, sp, pp, ip + 24, pp + 8 * nbatch, ip + 32,

@@ -13,6 +13,7 @@ from shardc.runtime.compile import FunctionBuilder, compile_error, register, sin
 from shardc.runtime.dtypes import np_dtype
 from shardc.runtime.kernels._common import elem, mixed, rank_reduction_keep, scalar_read, shape_of, shape_tuple, slice_exprs
 from shardc.runtime.kernels.arith import dt_expr
+from shardc.runtime.kernels.memref_run import view_reshape
 
 
 def _index(g: FunctionBuilder, indices: list) -> str:
@@ -76,30 +77,20 @@ def _subview(op: Operation, g: FunctionBuilder) -> None:
     g.assign(op, f"{g.v(op.source)}[{slice_exprs(offsets, sizes, strides, keep)}]")
 
 
-def _view_reshape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Reshape without copying (a copy would break aliasing)."""
-    v = x.view()
-    try:
-        v.shape = shape
-    except AttributeError:
-        raise RuntimeError(f"runtime: memref reshape of a non-contiguous view {x.shape} -> {shape} is not supported") from None
-    return v
-
-
 @register(memref.CollapseShapeOp)
 def _collapse(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, memref.CollapseShapeOp)
     src = g.v(op.src)
     groups = [[i.value.data for i in grp] for grp in op.reassociation.data]  # type: ignore[attr-defined]
     parts = [" * ".join(f"{src}.shape[{i}]" for i in grp) or "1" for grp in groups]
-    g.assign(op, f"{g.const(_view_reshape, 'view_reshape')}({src}, ({', '.join(parts)}{',' if len(parts) == 1 else ''}))")
+    g.assign(op, f"{g.const(view_reshape, 'view_reshape')}({src}, ({', '.join(parts)}{',' if len(parts) == 1 else ''}))")
 
 
 @register(memref.ExpandShapeOp)
 def _expand(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, memref.ExpandShapeOp)
     shape = mixed(g, op.static_output_shape, op.output_shape)
-    g.assign(op, f"{g.const(_view_reshape, 'view_reshape')}({g.v(op.src)}, ({', '.join(shape)}{',' if len(shape) == 1 else ''}))")
+    g.assign(op, f"{g.const(view_reshape, 'view_reshape')}({g.v(op.src)}, ({', '.join(shape)}{',' if len(shape) == 1 else ''}))")
 
 
 @register(memref.GetGlobalOp)

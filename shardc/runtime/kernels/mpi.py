@@ -21,7 +21,7 @@ from xdsl.ir import Operation
 
 from shardc.dialects import mpi
 from shardc.runtime import overlap
-from shardc.runtime.comm import Pending, current_comm
+from shardc.runtime.comm import Pending, current_comm, hold
 from shardc.runtime.codegen_safe import py_literal
 from shardc.runtime.compile import FunctionBuilder, compile_error, register
 
@@ -165,6 +165,8 @@ def _retval_check(op: Operation, g: FunctionBuilder) -> None:
 
 def start_allreduce(comm: Any, send: Any, recv: Any, op: str) -> Pending:
     b = backend()
+    if (held := hold("allreduce", b, comm, send, recv, op)) is not None:  # small: bucketed
+        return held
     if not overlap.enabled():
         b.allreduce(comm, send, recv, op)
         return Pending.completed(0)
@@ -172,6 +174,8 @@ def start_allreduce(comm: Any, send: Any, recv: Any, op: str) -> Pending:
 
 
 def start_reduce_scatter_block(comm: Any, send: Any, recv: Any, op: str) -> Pending:
+    if (held := hold("reduce_scatter_block", backend(), comm, send, recv, op)) is not None:
+        return held
     if not overlap.enabled():
         reduce_scatter_block(comm, send, recv, op)
         return Pending.completed(0)
@@ -180,6 +184,8 @@ def start_reduce_scatter_block(comm: Any, send: Any, recv: Any, op: str) -> Pend
 
 def start_allgather(comm: Any, send: Any, recv: Any) -> Pending:
     b = backend()
+    if (held := hold("allgather", b, comm, send, recv)) is not None:
+        return held
     if not overlap.enabled():
         b.allgather(comm, send, recv)
         return Pending.completed(0)

@@ -1,7 +1,8 @@
 """A training job's warm start (issue #16): a compile-cache hit in a fresh interpreter
 loads only the runtime modules its entry names, builds no IR (no shard dialect, step
-builder, autodiff, passes, printer, unused dialects' emitters) and gives the cold run's
-losses bitwise."""
+builder, autodiff, passes, printer, unused dialects' emitters), compiles only the
+generated functions the steps call (not `@loss`) and gives the cold run's losses
+bitwise."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ _JOB = textwrap.dedent(
         return losses, [float(np.sum(p.astype(np.float64))).hex() for p in state.params]
 
     losses, sums = run_simulated(1, job)[0]
-    print(json.dumps({"cached": program.cached, "losses": losses, "sums": sums, "modules": sorted(sys.modules)}))
+    pending = sorted(getattr(program.compiled, "_pending", {}))  # generated functions never compiled
+    print(json.dumps({"cached": program.cached, "losses": losses, "sums": sums, "modules": sorted(sys.modules), "pending": pending}))
     """
 )
 
@@ -80,6 +82,7 @@ def test_warm_start_loads_only_what_the_entry_names_and_matches_the_cold_run(tmp
     body_len = json.loads(entry_file.read_bytes()[len(b"shardc-compile-cache\n") : header_end])["json"]
     body = json.loads(entry_file.read_bytes()[header_end + 1 : header_end + 1 + body_len])
     assert "shardc.runtime.structured" in body["modules"] and set(body["modules"]) <= loaded
+    assert warm["pending"] == ["fn__loss"] and cold["pending"] == []  # a hit compiles what the steps call
 
 
 def test_entry_modules_must_be_runtime_modules():
