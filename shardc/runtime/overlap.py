@@ -34,17 +34,19 @@ layernorm gradient all-reduces (1 KiB each), 8 bias reduce-scatters and 8 bias
 all-gathers become 3 calls: on a shared machine each synchronisation costs a wait for
 the rank that was descheduled last; dp=2's step makes 39 collective calls instead of 79.
 
-On by default, measured under load on the shared 2-core machine (bench/overlap_step.py,
-steps alternating, median step ratio as written / scheduled, several runs): dp=2 ZeRO
-1.03-1.15x, dp=4 1.57x, tp=2 x dp=2 1.22x; tp=2 alone 0.97-1.01x (its activation
-all-reduces are needed at once: nothing to overlap or bucket); on a quiet machine the
-overlap alone measured 0.96-1.00x. `SHARDC_OVERLAP=0` at compile time emits blocks as
-written (the compile-cache key records it); in a scheduled program whether a start is
-really nonblocking is decided when it runs: `SHARDC_OVERLAP=0` makes every start run the
-blocking collective (small ones are still held and bucketed; the results are bitwise
-the same either way: the same MPI reduction; where MPI's nonblocking call may reduce in
-another order, `comm.nonblocking_matches` says so and the start runs the blocking one),
-`=1` or unset overlaps (`DEFAULT_ON`). `SHARDC_OVERLAP_MAX_INFLIGHT=N` caps the collectives
+Off unless `SHARDC_OVERLAP=1` at compile time. On a quiet 2-core machine the scheduled
+step measured slower than the step as written in `bench/train_step.py` (side by side, two
+runs each: dp=2 154-157 ms written vs 160-161 scheduled, tp=2 155 vs 160-167, tp=2's peak
+memory 300 vs 329 MiB) and 0.97-1.02x in bench/overlap_step.py, held small collectives
+included; under load (other processes on the cores) it measured 1.03-1.15x on dp=2 ZeRO,
+1.57x on dp=4 and 1.22x on tp=2 x dp=2: MPICH on shared memory finishes a reduction
+about as fast as it could hide it unless a rank gets descheduled. With
+`SHARDC_OVERLAP=1` at compile time the block is scheduled (the compile-cache key records
+it); whether a start is then really nonblocking is decided when it runs:
+`SHARDC_OVERLAP=0` makes every start run the blocking collective (small ones are still
+held and bucketed; the results are bitwise the same either way: the same MPI reduction;
+where MPI's nonblocking call may reduce in another order, `comm.nonblocking_matches`
+says so and the start runs the blocking one), `=1` or unset overlaps (`DEFAULT_ON`). `SHARDC_OVERLAP_MAX_INFLIGHT=N` caps the collectives
 in flight per rank (the oldest is waited for first; 0, the default, is no cap);
 `SHARDC_OVERLAP_PROGRESS=0` drops the MPI_Test calls.
 """
@@ -374,7 +376,7 @@ def schedule(ops: Sequence[Operation]) -> tuple[list[Operation], _Graph, list[in
 
 
 SCHEDULE: bool | None = None
-"""None: schedule unless `SHARDC_OVERLAP=0` at compile time (`scheduling()`, part of the
+"""None: schedule when `SHARDC_OVERLAP=1` at compile time (`scheduling()`, part of the
 compile-cache key). True/False force it (tests and bench/overlap_step.py, which compile
 with the disk cache off: the key sees only the environment)."""
 
@@ -383,7 +385,7 @@ def scheduling() -> bool:
     """Whether code generation schedules blocks for overlap now."""
     if SCHEDULE is not None:
         return SCHEDULE
-    return os.environ.get("SHARDC_OVERLAP", "") != "0"
+    return os.environ.get("SHARDC_OVERLAP", "") == "1"
 
 
 def emit_block(g: Any, block: Block) -> None:
