@@ -36,6 +36,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import shardc.runtime.structured as structured  # noqa: E402
+import shardc.runtime.structured_run as structured_run  # noqa: E402
 
 _REAL = structured.run_structured
 _RECORDED: dict[int, list] = {}
@@ -161,6 +162,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5, help="with --in-step: steps timed")
     args = ap.parse_args()
     structured.run_structured = _timing_run_structured if args.in_step else _recording_run_structured
+    structured_run.run_structured = structured.run_structured  # what grouped members fall back to (horizontal_run)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from train_step import BATCH, FULL, LR, _data
 

@@ -70,9 +70,9 @@ from shardc import cache_dir as cache_dirs
 
 import numpy as np
 
-from shardc.runtime.compile import CompiledModule, _external_stub, compile_module  # pyright: ignore[reportPrivateUsage]
+from shardc.runtime.compiled import CompiledModule, _external_stub, scalar_spec  # pyright: ignore[reportPrivateUsage]
 
-FORMAT = 5
+FORMAT = 6
 _MAGIC = b"shardc-compile-cache\n"
 
 
@@ -153,9 +153,10 @@ def make_key(kind: str, **parts: object) -> str:
     """The key of a compile: `kind` (what builds the input) and its `parts` (the input
     text or the builder's configuration, the pipeline, code-generation choices), with
     the compiler's identity. Parts are plain data or dataclasses (their repr)."""
-    from shardc.runtime.overlap import scheduling
-
-    codegen = {"overlap": scheduling()}  # what the environment chooses in code generation
+    # what the environment chooses in code generation: `overlap.scheduling()`, whose
+    # SCHEDULE override exists only once overlap.py (code generation, xDSL) is loaded
+    ov = sys.modules.get("shardc.runtime.overlap")
+    codegen = {"overlap": ov.scheduling() if ov is not None else os.environ.get("SHARDC_OVERLAP", "") == "1"}  # type: ignore[attr-defined]
     desc = json.dumps({"format": FORMAT, "kind": kind, "parts": parts, "codegen": codegen, "compiler": compiler_identity()}, sort_keys=True, default=repr)
     return hashlib.sha256(desc.encode()).hexdigest()
 
@@ -165,7 +166,7 @@ def make_key(kind: str, **parts: object) -> str:
 # ---------------------------------------------------------------------------------------
 
 # Runtime modules that compile, exec or launch: what an entry never names.
-_NOT_NAMEABLE = frozenset({__name__, "shardc.runtime.compile", "shardc.runtime.launch", "shardc.runtime.selftest", "shardc.runtime.codegen_safe"})
+_NOT_NAMEABLE = frozenset({__name__, "shardc.runtime.compile", "shardc.runtime.compiled", "shardc.runtime.launch", "shardc.runtime.selftest", "shardc.runtime.codegen_safe"})
 _UFUNC_METHODS = frozenset({"reduce", "accumulate", "reduceat", "outer", "at"})
 _SEQUENCES: dict[type, str] = {tuple: "tuple", list: "list", frozenset: "frozenset", set: "set"}
 _FROM_TAG = {v: k for k, v in _SEQUENCES.items()}
@@ -740,7 +741,7 @@ class CachedModule(CompiledModule):
     (its checksums fit, so the entry was forged, not damaged: nothing of it runs)."""
 
     def __init__(self, entry: Entry, name: str):
-        from shardc.runtime.compile import tune_allocator
+        from shardc.runtime.compiled import tune_allocator
 
         import_named(entry.modules)  # the modules whose objects the constants name, alone
         tune_allocator()
@@ -748,6 +749,7 @@ class CachedModule(CompiledModule):
         self.source = entry.source
         self._parsed: Any = None
         self._arg_specs = {}
+        self._conv_specs: dict[str, list[Any]] = {}
         self.bindings = {}
         self.pynames = dict(entry.functions)
         self._filename = filename = f"<shardc-runtime:{name}:cached:{entry.key[:12]}>"
@@ -804,6 +806,14 @@ class CachedModule(CompiledModule):
         specs = self._arg_specs.get(name)
         if specs is None:
             specs = self._arg_specs[name] = [_arg_spec(s) for s in self.entry.arg_specs[name]]
+        return specs
+
+    def _call_specs(self, name: str) -> list[Any]:
+        """`arg_specs` with scalar types by their text where `CompiledModule.call` can
+        convert them so (no xDSL type is built for a call)."""
+        specs = self._conv_specs.get(name)
+        if specs is None:
+            specs = self._conv_specs[name] = [(s[0] == "scalar" and scalar_spec(s[1])) or _arg_spec(s) for s in self.entry.arg_specs[name]]
         return specs
 
     @property  # type: ignore[override]
@@ -871,6 +881,8 @@ def _compile_here(
                 warn(f"ignoring corrupt entry {disk.path(key)} ({e}); rebuilding it")
     _debug(f"miss {key[:16]} ({name}): compiling")
     module, meta = build()
+    from shardc.runtime.compile import compile_module  # a miss only
+
     cm = compile_module(module, name, fuse=fuse, donate=donate)
     entry: Entry | None = None
     from shardc.ir.printer import module_to_string  # a miss only
@@ -934,6 +946,8 @@ def compile_cached(
             warn(f"the entry rank 0 sent does not verify ({e}); compiling here")
     _debug(f"miss {key[:16]} ({name}): compiling")
     module, meta = build()
+    from shardc.runtime.compile import compile_module
+
     return Compiled(compile_module(module, name, fuse=fuse, donate=donate), module, dict(meta), "compiled")
 
 

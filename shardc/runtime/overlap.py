@@ -54,7 +54,6 @@ in flight per rank (the oldest is waited for first; 0, the default, is no cap);
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,79 +61,18 @@ from typing import Any
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
-from shardc.runtime.comm import Pending
-
-# ---------------------------------------------------------------------------------------
-# Run time
-# ---------------------------------------------------------------------------------------
-
-DEFAULT_ON = True
-"""A scheduled program's starts overlap when SHARDC_OVERLAP is unset at run time."""
-
-
-def enabled() -> bool:
-    """Whether starts run nonblocking now (`SHARDC_OVERLAP`, read at every start)."""
-    v = os.environ.get("SHARDC_OVERLAP")
-    if v is None or v == "":
-        return DEFAULT_ON
-    return v != "0"
-
-
-def _max_inflight() -> int:
-    try:
-        return max(0, int(os.environ.get("SHARDC_OVERLAP_MAX_INFLIGHT", "0")))
-    except ValueError:
-        return 0
-
-
-_local = threading.local()  # simulated ranks are threads: one list each
-
-
-def _inflight() -> list[Pending]:
-    q = getattr(_local, "q", None)
-    if q is None:
-        q = _local.q = []
-    return q
-
-
-def launch(p: Pending) -> Pending:
-    """Track a started collective (for `progress`), waiting for the oldest one first
-    when the cap is reached."""
-    q = _inflight()
-    q.append(p)
-    cap = _max_inflight()
-    while cap and len(q) > cap:
-        q.pop(0).wait()
-    return p
-
-
-def wait(p: Pending) -> Any:
-    """Complete `p` and return its result."""
-    try:
-        return p.wait()
-    finally:
-        q = _inflight()
-        if p in q:
-            q.remove(p)
-
-
-def progress() -> None:
-    """Let MPI advance the collectives in flight: test them oldest first, up to the first
-    that has not completed (one MPI_Test drives MPICH's whole progress engine).
-    `SHARDC_OVERLAP_PROGRESS=0` skips the tests (progress then only inside waits, or
-    on MPICH's async progress thread)."""
-    q = getattr(_local, "q", None)
-    if q and os.environ.get("SHARDC_OVERLAP_PROGRESS") == "0":
-        return
-    while q:
-        if not q[0].test():
-            return
-        q.pop(0)
-
-
-def in_flight() -> int:
-    """How many collectives this rank has started and not waited for (tests)."""
-    return len(_inflight())
+# The run time (starts in flight, waits, progress) is in overlap_run.py.
+from shardc.runtime.overlap_run import (  # noqa: F401  (the run time, re-exported)
+    DEFAULT_ON,
+    _inflight,
+    _local,
+    _max_inflight,
+    enabled,
+    in_flight,
+    launch,
+    progress,
+    wait,
+)
 
 
 # ---------------------------------------------------------------------------------------

@@ -17,12 +17,15 @@ import hashlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp, TensorType, f32, f64
-from xdsl.ir import Attribute
 
-from shardc.training.ir_builder import FuncBuilder, Value, int_tensor, module_of
+if TYPE_CHECKING:  # the IR parts import xDSL where they run: a compile-cache hit needs none
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.ir import Attribute
+
+    from shardc.training.ir_builder import FuncBuilder, Value
 
 
 @dataclass(frozen=True)
@@ -303,15 +306,21 @@ def gpt_logits(fb: FuncBuilder, cfg: GPTConfig, p: dict[str, Value], tokens: Val
 
 
 def float_type(dtype: str | type) -> Attribute:
+    from xdsl.dialects.builtin import f32, f64
+
     return {"float32": f32, "float64": f64}[np.dtype(dtype).name]
 
 
 def param_types(cfg: GPTConfig, ft: Attribute) -> list[tuple[str, Attribute]]:
+    from xdsl.dialects.builtin import TensorType
+
     return [(s.path, TensorType(ft, list(s.shape))) for s in param_specs(cfg)]
 
 
 def data_types(cfg: GPTConfig, batch: int) -> list[tuple[str, Attribute]]:
     """tokens, targets [batch, block_size] and the vocabulary ids [vocab] (an iota)."""
+    from shardc.training.ir_builder import int_tensor
+
     bt = int_tensor([batch, cfg.block_size])
     return [("tokens", bt), ("targets", bt), ("vocab_ids", int_tensor([cfg.vocab_size]))]
 
@@ -320,6 +329,8 @@ def loss_builder(cfg: GPTConfig, batch: int, ft: Attribute, name: str = "loss", 
     """A FuncBuilder with arguments (params..., *extra, tokens, targets, vocab_ids) and the
     forward pass built; returns it, the parameter values by path, and the loss."""
     ptypes = param_types(cfg, ft)
+    from shardc.training.ir_builder import FuncBuilder
+
     fb = FuncBuilder(name, [*ptypes, *extra, *data_types(cfg, batch)], ft)
     params = {path: v for (path, _), v in zip(ptypes, fb.args)}
     tokens, targets, ids = fb.args[-3:]
@@ -330,4 +341,6 @@ def build_loss_module(cfg: GPTConfig, batch: int, dtype: str | type = "float32")
     """`@loss(params..., tokens, targets, vocab_ids) -> tensor<f>`."""
     fb, _, loss = loss_builder(cfg, batch, float_type(dtype))
     fb.ret(loss)
+    from shardc.training.ir_builder import module_of
+
     return module_of(fb.func)  # type: ignore[arg-type]

@@ -29,17 +29,18 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
 
 from shardc.training.axis import ParamLayouts, PartitionSpec, ShardingPlan, ShardingPolicy, StateBytes, resolve
 from shardc.training.gpt import GPTConfig, InitialParams, ParamSpec, param_specs
 from shardc.training.mesh import MESH_AXES, Grid
 from shardc.training.optimizer import AdamWConfig, step_donation
+
+if TYPE_CHECKING:  # IR is built and inspected where it is needed: a compile-cache hit imports no xDSL
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.ir import Operation
 
 PIPELINE: tuple[str, ...] = (
     "sharding-propagation{traversal=forward-backward}",
@@ -95,6 +96,8 @@ def run_pipeline(module: ModuleOp, passes: Sequence[str] = PIPELINE, keep_text: 
 def count_collectives(module: ModuleOp, by_axes: bool = False) -> dict[str, Counter[str]]:
     """Per function, how many shard.* and mpi.* communication ops it holds; with
     `by_axes`, shard ops are keyed with their grid axes (`shard.all_gather[0]`)."""
+    from xdsl.dialects import func
+
     names = {f"shard.{n}" for n in SHARD_COLLECTIVES} | {f"mpi.{n}" for n in MPI_COLLECTIVES}
     out: dict[str, Counter[str]] = {}
     for f in module.ops:
@@ -181,7 +184,7 @@ class StepProgram:
     @property
     def module(self) -> ModuleOp:
         """The lowered module (parsed from the cache entry on first use after a hit)."""
-        if not isinstance(self.ir, ModuleOp):
+        if callable(self.ir):  # a ModuleOp is not callable
             self.ir = self.ir()
         return self.ir
 

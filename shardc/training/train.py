@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shardc.runtime.cache import compile_module_cached
-from shardc.runtime.compile import CompiledModule
+from shardc.runtime.compiled import CompiledModule
 from shardc.training.data import CharTokenizer, batches, load_text, synthetic_corpus
 from shardc.training.gpt import GPTConfig, init_params, param_specs
 from shardc.training.mesh import Grid, global_batch

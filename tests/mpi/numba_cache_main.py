@@ -24,11 +24,11 @@ os.environ["SHARDC_CACHE_DIR"] = cache  # read at every kernel compile
 
 import numpy as np  # noqa: E402
 
-from shardc.runtime import horizontal  # noqa: E402
+from shardc.runtime import horizontal, horizontal_run  # noqa: E402
 from shardc.runtime.compile import compile_text  # noqa: E402
 from shardc.runtime.kernels import fused  # noqa: E402
 
-horizontal.MIN_GROUP_ELEMENTS = 0
+horizontal_run.MIN_GROUP_ELEMENTS = 0  # the run time's threshold
 T = "tensor<64x1024xf32>"
 CHAIN = f"""
 func.func @chain(%x: {T}, %y: {T}) -> {T} {{

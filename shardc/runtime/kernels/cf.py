@@ -16,31 +16,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 from xdsl.dialects import cf, func
 from xdsl.ir import Block, Operation, SSAValue
 
 from shardc.runtime.compile import (
     FunctionBuilder,
     ModuleCodegen,
-    RuntimeExecutionError,
     compile_error,
     describe,
     register,
 )
+from shardc.runtime.kernels.cf_run import _assert_all, _assert_failed  # noqa: F401  (the run time, re-exported)
 
 _BLOCK = "_block"
 """The dispatch loop's variable: the number of the block to run next."""
-
-
-def _assert_failed(message: str, where: str = "") -> None:
-    raise RuntimeExecutionError(f"runtime: {where}: assertion failed: {message}" if where else f"runtime: assertion failed: {message}")
-
-
-def _assert_all(cond: object, message: str, where: str) -> None:
-    """A vectorized assertion (inside a linalg body): every element must hold."""
-    if not np.all(cond):
-        _assert_failed(message, where)
 
 
 @register(cf.AssertOp)

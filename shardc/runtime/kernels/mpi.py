@@ -15,19 +15,13 @@ block may also be split into a start and a wait by the overlap schedule
 
 from __future__ import annotations
 
-from typing import Any
-
 from xdsl.ir import Operation
 
 from shardc.dialects import mpi
 from shardc.runtime import overlap
-from shardc.runtime.comm import Pending, current_comm, hold
 from shardc.runtime.codegen_safe import py_literal
 from shardc.runtime.compile import FunctionBuilder, compile_error, register
-
-
-def backend() -> Any:
-    return current_comm().mpi_backend()
+from shardc.runtime.kernels.mpi_run import backend, reduce_scatter_block, start_allgather, start_allreduce, start_reduce_scatter_block  # noqa: F401  (the run time, re-exported)
 
 
 def _retval(op: Operation, g: FunctionBuilder, expr: str = "0") -> None:
@@ -115,18 +109,6 @@ def _reduction(op: Operation) -> str:
     return kind.name
 
 
-def reduce_scatter_block(comm: Any, send: Any, recv: Any, op: str) -> int:
-    """MPI_Reduce_scatter_block straight into a contiguous receive buffer (the backend's
-    own call goes through a temporary, a copy of the result too many)."""
-    import numpy as np
-
-    b = backend()
-    if type(b).__name__ == "MPIP2P" and recv.flags.c_contiguous and not np.shares_memory(send, recv):
-        comm.Reduce_scatter_block(np.ascontiguousarray(send), recv, op=b._op(op))
-        return 0
-    return b.reduce_scatter_block(comm, send, recv, op)
-
-
 @register(mpi.AllReduceOp, mpi.ReduceScatterBlockOp)
 def _reduce(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, mpi.AllReduceOp | mpi.ReduceScatterBlockOp)
@@ -161,35 +143,6 @@ def _retval_check(op: Operation, g: FunctionBuilder) -> None:
 # ---------------------------------------------------------------------------------------
 # Nonblocking starts (the overlap schedule)
 # ---------------------------------------------------------------------------------------
-
-
-def start_allreduce(comm: Any, send: Any, recv: Any, op: str) -> Pending:
-    b = backend()
-    if (held := hold("allreduce", b, comm, send, recv, op)) is not None:  # small: bucketed
-        return held
-    if not overlap.enabled():
-        b.allreduce(comm, send, recv, op)
-        return Pending.completed(0)
-    return overlap.launch(b.iallreduce(comm, send, recv, op))
-
-
-def start_reduce_scatter_block(comm: Any, send: Any, recv: Any, op: str) -> Pending:
-    if (held := hold("reduce_scatter_block", backend(), comm, send, recv, op)) is not None:
-        return held
-    if not overlap.enabled():
-        reduce_scatter_block(comm, send, recv, op)
-        return Pending.completed(0)
-    return overlap.launch(backend().ireduce_scatter_block(comm, send, recv, op))
-
-
-def start_allgather(comm: Any, send: Any, recv: Any) -> Pending:
-    b = backend()
-    if (held := hold("allgather", b, comm, send, recv)) is not None:
-        return held
-    if not overlap.enabled():
-        b.allgather(comm, send, recv)
-        return Pending.completed(0)
-    return overlap.launch(b.iallgather(comm, send, recv))
 
 
 def _emit_start(op: Operation, g: FunctionBuilder, fn: object, args: list[str]):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime import horizontal
+from shardc.runtime import horizontal, horizontal_run  # the run time (what the tests patch) is in horizontal_run
 from shardc.context import make_context
 from shardc.ir.fast_parser import FastParser
 from shardc.runtime.compile import compile_module, compile_text
@@ -49,8 +49,8 @@ def _group(cm, name: str) -> horizontal.Group:
 
 @pytest.mark.parametrize("n", [3, 4, 11])
 def test_chunked_group_is_bitwise_one_call_per_member(monkeypatch, n):
-    monkeypatch.setattr(horizontal, "MIN_GROUP_ELEMENTS", 0)
-    monkeypatch.setattr(horizontal, "CHUNK", 4)  # 11 members: 3 calls, the last padded with 1 empty member
+    monkeypatch.setattr(horizontal_run, "MIN_GROUP_ELEMENTS", 0)
+    monkeypatch.setattr(horizontal_run, "CHUNK", 4)  # 11 members: 3 calls, the last padded with 1 empty member
     text = _function("f", n)
     cm = compile_text(text)
     g = _group(cm, "f")
@@ -66,8 +66,8 @@ def test_chunked_group_is_bitwise_one_call_per_member(monkeypatch, n):
 
 
 def test_donated_members_written_in_place_across_chunks(monkeypatch):
-    monkeypatch.setattr(horizontal, "MIN_GROUP_ELEMENTS", 0)
-    monkeypatch.setattr(horizontal, "CHUNK", 4)
+    monkeypatch.setattr(horizontal_run, "MIN_GROUP_ELEMENTS", 0)
+    monkeypatch.setattr(horizontal_run, "CHUNK", 4)
     module = FastParser(make_context(), _function("g", 9)).parse_module()
     cm = compile_module(module, "g", donate={"g": {k: k for k in range(9)}})
     assert cm.donated("g") == {k: k for k in range(9)}
@@ -83,7 +83,7 @@ def test_donated_members_written_in_place_across_chunks(monkeypatch):
 def test_one_signature_serves_every_group_size(monkeypatch):
     """Groups of 3, 8 and 13 members with one body: one kernel, compiled for one tuple
     length (CHUNK), where unchunked it would compile once per group size."""
-    monkeypatch.setattr(horizontal, "MIN_GROUP_ELEMENTS", 0)
+    monkeypatch.setattr(horizontal_run, "MIN_GROUP_ELEMENTS", 0)
     fns = [(f"h{n}", n, compile_text(_function(f"h{n}", n, "divf"))) for n in (3, 8, 13)]
     for name, n, cm in fns:
         cm.call(name, *(np.ones(64, np.float32) for _ in range(n)), np.float32(3))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused
+from shardc.runtime.kernels import fused, fused_run  # the run time (what the tests patch) is in fused_run
 from shardc.runtime.structured import StructuredSpec
 
 needs_numba = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
@@ -232,13 +232,13 @@ def test_switched_off_and_small_arrays_take_the_numpy_path(monkeypatch):
     cm.call("f", *inputs())
     assert calls == [] and all(st.fn is None for st in spec.fused.stages)
     monkeypatch.setenv("SHARDC_KERNELS", "auto")
-    monkeypatch.setattr(fused, "MIN_ELEMENTS", M * N + 1)
+    monkeypatch.setattr(fused_run, "MIN_ELEMENTS", M * N + 1)
     cm.call("f", *inputs())
     assert calls == []
 
 
 def test_missing_numba_keeps_numpy(monkeypatch):
-    monkeypatch.setattr(fused, "_NUMBA", [None])
+    monkeypatch.setattr(fused_run, "_NUMBA", [None])
     assert not fused.enabled()
     cm = compile_text(program(GELU_LIKE))
     np.testing.assert_allclose(cm.call("f", *inputs()), reference_gelu_like(*inputs()), rtol=2e-5, atol=2e-5)
@@ -274,7 +274,7 @@ def test_disk_cache_file_is_the_source(tmp_path, monkeypatch):
     src = "def kernel(q0, w0):\n    n = w0.shape\n    for i0 in range(n[0]):\n        w0[i0] = q0[i0] * np.float32(3)\n"
     out = np.empty(4, np.float32)
     for tamper in (False, True):
-        monkeypatch.setattr(fused, "_COMPILED", {})
+        monkeypatch.setattr(fused_run, "_COMPILED", {})
         (path,) = [p for p in (tmp_path / "kernels").glob("k_*.py")] if tamper else [None]
         if tamper:
             path.write_text(src.replace("3", "4"))
@@ -404,6 +404,6 @@ def test_a_refused_variant_takes_the_numpy_path(monkeypatch):
     ref = np.asarray(cm.call("f", x, y, yt))
     monkeypatch.setenv("SHARDC_KERNELS", "auto")
     real = fused._compile
-    monkeypatch.setattr(fused, "_compile", lambda src: (_ for _ in ()).throw(RuntimeError("refused")) if "[0, i1]" in src else real(src))
+    monkeypatch.setattr(fused_run, "_compile", lambda src: (_ for _ in ()).throw(RuntimeError("refused")) if "[0, i1]" in src else real(src))
     assert spec.fused([x, y[None, :], yt.T, np.empty_like(x)], (M, N)) is None
     np.testing.assert_array_equal(np.asarray(cm.call("f", x, y, yt)), ref)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
-from shardc.runtime import horizontal
+from shardc.runtime import horizontal, horizontal_run  # the run time (what the tests patch) is in horizontal_run
 from shardc.runtime.compile import compile_module, compile_text
-from shardc.runtime.kernels import fused
+from shardc.runtime.kernels import fused, fused_run
 from shardc.training.gpt import GPTConfig, param_specs
 from shardc.training.optimizer import AdamWConfig, adamw_donation
 from shardc.training.step import build_adamw_step
@@ -67,7 +67,7 @@ def test_adamw_groups_by_body_decayed_and_not():
 @needs_numba
 @pytest.mark.parametrize("donate", [True, False])
 def test_one_call_per_group_bitwise_equal_and_in_place(monkeypatch, donate):
-    monkeypatch.setattr(horizontal, "MIN_GROUP_ELEMENTS", 0)
+    monkeypatch.setattr(horizontal_run, "MIN_GROUP_ELEMENTS", 0)
     specs, cm = adamw(True, donate)
     _, plain = adamw(False, donate)
     a, b = state(specs), state(specs)
@@ -88,8 +88,8 @@ def test_one_call_per_group_bitwise_equal_and_in_place(monkeypatch, donate):
 def test_equal_to_per_parameter_kernels_too(monkeypatch):
     """Against the per-parameter numba kernels (every array over the size threshold), not
     only the numpy path the small ones take."""
-    monkeypatch.setattr(horizontal, "MIN_GROUP_ELEMENTS", 0)
-    monkeypatch.setattr(fused, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(horizontal_run, "MIN_GROUP_ELEMENTS", 0)
+    monkeypatch.setattr(fused_run, "MIN_ELEMENTS", 0)
     specs, cm = adamw(True)
     _, plain = adamw(False)
     got, want = steps(cm, state(specs, 1)), steps(plain, state(specs, 1))
@@ -100,12 +100,12 @@ def test_numpy_switch_and_small_groups_run_member_by_member(monkeypatch):
     specs, cm = adamw(True)
     _, plain = adamw(False)
     monkeypatch.setenv("SHARDC_KERNELS", "numpy")
-    monkeypatch.setattr(horizontal, "MIN_GROUP_ELEMENTS", 0)
+    monkeypatch.setattr(horizontal_run, "MIN_GROUP_ELEMENTS", 0)
     got, want = steps(cm, state(specs)), steps(plain, state(specs))
     assert all(np.array_equal(x, y) for x, y in zip(got, want))
     assert all(g.calls == 0 for g in groups(cm, "adamw_step"))
     monkeypatch.delenv("SHARDC_KERNELS")
-    monkeypatch.setattr(horizontal, "MIN_GROUP_ELEMENTS", 1 << 30)
+    monkeypatch.setattr(horizontal_run, "MIN_GROUP_ELEMENTS", 1 << 30)
     steps(cm, state(specs))
     assert all(g.calls == 0 for g in groups(cm, "adamw_step"))
 
@@ -153,7 +153,7 @@ func.func @f(%x0: {t}, %x1: {t}, %x2: {t}, %x3: {t}, %y: {t64}, %s: f32, %s2: f3
 def test_group_kernel_holds_no_ir_text(monkeypatch):
     """Hostile symbol, value and location names and constants never reach the grouped
     kernel's source: it holds numbered names and the templates' words only."""
-    monkeypatch.setattr(horizontal, "MIN_GROUP_ELEMENTS", 0)
+    monkeypatch.setattr(horizontal_run, "MIN_GROUP_ELEMENTS", 0)
     t = "tensor<8xf32>"
     loc = 'loc("x\\n__import__(\\"os\\").system(\\"x\\")")'
     body = MUL.replace("%r = arith.addf %m, %c : f32", f"%r = arith.addf %m, %c : f32 {loc}").replace("3.0", "1.2345678")
@@ -181,7 +181,7 @@ func.func {hostile}(%x0: {t}, %x1: {t}, %s: f32) -> ({t}, {t}) {{{_generic("x0",
 
 @needs_numba
 def test_arrays_in_another_layout_run_member_by_member(monkeypatch):
-    monkeypatch.setattr(horizontal, "MIN_GROUP_ELEMENTS", 0)
+    monkeypatch.setattr(horizontal_run, "MIN_GROUP_ELEMENTS", 0)
     t = "tensor<8xf32>"
     text = f"""
 func.func @f(%x0: {t}, %x1: {t}, %s: f32) -> ({t}, {t}) {{{_generic("x0", t, "s", "f32", MUL, "r0")}{_generic("x1", t, "s", "f32", MUL, "r1")}
@@ -204,7 +204,7 @@ def test_sharded_training_bitwise_equal_grouped_or_not(monkeypatch):
     from shardc.training.trainer import TrainingConfig, compile_program, train_simulated
 
     monkeypatch.setenv("SHARDC_CACHE", "0")  # the compile cache's key does not see horizontal.GROUP
-    monkeypatch.setattr(horizontal, "MIN_GROUP_ELEMENTS", 0)
+    monkeypatch.setattr(horizontal_run, "MIN_GROUP_ELEMENTS", 0)
     small = GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=32)
     data = np.random.default_rng(1).integers(0, 32, 5000).astype(np.int32)
     base = TrainingConfig(small, per_device_batch=2, steps=3, warmup_steps=1)

@@ -1,6 +1,7 @@
 """A training job's warm start (issue #16): a compile-cache hit in a fresh interpreter
-loads only the runtime modules its entry names, builds no IR (no shard dialect, step
-builder, autodiff, passes, printer, unused dialects' emitters), compiles only the
+loads only the runtime modules its entry names (the xDSL-free `*_run` ones), imports
+no xDSL IR and none of the compiler, builds no IR (no shard dialect, step builder,
+autodiff, passes, printer, unused dialects' emitters), compiles only the
 generated functions the steps call (not `@loss`) and gives the cold run's losses
 bitwise."""
 
@@ -69,25 +70,54 @@ def _run(cache_dir: str) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def test_warm_start_loads_only_what_the_entry_names_and_matches_the_cold_run(tmp_path):
-    cold = _run(str(tmp_path / "c"))
-    warm = _run(str(tmp_path / "c"))
+# What a hit imports of xDSL: its exceptions module alone (`codegen_safe`'s
+# UnsafeCodeError is a DiagnosticException; a leaf of exception classes, 1 ms), never
+# its IR, IRDL, dialects, parser or printer (0.3 s). Nor shardc's compiler.
+_XDSL_ALLOWED = {"xdsl", "xdsl.utils", "xdsl.utils.exceptions"}
+_COMPILER = ("shardc.dialects", "shardc.passes", "shardc.ir", "shardc.interfaces", "shardc.lowering", "shardc.runtime.compile", "shardc.runtime.dtypes", "shardc.training.ir_builder")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, object]:
+    """A cold run, then a warm one on its cache, each in a fresh interpreter."""
+    where = tmp_path_factory.mktemp("warm") / "c"
+    return _run(str(where)), _run(str(where)), where
+
+
+def test_warm_start_imports_no_xdsl_ir_and_no_compiler(runs):
+    cold, warm, _ = runs
+    assert (cold["cached"], warm["cached"]) == ("compiled", "cache")
+    assert warm["losses"] == cold["losses"] and warm["sums"] == cold["sums"]  # bitwise
+    xdsl = {m for m in warm["modules"] if m == "xdsl" or m.startswith("xdsl.")}
+    assert xdsl <= _XDSL_ALLOWED, sorted(xdsl - _XDSL_ALLOWED)
+    compiler = [m for m in warm["modules"] if _under(m, _COMPILER)]
+    assert not compiler, compiler
+    assert "xdsl.ir" in cold["modules"] and [m for m in cold["modules"] if _under(m, _COMPILER)]  # the check is live
+
+
+def _under(module: str, names: tuple[str, ...]) -> bool:
+    return any(module == n or module.startswith(n + ".") for n in names)
+
+
+def test_warm_start_loads_only_what_the_entry_names_and_matches_the_cold_run(runs):
+    cold, warm, where = runs
     assert (cold["cached"], warm["cached"]) == ("compiled", "cache")
     assert warm["losses"] == cold["losses"] and warm["sums"] == cold["sums"]  # bitwise
     loaded = set(warm["modules"])
     assert not [m for m in loaded if m.startswith(_NOT_ON_A_HIT)], sorted(m for m in loaded if m.startswith(_NOT_ON_A_HIT))
     assert set(_NOT_ON_A_HIT) & set(cold["modules"])  # the cold run does load them: the check is live
-    (entry_file,) = (tmp_path / "c").rglob("*.entry")
+    (entry_file,) = where.rglob("*.entry")
     header_end = entry_file.read_bytes().index(b"\n", len(b"shardc-compile-cache\n"))
     body_len = json.loads(entry_file.read_bytes()[len(b"shardc-compile-cache\n") : header_end])["json"]
     body = json.loads(entry_file.read_bytes()[header_end + 1 : header_end + 1 + body_len])
-    assert "shardc.runtime.structured" in body["modules"] and set(body["modules"]) <= loaded
+    assert "shardc.runtime.structured_run" in body["modules"] and set(body["modules"]) <= loaded
+    assert not [m for m in body["modules"] if not m.endswith("_run") and m != "shardc.runtime.helpers"]  # run-time modules only
     assert warm["pending"] == ["fn__loss"] and cold["pending"] == []  # a hit compiles what the steps call
 
 
 def test_entry_modules_must_be_runtime_modules():
     cache.import_named(["shardc.runtime.helpers"])
-    for bad in ["os", "shardc.runtime.compile", "shardc.runtime.launch", "shardc.runtime.cache", "shardc.runtime.no_such_module", "shardc.runtime.x;y", 7]:
+    for bad in ["os", "shardc.runtime.compile", "shardc.runtime.compiled", "shardc.runtime.launch", "shardc.runtime.cache", "shardc.runtime.no_such_module", "shardc.runtime.x;y", 7]:
         with pytest.raises(CorruptEntry):
             cache.import_named([bad])  # type: ignore[list-item]
 
@@ -99,3 +129,21 @@ def test_pool_lists_the_modules_it_names():
     cache.dump_bindings({"f": helpers.uview, "n": np.float32(1), "t": (1, "a")}, modules)
     assert modules == {"shardc.runtime.helpers"}
 
+
+
+@pytest.mark.parametrize("text", ["f16", "f32", "f64", "i1", "i8", "i16", "i32", "i64", "index"])
+def test_a_hit_converts_scalars_by_text_as_the_compiler_does(text):
+    """`CachedModule.call` converts scalar arguments by their type's text (no xDSL type
+    built); the result is the one `dtypes.to_scalar` gives for the parsed type."""
+    from shardc.runtime.compiled import _convert_arg, scalar_spec  # pyright: ignore[reportPrivateUsage]
+    from shardc.runtime.dtypes import to_scalar
+
+    assert scalar_spec(text) == (None, text) and scalar_spec("bf16") is None
+    t = cache._scalar_type(text)  # pyright: ignore[reportPrivateUsage]
+    for v in [0, 1, -1, 3, 2**40 + 5, 2**63 + 7, -(2**70), 0.5, 1e30, np.float64(2.5), np.int64(-9)]:
+        if text.startswith("i") and isinstance(v, float | np.floating):
+            continue  # integer scalars are given ints
+        with np.errstate(all="ignore"):  # 1e30 overflows f16 (to inf) on both paths
+            want = to_scalar(v, t)
+            got = _convert_arg(v, (None, text), "f", 0)
+        assert type(got) is type(want) and (got == want or (got != got and want != want)), (v, got, want)
