@@ -201,9 +201,14 @@ def test_exit_now_runs_atexit_flushes_and_skips_teardown(monkeypatch: pytest.Mon
     calls: list[object] = []
     monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: calls.append("atexit"))
     monkeypatch.setattr(os, "_exit", lambda code: calls.append(("exit", code)))
+    # a one-shot command's main thread alone (earlier tests in this process may have
+    # left idle worker threads behind, which exit_now rightly refuses to cut short)
+    real_count = threading.active_count
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
     opt.exit_now(3)
     assert calls == ["atexit", ("exit", 3)]
     # another thread still running: the interpreter's own exit (which joins it)
+    monkeypatch.setattr(threading, "active_count", lambda: max(2, real_count()))
     calls.clear()
     release = threading.Event()
     worker = threading.Thread(target=release.wait)
