@@ -257,17 +257,10 @@ class FillOp(xlinalg_ops.FillOp):
         _print_named(self, printer)
 
     def _shape_key(self) -> tuple[int, int, int]:
-        # The segment sizes read directly: the `inputs` / `outputs` accessors decode
-        # them through several layers (this is asked once per op and pass).
-        sizes = self.properties.get("operandSegmentSizes")
-        if isinstance(sizes, DenseArrayBase) and len(counts := sizes.get_values()) == 2:
-            n_in, n_out = counts
-            output_type = self.operands[n_in].type
-        else:
-            n_in, n_out = len(self.inputs), len(self.outputs)
-            output_type = self.outputs[0].type
+        inputs, outputs = _ins_outs(self)  # asked once per op and pass
+        output_type = outputs[0].type
         assert isinstance(output_type, ShapedType)
-        return n_in, n_out, len(output_type.get_shape())
+        return len(inputs), len(outputs), len(output_type.get_shape())
 
     # The maps and iterator types depend only on the operand counts and the rank;
     # xDSL builds them anew on every call (the passes ask for them per op).

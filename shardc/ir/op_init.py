@@ -14,7 +14,7 @@ the same errors for an attached region. `init_op` is the same on an instance mad
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from xdsl.dialects.builtin import UNKNOWN_LOC
 from xdsl.dialects.builtin import LocationAttr
@@ -35,23 +35,16 @@ _CREATE = Operation.create.__func__  # pyright: ignore[reportFunctionMemberAcces
 _EMPTY: Mapping[str, Attribute] = {}
 
 
+def _required_defaults(defs: Mapping[str, Any]) -> tuple[tuple[str, Attribute], ...]:
+    return tuple((name, d.default_value) for name, d in defs.items() if not isinstance(d, OptionalDef) and d.default_value is not None)
+
+
 def _defaults(cls: type[Operation]) -> _Defaults | None:
     if cls.__post_init__ is not _IRDL_POST_INIT:  # pyright: ignore[reportUnnecessaryComparison]
         found = None
     else:
         op_def = cls.get_irdl_definition()  # type: ignore[attr-defined]
-        found = (
-            tuple(
-                (name, d.default_value)
-                for name, d in op_def.properties.items()
-                if not isinstance(d, OptionalDef) and d.default_value is not None
-            ),
-            tuple(
-                (name, d.default_value)
-                for name, d in op_def.attributes.items()
-                if not isinstance(d, OptionalDef) and d.default_value is not None
-            ),
-        )
+        found = (_required_defaults(op_def.properties), _required_defaults(op_def.attributes))
         assert cls.name != "" and isinstance(cls.name, str)  # Operation.__post_init__
     _DEFAULTS[cls] = found
     return found

@@ -155,8 +155,10 @@ def make_key(kind: str, **parts: object) -> str:
     the compiler's identity. Parts are plain data or dataclasses (their repr)."""
     # what the environment chooses in code generation: `overlap.scheduling()`, whose
     # SCHEDULE override exists only once overlap.py (code generation, xDSL) is loaded
+    from shardc.runtime.overlap_run import scheduling_asked
+
     ov = sys.modules.get("shardc.runtime.overlap")
-    codegen = {"overlap": ov.scheduling() if ov is not None else os.environ.get("SHARDC_OVERLAP", "") == "1"}  # type: ignore[attr-defined]
+    codegen = {"overlap": ov.scheduling() if ov is not None else scheduling_asked()}  # type: ignore[attr-defined]
     desc = json.dumps({"format": FORMAT, "kind": kind, "parts": parts, "codegen": codegen, "compiler": compiler_identity()}, sort_keys=True, default=repr)
     return hashlib.sha256(desc.encode()).hexdigest()
 

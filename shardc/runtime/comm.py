@@ -1175,14 +1175,18 @@ class _Held:
     done: bool = False
 
 
-_held_local = threading.local()  # simulated ranks are threads: one queue each
+class PerThread(threading.local):
+    """A list `q` per thread: simulated ranks are threads, each with its own queue."""
+
+    def __init__(self) -> None:
+        self.q: list[Any] = []
+
+
+_held = PerThread()
 
 
 def _held_queue() -> list[_Held]:
-    q = getattr(_held_local, "q", None)
-    if q is None:
-        q = _held_local.q = []
-    return q
+    return _held.q
 
 
 def hold(kind: str, backend: Any, comm: Any, send: np.ndarray, recv: np.ndarray, op: str | None = None) -> Pending | None:

@@ -147,7 +147,7 @@ def _convert_arg(value: object, spec: ArgSpec, fname: str, k: int) -> object:
     dt, shape = spec
     if dt is None:
         if type(shape) is str:  # a cache hit's scalar type, by its text (`scalar_spec`)
-            return _SCALARS[shape](value)
+            return scalar_converter(shape)(value)  # type: ignore[misc]
         from shardc.runtime.dtypes import to_scalar
 
         return to_scalar(value, shape)  # type: ignore[arg-type]
@@ -213,6 +213,15 @@ _SCALARS: dict[str, Callable[[object], object]] = {
 them (a cache hit converts scalars without building xDSL types)."""
 
 
+def scalar_converter(text: str) -> Callable[[object], object] | None:
+    """The conversion of a scalar argument whose type prints as `text` (`f32`, `i8`,
+    `index`, any `iN`), or None where there is none (`dtypes.to_scalar` uses it too)."""
+    conv = _SCALARS.get(text)
+    if conv is None and text[:1] == "i" and text[1:].isdigit() and int(text[1:]) > 0:
+        conv = _int_scalar(int(text[1:]))
+    return conv
+
+
 def scalar_spec(text: str) -> ArgSpec | None:
-    """The ArgSpec of a scalar type given by its text, if `_SCALARS` converts it."""
-    return (None, text) if text in _SCALARS else None
+    """The ArgSpec of a scalar type given by its text, if `scalar_converter` converts it."""
+    return (None, text) if scalar_converter(text) is not None else None

@@ -85,10 +85,7 @@ def is_index(t: Attribute) -> bool:
     return isinstance(elem_type(t), IndexType)
 
 
-def wrap_signed(value: int, width: int) -> int:
-    """Two's-complement wrap of a Python int to `width` bits, signed interpretation."""
-    half = 1 << (width - 1)
-    return ((value + half) & ((1 << width) - 1)) - half
+_SCALAR_NAMES = ((Float64Type, "f64"), (Float32Type, "f32"), (Float16Type, "f16"), (IndexType, "index"))
 
 
 def scalar_ctor(t: Attribute) -> str:
@@ -109,19 +106,15 @@ def scalar_ctor(t: Attribute) -> str:
 
 def to_scalar(value: object, t: Attribute) -> object:
     """Convert a number (or 0-d array) to the runtime scalar representation of `t`."""
+    from shardc.runtime.compiled import scalar_converter
+
     e = elem_type(t)
-    if isinstance(e, Float64Type):
-        return np.float64(value)  # type: ignore[arg-type]
-    if isinstance(e, Float32Type):
-        return np.float32(value)
-    if isinstance(e, Float16Type):
-        return np.float16(value)
     if isinstance(e, IntegerType):
-        w = e.width.data
-        if w == 1:
-            return bool(value)
-        return wrap_signed(int(value), w)  # type: ignore[arg-type]
-    if isinstance(e, IndexType):
-        return int(value)  # type: ignore[arg-type]
+        text = f"i{e.width.data}"  # signless, signed or unsigned: a signed wrap
+    else:
+        text = next((name for cls, name in _SCALAR_NAMES if isinstance(e, cls)), "")
+    conv = scalar_converter(text)
+    if conv is not None:
+        return conv(value)
     np_dtype(e)
     raise UnsupportedTypeError(f"runtime: scalar type {t} is not supported")

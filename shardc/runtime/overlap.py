@@ -53,7 +53,6 @@ in flight per rank (the oldest is waited for first; 0, the default, is no cap);
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +70,7 @@ from shardc.runtime.overlap_run import (  # noqa: F401  (the run time, re-export
     in_flight,
     launch,
     progress,
+    scheduling_asked,
     wait,
 )
 
@@ -323,7 +323,7 @@ def scheduling() -> bool:
     """Whether code generation schedules blocks for overlap now."""
     if SCHEDULE is not None:
         return SCHEDULE
-    return os.environ.get("SHARDC_OVERLAP", "") == "1"
+    return scheduling_asked()
 
 
 def emit_block(g: Any, block: Block) -> None:

@@ -5,13 +5,18 @@ none; overlap.py re-exports every name."""
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any
 
-from shardc.runtime.comm import Pending
+from shardc.runtime.comm import Pending, PerThread
 
 DEFAULT_ON = True
 """A scheduled program's starts overlap when SHARDC_OVERLAP is unset at run time."""
+
+
+def scheduling_asked() -> bool:
+    """Whether the environment asks code generation for the schedule
+    (`SHARDC_OVERLAP=1` at compile time; `overlap.scheduling` and the compile-cache key)."""
+    return os.environ.get("SHARDC_OVERLAP", "") == "1"
 
 
 def enabled() -> bool:
@@ -29,14 +34,11 @@ def _max_inflight() -> int:
         return 0
 
 
-_local = threading.local()  # simulated ranks are threads: one list each
+_local = PerThread()  # the collectives in flight
 
 
 def _inflight() -> list[Pending]:
-    q = getattr(_local, "q", None)
-    if q is None:
-        q = _local.q = []
-    return q
+    return _local.q
 
 
 def launch(p: Pending) -> Pending:
@@ -65,7 +67,7 @@ def progress() -> None:
     that has not completed (one MPI_Test drives MPICH's whole progress engine).
     `SHARDC_OVERLAP_PROGRESS=0` skips the tests (progress then only inside waits, or
     on MPICH's async progress thread)."""
-    q = getattr(_local, "q", None)
+    q = _local.q
     if q and os.environ.get("SHARDC_OVERLAP_PROGRESS") == "0":
         return
     while q:

@@ -64,10 +64,14 @@ def test_shared_pieces_equal_what_each_rank_makes_alone(grid, policy, monkeypatc
     assert (shared_elements < sum(made)) == replicated  # the work was shared out
 
 
-def test_small_or_uneven_pieces_are_made_whole():
+def test_small_or_uneven_pieces_are_made_whole(monkeypatch):
     prog = _program(Grid(2, 1), ShardingPolicy(1, True, False))
 
+    def no_gather(*args, **kwargs):
+        raise AssertionError("a piece below SHARE_MIN was gathered")
+
     def job():
+        monkeypatch.setattr(current_comm(), "all_gather", no_gather)
         return [p.copy() for p in RankState(prog, current_comm().rank, init_params(CFG, 1), comm=current_comm()).params]
 
     got = run_simulated(2, job)  # the default SHARE_MIN: every tensor here is below it
