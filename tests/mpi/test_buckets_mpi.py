@@ -2,25 +2,19 @@
 ranks, buckets past MPICH's algorithm switches), and the training step's results
 unchanged by bucketing, with fewer MPI calls."""
 
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _mpiexec import run_ranks
 
 pytestmark = pytest.mark.mpi
 
-MPIEXEC = shutil.which("mpiexec")
 MAIN = Path(__file__).with_name("buckets_main.py")
 
 
 def _run(n: int, mode: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
-    if MPIEXEC is None:
-        pytest.skip("mpiexec is not on PATH")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OPENBLAS_NUM_THREADS="1")
-    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(MAIN), mode], capture_output=True, text=True, timeout=timeout, env=env)
+    return run_ranks(n, [str(MAIN), mode], timeout, OPENBLAS_NUM_THREADS="1")
 
 
 @pytest.mark.parametrize("n", [2, 4])

@@ -1,29 +1,16 @@
 """MPIComm under mpiexec: all collectives against global semantics, and failure modes."""
 
-import os
-import shutil
 import subprocess
-import sys
 import time
 
 import pytest
+from _mpiexec import run_ranks
 
 pytestmark = pytest.mark.mpi
 
-MPIEXEC = shutil.which("mpiexec")
-
 
 def _run(n: int, mode: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    if MPIEXEC is None:
-        pytest.skip("mpiexec is not on PATH")
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.run(
-        [MPIEXEC, "-n", str(n), sys.executable, "-m", "shardc.runtime.selftest", mode],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+    return run_ranks(n, ["-m", "shardc.runtime.selftest", mode], timeout)
 
 
 @pytest.mark.parametrize("n", [2, 4])

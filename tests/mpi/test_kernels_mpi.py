@@ -1,25 +1,19 @@
 """The shard and mpi kernel tests of tests/unit/runtime, run under `mpiexec -n 2` and
 `-n 4` through MPIComm (see kernels_main.py)."""
 
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _mpiexec import run_ranks
 
 pytestmark = pytest.mark.mpi
 
-MPIEXEC = shutil.which("mpiexec")
 MAIN = Path(__file__).resolve().parent / "kernels_main.py"
 
 
 def _run(n: int, what: str, timeout: float = 240.0) -> subprocess.CompletedProcess:
-    if MPIEXEC is None:
-        pytest.skip("mpiexec is not on PATH")
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(MAIN), what], capture_output=True, text=True, timeout=timeout, env=env)
+    return run_ranks(n, [str(MAIN), what], timeout)
 
 
 @pytest.mark.parametrize("n", [2, 4])

@@ -2,26 +2,20 @@
 blocking ones, the training step's results unchanged by the schedule and by overlap,
 and a rank failing while the others wait still ends the job."""
 
-import os
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from _mpiexec import run_ranks
 
 pytestmark = pytest.mark.mpi
 
-MPIEXEC = shutil.which("mpiexec")
 MAIN = Path(__file__).with_name("overlap_main.py")
 
 
 def _run(n: int, mode: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
-    if MPIEXEC is None:
-        pytest.skip("mpiexec is not on PATH")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OPENBLAS_NUM_THREADS="1")
-    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(MAIN), mode], capture_output=True, text=True, timeout=timeout, env=env)
+    return run_ranks(n, [str(MAIN), mode], timeout, OPENBLAS_NUM_THREADS="1")
 
 
 @pytest.mark.parametrize("n", [2, 4])

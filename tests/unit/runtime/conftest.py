@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from shardc.runtime import compile_text
+from shardc.runtime import cache, compile_text
 
 
 @pytest.fixture
@@ -17,3 +17,14 @@ def run():
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def _own_cache(tmp_path, monkeypatch):
+    """An empty compile-cache directory of the test's own, with the cache on (the cache
+    tests mark themselves to use it)."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv("SHARDC_CACHE_DIR", str(d))
+    monkeypatch.delenv("SHARDC_CACHE", raising=False)
+    cache._WARNED.clear()  # pyright: ignore[reportPrivateUsage]
+    yield d

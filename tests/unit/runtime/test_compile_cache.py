@@ -19,6 +19,8 @@ import shardc
 from shardc.runtime import cache
 from shardc.runtime.cache import CachedModule, DiskCache, Entry, compile_cached, make_key, parse_lowered
 
+pytestmark = pytest.mark.usefixtures("_own_cache")  # conftest: an empty cache directory per test
+
 ROOT = Path(__file__).resolve().parents[3]
 
 PROGRAM = """
@@ -33,16 +35,6 @@ func.func @f(%a: tensor<4x8xf32>, %b: tensor<8x3xf32>, %s: f32) -> tensor<4x3xf3
 }
 func.func private @ext(tensor<2xf32>) -> tensor<2xf32>
 """
-
-
-@pytest.fixture(autouse=True)
-def _own_cache(tmp_path, monkeypatch):
-    """Every test gets an empty cache directory of its own, with the cache on."""
-    d = tmp_path / "cache"
-    monkeypatch.setenv("SHARDC_CACHE_DIR", str(d))
-    monkeypatch.delenv("SHARDC_CACHE", raising=False)
-    cache._WARNED.clear()  # pyright: ignore[reportPrivateUsage]
-    yield d
 
 
 def _inputs():

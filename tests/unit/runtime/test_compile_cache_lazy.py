@@ -13,7 +13,9 @@ import pytest
 
 from shardc.runtime import cache
 from shardc.runtime.cache import CachedModule, CorruptEntry, Entry, compile_cached, make_key, parse_lowered, split_functions
-from shardc.runtime.codegen_safe import UnsafeCodeError, check_code
+from shardc.runtime.codegen_safe import check_code
+
+pytestmark = pytest.mark.usefixtures("_own_cache")  # conftest: an empty cache directory per test
 
 PROGRAM = """
 func.func @double(%a: tensor<4xf32>) -> tensor<4xf32> {
@@ -37,15 +39,6 @@ func.func @bad(%a: tensor<4xf32>) -> f32 {
 }
 func.func private @ext(tensor<4xf32>) -> tensor<4xf32>
 """
-
-
-@pytest.fixture(autouse=True)
-def _own_cache(tmp_path, monkeypatch):
-    d = tmp_path / "cache"
-    monkeypatch.setenv("SHARDC_CACHE_DIR", str(d))
-    monkeypatch.delenv("SHARDC_CACHE", raising=False)
-    cache._WARNED.clear()  # pyright: ignore[reportPrivateUsage]
-    yield d
 
 
 def _compile(built: list | None = None, donate=None):
@@ -148,30 +141,6 @@ def test_split_functions_cuts_at_top_level_defs():
     assert "".join(t for _, t in pieces.values()) == src
     with pytest.raises(CorruptEntry):
         split_functions("def a():\n    pass\ndef a():\n    pass\n")
-
-
-@pytest.mark.parametrize(
-    "code",
-    [
-        "import os",
-        "from os import system",
-        "def f():\n    global x\n    x = 1",
-        "x = __import__('os')",
-        "eval('1')",
-        "exec('1')",
-        "open('f')",
-        "getattr(x, 'y')",
-        "x = ().__class__.__bases__",
-        "class C: pass",
-        "breakpoint()",
-        "def f(help):\n    pass",
-        "f = lambda: x.__dict__",
-        "def f():\n    a = 1\n    def g():\n        nonlocal a\n        a = 2\n    return g",
-    ],
-)
-def test_check_code_refuses_what_no_emitter_writes(code):
-    with pytest.raises(UnsafeCodeError):
-        check_code(compile(code, "<test>", "exec"))
 
 
 def test_check_code_accepts_the_runtime_s_code():

@@ -16,6 +16,8 @@ import pytest
 from shardc.runtime import cache
 from shardc.runtime.cache import CachedModule, Entry, compile_cached, make_key, parse_lowered
 
+pytestmark = pytest.mark.usefixtures("_own_cache")  # conftest: an empty cache directory per test
+
 PROGRAM = """
 func.func @f(%a: tensor<4x8xf32>, %b: tensor<8x3xf32>, %s: f32) -> tensor<4x3xf32> {
   %z = arith.constant 0.0 : f32
@@ -37,15 +39,6 @@ func.func @g(%a: tensor<4xf32>) -> tensor<4xf32> {
 """
 
 _HEAD = b"shardc-compile-cache\n"
-
-
-@pytest.fixture(autouse=True)
-def _own_cache(tmp_path, monkeypatch):
-    d = tmp_path / "cache"
-    monkeypatch.setenv("SHARDC_CACHE_DIR", str(d))
-    monkeypatch.delenv("SHARDC_CACHE", raising=False)
-    cache._WARNED.clear()  # pyright: ignore[reportPrivateUsage]
-    yield d
 
 
 def _compile(counter: list | None = None):

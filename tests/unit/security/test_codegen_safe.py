@@ -14,6 +14,7 @@ import pytest
 
 from shardc.runtime.codegen_safe import (
     UnsafeCodeError,
+    check_code,
     check_generated,
     display,
     py_hint,
@@ -91,25 +92,42 @@ def test_display_escapes_what_a_terminal_would_interpret():
     assert display("a\nb") == "a\\nb"
 
 
-@pytest.mark.parametrize(
-    "code",
-    [
-        "import os",
-        "from os import system",
-        "def f():\n    global x",
-        "x = __import__('os')",
-        "eval('1')",
-        "exec('1')",
-        "open('f')",
-        "getattr(x, 'y')",
-        "x = ().__class__.__bases__",
-        "class C: pass",
-        "breakpoint()",
-    ],
-)
+HOSTILE = [
+    "import os",
+    "from os import system",
+    "def f():\n    global x\n    x = 1",
+    "x = __import__('os')",
+    "eval('1')",
+    "exec('1')",
+    "open('f')",
+    "getattr(x, 'y')",
+    "x = ().__class__.__bases__",
+    "class C: pass",
+    "breakpoint()",
+]
+
+
+@pytest.mark.parametrize("code", HOSTILE)
 def test_check_generated_refuses_what_no_emitter_writes(code):
     with pytest.raises(UnsafeCodeError):
         check_generated(ast.parse(code))
+
+
+@pytest.mark.parametrize(
+    "code",
+    HOSTILE
+    + [
+        "def f(help):\n    pass",
+        "f = lambda: x.__dict__",
+        "def f():\n    a = 1\n    def g():\n        nonlocal a\n        a = 2\n    return g",
+    ],
+)
+def test_check_code_refuses_the_same_in_compiled_code(code):
+    """A cache hit checks code objects, not source: everything the source check refuses,
+    and what only shows in the compiled form (a builtin's name as a parameter, a dunder
+    attribute in a nested code object, a closure cell)."""
+    with pytest.raises(UnsafeCodeError):
+        check_code(compile(code, "<test>", "exec"))
 
 
 def test_check_generated_accepts_the_runtime_s_code():
