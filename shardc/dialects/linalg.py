@@ -58,6 +58,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.overlays import extend_dialect
 from shardc.dialects.overlays import op_error as _error
+from shardc.ir.op_init import create_op
 from shardc.ir.linalg_build import body_arg_types, fast_named_build, generic_op, iterator_types_attr, yield_first
 
 _Shaped = base(MemRefType) | base(TensorType)
@@ -97,9 +98,9 @@ def _mul_add_region(inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> 
         # is most of the cost of parsing a matmul. The same ops, defaults included.
         block = Block(arg_types=types)
         a, b, acc = block.args
-        product = arith.MulfOp.create(operands=(a, b), result_types=(types[2],))
-        total = arith.AddfOp.create(operands=(acc, product.results[0]), result_types=(types[2],))
-        block.add_ops((product, total, YieldOp.create(operands=(total.results[0],))))
+        product = create_op(arith.MulfOp, operands=(a, b), result_types=(types[2],))
+        total = create_op(arith.AddfOp, operands=(acc, product.results[0]), result_types=(types[2],))
+        block.add_ops((product, total, create_op(YieldOp, operands=(total.results[0],))))
         return Region(block)
     add, mul = (
         (arith.AddfOp, arith.MulfOp)
@@ -124,6 +125,10 @@ class BatchMatmulOp(NamedOperation):
     PRINT_ATTRS_IN_FRONT: ClassVar[bool] = True
 
     build = classmethod(fast_named_build)  # the parser's builder, direct
+
+    @classmethod
+    def parse(cls, parser: Parser) -> BatchMatmulOp:
+        return _parse_named(cls, parser)  # type: ignore[return-value]
 
     indexing_maps = prop_def(
         ArrayAttr[AffineMapAttr],
@@ -195,11 +200,35 @@ class MatmulOp(xlinalg_ops.MatmulOp):
     build = classmethod(fast_named_build)  # the parser's builder, direct
 
     @classmethod
+    def parse(cls, parser: Parser) -> MatmulOp:
+        return _parse_named(cls, parser)  # type: ignore[return-value]
+
+    @classmethod
     def get_hidden_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
         return _mul_add_region(inputs, outputs)
 
     def print(self, printer: Printer) -> None:
         _print_named(self, printer)
+
+
+def _parse_named(cls: type[NamedOperation], parser: Parser) -> NamedOperation:
+    """`NamedOperation.parse`, its plain form (`ins(...) outs(...) -> t`) read at once by
+    a `FastParser` (`parse_named_operands_fast`); the same op."""
+    fast = getattr(parser, "parse_named_operands_fast", None)
+    found = fast() if fast is not None else None
+    if found is None:
+        return NamedOperation.parse.__func__(cls, parser)  # type: ignore[attr-defined]
+    ins, outs, res_types = found
+    try:
+        return cls.build(
+            operands=(ins, outs),
+            result_types=(res_types,),
+            properties={},
+            attributes={},
+            regions=(cls.get_hidden_region(ins, outs),),
+        )
+    except ValueError:
+        parser.raise_error("Could not build linalg op")
 
 
 _NOT_PRINTED = ("indexing_maps", "linalg.memoized_indexing_maps", "iterator_types", "doc", "library_call", _SEGMENTS)
@@ -248,6 +277,10 @@ class FillOp(xlinalg_ops.FillOp):
     body = region_def("single_block")
 
     build = classmethod(fast_named_build)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> FillOp:
+        return _parse_named(cls, parser)  # type: ignore[return-value]
 
     @classmethod
     def get_hidden_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:

@@ -62,6 +62,8 @@ from xdsl.traits import HasCanonicalizationPatternsTrait, NoMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
+from shardc.ir.op_init import fast_accessors
+
 # ===----------------------------------------------------------------------=== #
 # Types
 # ===----------------------------------------------------------------------=== #
@@ -1009,7 +1011,7 @@ class ErrorClassOp(IRDLOperation):
 
 MPI = Dialect(
     "mpi",
-    [
+    fast_accessors([
         InitOp,
         CommWorldOp,
         CommRankOp,
@@ -1027,6 +1029,6 @@ MPI = Dialect(
         FinalizeOp,
         RetvalCheckOp,
         ErrorClassOp,
-    ],
+    ]),
     [CommType, RequestType, RetvalType, StatusType, ErrorClassAttr],
 )

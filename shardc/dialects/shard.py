@@ -92,7 +92,7 @@ from xdsl.utils.str_enum import StrEnum
 from shardc.ir import diagnostics
 from shardc.ir.diagnostics import Severity
 from shardc.ir.locations import file_loc
-from shardc.ir.op_init import init_op
+from shardc.ir.op_init import fast_accessors, init_op
 
 DYNAMIC = DYNAMIC_INDEX
 """MLIR's `ShapedType::kDynamic` (i64 min): a `?` in shapes and in static/dynamic lists."""
@@ -256,6 +256,9 @@ def shard_dimension(size: int | None, shards: int | None) -> int | None:
     return size // shards
 
 
+_SHARDINGS: dict[tuple[int, int, int, int], tuple[tuple[Attribute | None, ...], Sharding]] = {}
+
+
 @dataclass(frozen=True)
 class Sharding:
     """A value view of a `shard.sharding` op, hashable, with MLIR's `Sharding::operator==`:
@@ -281,6 +284,28 @@ class Sharding:
         op = value if isinstance(value, ShardingOp) else value.owner
         if not isinstance(op, ShardingOp):
             raise ValueError("expected a value defined by shard.sharding")
+        if op._operands:  # pyright: ignore[reportPrivateUsage]
+            return Sharding._of(op)
+        # Without dynamic entries the sharding is a function of the op's four
+        # properties, which the passes share between ops: remembered by their identity
+        # (the entry keeps them alive, so an id is not reused while it is there).
+        props = op.properties
+        attrs = (
+            props.get("grid"),
+            props.get("split_axes"),
+            props.get("static_halo_sizes"),
+            props.get("static_sharded_dims_offsets"),
+        )
+        key = (id(attrs[0]), id(attrs[1]), id(attrs[2]), id(attrs[3]))
+        found = _SHARDINGS.get(key)
+        if found is None:
+            if len(_SHARDINGS) >= 4096:
+                _SHARDINGS.clear()
+            found = _SHARDINGS[key] = (attrs, Sharding._of(op))
+        return found[1]
+
+    @staticmethod
+    def _of(op: ShardingOp) -> Sharding:
         if not op.split_axes.axes.data:
             return Sharding(op.grid.string_value())
         if op.operands:
@@ -1403,6 +1428,22 @@ class ShardingOp(IRDLOperation):
         halo_sizes: Sequence[int | SSAValue] = (),
         sharded_dims_offsets: Sequence[int | SSAValue] = (),
     ):
+        if not halo_sizes and not sharded_dims_offsets:  # the common case, in short
+            if not isinstance(split_axes, GridAxesArrayAttr):
+                split_axes = _split_axes_attr(tuple(tuple(sub) for sub in split_axes))
+            empty = _i64_array(())
+            init_op(
+                self,
+                properties={
+                    "grid": grid if isinstance(grid, SymbolRefAttr) else _symbol_ref(grid),
+                    "split_axes": split_axes,
+                    "static_sharded_dims_offsets": empty,
+                    "static_halo_sizes": empty,
+                    _SEGMENTS: _segment_sizes((0, 0)),
+                },
+                result_types=[_sharding_type()],
+            )
+            return
         static_halos, dyn_halos = _split_mixed(halo_sizes)
         static_offs, dyn_offs = _split_mixed(sharded_dims_offsets)
         if not isinstance(split_axes, GridAxesArrayAttr):
@@ -1586,7 +1627,8 @@ class ShardOp(IRDLOperation):
 
     @property
     def for_users(self) -> bool:
-        return self.annotate_for_users is not None
+        # the property accessor's read, without its call (asked tens of thousands of times)
+        return self.properties.get("annotate_for_users") is not None
 
     def get_asm_result_names(self) -> Sequence[str | None]:
         return ["sharding_annotated"]
@@ -2100,7 +2142,7 @@ COLLECTIVE_OPS: tuple[type[CollectiveOp], ...] = (
 
 Shard = Dialect(
     "shard",
-    [
+    fast_accessors([
         GridOp,
         GridShapeOp,
         ProcessLinearIndexOp,
@@ -2112,6 +2154,6 @@ Shard = Dialect(
         ShardShapeOp,
         *COLLECTIVE_OPS,
         UpdateHaloOp,
-    ],
+    ]),
     [GridAxesArrayAttr, ReductionKindAttr, ShardingType],
 )

@@ -29,11 +29,11 @@ from typing import Any, ClassVar
 from xdsl.context import Context
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
 from xdsl.dialects.builtin import AnyFloat, DenseResourceAttr, ModuleOp, ShapedType, StringAttr
-from xdsl.ir import Attribute, Operation, TypeAttribute
-from xdsl.parser import Parser
+from xdsl.ir import Attribute, Operation, SSAValue, TypeAttribute
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.parser.attribute_parser import AttrParser
 from xdsl.parser.generic_parser import ParserState
-from xdsl.utils.lexer import Input
+from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRToken, MLIRTokenKind, PunctuationSpelling
 
 from shardc.ir import resources
@@ -60,6 +60,34 @@ _DEPTH = {"[": 1, "{": 1, "(": 1, "<": 1, "]": -1, "}": -1, ")": -1, ">": -1}
 _ALIAS_REFS = re.compile(r"[#!][a-zA-Z0-9$._-]+")
 #: Texts that make a parse depend on more than the text and the context.
 _UNCACHEABLE = re.compile(r"loc\(|distinct\[|dense_resource")
+
+#: A named linalg op's operands as printed: `ins(%a, %b : t, t) outs(%c : t)`, then an
+#: optional `-> t`, with types that hold no comma, alias or nested bracket.
+_VALUE = r"%(?:[0-9]+|[a-zA-Z$._-][a-zA-Z0-9$._-]*)(?:#[0-9]+)?"
+_PLAIN_TYPE = r"[a-z][a-z0-9_]*(?:<[^<>,#!\"(){}\[\]]*>)?"
+_VALUES = rf"({_VALUE}(?:[ \t\n]*,[ \t\n]*{_VALUE})*)"
+_TYPES = rf"({_PLAIN_TYPE}(?:[ \t\n]*,[ \t\n]*{_PLAIN_TYPE})*)"
+_NAMED_FORM_TEXT = (
+    rf"ins\([ \t\n]*{_VALUES}[ \t\n]*:[ \t\n]*{_TYPES}[ \t\n]*\)"
+    rf"[ \t\n]*outs\([ \t\n]*{_VALUES}[ \t\n]*:[ \t\n]*{_TYPES}[ \t\n]*\)"
+    rf"(?:[ \t\n]*->[ \t\n]*({_PLAIN_TYPE})(?![<a-zA-Z0-9_]))?"
+)
+_NAMED_REGEXES: tuple[re.Pattern[str], ...] | None = None
+
+
+def _named_regexes() -> tuple[re.Pattern[str], ...]:
+    """The named form, one value, one type, and what may not follow the form for it to
+    be the op's whole operand part; compiled on first use (not at start-up)."""
+    global _NAMED_REGEXES
+    if _NAMED_REGEXES is None:
+        _NAMED_REGEXES = (
+            re.compile(_NAMED_FORM_TEXT),
+            re.compile(r"%([0-9]+|[a-zA-Z$._-][a-zA-Z0-9$._-]*)(?:#([0-9]+))?"),
+            re.compile(_PLAIN_TYPE),
+            re.compile(r"[ \t\n]*(?:->|attrs\b|//)"),
+        )
+    return _NAMED_REGEXES
+
 
 _MAX_ENTRIES = 100_000
 _METADATA_BEGIN = re.compile(r"\{-#")
@@ -272,6 +300,53 @@ class FastParser(Parser):
             self._consume_token()
             return _HexElement(False, int(token.text, 16), token.span)
         return super()._parse_tensor_literal_element()
+
+    # -- named linalg ops -------------------------------------------------------------
+
+    def parse_named_operands_fast(self) -> tuple[list[SSAValue], list[SSAValue], list[Attribute]] | None:
+        """The ins, outs and result types of a named linalg op in its plain printed form
+        (`ins(%a, %b : t, t) outs(%c : t) -> t`, every type parsed before), read with one
+        regular expression instead of token by token; None (nothing consumed) for any
+        other form, which `NamedOperation.parse` then reads and reports on."""
+        state = self._parser_state
+        token = state.current_token
+        if token.kind is not _BARE or token.text != "ins":
+            return None
+        content: str = state.lexer.input.content
+        form, one_value, one_type, goes_on = _named_regexes()
+        m = form.match(content, token.span.start)
+        if m is None or goes_on.match(content, m.end()):
+            return None
+        # (the result types are parsed as attributes, as NamedOperation.parse does)
+        caches = self._caches
+        groups: list[list[Any]] = []
+        for index, table in ((2, caches.types), (4, caches.types), (5, caches.attributes)):
+            if m.group(index) is None:
+                groups.append([])
+                continue
+            found = []
+            for t in one_type.finditer(content, m.start(index), m.end(index)):
+                hit = table.get(t.group())
+                if hit is None:
+                    return None
+                found.append(hit)
+            groups.append(found)
+        ins_types, outs_types, res_types = groups
+        source = state.lexer.input
+        values: list[list[UnresolvedOperand]] = []
+        for index in (1, 3):
+            values.append(
+                [
+                    UnresolvedOperand(Span(v.start(), v.end(1), source), int(v.group(2) or 0))
+                    for v in one_value.finditer(content, m.start(index), m.end(index))
+                ]
+            )
+        if len(values[0]) != len(ins_types) or len(values[1]) != len(outs_types):
+            return None
+        self._resume_from(m.end())
+        ins = [self.resolve_operand(v, t) for v, t in zip(values[0], ins_types)]
+        outs = [self.resolve_operand(v, t) for v, t in zip(values[1], outs_types)]
+        return ins, outs, res_types
 
     # -- op names ------------------------------------------------------------------
 

@@ -128,3 +128,50 @@ def create_op(
     op = cls.__new__(cls)
     init_op(op, operands, result_types, properties, attributes, location, successors, regions)
     return op
+
+
+
+def _direct_accessors() -> dict[Any, type]:
+    """Subclasses of xDSL's accessor for a single construct before any variadic one
+    that read the op's own tuple: still accessors (xDSL's declarative format looks them
+    up in the class and calls their `index`), one Python call per read instead of four
+    (`get_op_constructs`, a fresh `OpOperands` view, its `__getitem__`)."""
+    global _DIRECT
+    if _DIRECT is not None:
+        return _DIRECT
+    from xdsl.irdl.operations import BeforeVariadicSingleAccessor, VarIRConstruct
+
+    # (plain subclasses of the frozen dataclass: its fields, init, eq and hash)
+    class OperandAt(BeforeVariadicSingleAccessor):
+        def __get__(self, obj: Operation, objtype: Any = None) -> Any:
+            return obj._operands[self.idx]  # pyright: ignore[reportPrivateUsage]
+
+    class ResultAt(BeforeVariadicSingleAccessor):
+        def __get__(self, obj: Operation, objtype: Any = None) -> Any:
+            return obj.results[self.idx]
+
+    class RegionAt(BeforeVariadicSingleAccessor):
+        def __get__(self, obj: Operation, objtype: Any = None) -> Any:
+            return obj.regions[self.idx]
+
+    _DIRECT = {VarIRConstruct.OPERAND: OperandAt, VarIRConstruct.RESULT: ResultAt, VarIRConstruct.REGION: RegionAt}
+    return _DIRECT
+
+
+_DIRECT: dict[Any, type] | None = None
+
+
+def fast_accessors(classes: Sequence[type[_Op]]) -> list[type[_Op]]:
+    """Give each class's single operands, results and regions that come before any
+    variadic one a direct accessor (`_direct_accessors`): the passes read
+    `shard.shard`'s `src` and `sharding` tens of thousands of times. Only the classes
+    given change, and only how a read is done (the op definitions, what an accessor
+    answers and that writing is an error stay xDSL's). Returns `classes` as a list."""
+    from xdsl.irdl.operations import BeforeVariadicSingleAccessor
+
+    direct = _direct_accessors()
+    for cls in classes:
+        for name, value in list(vars(cls).items()):
+            if type(value) is BeforeVariadicSingleAccessor and value.construct in direct:
+                setattr(cls, name, direct[value.construct](value.construct, value.idx))
+    return list(classes)

@@ -698,12 +698,23 @@ class _LocationAliases:
 # ---------------------------------------------------------------------------
 
 
-_TENSOR_TEXT: dict[TensorType, str] = {}
-"""The text of each plain tensor type printed so far (no encoding; an integer, index or
-float element type): a program names the same few types thousands of times, and xDSL
-prints each through a dozen calls. Such a type prints the same in every printer state."""
-
 _TENSOR_TEXT_LIMIT = 10_000
+
+
+_TYPE_TEXT: dict[int, tuple[Attribute, str]] = {}
+"""The text of each plain tensor or memref type object printed so far, by its id (the
+entry holds the type, so the id stays its own): no encoding, layout or memory space, an
+integer, index or float element type."""
+
+
+def _plain_type(attribute: Attribute) -> bool:
+    if type(attribute) is MemRefType:
+        return (
+            type(attribute.layout) is NoneAttr  # type: ignore[attr-defined]
+            and type(attribute.memory_space) is NoneAttr  # type: ignore[attr-defined]
+            and isinstance(attribute.element_type, IntegerType | IndexType | AnyFloat)  # type: ignore[attr-defined]
+        )
+    return _plain_tensor(attribute)
 
 
 def _plain_tensor(attribute: Attribute) -> bool:
@@ -1047,6 +1058,26 @@ class MLIRPrinter(Printer):
 
     def print_attribute(self, attribute: Attribute) -> None:
         cls = type(attribute)
+        if cls is TensorType or cls is MemRefType:
+            # A plain tensor or memref type prints the same in every printer state; the
+            # passes share type objects, so their text is found by identity (a type's
+            # own hash is a Python call over its parameters).
+            hit = _TYPE_TEXT.get(id(attribute))
+            if hit is not None:
+                self.print_string(hit[1])
+                return
+            if _plain_type(attribute):
+                scratch = StringIO()
+                if cls is TensorType:
+                    Printer.print_attribute(MLIRPrinter(stream=scratch), attribute)
+                else:
+                    MLIRPrinter(stream=scratch)._print_memref_type(attribute)  # type: ignore[arg-type]
+                text = scratch.getvalue()
+                if len(_TYPE_TEXT) >= _TENSOR_TEXT_LIMIT:
+                    _TYPE_TEXT.clear()
+                _TYPE_TEXT[id(attribute)] = (attribute, text)  # the entry keeps it alive
+                self.print_string(text)
+                return
         if cls in _LOCATION_TYPES:
             self._print_location(attribute)
         elif cls is AffineMapAttr or cls is AffineSetAttr:
@@ -1055,16 +1086,6 @@ class MLIRPrinter(Printer):
             self.print_attr_dict(attribute.data)  # type: ignore[attr-defined]
         elif cls is MemRefType:
             self._print_memref_type(attribute)  # type: ignore[arg-type]
-        elif cls is TensorType and _plain_tensor(attribute):
-            text = _TENSOR_TEXT.get(attribute)  # type: ignore[call-overload]
-            if text is None:
-                scratch = StringIO()
-                Printer.print_attribute(MLIRPrinter(stream=scratch), attribute)
-                text = scratch.getvalue()
-                if len(_TENSOR_TEXT) >= _TENSOR_TEXT_LIMIT:
-                    _TENSOR_TEXT.clear()
-                _TENSOR_TEXT[attribute] = text  # type: ignore[index]
-            self.print_string(text)
         elif cls is ArrayAttr:
             self.print_string("[")
             self.print_list(attribute.data, self._print_array_element)  # type: ignore[attr-defined]

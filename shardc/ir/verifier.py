@@ -48,8 +48,18 @@ def report_crash(target: Operation | Attribute | None, where: str, exc: BaseExce
 # -- structure ---------------------------------------------------------------------------
 
 
+_ISOLATED: dict[type, bool] = {}
+"""`has_trait(IsolatedFromAbove)` per op class (a class method: each call walks the
+class's traits with ABC isinstance tests; asked twice for every op with regions)."""
+
+
 def _is_isolated(op: Operation) -> bool:
-    return bool(op.regions) and op.has_trait(IsolatedFromAbove)
+    if not op.regions:
+        return False
+    found = _ISOLATED.get(type(op))
+    if found is None:
+        found = _ISOLATED[type(op)] = op.has_trait(IsolatedFromAbove)
+    return found
 
 
 def _may_lack_terminator(block: Block) -> bool:
@@ -86,7 +96,7 @@ def _verify_tree(op: Operation) -> bool:
 
 
 def _on_entrance(op: Operation) -> bool:
-    if any(type(operand).__name__ == "ErasedSSAValue" for operand in op.operands):
+    if any(type(operand).__name__ == "ErasedSSAValue" for operand in op._operands):  # pyright: ignore[reportPrivateUsage]
         diagnostics.emit(op, Severity.ERROR, "null operand found")
         return False
     if isinstance(op, UnregisteredOp):
@@ -156,12 +166,13 @@ def _verify_dominance(op: Operation) -> bool:
         for region in current.regions:
             for block in region.blocks:
                 graph = isinstance(current, ModuleOp)
-                position = {o: i for i, o in enumerate(block.ops)} if not graph else {}
+                # keyed by id: an op's hash is a Python call; every op here is alive
+                position = {id(o): i for i, o in enumerate(block.ops)} if not graph else {}
                 for index, inner in enumerate(block.ops):
                     if not graph:
-                        for number, operand in enumerate(inner.operands):
+                        for number, operand in enumerate(inner._operands):  # pyright: ignore[reportPrivateUsage]
                             owner = getattr(operand, "op", None)
-                            if isinstance(owner, Operation) and position.get(owner, -1) >= index:
+                            if owner is not None and position.get(id(owner), -1) >= index:
                                 diag = diagnostics.make(
                                     inner, Severity.ERROR, f"operand #{number} does not dominate this use"
                                 )

@@ -273,6 +273,12 @@ def _expand_types(types: Sequence[Attribute]) -> list[Attribute]:
     return out
 
 
+_CONVERTED = (func.FuncOp, shard.ShardingOp, func.ReturnOp, func.CallOp)
+#: the first of `_CONVERTED` each op class is an instance of (its length: none), found
+#: once per class instead of four ABC isinstance tests per op of the module
+_CONVERTED_KINDS: dict[type, int] = {}
+
+
 class ShardingConversion:
     """Gives every `!shard.sharding` value its three tensors: results of sharding ops,
     function arguments and results, call operands and results; then drops the old."""
@@ -283,15 +289,21 @@ class ShardingConversion:
         self.dead: list[Operation] = []
 
     def run(self) -> None:
+        kinds = _CONVERTED_KINDS
         for op in list(self.module.walk()):
-            if isinstance(op, func.FuncOp):
-                self._signature(op)
-            elif isinstance(op, shard.ShardingOp):
-                self.parts[op.result] = sharding_tensors(op, PatternRewriter(op))
+            kind = kinds.get(type(op))
+            if kind is None:
+                kind = kinds[type(op)] = next(
+                    (i for i, c in enumerate(_CONVERTED) if isinstance(op, c)), len(_CONVERTED)
+                )
+            if kind == 0:
+                self._signature(op)  # type: ignore[arg-type]
+            elif kind == 1:
+                self.parts[op.result] = sharding_tensors(op, PatternRewriter(op))  # type: ignore[attr-defined]
                 self.dead.append(op)
-            elif isinstance(op, func.ReturnOp) and any(_is_sharding(v.type) for v in op.operands):
+            elif kind == 2 and any(_is_sharding(v.type) for v in op.operands):
                 op.operands = self._expand(list(op.operands), op)
-            elif isinstance(op, func.CallOp) and any(
+            elif kind == 3 and any(
                 _is_sharding(v.type) for v in (*op.operands, *op.results)
             ):
                 self._call(op)

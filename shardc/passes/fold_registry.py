@@ -105,10 +105,10 @@ def registered_folder(cls: type[Operation]) -> Folder | None:
 
 
 def registered_patterns(cls: type[Operation]) -> tuple[RewritePattern, ...]:
-    _load()
     key = ("patterns", cls)
     if key in _LOOKUPS:
         return _LOOKUPS[key]  # type: ignore[return-value]
+    _load()
     found: list[RewritePattern] = []
     for klass in cls.__mro__:
         found.extend(_PATTERNS.get(klass, ()))  # pyright: ignore[reportArgumentType]
@@ -120,10 +120,11 @@ _MISSING = object()
 
 
 def _first(table: dict[type[Operation], T], cls: type[Operation], name: str) -> T | None:
-    _load()
+    # A remembered answer was found after loading (registering clears them all).
     key = (name, cls)
     found = _LOOKUPS.get(key, _MISSING)
     if found is _MISSING:
+        _load()
         found = next((table[k] for k in cls.__mro__ if k in table), None)
         _LOOKUPS[key] = found
     return found  # type: ignore[return-value]
@@ -145,10 +146,10 @@ def registered_effect_free(op: Operation) -> bool:
 
 def _effect_free_entry(cls: type[Operation]) -> object:
     """The `when` of the nearest registered class (None: always), or _NOT_REGISTERED."""
-    _load()
     key = ("effect_free_entry", cls)
     found = _LOOKUPS.get(key, _MISSING)
     if found is _MISSING:
+        _load()
         found = next((_EFFECT_FREE[k] for k in cls.__mro__ if k in _EFFECT_FREE), _NOT_REGISTERED)
         _LOOKUPS[key] = found
     return found

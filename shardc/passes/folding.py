@@ -77,9 +77,29 @@ def get_trait(op: Operation, trait: type[T]) -> T | None:
     return found
 
 
+# `cls -> isinstance of the base`, filled as classes are met: xDSL's op, value and
+# attribute bases are ABCs, whose isinstance is a Python call (several times a plain class
+# test), and the tests below run once per op and operand of every greedy run.
+_IS_RESULT: dict[type, bool] = {}
+_IS_UNREGISTERED: dict[type, bool] = {}
+_IS_INT_BINARY: dict[type, bool] = {}
+
+
+def _is(table: dict[type, bool], base: type, obj: object) -> bool:
+    """`isinstance(obj, base)`, once per class of `obj` (`table` is base's)."""
+    cls = type(obj)
+    found = table.get(cls)
+    if found is None:
+        found = table[cls] = isinstance(obj, base)
+    return found
+
+
 def constant_value(value: SSAValue) -> Attribute | None:
     """The attribute of `value` if a ConstantLike op defines it (MLIR's `m_Constant`)."""
-    if not isinstance(value, OpResult):
+    found = _IS_RESULT.get(type(value))
+    if found is None:
+        found = _is(_IS_RESULT, OpResult, value)
+    if not found:
         return None
     op = value.op
     value_of = registered_constant(type(op))
@@ -144,7 +164,7 @@ def _own_effects_are_droppable(op: Operation) -> bool | None:
 
 def would_be_trivially_dead(root: Operation) -> bool:
     """MLIR's `wouldOpBeTriviallyDead`: no effect beyond its results."""
-    if isinstance(root, UnregisteredOp) or has_trait(root, IsTerminator):
+    if _is(_IS_UNREGISTERED, UnregisteredOp, root) or has_trait(root, IsTerminator):
         return False
     if has_trait(root, SymbolOpInterface):
         return False
@@ -174,7 +194,7 @@ def is_trivially_dead(op: Operation) -> bool:
 
 def is_memory_effect_free(op: Operation) -> bool:
     """MLIR's `isMemoryEffectFree`: no effects, nested ones included for recursive ops."""
-    if isinstance(op, UnregisteredOp):
+    if _is(_IS_UNREGISTERED, UnregisteredOp, op):
         return False
     if registered_effect_free(op):
         return True
@@ -256,7 +276,7 @@ def _arith_identity_fold(op: Operation) -> Sequence[SSAValue | Attribute] | None
     """MLIR's arith integer folders test a constant right operand for an identity or
     absorbing value before folding two constants, and answer with the existing value
     (xDSL's folder does it the other way round and materialises a new constant)."""
-    if not isinstance(op, arith.SignlessIntegerBinaryOperation):
+    if not _is(_IS_INT_BINARY, arith.SignlessIntegerBinaryOperation, op):
         return None
     rhs = constant_value(op.rhs)
     if not isinstance(rhs, IntegerAttr):

@@ -129,6 +129,10 @@ class Worklist:
 # -----------------------------------------------------------------------------------------
 
 
+_new_point = object.__new__
+_set_field = object.__setattr__
+
+
 class DriverRewriter(PatternRewriter):
     """A PatternRewriter whose notifications follow MLIR's RewriterBase."""
 
@@ -141,7 +145,15 @@ class DriverRewriter(PatternRewriter):
     def reset(self, op: Operation) -> None:
         self.has_done_action = False
         self._current_operation = op
-        self.insertion_point = InsertPoint.before(op)
+        # `InsertPoint.before(op)`, made directly (once per op the driver pops): the
+        # same frozen point, whose check (`op.parent is block`) holds by construction
+        block = op.parent
+        if block is None:
+            raise ValueError("Operation insertion point must have a parent block")
+        point = _new_point(InsertPoint)
+        _set_field(point, "block", block)
+        _set_field(point, "insert_before", op)
+        self.insertion_point = point
         self.name_hint = None
 
     def erase(self, op: Operation, safe_erase: bool = True) -> None:
@@ -267,9 +279,9 @@ class GreedyDriver:
         """Push the defining ops of `op`'s operands that will have at most one user left
         once `op` (and the ops being erased with it) are gone."""
         erasing = self._erasing
-        for operand in op.operands:
+        for operand in op._operands:  # pyright: ignore[reportPrivateUsage]
             owner = operand.owner
-            if not isinstance(owner, Operation):
+            if type(owner) is Block or not isinstance(owner, Operation):  # (Block: no ABC test)
                 continue
             other: Operation | None = None
             more = False
@@ -560,9 +572,11 @@ def _successor_operands(op: Operation) -> list[list[int]] | None:
 
 class _Liveness:
     def __init__(self) -> None:
-        self.live: set[int | SSAValue] = set()
-        """Live values, and live ops by `id` (an op's `__hash__` is a Python call; every
-        op looked up is in the IR, so alive)."""
+        self.live: set[int] = set()
+        """Live values and ops, by `id` (their `__hash__` is a Python call). Every value
+        and op looked up was in the IR while the analysis ran, so alive, and no two of
+        them share an id; what the deletion creates is never looked up (but the
+        terminator it rebuilds, added by its own id)."""
         self.changed = False
         self._removable: dict[int, bool] = {}
         """`would_be_trivially_dead` per op: the analysis changes no op, and runs over
@@ -570,7 +584,7 @@ class _Liveness:
         self.probed_dead: list[SSAValue] = []
         """Values `value` found dead during the current walk, in order."""
 
-    def mark(self, item: int | SSAValue) -> None:
+    def mark(self, item: int) -> None:
         if item not in self.live:
             self.live.add(item)
             self.changed = True
@@ -581,17 +595,18 @@ class _Liveness:
             return False
         for succ, indices in zip(op.successors, forwarded):
             if index in indices:
-                return succ.args[indices.index(index)] not in self.live
+                return id(succ.args[indices.index(index)]) not in self.live
         return False
 
     def value(self, value: SSAValue) -> None:
-        if value in self.live:
+        key = id(value)
+        if key in self.live:
             return
         for use in value.uses:
             if self.use_known_dead(use.operation, use.index):
                 continue
             if id(use.operation) in self.live:
-                self.mark(value)
+                self.mark(key)
                 return
         self.probed_dead.append(value)
 
@@ -612,7 +627,7 @@ class _Liveness:
         for i, succ in enumerate(op.successors):
             count = len(succ.args) if forwarded is None else 0
             for arg in succ.args[:count]:
-                self.mark(arg)
+                self.mark(id(arg))
 
     def op(self, op: Operation) -> None:
         for region in op.regions:
@@ -631,7 +646,7 @@ class _Liveness:
             return
         for result in op.results:
             self.value(result)
-            if result in self.live:
+            if id(result) in self.live:
                 self.mark(key)
 
     def region(self, region: Region) -> None:
@@ -691,7 +706,7 @@ def _delete_dead(regions: Sequence[Region], liveness: _Liveness) -> bool:
                     erased |= _delete_dead(op.regions, liveness)
         for block in list(region.blocks)[1:]:
             for arg in reversed(block.args):
-                if arg not in liveness.live:
+                if id(arg) not in liveness.live:
                     block.erase_arg(arg, safe_erase=False)
     return erased
 
@@ -704,7 +719,7 @@ def _drop_dead_successor_operands(term: Operation, liveness: _Liveness) -> bool:
     dropped = False
     for succ, indices in zip(term.successors, forwarded):
         values = [term.operands[i] for i in indices]
-        live = [v for v, a in zip(values, succ.args) if a in liveness.live]
+        live = [v for v, a in zip(values, succ.args) if id(a) in liveness.live]
         dropped |= len(live) != len(values)
         keep.append(live)
     if not dropped:

@@ -46,9 +46,9 @@ def test_parsing_leaves_the_collector_as_it_found_it() -> None:
 
 
 def test_remembered_tensor_types_print_as_mlir_opt_does() -> None:
-    printer_module._TENSOR_TEXT.clear()  # pyright: ignore[reportPrivateUsage]
+    printer_module._TYPE_TEXT.clear()  # pyright: ignore[reportPrivateUsage]
     first = _print(TYPES)
-    assert printer_module._TENSOR_TEXT  # pyright: ignore[reportPrivateUsage]
+    assert printer_module._TYPE_TEXT  # pyright: ignore[reportPrivateUsage]
     second = _print(TYPES)  # now from the table
     assert first == second
     for spelled in (
@@ -57,7 +57,7 @@ def test_remembered_tensor_types_print_as_mlir_opt_does() -> None:
         "%arg6: tensor<8xsi8>", '%arg7: tensor<2xf64, "enc">',
     ):
         assert spelled in first, spelled
-    remembered = {str(t) for t in printer_module._TENSOR_TEXT}  # pyright: ignore[reportPrivateUsage]
+    remembered = {str(t) for t, _ in printer_module._TYPE_TEXT.values()}  # pyright: ignore[reportPrivateUsage]
     assert not any("complex" in t or "enc" in t for t in remembered), "only plain tensors"
 
 

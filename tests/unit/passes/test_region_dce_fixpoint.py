@@ -82,7 +82,14 @@ def test_back_edge_needs_the_recheck_and_matches() -> None:
     got, walks = _with_recheck(regions)
     assert got == want
     assert walks >= 2, "the back edge makes the re-check ask for another walk"
-    names = {getattr(v, "name_hint", None) for v in got if hasattr(v, "name_hint")}
+    # (the live set holds ids: values are named through the region's own values)
+    values = [
+        v
+        for region in regions
+        for op in region.walk()
+        for v in (*op.results, *(a for r in op.regions for b in r.blocks for a in b.args))
+    ] + [a for region in regions for b in region.blocks for a in b.args]
+    names = {v.name_hint for v in values if id(v) in got}
     assert "i1" in names and "dead" not in names and "d2" not in names
 
 
