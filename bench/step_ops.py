@@ -14,6 +14,11 @@ their GFLOP/s, the other calls with the bytes they must move (inputs read once, 
 written once) and the GB/s that makes, against the machine's copy bandwidth measured in
 the same run; the sum against the step's own time says what dispatch costs.
 
+Row kernels (`shardc/runtime/kernels/rows_run.py`: a softmax, layernorm, attention
+backward or cross-entropy chain in one call) are timed too: in place with `--in-step`
+(kind "row chain"), re-timed alone on their recorded inputs otherwise (one total line:
+their member ops never reach `run_structured`, so they are not in the table).
+
 The ops run on recorded copies of their operands, so a time here is an op's own cost
 with its inputs warm in cache: a step, whose inputs come from earlier ops, pays more.
 The recording hook wraps `shardc.runtime.structured.run_structured` for this process
@@ -37,6 +42,7 @@ import numpy as np  # noqa: E402
 
 import shardc.runtime.structured as structured  # noqa: E402
 import shardc.runtime.structured_run as structured_run  # noqa: E402
+from shardc.runtime.kernels import rows_run  # noqa: E402
 
 _REAL = structured.run_structured
 _RECORDED: dict[int, list] = {}
@@ -103,6 +109,36 @@ def _operands(ins, outs) -> str:
     return " ".join(one(x) for x in ins)
 
 
+_REAL_ROWS = rows_run.RowKernel.__call__
+_ROW_CALLS: dict[int, list] = {}
+
+
+def _recording_rows(self, args):
+    """A row kernel's call (`kernels/rows_run.py`: a whole softmax, layernorm, ... chain):
+    timed in place with --in-step, recorded for re-timing otherwise."""
+    if not _RECORDING[0]:
+        return _REAL_ROWS(self, args)
+    t = time.perf_counter()
+    r = _REAL_ROWS(self, args)
+    dt = time.perf_counter() - t
+    if r is None:
+        return r
+    key = ("row chain (row kernel)", self.sizes, (len(self.params), len(self.outputs), hash(self.source)), ())
+    entry = _TIMED.setdefault(key, [0.0, 0, 0, 0, ""])
+    entry[0] += dt
+    entry[1] += 1
+    entry[3] += sum(a.nbytes for a in args if isinstance(a, np.ndarray)) + sum(a.nbytes for a in r)
+    if not entry[4]:
+        entry[4] = _operands(args, ())
+    if id(self) not in _ROW_CALLS:
+        _ROW_CALLS[id(self)] = [self, [np.array(a) if isinstance(a, np.ndarray) else a for a in args], 0]
+    _ROW_CALLS[id(self)][2] += 1
+    return r
+
+
+rows_run.RowKernel.__call__ = _recording_rows  # type: ignore[method-assign]
+
+
 _timing_run_structured.__module__ = _REAL.__module__
 _timing_run_structured.__name__ = _timing_run_structured.__qualname__ = _REAL.__name__
 
@@ -161,6 +197,7 @@ def main() -> None:
     ap.add_argument("--in-step", action="store_true", help="time every call (contractions too) inside real steps instead")
     ap.add_argument("--steps", type=int, default=5, help="with --in-step: steps timed")
     args = ap.parse_args()
+    _TIMED.clear()
     structured.run_structured = _timing_run_structured if args.in_step else _recording_run_structured
     structured_run.run_structured = structured.run_structured  # what grouped members fall back to (horizontal_run)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -198,6 +235,11 @@ def main() -> None:
             os.environ.pop("SHARDC_KERNELS", None)
         else:
             os.environ["SHARDC_KERNELS"] = mode
+    t_rows = 0.0
+    for kernel, args_, n in _ROW_CALLS.values():
+        t_rows += best(lambda: _REAL_ROWS(kernel, args_), args.repeats) * n
+    if _ROW_CALLS:
+        print(f"row kernels (softmax, layernorm, ... chains; their members are not in the table): {t_rows * 1e3:.1f} ms a step in {sum(n for *_, n in _ROW_CALLS.values())} calls")
     rows.sort(key=lambda r: -r[0])
     fused_total, numpy_total = sum(r[0] for r in rows), sum(r[1] for r in rows)
     print(f"per step, outside the contractions ({sum(r[2] for r in rows)} calls): fused kernels {fused_total * 1e3:.1f} ms, numpy path {numpy_total * 1e3:.1f} ms")

@@ -168,14 +168,16 @@ def _attention_vjp(fb: FuncBuilder, node: Node, g: Value, active: Sequence[bool]
     scale = float(node.attrs["scale"])  # type: ignore[arg-type]
     saved: dict[str, Value] = node.attrs["saved"]  # type: ignore[assignment]
     s = fb.einsum("bthd,buhd->bhtu", q, k, scale=scale)
+    # dp first and dv after ds: p, its row sum with dp and ds follow one another, one
+    # row chain (`shardc.runtime.row_fusion`: s and dp read once, p and ds written once)
+    dp = fb.einsum("bthd,buhd->bhtu", g, v) if active[0] or active[1] else None
     p = fb.unary("exp", "bhtu", fb.sub("bhtu,bht->bhtu", fb.causal_mask("bhtu", s, query="t", key="u"), saved["lse"]))
-    dv = fb.einsum("bhtu,bthd->buhd", p, g) if active[2] else None  # before ds: p then is read by ds last
-    if not (active[0] or active[1]):
-        return [None, None, dv]
-    dp = fb.einsum("bthd,buhd->bhtu", g, v)
+    if dp is None:
+        return [None, None, fb.einsum("bhtu,bthd->buhd", p, g) if active[2] else None]
     row = fb.einsum("bhtu,bhtu->bht", p, dp)
     ds = fb.mul("bhtu,bhtu->bhtu", p, fb.sub("bhtu,bht->bhtu", dp, row))
     ds = fb.unary("scale", "bhtu", ds, scale)
+    dv = fb.einsum("bhtu,bthd->buhd", p, g) if active[2] else None
     dq = fb.einsum("bhtu,buhd->bthd", ds, k) if active[0] else None
     dk = fb.einsum("bhtu,bthd->buhd", ds, q) if active[1] else None
     return [dq, dk, dv]
