@@ -7,10 +7,14 @@ step, with an empty compile cache (cold) and again with the entry the cold run l
     python bench/compile_startup.py --quick    # n_layer 2, n_embd 64: a smoke run
     python bench/compile_startup.py --cache-dir D --runs warm --repeat 3   # warm only, D kept
     python bench/compile_startup.py --baseline /tmp/before   # each run paired with the code at /tmp/before
+    python bench/compile_startup.py --runs cold,recompile --repeat 2   # cold twice, then with numba's kernels kept
 
 `--baseline DIR` takes a tree holding an older `shardc` (say `git archive HEAD | tar -x
 -C DIR`): every run is made twice, the baseline's job then this tree's, each with a cache
 directory of its own, so both meet the same load (the machine may be shared).
+`--repeat N` makes every kind of run N times. A `recompile` run empties the cache but
+for numba's kernels (`kernels/`): a changed program compiled afresh, whose unchanged
+kernels numba loads from its disk cache (a cold run compiles them all).
 
 Each run is a fresh `mpiexec -n 2` job; rank 0 reports seconds since the launch (the
 parent's clock, passed in the environment) at: the imports done, the step compiled
@@ -108,12 +112,21 @@ def _job(args: argparse.Namespace, cache_dir: str, code: str | None = None) -> d
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def _empty_but_kernels(d: str) -> None:
+    """Remove the compile cache's entries under `d`, keeping numba's `kernels/`."""
+    if os.path.isdir(d):
+        for name in os.listdir(d):
+            if name != "kernels":
+                path = os.path.join(d, name)
+                shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--cache-dir", help="the compile cache to use and keep (default: a fresh temporary one)")
-    ap.add_argument("--runs", default="cold,warm", help="cold,warm (default), or warm alone (with --cache-dir holding the entry)")
-    ap.add_argument("--repeat", type=int, default=1, help="warm runs (the figures of each are printed)")
+    ap.add_argument("--runs", default="cold,warm", help="cold,warm (default), recompile (the cache emptied but for numba's kernels), or warm alone (with --cache-dir holding the entry)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each kind (the figures of each are printed)")
     ap.add_argument("--baseline", metavar="DIR", help="a tree holding an older shardc: each run paired with it")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--n-layer", type=int, default=12)
@@ -127,10 +140,10 @@ def main() -> None:
         return
     print(f"GPT step n_layer {args.n_layer}, n_embd {args.n_embd}, {args.n_head} heads, block 32, vocab 64, batch 8 per rank; mpiexec -n 2")
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
-    if not set(runs) <= {"cold", "warm"} or not runs:
-        sys.exit("compile_startup.py: --runs takes cold, warm or cold,warm")
+    if not set(runs) <= {"cold", "recompile", "warm"} or not runs:
+        sys.exit("compile_startup.py: --runs takes cold, recompile and warm, comma-separated")
     if "cold" not in runs and args.cache_dir is None:
-        sys.exit("compile_startup.py: a warm run alone needs --cache-dir (holding the entry a cold run left)")
+        sys.exit("compile_startup.py: a warm or recompile run without a cold one needs --cache-dir (holding what a cold run left)")
     if args.baseline is not None and not os.path.isdir(os.path.join(args.baseline, "shardc")):
         sys.exit(f"compile_startup.py: --baseline {args.baseline}: no shardc package there")
     codes = [("before", args.baseline), ("after", None)] if args.baseline is not None else [("", None)]
@@ -139,10 +152,15 @@ def main() -> None:
         d = args.cache_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="shardc-bench-cache-"))
         dirs = {label: os.path.join(d, label) if label else d for label, _ in codes}
         if "cold" in runs:
-            for label, code in codes:
-                if args.cache_dir is not None:
+            for _ in range(args.repeat):
+                for label, code in codes:
                     shutil.rmtree(dirs[label], ignore_errors=True)  # a cold run starts from an empty cache
-                results.append(("cold", label, _job(args, dirs[label], code)))
+                    results.append(("cold", label, _job(args, dirs[label], code)))
+        if "recompile" in runs:
+            for _ in range(args.repeat):
+                for label, code in codes:
+                    _empty_but_kernels(dirs[label])
+                    results.append(("recomp", label, _job(args, dirs[label], code)))
         if "warm" in runs:
             for _ in range(args.repeat):
                 results += [("warm", label, _job(args, dirs[label], code)) for label, code in codes]
@@ -170,7 +188,7 @@ def main() -> None:
             what = f"{k['sources'] if isinstance(k, dict) else k} numba kernels made"
         print(f"{tag}: the first step's first calls {first_calls:.2f}s ({what}; numba imported)")
     for label, _ in codes:
-        cold = next((r for n, lb, r in results if n == "cold" and lb == label), None)
+        cold = min((r for n, lb, r in results if n == "cold" and lb == label), key=lambda r: r["marks"]["first_step_start"], default=None)
         warm = [r for n, lb, r in results if n == "warm" and lb == label]
         if cold is not None and warm:
             best = min(r["marks"]["first_step_start"] for r in warm)

@@ -17,12 +17,13 @@ import ast
 import contextlib
 import itertools
 import linecache
+import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, UnknownLoc
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -82,8 +83,8 @@ def lookup_emitter(op: Operation) -> Emitter | None:
 def describe(op: Operation) -> str:
     """`'op.name' at <loc>` for error messages; the names from the IR are `display`ed
     (escaped), so they cannot forge lines of a message."""
-    loc = str(op.location)
-    where = f" at {display(loc)}" if loc != "loc(unknown)" else ""
+    loc = op.location
+    where = "" if isinstance(loc, UnknownLoc) else f" at {display(str(loc))}"  # printing one takes a Printer
     parent = op.parent_op()
     while parent is not None and not isinstance(parent, func.FuncOp):
         parent = parent.parent_op()
@@ -291,10 +292,13 @@ def targets(names: Sequence[str]) -> str:
 # `shardc.runtime.compiled` (no xDSL: what a compile-cache hit loads); re-exported here.
 
 
-def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True, donate: Mapping[str, Mapping[int, int]] | None = None) -> CompiledModule:
+def compile_module(
+    module: ModuleOp, name: str = "module", fuse: bool = True, donate: Mapping[str, Mapping[int, int]] | None = None, copy: bool = True
+) -> CompiledModule:
     """Compile every `func.func` of `module` (nested modules included) to Python. With
     `fuse`, chains of elementwise linalg ops run fused (`shardc.runtime.fusion`, on a
-    copy: `module` is left as it is). `donate` names, per function, arguments whose
+    copy: `module` is left as it is; `copy=False` rewrites `module` itself, for a caller
+    that gives it up: cloning the GPT step took 1.2 s of its 16 s cold compile). `donate` names, per function, arguments whose
     buffers the caller gives up and the result to write into each
     (`shardc.runtime.donation`: honoured where safe, `CompiledModule.donated`/`refused`
     say which)."""
@@ -304,7 +308,7 @@ def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True, do
 
     kernels.load_all()
     tune_allocator()
-    if fuse or donate:
+    if (fuse or donate) and copy:
         module = module.clone()
     if fuse:
         uncollapse_batch_matmuls(module)  # torch-mlir's bmm over collapsed heads: no copies
@@ -314,6 +318,9 @@ def compile_module(module: ModuleOp, name: str = "module", fuse: bool = True, do
         from shardc.runtime.fusion import fuse_accumulations
 
         fuse_accumulations(module)
+        from shardc.runtime.row_fusion import fuse_rows
+
+        fuse_rows(module)  # softmax, layernorm, ...: one row kernel each (kernels/rows.py)
     cg = ModuleCodegen(module)
     funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
     if fuse:  # the same-bodied elementwise generics of a function: one kernel call
@@ -391,6 +398,9 @@ def docstring(f: func.FuncOp) -> str:
     return "    " + py_literal("@" + f.sym_name.data)
 
 
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _free_dead_values(source: str) -> str:
     """Insert `del` after the last top-level statement that mentions a local array, so
     large intermediates are freed as soon as they are dead (as numpy code written by hand
@@ -403,6 +413,15 @@ def _free_dead_values(source: str) -> str:
         raise CompileError(f"runtime: internal error: {e}: an emitter let IR text into the generated code") from None
     fn = tree.body[0]
     assert isinstance(fn, ast.FunctionDef)
+    lines = source.split("\n")
+
+    def mentioned(stmt: ast.stmt) -> set[str]:
+        # The identifiers in the statement's lines (generated statements never share a
+        # line): a superset of its names (attributes, keywords, text in literals), which
+        # can only move a `del` later. Walking the tree instead took 0.3 s of the GPT
+        # step's cold compile.
+        return set(_IDENT.findall("\n".join(lines[stmt.lineno - 1 : stmt.end_lineno or stmt.lineno])))
+
     assigned: set[str] = set()
     last: dict[str, int] = {}
     closures: dict[str, set[str]] = {}  # nested def -> names its body reads
@@ -410,7 +429,7 @@ def _free_dead_values(source: str) -> str:
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
                 assigned.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
-        names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+        names = mentioned(stmt)
         if isinstance(stmt, ast.FunctionDef):
             closures[stmt.name] = names
             continue  # its names are used where the function is called
@@ -418,7 +437,6 @@ def _free_dead_values(source: str) -> str:
             names |= closures.get(name, set())
         for name in names:
             last[name] = k
-    lines = source.split("\n")
     inserts: dict[int, tuple[str, list[str]]] = {}
     for name, k in last.items():
         stmt = fn.body[k]
@@ -434,9 +452,8 @@ def _free_dead_values(source: str) -> str:
                 if isinstance(inner, ast.Assign):
                     for t in inner.targets:
                         local_assigned.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
-                for n in ast.walk(inner):
-                    if isinstance(n, ast.Name):
-                        local_last[n.id] = inner
+                for name in mentioned(inner):
+                    local_last[name] = inner
             indent = " " * (stmt.body[0].col_offset if stmt.body else 8)
             for name, inner in local_last.items():
                 if name in local_assigned and not isinstance(inner, ast.Return):

@@ -46,12 +46,15 @@ def fuse_elementwise(module: ModuleOp) -> int:
     count = 0
     blocks = [b for op in module.walk() for r in op.regions for b in r.blocks]
     for block in blocks:
+        order = {op: k for k, op in enumerate(block.ops)}  # `_after` without walking the block
         for op in list(block.ops):
             while isinstance(op, GenericOp) and _elementwise(op):
-                i = next((i for i, v in enumerate(op.inputs) if _fusable(op, v)), None)
+                i = next((i for i, v in enumerate(op.inputs) if _fusable(op, v, order)), None)
                 if i is None:
                     break
-                op = _fuse(op, i)
+                fused = _fuse(op, i)
+                order[fused] = order[op]  # in the consumer's place
+                op = fused
                 count += 1
     return count
 
@@ -64,7 +67,7 @@ def _elementwise(op: GenericOp) -> bool:
     )
 
 
-def _fusable(consumer: GenericOp, value: SSAValue) -> bool:
+def _fusable(consumer: GenericOp, value: SSAValue, order: dict[Operation, int] | None = None) -> bool:
     producer = value.owner
     if not isinstance(producer, GenericOp) or producer.parent is not consumer.parent:
         return False
@@ -81,7 +84,7 @@ def _fusable(consumer: GenericOp, value: SSAValue) -> bool:
     if len(set(out_maps)) != 1 or not _permutation(out_maps[0]):
         return False  # one iteration-to-result map for every result it yields
     others = [u.operation for r in producer.results for u in r.uses if u.operation is not consumer]
-    if any(not _after(user, consumer) for user in others):
+    if any(not _after(user, consumer, order) for user in others):
         return False  # a use the fused op would not dominate
     if others and not _permutation(consumer.indexing_maps.data[slots[0]].data):
         return False  # kept for other users, the results must cover the consumer's loops
@@ -96,13 +99,17 @@ def _permutation(m: AffineMap) -> bool:
     return len(dims) == len(m.results) == m.num_dims and sorted(dims) == list(range(m.num_dims))
 
 
-def _after(user: Operation, consumer: GenericOp) -> bool:
-    """Whether `user` comes after `consumer` (itself or an op holding it, in its block)."""
+def _after(user: Operation, consumer: GenericOp, order: dict[Operation, int] | None = None) -> bool:
+    """Whether `user` comes after `consumer` (itself or an op holding it, in its block);
+    `order`: positions in that block (walking it from `consumer` was quadratic: 1.8 M
+    steps, 0.3-0.5 s of the GPT step's cold compile)."""
     while user.parent is not consumer.parent:
         parent = user.parent_op()
         if parent is None:
             return False
         user = parent
+    if order is not None and (u := order.get(user)) is not None and (c := order.get(consumer)) is not None:
+        return c < u
     return consumer.is_before_in_block(user)
 
 

@@ -34,6 +34,7 @@ from xdsl.dialects import arith, func, math, tensor
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     AnyFloat,
+    ArrayAttr,
     DenseIntOrFPElementsAttr,
     FloatAttr,
     IndexType,
@@ -46,6 +47,9 @@ from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects.linalg.attrs import IteratorType, IteratorTypeAttr
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
+
+from shardc.ir.linalg_build import fill_op, generic_op
+from shardc.ir.op_init import create_op
 
 # ---------------------------------------------------------------------------------------
 # Values and the tape
@@ -108,6 +112,13 @@ def parse_spec(spec: str) -> tuple[list[str], str]:
 BodyFn = Callable[["Body", Sequence[SSAValue]], Sequence[SSAValue]]
 
 
+def _same_type(cls: type[Operation], *operands: SSAValue) -> Operation:
+    """`cls(*operands)` for an op whose result has its first operand's type (arith's and
+    math's float ops), made by `create_op`: the same op, without IRDL's argument
+    building (the step module's 18,000 ops took 0.4 s of its build that way)."""
+    return create_op(cls, operands=operands, result_types=(operands[0].type,))
+
+
 class Body:
     """Appends scalar ops to a linalg.generic body block."""
 
@@ -122,28 +133,28 @@ class Body:
     def const(self, value: float, t: Attribute | None = None) -> SSAValue:
         t = t or self.ft
         attr = FloatAttr(value, t) if isinstance(t, AnyFloat) else IntegerAttr(int(value), t)  # type: ignore[arg-type]
-        return self.add_op(arith.ConstantOp(attr))
+        return self.add_op(create_op(arith.ConstantOp, result_types=(t,), properties={"value": attr}))
 
     def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add_op(arith.AddfOp(a, b))
+        return self.add_op(_same_type(arith.AddfOp, a, b))
 
     def sub(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add_op(arith.SubfOp(a, b))
+        return self.add_op(_same_type(arith.SubfOp, a, b))
 
     def mul(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add_op(arith.MulfOp(a, b))
+        return self.add_op(_same_type(arith.MulfOp, a, b))
 
     def div(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add_op(arith.DivfOp(a, b))
+        return self.add_op(_same_type(arith.DivfOp, a, b))
 
     def neg(self, a: SSAValue) -> SSAValue:
-        return self.add_op(arith.NegfOp(a))
+        return self.add_op(_same_type(arith.NegfOp, a))
 
     def maximum(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add_op(arith.MaximumfOp(a, b))
+        return self.add_op(_same_type(arith.MaximumfOp, a, b))
 
     def sqrt(self, a: SSAValue) -> SSAValue:
-        return self.add_op(math.SqrtOp(a))
+        return self.add_op(_same_type(math.SqrtOp, a))
 
     def select(self, c: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
         return self.add_op(arith.SelectOp(c, a, b))
@@ -164,11 +175,11 @@ MAP_OPS: dict[str, tuple[int, Callable[[Body, Sequence[SSAValue], float], SSAVal
     "scale": (1, lambda b, a, c: b.mul(a[0], b.const(c))),
     "shift": (1, lambda b, a, c: b.add(a[0], b.const(c))),
     "square": (1, lambda b, a, c: b.mul(a[0], a[0])),
-    "exp": (1, lambda b, a, c: b.add_op(math.ExpOp(a[0]))),
-    "log": (1, lambda b, a, c: b.add_op(math.LogOp(a[0]))),
-    "tanh": (1, lambda b, a, c: b.add_op(math.TanhOp(a[0]))),
+    "exp": (1, lambda b, a, c: b.add_op(_same_type(math.ExpOp, a[0]))),
+    "log": (1, lambda b, a, c: b.add_op(_same_type(math.LogOp, a[0]))),
+    "tanh": (1, lambda b, a, c: b.add_op(_same_type(math.TanhOp, a[0]))),
     "sqrt": (1, lambda b, a, c: b.sqrt(a[0])),
-    "rsqrt": (1, lambda b, a, c: b.add_op(math.RsqrtOp(a[0]))),
+    "rsqrt": (1, lambda b, a, c: b.add_op(_same_type(math.RsqrtOp, a[0]))),
     "gelu": (1, lambda b, a, c: _gelu_body(b, a[0], _gelu_tanh(b, a[0]))),
     "gelu_grad": (2, lambda b, a, c: _gelu_grad_body(b, a[0], a[1], _gelu_tanh(b, a[1]))),
 }
@@ -181,7 +192,7 @@ GELU_S = pymath.sqrt(2.0 / pymath.pi)
 def _gelu_tanh(b: Body, x: SSAValue) -> SSAValue:
     """tanh(S (x + A x^3)), as x * x^2 then the scalings, in this order."""
     x3 = b.mul(x, b.mul(x, x))
-    return b.add_op(math.TanhOp(b.mul(b.add(x, b.mul(x3, b.const(GELU_A))), b.const(GELU_S))))
+    return b.add_op(_same_type(math.TanhOp, b.mul(b.add(x, b.mul(x3, b.const(GELU_A))), b.const(GELU_S))))
 
 
 def _gelu_body(b: Body, x: SSAValue, t: SSAValue) -> SSAValue:
@@ -195,6 +206,37 @@ def _gelu_grad_body(b: Body, g: SSAValue, x: SSAValue, t: SSAValue) -> SSAValue:
     sech2 = b.add(b.neg(b.mul(t, t)), b.const(1.0))
     slope = b.add(b.mul(b.mul(poly, sech2), x), b.add(t, b.const(1.0)))
     return b.mul(g, b.mul(slope, b.const(0.5)))
+
+
+# Attributes are immutable: one object per distinct tensor type, map and iterator list
+# (building and verifying a new one per op was 0.2 s of the GPT step's build).
+_TENSOR_TYPES: dict[tuple[Attribute, tuple[int, ...]], TensorType] = {}
+_MAPS: dict[tuple[int, tuple[int, ...]], AffineMapAttr] = {}
+_ITERATORS: dict[tuple[bool, ...], ArrayAttr[IteratorTypeAttr]] = {}
+
+
+def _tensor_type(elem: Attribute, shape: tuple[int, ...]) -> TensorType:
+    key = (elem, shape)
+    found = _TENSOR_TYPES.get(key)
+    if found is None:
+        if len(_TENSOR_TYPES) >= 4096:
+            _TENSOR_TYPES.clear()
+        found = _TENSOR_TYPES[key] = TensorType(elem, list(shape))
+    return found
+
+
+def _affine_map(n: int, dims: tuple[int, ...]) -> AffineMapAttr:
+    found = _MAPS.get((n, dims))
+    if found is None:
+        found = _MAPS[(n, dims)] = AffineMapAttr(AffineMap(n, 0, tuple(AffineDimExpr(d) for d in dims)))
+    return found
+
+
+def _iterators(parallel: tuple[bool, ...]) -> ArrayAttr[IteratorTypeAttr]:
+    found = _ITERATORS.get(parallel)
+    if found is None:
+        found = _ITERATORS[parallel] = ArrayAttr([IteratorTypeAttr(IteratorType.PARALLEL if p else IteratorType.REDUCTION) for p in parallel])
+    return found
 
 
 # ---------------------------------------------------------------------------------------
@@ -223,15 +265,15 @@ class FuncBuilder:
         return op
 
     def tensor_type(self, shape: Sequence[int], elem: Attribute | None = None) -> TensorType:
-        return TensorType(elem or self.ft, list(shape))
+        return _tensor_type(elem or self.ft, tuple(shape))
 
     def empty(self, shape: Sequence[int], elem: Attribute | None = None) -> SSAValue:
-        return self.add_op(tensor.EmptyOp([], self.tensor_type(shape, elem))).results[0]
+        return self.add_op(create_op(tensor.EmptyOp, result_types=(self.tensor_type(shape, elem),))).results[0]
 
     def filled(self, shape: Sequence[int], value: float) -> SSAValue:
-        cst = self.add_op(arith.ConstantOp(FloatAttr(value, self.ft))).results[0]  # type: ignore[arg-type]
+        cst = self.add_op(create_op(arith.ConstantOp, result_types=(self.ft,), properties={"value": FloatAttr(value, self.ft)})).results[0]  # type: ignore[arg-type]
         init = self.empty(shape)
-        return self.add_op(linalg.FillOp([cst], [init], [init.type])).results[0]
+        return self.add_op(fill_op([cst], [init], [init.type])).results[0]
 
     def zeros(self, shape: Sequence[int]) -> SSAValue:
         return self.filled(shape, 0.0)
@@ -279,21 +321,21 @@ class FuncBuilder:
         n = len(letters)
 
         def amap(s: str) -> AffineMapAttr:
-            return AffineMapAttr(AffineMap(n, 0, tuple(AffineDimExpr(pos[c]) for c in s)))
+            return _affine_map(n, tuple(pos[c] for c in s))
 
         out_shape = [extent[c] for c in out_spec]
         outs = [self.zeros(out_shape) if init_zero else self.empty(out_shape, e) for e in out_elems[:n_outs]]
         block = Block(arg_types=[v.element_type for v in ins] + [e for e in out_elems[:n_outs]])
         b = Body(block, self.ft)
         yields = body(b, list(block.args))
-        block.add_op(linalg.YieldOp(*yields))
-        iters = [IteratorTypeAttr(IteratorType.PARALLEL if c in out_spec else IteratorType.REDUCTION) for c in letters]
-        op = linalg.GenericOp(
+        block.add_op(create_op(linalg.YieldOp, operands=tuple(yields)))
+        op = generic_op(
+            linalg.GenericOp,
             [v.ssa for v in ins],
             outs,
             Region(block),
-            [amap(s) for s in in_specs] + [amap(out_spec)] * len(outs),
-            iters,
+            ArrayAttr([amap(s) for s in in_specs] + [amap(out_spec)] * len(outs)),
+            _iterators(tuple(c in out_spec for c in letters)),
             [o.type for o in outs],
         )
         self.add_op(op)

@@ -225,7 +225,7 @@ class StepProgram:
             meta = {"stages": [[st.name, st.seconds] for st in built], "shard_collectives": shard_level, "collectives": count_collectives(module)}
             return module, meta
 
-        got = compile_cached(key, build, "train_step", world=world, read=not keep_text, donate=donate)
+        got = compile_cached(key, build, "train_step", world=world, read=not keep_text, donate=donate, consume=True)
         stages = built or [Stage(name, seconds) for name, seconds in got.meta["stages"]]
         specs = param_specs(model)
         prog = StepProgram(
