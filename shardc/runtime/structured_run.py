@@ -18,6 +18,13 @@ from shardc.runtime.kernels.fused_run import FusedKernel
 
 Map = tuple[int | None, ...]  # per operand axis: loop dim, or None for the constant 0
 
+MAX_CACHED_LAYOUTS = 4096
+"""Decisions kept per operand layout (`sum_axes`): a step's call sites see the same
+shapes and strides every step, so each is decided once; past this many the table is
+emptied (a program whose shapes keep changing decides afresh). 0: decide every call."""
+MAX_CACHED_SHAPES = 64
+"""Loop sizes kept per contraction plan (`MatmulPlan.shapes`); 0: every call."""
+
 
 # ---------------------------------------------------------------------------------------
 # Runtime side
@@ -118,7 +125,7 @@ class StructuredSpec:
 
     # -- shapes ----------------------------------------------------------------------
     def sizes(self, operands: Sequence[np.ndarray]) -> tuple[int, ...]:
-        return tuple(operands[i].shape[k] for i, k in self.size_src)
+        return tuple([operands[i].shape[k] for i, k in self.size_src])  # a list: faster than a generator
 
     def index_grids(self, sizes: Sequence[int]) -> list[np.ndarray]:
         n = len(sizes)
@@ -290,7 +297,32 @@ def sum_axes(x: np.ndarray, axes: Sequence[int], dt: np.dtype, keepdims: bool = 
     """`x` summed over `axes` in `dt`. When they are the outer or the inner axes of a
     float array's memory layout (a transposed view counts by its layout), a product with
     a vector of ones: BLAS does it two to three times faster than numpy's pairwise
-    reduce (a layernorm's mean, a bias's gradient); elsewhere numpy's reduce."""
+    reduce (a layernorm's mean, a bias's gradient); elsewhere numpy's reduce. Which of
+    these, and the views, depend on the layout alone: decided once per layout."""
+    key = (x.shape, x.strides, tuple(axes), x.dtype, dt, keepdims)
+    plan = _SUM_PLANS.get(key)
+    if plan is None:
+        if len(_SUM_PLANS) >= MAX_CACHED_LAYOUTS:
+            _SUM_PLANS.clear()
+        plan = _SUM_PLANS[key] = _sum_plan(x, key[2], dt, keepdims)
+    mode, order, k, shape, perm, ax = plan
+    if mode == 0:
+        return np.add.reduce(x, axis=ax, keepdims=keepdims, dtype=dt)
+    y = x if order is None else x.transpose(order)
+    r = _ones(k, dt) @ y.reshape(k, -1) if mode == 1 else y.reshape(-1, k) @ _ones(k, dt)
+    if perm is None:
+        return r.reshape(shape)
+    r = r.reshape(shape).transpose(perm)
+    return np.expand_dims(r, ax) if keepdims else r
+
+
+_SUM_PLANS: dict[tuple[object, ...], tuple[int, tuple[int, ...] | None, int, tuple[int, ...], tuple[int, ...] | None, tuple[int, ...]]] = {}
+
+
+def _sum_plan(x: np.ndarray, axes: tuple[int, ...], dt: np.dtype, keepdims: bool) -> tuple[int, tuple[int, ...] | None, int, tuple[int, ...], tuple[int, ...] | None, tuple[int, ...]]:
+    """(mode: 0 reduce / 1 ones @ outer axes / 2 inner axes @ ones, the transpose into
+    memory order or None, k, the result's reshape, the transpose after it or None, the
+    summed axes) for `sum_axes` on arrays of `x`'s layout."""
     n = x.ndim
     ax = sorted(a % n for a in axes) if n else []
     if ax and x.size and x.dtype == dt and dt.kind == "f" and dt.itemsize >= 4:
@@ -300,19 +332,19 @@ def sum_axes(x: np.ndarray, axes: Sequence[int], dt: np.dtype, keepdims: bool = 
         if y.flags.c_contiguous:
             pos = ax if plain else sorted(order.index(a) for a in ax)
             k = math.prod(x.shape[a] for a in ax)
-            r = None
+            mode = 0
             if pos[-1] == len(pos) - 1:  # the outer axes
-                r = _ones(k, dt) @ y.reshape(k, -1)
+                mode = 1
             elif pos[0] == n - len(pos) and pos[-1] == n - 1:  # the inner axes
-                r = y.reshape(-1, k) @ _ones(k, dt)
-            if r is not None:
-                kept = [a for a in order if a not in ax]  # r's axes, in memory order
+                mode = 2
+            if mode:
+                kept = [a for a in order if a not in ax]  # the product's axes, in memory order
+                tr = None if plain else tuple(order)
                 if plain or kept == sorted(kept):
                     shape = [1 if i in ax else s for i, s in enumerate(x.shape)] if keepdims else [x.shape[a] for a in sorted(kept)]
-                    return r.reshape(shape)
-                r = r.reshape([x.shape[a] for a in kept]).transpose(np.argsort(kept))
-                return np.expand_dims(r, tuple(ax)) if keepdims else r
-    return np.add.reduce(x, axis=tuple(ax), keepdims=keepdims, dtype=dt)
+                    return mode, tr, k, tuple(shape), None, tuple(ax)
+                return mode, tr, k, tuple(x.shape[a] for a in kept), _argsort(tuple(kept)), tuple(ax)
+    return 0, None, 0, (), None, tuple(ax)
 
 
 def _run_stack(spec: StructuredSpec, aligned_in: Sequence[object], sizes: Sequence[int]) -> np.ndarray:
@@ -354,10 +386,16 @@ def _run_general(spec: StructuredSpec, body: Callable[..., tuple[object, ...]], 
     return _finish(spec, acc, outs, sizes)
 
 
+@functools.lru_cache(maxsize=1024)
+def _argsort(p: tuple[int, ...]) -> tuple[int, ...]:
+    """`np.argsort` of distinct ints, as a tuple (numpy's call costs ~2 us on a tuple)."""
+    return tuple(sorted(range(len(p)), key=p.__getitem__))
+
+
 def _view(x: np.ndarray, shape: Sequence[int]) -> np.ndarray | None:
     """`x` reshaped without copying, or None when the strides do not allow it."""
     try:
-        return np.reshape(x, tuple(shape), copy=False)
+        return x.reshape(shape, copy=False)  # the method: np.reshape's wrapper costs 2x
     except (ValueError, TypeError):
         return None
 
@@ -378,6 +416,46 @@ class MatmulPlan:
     kdims: tuple[int, ...]
     ndims: tuple[int, ...]
     out_perm: tuple[int, ...]  # axes of the (batch, m, n) result in output order
+    inv_perm: tuple[int, ...] = ()  # its inverse (output axes in (batch, m, n) order)
+    out_identity: bool = True  # out_perm is the identity
+    dims: dict[tuple[int, ...], MatmulDims] = field(default_factory=dict, compare=False, repr=False)
+    """Loop sizes -> the matmul's shapes: a call site sees the same sizes every step."""
+
+    def shapes(self, sizes: Sequence[int]) -> MatmulDims:
+        key = sizes if type(sizes) is tuple else tuple(sizes)
+        d = self.dims.get(key)
+        if d is None:
+            if len(self.dims) >= MAX_CACHED_SHAPES:
+                self.dims.clear()
+            d = self.dims[key] = MatmulDims.build(self, key)
+        return d
+
+
+@dataclass(frozen=True)
+class MatmulDims:
+    """The shapes `contract2` reshapes and allocates for one plan at one set of loop sizes."""
+
+    bs: tuple[int, ...]  # batch sizes
+    m: int
+    k: int
+    n: int
+    present: tuple[int, ...]  # the (batch, m, n) result's shape
+    out: tuple[int, ...]  # the result's shape in output order
+    amk: tuple[int, ...]  # bs + (m, k)
+    bkn: tuple[int, ...]  # bs + (k, n)
+    bmn: tuple[int, ...]  # bs + (m, n)
+    rows_k: tuple[int, int]  # (prod(bs) * m, k): the batch folded into the rows
+    rows_n: tuple[int, int]  # (prod(bs) * m, n)
+
+    @staticmethod
+    def build(plan: MatmulPlan, sizes: tuple[int, ...]) -> MatmulDims:
+        bs = tuple(sizes[d] for d in plan.batch)
+        m = math.prod(sizes[d] for d in plan.mdims)
+        k = math.prod(sizes[d] for d in plan.kdims)
+        n = math.prod(sizes[d] for d in plan.ndims)
+        present = tuple(sizes[d] for d in (*plan.batch, *plan.mdims, *plan.ndims))
+        rows = math.prod(bs) * m
+        return MatmulDims(bs, m, k, n, present, tuple(present[i] for i in plan.out_perm), (*bs, m, k), (*bs, k, n), (*bs, m, n), (rows, k), (rows, n))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -397,12 +475,14 @@ def matmul_plan(sa: Map, sb: Map, so: tuple[int, ...]) -> MatmulPlan:
     if swap:
         la, lb, afree, bfree = lb, la, bfree, afree
     got = batch + afree + bfree
+    out_perm = tuple(got.index(d) for d in present)
+    inv = _argsort(out_perm)
     return MatmulPlan(
         sum_a, sum_b, swap,
         tuple(la.index(d) for d in batch + afree + contr),
         tuple(lb.index(d) for d in batch + contr + bfree),
         tuple(batch), tuple(afree), tuple(contr), tuple(bfree),
-        tuple(got.index(d) for d in present),
+        out_perm, inv, out_perm == tuple(range(len(out_perm))),
     )
 
 
@@ -444,51 +524,49 @@ def contract2(
         if plan.swap:
             da, db = db, da
         return _scaled(np.asarray(np.einsum(a, da, b, db, [d for d in so if d in plan.batch])), alpha), True
-    bs = [sizes[d] for d in plan.batch]
-    m = math.prod(sizes[d] for d in plan.mdims)
-    k = math.prod(sizes[d] for d in plan.kdims)
-    n = math.prod(sizes[d] for d in plan.ndims)
+    sh = plan.shapes(sizes)
+    k, n = sh.k, sh.n
+    present_shape = sh.present
     At, Bt = a.transpose(plan.pa), b.transpose(plan.pb)
-    present_shape = [sizes[d] for d in (*plan.batch, *plan.mdims, *plan.ndims)]
-    nb = len(bs)
-    if nb and not any(Bt.strides[:nb]) and (A2 := _view(At, [math.prod(bs) * m, k])) is not None:
+    nb = len(sh.bs)
+    if nb and not any(Bt.strides[:nb]) and (A2 := _view(At, sh.rows_k)) is not None:
         # The second operand is broadcast over the batch (torch-mlir's batch_matmul with
         # a linalg.broadcast weight): one matmul with the batch folded into the rows
         # instead of one per batch entry on a stride-0 operand.
         B2 = Bt[(0,) * nb].reshape(k, n)
         if acc is not None and A2.dtype == dt and B2.dtype == dt and acc.dtype == dt:
-            target = _view(acc.transpose(np.argsort(plan.out_perm)), [math.prod(bs) * m, n])
+            target = _view(acc.transpose(plan.inv_perm), sh.rows_n)
             if target is not None and _blas_writable(target):
                 blas.matmul(A2, B2, target, beta=1.0, alpha=alpha)
                 return acc, False
         if dt is not None and A2.dtype == dt and B2.dtype == dt:
-            res = np.empty([present_shape[i] for i in plan.out_perm], dt)
-            target = _view(res.transpose(np.argsort(plan.out_perm)), [math.prod(bs) * m, n])
+            res = np.empty(sh.out, dt)
+            target = _view(res.transpose(plan.inv_perm), sh.rows_n)
             if target is not None:
                 _matmul(A2, B2, target, alpha)
                 return res, True
         C = _matmul(A2, B2, None, alpha).reshape(present_shape)
-        return (C.transpose(plan.out_perm) if plan.out_perm != tuple(range(len(plan.out_perm))) else C), True
-    A = At.reshape(bs + [m, k])
-    B = Bt.reshape(bs + [k, n])
+        return (C if plan.out_identity else C.transpose(plan.out_perm)), True
+    A = At.reshape(sh.amk)
+    B = Bt.reshape(sh.bkn)
     if acc is not None and A.dtype == dt and B.dtype == dt and acc.dtype == dt:
-        target = _view(acc.transpose(np.argsort(plan.out_perm)), bs + [m, n])
+        target = _view(acc.transpose(plan.inv_perm), sh.bmn)
         if target is not None and _blas_writable(target):
             blas.matmul(A, B, target, beta=1.0, alpha=alpha)
             return acc, False
     if dt is not None and A.dtype == dt and B.dtype == dt:
         # Allocate the result in output order (or in `layout`) and let the matmul write
         # through a view.
-        inv = np.argsort(plan.out_perm)
-        shape = [present_shape[i] for i in plan.out_perm]
+        inv = plan.inv_perm
+        shape = sh.out
         for lay in ([layout] if layout is not None and len(layout) == len(shape) else []) + [None]:
-            res = np.empty(shape, dt) if lay is None else np.empty([shape[i] for i in lay], dt).transpose(np.argsort(lay))
-            target = _view(res.transpose(inv), bs + [m, n])
+            res = np.empty(shape, dt) if lay is None else np.empty([shape[i] for i in lay], dt).transpose(_argsort(tuple(lay)))
+            target = _view(res.transpose(inv), sh.bmn)
             if target is not None and (lay is None or _blas_writable(target)):
                 _matmul(A, B, target, alpha)
                 return res, True
     C = _matmul(A, B, None, alpha).reshape(present_shape)
-    if plan.out_perm != tuple(range(len(plan.out_perm))):
+    if not plan.out_identity:
         C = C.transpose(plan.out_perm)
     return C, True
 

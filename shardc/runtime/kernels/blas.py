@@ -16,6 +16,12 @@ transposed product. Anything else (other dtypes, a row stride below the width, n
 strides, `out` overlapping an input) runs `np.matmul`, as do products too small for
 MKL's per-call cost (measured: below `MIN_FLOPS`, numpy's C loop is as fast).
 
+Per call only what depends on where the arrays live is looked at (alignment, overlap,
+the data pointers): every other decision (which entry point, trans flags, leading
+dimensions, batch strides, pointer offsets) is made once per operand layout (shapes,
+strides, dtypes) and kept (`_Recipe`); a GPT step's call sites see the same layouts
+every step. That took a tiny step's contractions from 40 to 28 us a call.
+
 Threads: the runtime's ranks are processes, so MKL runs on its sequential layer (no
 OpenMP runtime loaded, no threads to fight other ranks or numba's) unless
 `SHARDC_BLAS_THREADS=n` asks for n threads. `SHARDC_MKL` names the library file;
@@ -31,6 +37,8 @@ import os
 import re
 import sys
 import threading
+from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -208,6 +216,31 @@ def _offsets(n: tuple[int, ...], strides: tuple[tuple[int, ...], ...]) -> tuple[
     return tuple(out)
 
 
+def _probe_address() -> Callable[[np.ndarray], int]:
+    """A function giving an array's data pointer. `a.ctypes.data` builds a ctypes object
+    (~1 us, three per product); reading the pointer from the array object's C struct
+    (`PyArrayObject.data`, right after the object header) costs a tenth of that. Used
+    only where it agrees with `.ctypes.data` on probe arrays (a view at an offset, a
+    transposed one), so an interpreter with another header layout keeps `.ctypes`."""
+    offset = object.__basicsize__
+    read = ctypes.c_void_p.from_address
+
+    def fast(x: np.ndarray) -> int:
+        return read(id(x) + offset).value or 0
+
+    try:
+        base = np.arange(24, dtype=np.float32).reshape(4, 6)
+        probes = (base, base[1:, 2:], base.T[3:], np.empty(0, np.float64))
+        if all(fast(x) == x.ctypes.data for x in probes if x.size):
+            return fast
+    except (ValueError, OSError, OverflowError):
+        pass
+    return lambda x: x.ctypes.data
+
+
+_address = _probe_address()
+
+
 def _fallback(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float, alpha: float = 1.0) -> np.ndarray:
     if beta == 0:
         np.matmul(a, b, out=out)
@@ -232,43 +265,67 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0, alp
     return out
 
 
-def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float, alpha: float = 1.0) -> np.ndarray:
+@dataclass(frozen=True)
+class _Recipe:
+    """How `_product` runs one layout of operands (shapes, strides, dtypes): every
+    decision that does not depend on where the arrays live, made once per layout (a
+    step's call sites see the same layouts every step) instead of at every call."""
+
+    kind: str  # fallback | empty | k0 | gemm | strided | batch
+    matrix_flops: int = 0  # m * n * k (against MIN_MATRIX_FLOPS, read at every call)
+    flops: int = 0  # the whole batch's (against MIN_FLOPS)
+    swap: bool = False  # column-major result: run out^T = b^T a^T (operands exchanged)
+    args: tuple[int, ...] = ()  # gemm/strided: the integer arguments after the layout
+    nbatch: int = 0
+    offsets: np.ndarray | None = None  # batch: byte offsets of every matrix, (3, nbatch)
+    arrays: tuple[np.ndarray, ...] = ()  # batch: trans flags and sizes (kept alive)
+    addresses: tuple[int, ...] = ()  # ... and their addresses
+
+
+_FALLBACK = _Recipe("fallback")
+_RECIPES: dict[tuple[object, ...], _Recipe] = {}
+MAX_RECIPES = 4096
+"""Layouts whose recipe is kept; past this many the table is emptied. 0: every call
+decides afresh (tests compare the two)."""
+
+
+def _recipe(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> _Recipe:
+    key = (a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, a.dtype, b.dtype, out.dtype)
+    r = _RECIPES.get(key)
+    if r is None:
+        if len(_RECIPES) >= MAX_RECIPES:
+            _RECIPES.clear()
+        r = _RECIPES[key] = _plan(a, b, out)
+    return r
+
+
+def _plan(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> _Recipe:
     dt = out.dtype
     if a.ndim < 2 or b.ndim < 2 or a.dtype != dt or b.dtype != dt or dt.char not in "fd":
-        return _fallback(a, b, out, beta, alpha)
+        return _FALLBACK
     m, k = a.shape[-2:]
     n = b.shape[-1]
     bshape = out.shape[:-2]
     if b.shape[-2] != k or out.shape[-2:] != (m, n):
-        return _fallback(a, b, out, beta, alpha)
+        return _FALLBACK
     if a.shape[:-2] != bshape or b.shape[:-2] != bshape:
         try:
             if np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) != bshape:
-                return _fallback(a, b, out, beta, alpha)
+                return _FALLBACK
         except ValueError:
-            return _fallback(a, b, out, beta, alpha)
+            return _FALLBACK
     if out.size == 0:
-        return out
+        return _Recipe("empty")
     if k == 0:
-        if beta == 0:
-            out[...] = 0
-        else:
-            out *= beta
-        return out
+        return _Recipe("k0")
     nbatch = out.size // (m * n)
-    if m * n * k < MIN_MATRIX_FLOPS or nbatch * m * n * k < MIN_FLOPS or os.environ.get("SHARDC_BLAS", "auto").lower() == "numpy":
-        return _fallback(a, b, out, beta, alpha)
-    lib = _STATE[0] if _STATE else _mkl()
-    if (
-        lib is None or not (a.flags.aligned and b.flags.aligned and out.flags.aligned)
-        or np.may_share_memory(out, a) or np.may_share_memory(out, b)
-    ):
-        return _fallback(a, b, out, beta, alpha)
+    flops = (m * n * k, nbatch * m * n * k)
     item = dt.itemsize
     co = _layout(out.strides[-2:], m, n, item)
     if co is None:
-        return _fallback(a, b, out, beta, alpha)
-    if co[0] == _TRANS:  # column-major result: out^T = b^T a^T, row-major
+        return _FALLBACK
+    swap = co[0] == _TRANS
+    if swap:  # column-major result: out^T = b^T a^T, row-major
         a, b, out = b.swapaxes(-1, -2), a.swapaxes(-1, -2), out.swapaxes(-1, -2)
         m, n = n, m
         co = _layout(out.strides[-2:], m, n, item)
@@ -276,40 +333,84 @@ def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float, alpha: 
     la = _layout(a.strides[-2:], m, k, item)
     lb = _layout(b.strides[-2:], k, n, item)
     if la is None or lb is None:
-        return _fallback(a, b, out, beta, alpha)
+        return _FALLBACK
     ldc = co[1]
     if nbatch == 1:
-        _CALLS[0] += 1
-        lib.gemm[dt](_ROW, la[0], lb[0], m, n, k, alpha, a.ctypes.data, la[1], b.ctypes.data, lb[1], beta, out.ctypes.data, ldc)
-        return out
+        return _Recipe("gemm", *flops, swap, (la[0], lb[0], m, n, k, la[1], lb[1], ldc))
     nb = len(bshape)
     sa = (0,) * (nb - a.ndim + 2) + tuple(s if d != 1 else 0 for s, d in zip(a.strides[:-2], a.shape[:-2]))
     sb = (0,) * (nb - b.ndim + 2) + tuple(s if d != 1 else 0 for s, d in zip(b.strides[:-2], b.shape[:-2]))
     sizes, (fa, fb, fc) = _fold(bshape, sa, sb, out.strides[:-2])
     if any(s <= 0 for s in fc) or any(s < 0 for s in fa + fb):
-        return _fallback(a, b, out, beta, alpha)  # an output written twice, or negative strides
-    _CALLS[0] += 1
-    pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
+        return _FALLBACK  # an output written twice, or negative strides
     # MKL's strided batch refuses (and leaves `out` unwritten) an output stride below one
     # matrix (`ldc * m`): heads interleaved in a row, as attention's `b t h d` result with
     # a batch of one; the pointer arrays take those.
     if len(sizes) == 1 and fa[0] and fb[0] and fa[0] % item == 0 and fb[0] % item == 0 and fc[0] % item == 0 and fc[0] >= ldc * m * item:
-        lib.strided[dt](
-            _ROW, la[0], lb[0], m, n, k, alpha, pa, la[1], fa[0] // item, pb, lb[1], fb[0] // item,
-            beta, pc, ldc, fc[0] // item, sizes[0],
-        )
-        return out
+        args = (la[0], lb[0], m, n, k, la[1], fa[0] // item, lb[1], fb[0] // item, ldc, fc[0] // item, sizes[0])
+        return _Recipe("strided", *flops, swap, args)
     # Batch axes that fold into no single stride, or a broadcast operand: pointer arrays.
-    oa, ob, oc = _offsets(tuple(sizes), (tuple(fa), tuple(fb), tuple(fc)))
-    ptrs = np.stack([oa + pa, ob + pb, oc + pc])
+    offsets = np.stack(_offsets(tuple(sizes), (tuple(fa), tuple(fb), tuple(fc))))
     ta = np.array([la[0]], np.int32)
     tb = np.array([lb[0]], np.int32)
     ints = np.array([m, n, k, la[1], lb[1], ldc, nbatch], np.int64)
+    for x in (offsets, ta, tb, ints):
+        x.flags.writeable = False
+    arrays = (ta, tb, ints)
+    return _Recipe("batch", *flops, swap, (), nbatch, offsets, arrays, tuple(x.ctypes.data for x in arrays))
+
+
+@functools.lru_cache(maxsize=64)
+def _scalars(alpha: float, beta: float, dt: np.dtype) -> tuple[np.ndarray, int]:
+    """[alpha, beta] as `dt`, read-only, and its address (the pointer-array batch call)."""
     scal = np.array([alpha, beta], dt)
-    ip, sp, pp = ints.ctypes.data, scal.ctypes.data, ptrs.ctypes.data
+    scal.flags.writeable = False
+    return scal, scal.ctypes.data
+
+
+def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float, alpha: float = 1.0) -> np.ndarray:
+    r = _recipe(a, b, out)
+    kind = r.kind
+    if kind == "fallback":
+        return _fallback(a, b, out, beta, alpha)
+    if kind == "empty":
+        return out
+    if kind == "k0":
+        if beta == 0:
+            out[...] = 0
+        else:
+            out *= beta
+        return out
+    if r.matrix_flops < MIN_MATRIX_FLOPS or r.flops < MIN_FLOPS or os.environ.get("SHARDC_BLAS", "auto").lower() == "numpy":
+        return _fallback(a, b, out, beta, alpha)
+    lib = _STATE[0] if _STATE else _mkl()
+    if (
+        lib is None or not (a.flags.aligned and b.flags.aligned and out.flags.aligned)
+        or np.may_share_memory(out, a) or np.may_share_memory(out, b)
+    ):
+        return _fallback(a, b, out, beta, alpha)
+    dt = out.dtype
+    pa, pb, pc = _address(a), _address(b), _address(out)
+    if r.swap:  # the operands exchanged (views of the same memory: the same pointers)
+        pa, pb = pb, pa
+    _CALLS[0] += 1
+    if kind == "gemm":
+        ta, tb, m, n, k, lda, ldb, ldc = r.args
+        lib.gemm[dt](_ROW, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc)
+        return out
+    if kind == "strided":
+        ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, count = r.args
+        lib.strided[dt](_ROW, ta, tb, m, n, k, alpha, pa, lda, sa, pb, ldb, sb, beta, pc, ldc, sc, count)
+        return out
+    nbatch = r.nbatch
+    assert r.offsets is not None
+    ptrs = r.offsets + np.array([[pa], [pb], [pc]], np.int64)
+    _, sp = _scalars(float(alpha), float(beta), dt)
+    tap, tbp, ip = r.addresses
+    pp = _address(ptrs)
     lib.batch[dt](
-        _ROW, ta.ctypes.data, tb.ctypes.data, ip, ip + 8, ip + 16, sp, pp, ip + 24, pp + 8 * nbatch, ip + 32,
-        sp + item, pp + 16 * nbatch, ip + 40, 1, ip + 48,
+        _ROW, tap, tbp, ip, ip + 8, ip + 16, sp, pp, ip + 24, pp + 8 * nbatch, ip + 32,
+        sp + dt.itemsize, pp + 16 * nbatch, ip + 40, 1, ip + 48,
     )
     return out
 
