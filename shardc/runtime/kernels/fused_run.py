@@ -186,6 +186,8 @@ class FusedKernel:
     _failed: bool = False
     donated: frozenset[int] = frozenset()
     """Kernel arguments written in place (`build_kernel`'s `inplace`): passed unbroadcast."""
+    _plans: dict = field(default_factory=dict, repr=False, compare=False)
+    """`_plan`'s answer per broadcast pattern."""
 
     @property
     def source(self) -> str:
@@ -220,30 +222,16 @@ class FusedKernel:
                 call.append(a)
             else:
                 call.append(args[what] if kind == "scalar" else what)  # type: ignore[index]
-        # A ufunc of an argument passed unbroadcast (log of a per-row sum) runs over that
-        # argument alone, once per row, not over the whole space: its temporary keeps the
-        # extent-1 loops and the nests read it at index 0 there (no full-size temporary
-        # written and read, a log per row instead of per element: the GPT step's
-        # recomputed attention probabilities 0.74 -> 0.45 ms a call, measured warm).
-        small: dict[int, tuple[int, ...]] = {}
-        if bcast:
-            kept = {n for kind, n in self.results if kind == "slot"}
-            dims_of: dict[int, list[int]] = {}
-            for q, d in bcast:
-                dims_of.setdefault(q, []).append(d)
-            for st in self.stages:
-                if st.ufunc is not None and st.writes[0] not in kept:
-                    dims = small.get(st.reads[0]) if st.reads else dims_of.get(st.arg)  # type: ignore[arg-type]
-                    if dims:
-                        small[st.writes[0]] = tuple(dims)
-        pattern = frozenset(bcast) | frozenset((-1 - w, d) for w, dims in small.items() for d in dims)
+        plan = self._plans.get(key := frozenset(bcast))
+        if plan is None:
+            plan = self._plans[key] = self._plan(bcast)
+        small, fns = plan
+        if fns is None:
+            return None  # numba refused a variant
         if flat_ok:  # every array in memory order: one long inner loop
             flat = (1,) * (self.n_loops - 1) + (math.prod(shape),)
             call = [c.reshape(flat) if kind == "array" else c for c, (kind, _) in zip(call, self.params)]  # type: ignore[union-attr]
             shape = flat
-        fns = [st.kernel_for(pattern) if pattern and st.nest is not None else st.fn for st in self.stages]
-        if any(fn is None and st.source is not None for fn, st in zip(fns, self.stages)):
-            return None  # numba refused a variant
         slots: list[np.ndarray | None] = [None] * self.n_slots
         for st, fn in zip(self.stages, fns):
             if fn is not None:
@@ -270,6 +258,32 @@ class FusedKernel:
             slots[n].reshape(size) if kind == "slot" else args[n]  # type: ignore[union-attr,index]
             for kind, n in self.results
         ]
+
+    def _plan(self, bcast: list[tuple[int, int]]) -> tuple[dict[int, tuple[int, ...]], list | None]:
+        """What a call with these arguments passed unbroadcast runs, decided once per
+        pattern (the shapes repeat every step): the temporaries kept small, and each
+        stage's compiled variant (None where numba refused one)."""
+        # A ufunc of an argument passed unbroadcast (log of a per-row sum) runs over that
+        # argument alone, once per row, not over the whole space: its temporary keeps the
+        # extent-1 loops and the nests read it at index 0 there (no full-size temporary
+        # written and read, a log per row instead of per element: the GPT step's
+        # recomputed attention probabilities 0.74 -> 0.45 ms a call, measured warm).
+        small: dict[int, tuple[int, ...]] = {}
+        if bcast:
+            kept = {n for kind, n in self.results if kind == "slot"}
+            dims_of: dict[int, list[int]] = {}
+            for q, d in bcast:
+                dims_of.setdefault(q, []).append(d)
+            for st in self.stages:
+                if st.ufunc is not None and st.writes[0] not in kept:
+                    dims = small.get(st.reads[0]) if st.reads else dims_of.get(st.arg)  # type: ignore[arg-type]
+                    if dims:
+                        small[st.writes[0]] = tuple(dims)
+        pattern = frozenset(bcast) | frozenset((-1 - w, d) for w, dims in small.items() for d in dims)
+        fns = [st.kernel_for(pattern) if pattern and st.nest is not None else st.fn for st in self.stages]
+        if any(fn is None and st.source is not None for fn, st in zip(fns, self.stages)):
+            return small, None
+        return small, fns
 
     def _load(self) -> bool:
         if self._failed:

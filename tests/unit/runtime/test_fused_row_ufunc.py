@@ -98,3 +98,28 @@ def test_a_temporary_that_is_a_result_stays_full_size(monkeypatch):
     for g, r in zip(got, ref):
         assert g.shape == (B, T)
         np.testing.assert_allclose(g, r, rtol=2e-6, atol=0, equal_nan=True)
+
+
+def test_one_kernel_called_with_patterns_in_turn_gives_each_its_own_plan(monkeypatch):
+    """A call's plan (small temporaries, compiled variants) is kept per broadcast pattern:
+    the same kernel fed per-row, full-size and per-column operands in turn, twice over,
+    gives the numpy result every time (a plan reused across patterns would index a full
+    array at column 0, or a per-row one past its end)."""
+    cm = compile_text(program())
+    kernel = _spec(cm).fused
+    assert kernel is not None
+    s, mask, m, z = inputs(3)
+    z = np.abs(z) + 0.5  # finite logs: this test is about the plan, not NaN handling
+    m = np.nan_to_num(m, neginf=-1.0)
+    init = np.empty((B, T), np.float32)
+    full = lambda v: np.ascontiguousarray(np.broadcast_to(v, (B, T)))  # noqa: E731
+    cases = [
+        (s, mask[None, :], m[:, None], z[:, None], init),
+        (s, full(mask[None, :]), full(m[:, None]), full(z[:, None]), init),
+        (s, mask[None, :], full(m[:, None]), z[:, None], init),
+    ]
+    want = np.exp(s + mask[None, :] - (m[:, None] + np.log(z[:, None])))
+    for args in cases + cases:
+        (got,) = kernel(list(args), (B, T))
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-30)
+    assert len(kernel._plans) == 3  # pyright: ignore[reportPrivateUsage]
