@@ -15,6 +15,8 @@ when it is first needed, and checks the compiled code (`codegen_safe.check_code`
 for the GPT step) before running it (compiling all of the GPT step's 0.75 MB took
 0.35-0.6 s). A marshalled code object would skip that, but marshal is data that
 becomes code without any check (the package never imports it: tests/unit/security).
+The numba kernels' source texts in the entry (fused, row-chain and grouped-update
+kernels) are checked the same way (`check_generated`) before they are compiled.
 
 The key is a sha256 over the caller's description of the input (a module's text, or
 the configuration a builder makes its module from), the pipeline and its options, the

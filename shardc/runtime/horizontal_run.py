@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from shardc.runtime.codegen_safe import UnsafeCodeError
 from shardc.runtime.kernels import fused_run
 
 MIN_GROUP_ELEMENTS = 1 << 13
@@ -112,6 +113,8 @@ def _load(group: Group) -> bool:
         if group.fn is None and not group._failed:  # pyright: ignore[reportPrivateUsage]
             try:
                 group.fn = fused_run._compile(group.source)  # type: ignore[arg-type]  # pyright: ignore[reportPrivateUsage]
+            except UnsafeCodeError:
+                raise  # a forged cache entry (fused_run._compile checks the text first)
             except Exception:  # numba refused it: member by member
                 group._failed = True
     return group.fn is not None

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shardc.runtime.codegen_safe import check_generated
+from shardc.runtime.codegen_safe import UnsafeCodeError, check_generated
 from shardc.runtime.kernels.math_run import _ERF_P as _P  # pyright: ignore[reportPrivateUsage]
 from shardc.runtime.kernels.math_run import _ERF_Q as _Q  # pyright: ignore[reportPrivateUsage]
 from shardc.runtime.kernels import vecmath
@@ -296,6 +296,8 @@ class FusedKernel:
                     for st in self.stages:
                         if st.source is not None:
                             st.fn = _compile(st.source)
+                except UnsafeCodeError:
+                    raise  # a forged cache entry: nothing of it runs, and the user hears of it
                 except Exception:  # numba refused a kernel: this body stays on numpy
                     self._failed = True
         return not self._failed
@@ -411,6 +413,7 @@ def _compile(source: str) -> Callable[..., None]:
     fn = _COMPILED.get(source)
     if fn is not None:
         return fn
+    _check(source)  # a cache hit's kernels come from the entry: data until checked
     numba = _numba()
     assert numba is not None
     # what the kernel calls is part of its identity: numba's cache only sees `source`

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from shardc.runtime.codegen_safe import UnsafeCodeError
 from shardc.runtime.kernels import fused_run, vecmath
 
 MIN_ELEMENTS = 1 << 15
@@ -141,6 +142,7 @@ def _compile(source: str) -> Callable[..., None]:
     fn = _COMPILED.get(source)
     if fn is not None:
         return fn
+    fused_run._check(source)  # pyright: ignore[reportPrivateUsage]  # from a cache entry: data until checked
     numba = fused_run._numba()  # pyright: ignore[reportPrivateUsage]
     assert numba is not None
     h1, f1 = fused_run._helpers()  # pyright: ignore[reportPrivateUsage]
@@ -195,6 +197,8 @@ class RowKernel:
             with fused_run._LOCK:  # pyright: ignore[reportPrivateUsage]
                 try:
                     fn = self.fn = _compile(self.source)
+                except UnsafeCodeError:
+                    raise  # a forged cache entry: nothing of it runs, and the user hears of it
                 except Exception:  # numba refused it: the chain's own ops run
                     self._failed = True
                     return None
