@@ -8,6 +8,7 @@ memory per rank and the fraction of numpy's matmul peak.
     python bench/train_step.py --quick         # a smaller model, for a smoke run
     python bench/train_step.py --kernels       # 1 rank: fused kernels vs the numpy path, same process
     python bench/train_step.py --accumulate    # 1 rank: gradients/biases folded into their contractions vs not, same process
+    python bench/train_step.py --rows          # 1 rank: row-chain kernels vs not, same process
 
 Rows: shardc on 1 rank against PyTorch on 1 thread; shardc dp=2 and tp=2 (2 MPI ranks)
 against PyTorch on 2 threads and DistributedDataParallel on 2 gloo processes (1 thread
@@ -378,23 +379,34 @@ def kernels_vs_numpy(cfg: GPTConfig, repeats: int) -> None:
     print(f"1 rank, fused kernels vs numpy path (steps alternating): {k * 1e3:.0f} vs {n * 1e3:.0f} ms = {n / k:.2f}x")
 
 
-def accumulate_vs_not(cfg: GPTConfig, repeats: int) -> None:
-    """The step compiled with `x + contraction` folded into the contraction
-    (`shardc.runtime.fusion.fuse_accumulations`: gradients written into their
-    accumulators by BLAS, biases as the init) and without, two programs in one process,
-    steps alternating; the compile cache is off so that each compile sees the switch."""
-    from shardc.runtime import fusion
+SWITCHES = {
+    "accumulate": ("accumulations folded", "shardc.runtime.fusion", "ACCUMULATE"),
+    "rows": ("row-chain kernels", "shardc.runtime.row_fusion", "ENABLED"),
+}
+"""A/B runs of one compile-time switch: (what it is, its module, its flag)."""
+
+
+def switch_vs_not(cfg: GPTConfig, repeats: int, name: str) -> None:
+    """The step compiled with one of the runtime's compile-time rewrites and without
+    (`accumulate`: `x + contraction` folded into the contraction, gradients written into
+    their accumulators by BLAS, biases as the init; `rows`: row chains as one numba pass
+    per row), two programs in one process, steps alternating; the compile cache is off
+    so that each compile sees the switch."""
+    import importlib
+
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.mesh import make_grid
     from shardc.training.spmd import RankState, StepProgram
 
+    what, module_name, flag = SWITCHES[name]
+    module = importlib.import_module(module_name)
     os.environ["SHARDC_CACHE"] = "0"
     states = {}
     for on in (True, False):
-        fusion.ACCUMULATE = on
+        setattr(module, flag, on)
         prog = StepProgram.build(cfg, BATCH, make_grid(1, 1), ShardingPolicy(1, zero=True, fsdp=False), GPT_PLAN)
         states[on] = RankState(prog, 0, init_params(cfg, 0))
-    fusion.ACCUMULATE = True
+    setattr(module, flag, True)
     it = _data(cfg)
     times: dict[bool, list[float]] = {True: [], False: []}
     for i in range(repeats + 2):
@@ -407,7 +419,7 @@ def accumulate_vs_not(cfg: GPTConfig, repeats: int) -> None:
     diff = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(states[True].params, states[False].params))
     k, n = statistics.median(times[True]), statistics.median(times[False])
     ratio = statistics.median(b / a for a, b in zip(times[True], times[False]))
-    print(f"1 rank, accumulations folded vs not (steps alternating): {k * 1e3:.1f} vs {n * 1e3:.1f} ms, median pair ratio {ratio:.3f}x; max |param difference| {diff:.1e}")
+    print(f"1 rank, {what} vs not (steps alternating): {k * 1e3:.1f} vs {n * 1e3:.1f} ms, median pair ratio {ratio:.3f}x; max |param difference| {diff:.1e}")
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -499,6 +511,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="rounds over all configurations, alternating the order")
     ap.add_argument("--kernels", action="store_true", help="only: 1 rank with fused kernels vs the numpy path")
     ap.add_argument("--accumulate", action="store_true", help="only: 1 rank with accumulations folded into contractions vs not")
+    ap.add_argument("--rows", action="store_true", help="only: 1 rank with row-chain kernels vs not")
     ap.add_argument("--worker", choices=("shardc", "torch", "ddp", "pair"), help=argparse.SUPPRESS)
     ap.add_argument("--tp", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
@@ -513,9 +526,10 @@ def main() -> None:
     if args.kernels:
         kernels_vs_numpy(cfg, args.repeats)
         return
-    if args.accumulate:
-        accumulate_vs_not(cfg, args.repeats)
-        return
+    for name in SWITCHES:
+        if getattr(args, name):
+            switch_vs_not(cfg, args.repeats, name)
+            return
     tokens = BATCH * cfg.block_size
     flops = step_flops(cfg, BATCH)
     peak = matmul_peak()
