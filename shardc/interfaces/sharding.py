@@ -321,7 +321,7 @@ def pass_cache() -> Iterator[None]:
     a tensor) is computed once."""
     global _memo
     saved = _memo
-    _memo = {"maps": {}, "loops": {}, "valid": {}, "info": {}, "sharding": {}, "grid": {}, "captures": {}, "annotations": {}}
+    _memo = {"maps": {}, "loops": {}, "valid": {}, "info": {}, "sharding": {}, "grid": {}, "captures": {}, "annotations": {}, "options": {}, "option_sig": {}, "option_sig_ids": {}, "annotation_sig": {}, "annotation_sig_ids": {}}
     try:
         yield
     finally:
@@ -516,6 +516,59 @@ def default_get_sharding_option(
     operand_shardings: Sequence[ShardingInfo | None],
     result_shardings: Sequence[ShardingInfo | None],
 ) -> ShardingOption | None:
+    """MLIR's `defaultGetShardingOption` (a fresh option each call). Inside `pass_cache`
+    it is computed once per option signature of the op (`_option_signature`) and the
+    grids and split axes of the given shardings: propagation asks it for every op of a
+    chain or a layer's repeats, several times each, with the same few shardings. A
+    refusal (None) is never remembered, so each op reports its own diagnostics."""
+    memo = _memo
+    if memo is None:
+        return _default_sharding_option(impl, op, operand_shardings, result_shardings)
+    key = (
+        _option_signature(memo, impl, op),
+        *[None if s is None else (s.sharding.grid, s.split_axes) for s in operand_shardings],
+        _RESULTS_FOLLOW,
+        *[None if s is None else (s.sharding.grid, s.split_axes) for s in result_shardings],
+    )
+    entries = memo["options"]
+    found = entries.get(key)
+    if found is None:
+        found = _default_sharding_option(impl, op, operand_shardings, result_shardings)
+        if found is None:
+            return None
+        entries[key] = found
+    return ShardingOption([list(a) for a in found.sharding_array], found.grid, found.empty)
+
+
+_RESULTS_FOLLOW = object()
+"""Separates operand from result shardings in an option memo key."""
+
+
+def _option_signature(memo: dict[str, dict], impl: ShardingInterface, op: Operation) -> int:
+    """A number shared by the ops `_default_sharding_option` cannot tell apart: it reads
+    of an op only its maps, its loop count, its operand count and whether the interface
+    check passes (once per op inside `pass_cache`)."""
+    signatures = memo["option_sig"]
+    found = signatures.get(op)
+    if found is None:
+        key = (
+            type(impl),
+            tuple(indexing_maps(impl, op)),
+            len(loop_iterator_types(impl, op)),
+            len(op.operands),
+            verify_sharding_interface_impl(impl, op),
+        )
+        ids = memo["option_sig_ids"]
+        found = signatures[op] = ids.setdefault(key, len(ids))
+    return found
+
+
+def _default_sharding_option(
+    impl: ShardingInterface,
+    op: Operation,
+    operand_shardings: Sequence[ShardingInfo | None],
+    result_shardings: Sequence[ShardingInfo | None],
+) -> ShardingOption | None:
     if not verify_sharding_interface_impl(impl, op):
         emit_op_error(op, "invalid sharding interface implementation")
         return None
@@ -645,12 +698,13 @@ def operand_sharding_for_option(
 def default_get_sharding_annotations(
     impl: ShardingInterface, op: Operation, option: ShardingOption
 ) -> list[ShardingInfo | None] | None:
-    """Once per op and option inside `pass_cache` (they read only the op's maps and
-    operand/result types, which the passes keep while the cache lives)."""
+    """Once per option and annotation signature inside `pass_cache`: they read only an
+    op's maps and the ranks of its operand/result types (`_annotation_signature`), which
+    the passes keep while the cache lives, so ops alike share them."""
     memo = _memo
     if memo is None:
         return _sharding_annotations(impl, op, option)
-    key = (op, option.grid, tuple(map(tuple, option.sharding_array)))
+    key = (_annotation_signature(memo, impl, op), option.grid, tuple(map(tuple, option.sharding_array)))
     entries = memo["annotations"]
     found = entries.get(key, _NOT_FOUND)
     if found is _NOT_FOUND:
@@ -659,6 +713,31 @@ def default_get_sharding_annotations(
 
 
 _NOT_FOUND = object()
+
+
+def _type_key(t: Attribute) -> int:
+    """What `operand/result_sharding_for_option` read of a type: a tensor's rank, else
+    whether it is a scalar (-1) or not (-2)."""
+    if isinstance(t, TensorType):
+        return len(t.get_shape())
+    return -1 if is_int_index_or_float(t) else -2
+
+
+def _annotation_signature(memo: dict[str, dict], impl: ShardingInterface, op: Operation) -> int:
+    """A number shared by the ops `_sharding_annotations` cannot tell apart: the option
+    signature (maps, loop and operand counts) and the operand and result type keys
+    (once per op inside `pass_cache`)."""
+    signatures = memo["annotation_sig"]
+    found = signatures.get(op)
+    if found is None:
+        key = (
+            _option_signature(memo, impl, op),
+            tuple([_type_key(v.type) for v in op.operands]),
+            tuple([_type_key(r.type) for r in op.results]),
+        )
+        ids = memo["annotation_sig_ids"]
+        found = signatures[op] = ids.setdefault(key, len(ids))
+    return found
 
 
 def _sharding_annotations(
@@ -882,9 +961,20 @@ def insert_operand_annotation(
 def default_add_sharding_annotations(
     impl: ShardingInterface, op: Operation, option: ShardingOption
 ) -> bool:
+    """Annotate every result, then every operand, for `option`. The shardings are
+    `default_get_sharding_annotations`' (memoized: the traversal computed them when it
+    chose the option); where an operand has none, the results and the operands before
+    it are annotated one by one, as upstream does, before failing."""
     assert not option.empty and option.grid is not None
-    maps = indexing_maps(impl, op)
+    shardings = default_get_sharding_annotations(impl, op, option)
     n = len(op.operands)
+    if shardings is not None:
+        for i, result in enumerate(op.results):
+            insert_result_annotation(shardings[n + i], result)  # type: ignore[arg-type]
+        for i in range(n):
+            insert_operand_annotation(shardings[i], op, i)
+        return True
+    maps = indexing_maps(impl, op)
     for i, result in enumerate(op.results):
         insert_result_annotation(result_sharding_for_option(result, option, maps[n + i]), result)
     for i in range(n):

@@ -29,11 +29,17 @@ from xdsl.traits import (
     IsTerminator,
     MemoryEffect,
     MemoryEffectKind,
+    MemoryReadEffect,
+    MemoryWriteEffect,
+    NoMemoryEffect,
     RecursiveMemoryEffect,
     SymbolOpInterface,
 )
 
 from shardc.passes.fold_registry import (
+    _LOOKUPS,  # pyright: ignore[reportPrivateUsage]
+    _NOT_REGISTERED,  # pyright: ignore[reportPrivateUsage]
+    _effect_free_entry,  # pyright: ignore[reportPrivateUsage]
     registered_constant,
     registered_effect_free,
     registered_folder,
@@ -102,7 +108,16 @@ def constant_value(value: SSAValue) -> Attribute | None:
     if not found:
         return None
     op = value.op
-    value_of = registered_constant(type(op))
+    cls = type(op)
+    # Most values are results of ops that are neither registered constants nor
+    # ConstantLike: answered by one lookup per class (cleared with the registry's).
+    key = ("maybe_constant", cls)
+    maybe = _LOOKUPS.get(key)
+    if maybe is None:
+        maybe = _LOOKUPS[key] = registered_constant(cls) is not None or has_trait(op, ConstantLike, False)
+    if not maybe:
+        return None
+    value_of = registered_constant(cls)
     if value_of is not None:
         return value_of(op)
     if not has_trait(op, ConstantLike, False):
@@ -162,8 +177,45 @@ def _own_effects_are_droppable(op: Operation) -> bool | None:
     return True
 
 
+_PER_OP = object()
+"""`_effects_of_class`: the answer depends on the op, not only on its class."""
+
+_STATIC_EFFECTS = {
+    NoMemoryEffect.get_effects.__func__: (),  # type: ignore[attr-defined]
+    MemoryReadEffect.get_effects.__func__: (MemoryEffectKind.READ,),  # type: ignore[attr-defined]
+    MemoryWriteEffect.get_effects.__func__: (MemoryEffectKind.WRITE,),  # type: ignore[attr-defined]
+}
+"""xDSL's effect traits whose `get_effects` ignores the op: the kinds they return."""
+
+
+def _effects_of_class(cls: type[Operation], op: Operation) -> tuple[bool, object]:
+    """(has RecursiveMemoryEffect, `_own_effects_are_droppable` where every op of `cls`
+    answers alike, else `_PER_OP`), once per class. Kept in the fold registry's lookup
+    table, which a registration (of an effect-free class, say) clears."""
+    key = ("effects_of_class", cls)
+    found = _LOOKUPS.get(key)
+    if found is not None:
+        return found  # type: ignore[return-value]
+    recursive = has_trait(op, RecursiveMemoryEffect)
+    own: object = _PER_OP
+    entry = _effect_free_entry(cls)
+    if entry is None:  # registered effect-free, unconditionally
+        own = True
+    elif entry is _NOT_REGISTERED:
+        traits = [t for t in traits_of_type(op, MemoryEffect) if not isinstance(t, RecursiveMemoryEffect)]
+        kinds = [_STATIC_EFFECTS.get(getattr(type(t).get_effects, "__func__", None)) for t in traits]
+        if not traits:
+            own = None
+        elif all(k is not None for k in kinds):
+            own = all(kind is MemoryEffectKind.READ for k in kinds for kind in k)  # type: ignore[union-attr]
+    found = _LOOKUPS[key] = (recursive, own)
+    return found
+
+
 def would_be_trivially_dead(root: Operation) -> bool:
-    """MLIR's `wouldOpBeTriviallyDead`: no effect beyond its results."""
+    """MLIR's `wouldOpBeTriviallyDead`: no effect beyond its results. What an op's
+    class decides (its traits, a registration) is looked up once per class
+    (`_effects_of_class`): the greedy driver and region DCE ask for every op."""
     if _is(_IS_UNREGISTERED, UnregisteredOp, root) or has_trait(root, IsTerminator):
         return False
     if has_trait(root, SymbolOpInterface):
@@ -171,12 +223,13 @@ def would_be_trivially_dead(root: Operation) -> bool:
     stack = [root]
     while stack:
         op = stack.pop()
-        recursive = has_trait(op, RecursiveMemoryEffect)
+        recursive, droppable = _effects_of_class(type(op), op)
         if recursive:
             for region in op.regions:
                 for block in region.blocks:
                     stack.extend(block.ops)
-        droppable = _own_effects_are_droppable(op)
+        if droppable is _PER_OP:
+            droppable = _own_effects_are_droppable(op)
         if droppable is False:
             return False
         if droppable is None and not recursive:
@@ -287,6 +340,25 @@ def _arith_identity_fold(op: Operation) -> Sequence[SSAValue | Attribute] | None
     if op.is_right_unit(rhs):
         return (op.lhs,)
     return None
+
+
+def may_fold(op: Operation) -> bool:
+    """False only where `try_fold(op)` is None for every op of its class: no registered
+    folder, not an arith integer binary op, no `HasFolder` trait, not commutative. The
+    greedy driver pops thousands of ops (`linalg.yield`, `tensor.empty`, the structured
+    ops) that can never fold; once per class, in the registry's lookup table."""
+    cls = type(op)
+    key = ("may_fold", cls)
+    found = _LOOKUPS.get(key)
+    if found is None:
+        found = _LOOKUPS[key] = (
+            _is(_IS_UNREGISTERED, UnregisteredOp, op)  # named per op: commutative by name
+            or registered_folder(cls) is not None
+            or _is(_IS_INT_BINARY, arith.SignlessIntegerBinaryOperation, op)
+            or get_trait(op, HasFolder) is not None
+            or is_commutative(op)
+        )
+    return found  # type: ignore[return-value]
 
 
 def try_fold(op: Operation) -> FoldResult | None:

@@ -43,6 +43,7 @@ from shardc.passes.folding import (
     has_trait,
     is_trivially_dead,
     materialize_constant,
+    may_fold,
     op_constant_value,
     try_fold,
     would_be_trivially_dead,
@@ -394,7 +395,7 @@ class GreedyDriver:
                 changed = True
                 continue
 
-            if self.config.fold and not has_trait(op, ConstantLike, False):
+            if self.config.fold and not has_trait(op, ConstantLike, False) and may_fold(op):
                 folded = self._fold(op, rewriter)
                 if folded:
                     changed = True
@@ -449,11 +450,16 @@ class GreedyDriver:
 # -----------------------------------------------------------------------------------------
 
 
+# The walks read xDSL's `_first_op` / `_next_op` fields behind the `first_op` /
+# `next_op` properties: a property is a Python call, made once for every op of every
+# iteration of every greedy run.
+
+
 def _walk_pre_order(region: Region, visit: Callable[[Operation], bool]) -> None:
     for block in list(region.blocks):
-        op = block.first_op
+        op = block._first_op  # pyright: ignore[reportPrivateUsage]
         while op is not None:
-            following = op.next_op
+            following = op._next_op  # pyright: ignore[reportPrivateUsage]
             if visit(op):
                 for nested in op.regions:
                     _walk_pre_order(nested, visit)
@@ -462,9 +468,9 @@ def _walk_pre_order(region: Region, visit: Callable[[Operation], bool]) -> None:
 
 def _walk_post_order(region: Region, visit: Callable[[Operation], None]) -> None:
     for block in list(region.blocks):
-        op = block.first_op
+        op = block._first_op  # pyright: ignore[reportPrivateUsage]
         while op is not None:
-            following = op.next_op
+            following = op._next_op  # pyright: ignore[reportPrivateUsage]
             for nested in op.regions:
                 _walk_post_order(nested, visit)
             visit(op)
