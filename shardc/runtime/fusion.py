@@ -46,7 +46,7 @@ def fuse_elementwise(module: ModuleOp) -> int:
     count = 0
     blocks = [b for op in module.walk() for r in op.regions for b in r.blocks]
     for block in blocks:
-        order = {op: k for k, op in enumerate(block.ops)}  # `_after` without walking the block
+        order = {op: k for k, op in enumerate(block.ops)}  # `after` without walking the block
         for op in list(block.ops):
             while isinstance(op, GenericOp) and _elementwise(op):
                 i = next((i for i, v in enumerate(op.inputs) if _fusable(op, v, order)), None)
@@ -84,7 +84,7 @@ def _fusable(consumer: GenericOp, value: SSAValue, order: dict[Operation, int] |
     if len(set(out_maps)) != 1 or not _permutation(out_maps[0]):
         return False  # one iteration-to-result map for every result it yields
     others = [u.operation for r in producer.results for u in r.uses if u.operation is not consumer]
-    if any(not _after(user, consumer, order) for user in others):
+    if any(not after(user, consumer, order) for user in others):
         return False  # a use the fused op would not dominate
     if others and not _permutation(consumer.indexing_maps.data[slots[0]].data):
         return False  # kept for other users, the results must cover the consumer's loops
@@ -99,10 +99,11 @@ def _permutation(m: AffineMap) -> bool:
     return len(dims) == len(m.results) == m.num_dims and sorted(dims) == list(range(m.num_dims))
 
 
-def _after(user: Operation, consumer: GenericOp, order: dict[Operation, int] | None = None) -> bool:
-    """Whether `user` comes after `consumer` (itself or an op holding it, in its block);
-    `order`: positions in that block (walking it from `consumer` was quadratic: 1.8 M
-    steps, 0.3-0.5 s of the GPT step's cold compile)."""
+def after(user: Operation, consumer: GenericOp, order: dict[Operation, int] | None = None) -> bool:
+    """Whether `user` comes after `consumer` (itself or an op holding it, in its block;
+    `row_fusion` asks it of a chain's last member); `order`: positions in that block
+    (walking it from `consumer` was quadratic: 1.8 M steps, 0.3-0.5 s of the GPT step's
+    cold compile)."""
     while user.parent is not consumer.parent:
         parent = user.parent_op()
         if parent is None:
@@ -348,4 +349,4 @@ def _zero_fill(v: SSAValue) -> bool:
     return val == 0 and str(val) != "-0.0"
 
 
-__all__ = ["fuse_accumulations", "fuse_elementwise"]
+__all__ = ["after", "fuse_accumulations", "fuse_elementwise"]

@@ -9,22 +9,32 @@ the members, each member's arrays passed flat in tuples (numba compiles a tuple 
 once per length): `bench/adamw_step.py` measures what that saves.
 
 A group is the generics of a function's entry block that are elementwise (all parallel,
-tensor results), read only the function's own arguments (so none depends on another
-and any of them may run first: the group runs where the scheduler puts its first
-member), read every array through the identity map with the member's static shape (no
-broadcasting) and scalars through `()`, and agree on: the body (same ops, attributes,
-types and wiring: constants by value), the scalar operands (by SSA value: the same lr,
-step and grad_scale), the positions of array operands, the element types and the
-donation pairs (`shardc.inplace`). Members differing in any of these are other groups.
+tensor results), read only the function's own arguments or slices of them (so none
+depends on another and any of them may run first: the group runs where the scheduler
+puts its first member), read every array through the identity map with the member's
+static shape (no broadcasting) and scalars through `()`, and agree on: the body (same
+ops, attributes, types and wiring: constants by value), the scalar operands (by SSA
+value: the same lr, step and grad_scale), the positions of array operands, the element
+types and the donation pairs (`shardc.inplace`). Members differing in any of these are
+other groups. A slice is a `tensor.extract_slice` of an argument at offsets computed by
+index arithmetic from arguments, constants and this rank's place in the world: under
+ZeRO each rank updates its share of every parameter, with the all-gather of one
+parameter between two updates; those slices and their arithmetic move up to the
+group's first member (the GPT step at n_layer 4, dp=2: 4 update calls a step, 27
+before).
 
 The kernel is rendered from the member's own loop nest (`kernels/fused.py`, built from
 its templates over numbered names only, and checked by `check_generated`), with one
 loop over the members around it; every element sees the same statements in the same
-order as the member's own kernel, so results are bitwise the same. A donated operand
-stays one argument read and written (`q[i] = f(q[i], ...)`), so updates stay in place
-and vectorised. A group runs member by member, as without grouping, where its body
-takes more than one pass, under `SHARDC_KERNELS=numpy`, when the whole group is smaller
-than `MIN_GROUP_ELEMENTS`, or when an array arrives in another layout.
+order as the member's own kernel, so results are bitwise the same. Each member runs as
+rows of contiguous elements (one row where its arrays are contiguous, one row per
+contiguous run of a strided share: a column block of a matrix), so the inner loop keeps
+unit stride and vectorises. A donated operand stays one argument read and written
+(`q[i] = f(q[i], ...)`), so updates stay in place and vectorised. A group runs member
+by member, as without grouping, where its body takes more than one pass, under
+`SHARDC_KERNELS=numpy`, when the whole group is smaller than `MIN_GROUP_ELEMENTS`, or
+when an array arrives in another layout (an inner stride, a donated array not
+contiguous).
 """
 
 from __future__ import annotations
@@ -64,13 +74,71 @@ def plan_groups(block: Block) -> dict[Operation, list[GenericOp]]:
             if isinstance(empty, Operation) and _fresh_init(v) and empty is not first:
                 empty.detach()
                 block.insert_op_before(empty, first)  # type: ignore[arg-type]
+    _hoist_slices(block, [ops for ops in by_key.values() if len(ops) > 1])
     return out
 
 
-def _fresh_init(v: SSAValue) -> bool:
-    """A statically shaped `tensor.empty` with no other user: defined anywhere alike."""
+def _hoist_slices(block: Block, groups: list[list[GenericOp]]) -> None:
+    """Move the slices members read (`_slice_cone`: a slice of an argument and the pure
+    index arithmetic of its offsets) up to their group's first member, where the group
+    runs; each op keeps its place relative to the others moved."""
+    order = {op: k for k, op in enumerate(block.ops)}
+    for ops in groups:
+        first = ops[0]  # block order
+        moved: set[Operation] = set()
+        for op in ops[1:]:
+            for v in op.inputs:  # type: ignore[attr-defined]
+                cone = _slice_cone(v, block)
+                if cone:
+                    moved.update(o for o in cone if order[o] > order[first])
+        for o in sorted(moved, key=order.__getitem__):
+            o.detach()
+            block.insert_op_before(o, first)
+
+
+_PURE = frozenset({"mpi.comm_world", "mpi.comm_rank", "affine.delinearize_index", "affine.apply"})
+"""Ops besides `arith`'s that a slice's offsets may come from: queries with no effect
+(this rank's place in the world), so they may run earlier."""
+
+
+def _slice_cone(v: SSAValue, block: Block) -> list[Operation] | None:
+    """For a `tensor.extract_slice` of an argument of `block` (a ZeRO rank's share of a
+    parameter), with offsets computed in `block` by pure ops only (`arith`, `_PURE`)
+    from arguments and constants: that slice and the ops it depends on. None for any
+    other value."""
     owner = v.owner
-    return isinstance(owner, Operation) and owner.name == "tensor.empty" and not owner.operands and sum(1 for _ in v.uses) == 1
+    if not (isinstance(owner, Operation) and owner.name == "tensor.extract_slice" and owner.parent is block):
+        return None
+    src = owner.operands[0]
+    if not (isinstance(src, BlockArgument) and src.block is block):
+        return None
+    cone: list[Operation] = [owner]
+    seen: set[Operation] = {owner}
+    todo = list(owner.operands[1:])
+    while todo:
+        w = todo.pop()
+        if isinstance(w, BlockArgument):
+            if w.block is not block:
+                return None
+            continue
+        op = w.owner
+        assert isinstance(op, Operation)
+        if op in seen:
+            continue
+        if op.parent is not block or op.regions or not (op.name.startswith("arith.") or op.name in _PURE):
+            return None
+        seen.add(op)
+        cone.append(op)
+        todo.extend(op.operands)
+    return cone
+
+
+def _fresh_init(v: SSAValue) -> bool:
+    """A statically shaped `tensor.empty`: defined anywhere alike, so it may move up.
+    CSE makes one of each type for every layer's same-shaped slice (ZeRO's
+    out-of-place updates), and its contents are undefined to every user alike."""
+    owner = v.owner
+    return isinstance(owner, Operation) and owner.name == "tensor.empty" and not owner.operands
 
 
 def _key(op: GenericOp, block: Block) -> object | None:
@@ -89,8 +157,8 @@ def _key(op: GenericOp, block: Block) -> object | None:
     for k, (v, m) in enumerate(zip(op.operands, (a.data for a in op.indexing_maps.data))):
         if k >= n_ins and _fresh_init(v) and body.args[k].first_use is None:
             pass  # an unread `tensor.empty` init (out of place): moved up by `plan_groups`
-        elif not (isinstance(v, BlockArgument) and v.block is block):
-            return None  # read only the function's arguments: no member feeds another
+        elif not (isinstance(v, BlockArgument) and v.block is block) and not (k < n_ins and _slice_cone(v, block)):
+            return None  # read only the function's arguments (or slices of them): no member feeds another
         if isinstance(v.type, TensorType):
             s = tuple(v.type.get_shape())
             if m != AffineMap.identity(n_loops) or any(d < 0 for d in s) or (shape is not None and s != shape):
@@ -138,29 +206,41 @@ def build_group(members: list[Member]) -> Group:
         return group
     st = first.stages[0]
     assert st.nest is not None
-    group.source = render_group(st.nest, first.params, len(st.writes))
+    group.source = render_group(st.nest, first.params, st.writes)
     check_generated(ast.parse(group.source))
     group.arrays = [q for q, (kind, _) in enumerate(first.params) if kind == "array"]
     group.n_writes = len(st.writes)
     return group
 
 
-def render_group(nest: object, params: Sequence[tuple[str, object]], n_writes: int) -> str:
+def render_group(nest: object, params: Sequence[tuple[str, object]], writes: Sequence[int]) -> str:
     """The nest's statements inside a loop over the members: kernel argument `q{k}` of
-    an array is a tuple of the members' flat arrays, `w{k}` a tuple of their outputs;
-    everything named comes from the nest's own numbering."""
+    an array is a tuple of the members' flat arrays, `w{s}` (s in `writes`, the
+    temporaries' slots) a tuple of their outputs; everything named comes from the
+    nest's own numbering. The last argument, `r0`, is
+    each member's layout (`horizontal_run._layout`): a member runs as `r0[m, 0]` rows of
+    `r0[m, 1]` elements, the rows of the t-th array argument `r0[m, 2 + t]` elements
+    apart (a ZeRO rank's slice of a parameter: a row of every matrix), so a row is one
+    unit-stride inner loop; `i1` counts rows, `i{2 + t}` is where the row starts in the
+    t-th array, `i{2 + len(arrays)}` in the outputs."""
     n: fused._Nest = nest  # type: ignore[assignment]  # pyright: ignore[reportPrivateUsage]
     arrays = [q for q, (kind, _) in enumerate(params) if kind == "array"]
+    at = {f"q{q}": f"i{2 + t}" for t, q in enumerate(arrays)} | {f"w{k}": f"i{2 + len(arrays)}" for k in writes}
     sig = n.header[0]
+    assert sig.endswith("):"), sig
+    sig = sig[:-2] + ", r0):"
     pre = n.header[1:-1]  # the loop-invariant statements (the last line sizes the loops)
     lines = [sig, *pre, f"    for m in range(len(q{arrays[0]})):"]
     lines += [f"        a{q} = q{q}[m]" for q in arrays]
-    lines += [f"        b{k} = w{k}[m]" for k in range(n_writes)]
-    lines.append(f"        for i0 in range(a{arrays[0]}.shape[0]):")
+    lines += [f"        b{k} = w{k}[m]" for k in writes]
+    lines.append("        for i1 in range(r0[m, 0]):")
+    lines += [f"            i{2 + t} = i1 * r0[m, {2 + t}]" for t in range(len(arrays))]
+    lines.append(f"            i{2 + len(arrays)} = i1 * r0[m, 1]")
+    lines.append("            for i0 in range(r0[m, 1]):")
     for name, array, _q in n.loads:
-        lines.append(f"            {name} = {_member(array)}[i0]")
-    lines += [f"            {stmt}" for _, stmt, _ in n.body]
-    lines += [f"            {_member(array)}[i0] = {name}" for array, name in n.stores]
+        lines.append(f"                {name} = {_member(array)}[{at[array]} + i0]")
+    lines += [f"                {stmt}" for _, stmt, _ in n.body]
+    lines += [f"                {_member(array)}[{at[array]} + i0] = {name}" for array, name in n.stores]
     return "\n".join(lines) + "\n"
 
 

@@ -27,7 +27,7 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, region_def, traits_def,
 from xdsl.traits import IsTerminator
 
 from shardc.runtime.compile import FunctionBuilder, register, targets, tuple_expr
-from shardc.runtime.fusion import _after  # pyright: ignore[reportPrivateUsage]
+from shardc.runtime.fusion import after
 from shardc.runtime.kernels.rows import FULL, RED, build_row_kernel, classify, static_shape
 
 ENABLED = True
@@ -67,16 +67,14 @@ def fuse_rows(module: ModuleOp) -> int:
     if not ENABLED:
         return 0
     count = 0
-    try:
-        for block in _blocks(module):
-            ops = list(block.ops)
-            order = {op: k for k, op in enumerate(ops)}
-            for members, space in _chains(block, order):
-                for part in _split(members, ops, order):
-                    if len(part) >= 2 and any(_kind(o, space) == RED for o in part) and _wrap(part, space):
-                        count += 1
-    finally:
-        _KINDS.clear()
+    kinds: _Kinds = {}  # `_kind`'s memo for this call (ops are asked again and again while chains grow)
+    for block in _blocks(module):
+        ops = list(block.ops)
+        order = {op: k for k, op in enumerate(ops)}
+        for members, space in _chains(block, order, kinds):
+            for part in _split(members, ops, order):
+                if len(part) >= 2 and any(_kind(o, space, kinds) == RED for o in part) and _wrap(part, space, kinds):
+                    count += 1
     return count
 
 
@@ -92,27 +90,27 @@ def _blocks(op: Operation) -> list[Block]:
     return out
 
 
-_KINDS: dict[tuple[Operation, tuple[int, ...]], str | None] = {}
+_Kinds = dict[tuple[Operation, tuple[int, ...]], str | None]
 
 
-def _kind(op: Operation, space: tuple[int, ...]) -> str | None:
-    """`classify`, once per op and space in a `fuse_rows` call (ops are asked again and
-    again while chains grow)."""
+def _kind(op: Operation, space: tuple[int, ...], kinds: _Kinds) -> str | None:
+    """`classify`, once per op and space in a `fuse_rows` call: `kinds` is that call's
+    memo (local to it, so nothing outlives the ops it was made for)."""
     key = (op, space)
-    if key not in _KINDS:
-        _KINDS[key] = classify(op, space)
-    return _KINDS[key]
+    if key not in kinds:
+        kinds[key] = classify(op, space)
+    return kinds[key]
 
 
-def _space(op: Operation) -> tuple[int, ...] | None:
+def _space(op: Operation, kinds: _Kinds) -> tuple[int, ...] | None:
     """The row space an op would start a chain in."""
     if not isinstance(op, GenericOp) or not op.results:
         return None
     s = static_shape(op.inputs[0]) if op.inputs else None
-    if s is not None and len(s) >= 2 and _kind(op, s) == RED:
+    if s is not None and len(s) >= 2 and _kind(op, s, kinds) == RED:
         return None if _onehot(op) else s
     out = static_shape(op.outputs[0]) if op.outputs else None
-    if out is not None and len(out) >= 2 and _kind(op, out) == FULL:
+    if out is not None and len(out) >= 2 and _kind(op, out, kinds) == FULL:
         return out
     return None
 
@@ -128,9 +126,9 @@ class _Chain:
         self.seal = float("inf")  # the position of the first op outside it that reads it
 
 
-def _chains(block: Block, order: dict[Operation, int]) -> list[tuple[list[Operation], tuple[int, ...]]]:
+def _chains(block: Block, order: dict[Operation, int], kinds: _Kinds) -> list[tuple[list[Operation], tuple[int, ...]]]:
     """The chains of `block` (see the module docstring), in block order; `order`: the
-    ops' positions (`fusion._after` walking the block per query was quadratic)."""
+    ops' positions (`fusion.after` walking the block per query was quadratic)."""
 
     def at(op: Operation) -> int:
         """The position of `op` or of the op of `block` holding it."""
@@ -152,7 +150,7 @@ def _chains(block: Block, order: dict[Operation, int]) -> list[tuple[list[Operat
         joined = None
         for v in op.operands:
             chain = owner.get(v)
-            if chain is not None and chain.seal >= pos and (kind := _kind(op, chain.space)) is not None and not (kind == RED and _onehot(op)):
+            if chain is not None and chain.seal >= pos and (kind := _kind(op, chain.space, kinds)) is not None and not (kind == RED and _onehot(op)):
                 joined = chain
                 break
         for chain in list(open_):
@@ -164,7 +162,7 @@ def _chains(block: Block, order: dict[Operation, int]) -> list[tuple[list[Operat
             owner.update((r, joined) for r in op.results)
             reseal(joined)
             continue
-        space = _space(op)
+        space = _space(op, kinds)
         if space is not None:
             chain = _Chain(op, space)
             reseal(chain)
@@ -173,7 +171,7 @@ def _chains(block: Block, order: dict[Operation, int]) -> list[tuple[list[Operat
             if len(open_) > _OPEN:  # the oldest: its next member would have come by now
                 done.append(open_.pop(0))
     done += open_
-    return [(c.members, c.space) for c in done if len(c.members) >= 2 and any(_kind(o, c.space) == RED for o in c.members)]
+    return [(c.members, c.space) for c in done if len(c.members) >= 2 and any(_kind(o, c.space, kinds) == RED for o in c.members)]
 
 
 def _onehot(op: Operation) -> bool:
@@ -183,7 +181,7 @@ def _onehot(op: Operation) -> bool:
     return isinstance(op, GenericOp) and any(_onehot_source(v) is not None for v in op.inputs)
 
 
-def _wrap(members: list[Operation], space: tuple[int, ...]) -> bool:
+def _wrap(members: list[Operation], space: tuple[int, ...], kinds: _Kinds) -> bool:
     inside = set(members)
     made = {r for m in members for r in m.results}
     inputs: list[SSAValue] = []
@@ -198,13 +196,13 @@ def _wrap(members: list[Operation], space: tuple[int, ...]) -> bool:
             user = u.operation
             if user in inside or _within(user, inside):
                 continue
-            if not _after(user, last):  # type: ignore[arg-type]
+            if not after(user, last):  # type: ignore[arg-type]
                 return False
     if not yields:
         return False
     # reads: only what the bodies use (an unread init is not an input of the kernel)
     read = [v for v in inputs if any(_reads(m, v) for m in members)]
-    kernel = build_row_kernel(members, space, read, yields, [_kind(m, space) for m in members])
+    kernel = build_row_kernel(members, space, read, yields, [_kind(m, space, kinds) for m in members])
     if kernel is None:
         return False
     block = last.parent_block()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shardc.runtime.codegen_safe import UnsafeCodeError, check_generated
+from shardc.runtime.codegen_safe import check_generated
 from shardc.runtime.kernels.math_run import _ERF_P as _P  # pyright: ignore[reportPrivateUsage]
 from shardc.runtime.kernels.math_run import _ERF_Q as _Q  # pyright: ignore[reportPrivateUsage]
 from shardc.runtime.kernels import vecmath
@@ -29,10 +29,28 @@ MIN_ELEMENTS = 1 << 15
 compile time do not pay there)."""
 
 def enabled() -> bool:
-    """Whether fused kernels may run: numba importable and not switched off."""
-    if os.environ.get("SHARDC_KERNELS", "auto").lower() == "numpy":
-        return False
-    return _numba() is not None
+    """Whether fused kernels may run: numba importable and not switched off. Asked on
+    every kernel call (tests and users switch `SHARDC_KERNELS` between calls), so the
+    answer is kept for as long as the variable's raw value is the same object in
+    `os.environ`'s own table: a dictionary lookup instead of `os.environ.get`'s encode,
+    lookup and decode (0.8 of a fused call's 7 us, measured)."""
+    raw = _ENV_DATA.get(_ENV_KEY) if _ENV_DATA is not None else os.environ.get("SHARDC_KERNELS")
+    last = _ENABLED
+    if last and raw is last[0]:
+        return last[1]  # type: ignore[return-value]
+    on = (os.environ.get("SHARDC_KERNELS") or "auto").lower() != "numpy" and _numba() is not None
+    _ENABLED[:] = [raw, on]
+    return on
+
+
+_ENV_DATA: dict[object, object] | None = getattr(os.environ, "_data", None)
+"""`os.environ`'s table (CPython's `os._Environ`, updated by every `os.environ` write),
+or None where it has none: then `enabled` reads `os.environ.get`."""
+_ENV_KEY: object = os.environ.encodekey("SHARDC_KERNELS") if _ENV_DATA is not None and hasattr(os.environ, "encodekey") else None  # type: ignore[attr-defined]
+if _ENV_KEY is None:
+    _ENV_DATA = None
+_ENABLED: list[object] = []
+"""[the raw value `enabled` last saw, its answer]."""
 
 
 _NUMBA: list[object] = []
@@ -107,7 +125,7 @@ class _Stage:
                 _check(source)
                 try:
                     fn = _compile(source)
-                except Exception:
+                except KernelRefused:
                     fn = None
                 self.variants[mine] = fn
             return self.variants[mine]
@@ -193,44 +211,76 @@ class FusedKernel:
     def source(self) -> str:
         return "\n".join(st.source for st in self.stages if st.source is not None)
 
+    _sig: tuple[tuple[int, object], ...] | None = field(default=None, repr=False, compare=False)
+    """Per kernel argument, decided once this call site's kernels are compiled: (0, k)
+    a donated block argument, (1, k) an array, (2, k) a scalar, (3, value) a constant."""
+    _plan0: tuple | None = field(default=None, repr=False, compare=False)
+    """`_plans[frozenset()]`, the plan of a call with nothing passed unbroadcast, without
+    the set made and looked up."""
+
+    def __getstate__(self) -> dict[str, object]:
+        # what a call decided is not data: decided again (and compiled again) on load
+        return {**self.__dict__, "_plans": {}, "_sig": None, "_plan0": None}
+
     def __call__(self, args: Sequence[object], sizes: Sequence[int]) -> list[object] | None:
         """The body's results over the iteration space `sizes`, from the block arguments
-        (inputs then inits, aligned to loop order), or None to take the numpy path."""
-        if self._failed or math.prod(sizes) < MIN_ELEMENTS or not enabled() or not self._load():
+        (inputs then inits, aligned to loop order), or None to take the numpy path.
+        What does not change between calls of one call site (the compiled nests, what
+        each kernel argument is, the plan of an unbroadcast call) is decided on the
+        first and kept; per call only the arguments' layouts are looked at."""
+        if self._failed or math.prod(sizes) < MIN_ELEMENTS or not enabled():
             return None
-        shape = tuple(sizes)
+        sig = self._sig
+        if sig is None:
+            if not self._load():
+                return None
+            sig = self._sig = tuple((0 if q in self.donated else 1 if kind == "array" else 2 if kind == "scalar" else 3, what) for q, (kind, what) in enumerate(self.params))
+        shape = sizes if type(sizes) is tuple else tuple(sizes)
         call: list[object] = []
         flat_ok = True
-        bcast: list[tuple[int, int]] = []  # (argument, loop) passed with extent 1 there
-        for q, (kind, what) in enumerate(self.params):
-            if q in self.donated:  # read and written by one nest: the caller's own array
-                a = args[what]  # type: ignore[index]
-                if not (isinstance(a, np.ndarray) and a.shape == shape and a.flags.writeable):
-                    return None
-                flat_ok = flat_ok and a.flags.c_contiguous
-                call.append(a)
-            elif kind == "array":
+        bcast: list[tuple[int, int]] | None = None  # (argument, loop) passed with extent 1 there
+        for q, (code, what) in enumerate(sig):
+            if code == 1:
                 a = args[what]  # type: ignore[index]
                 if type(a) is not np.ndarray or a.shape != shape:
                     if isinstance(a, np.ndarray) and a.ndim == len(shape) and all(e in (1, t) for e, t in zip(a.shape, shape)):
                         # unbroadcast, read at index 0 where its extent is 1: a stride-0
                         # view defeats LLVM's vectorization (a GELU nest 15x slower)
-                        bcast += [(q, d) for d, (e, t) in enumerate(zip(a.shape, shape)) if e != t]
+                        got = [(q, d) for d, (e, t) in enumerate(zip(a.shape, shape)) if e != t]
+                        bcast = got if bcast is None else bcast + got
                     else:
                         a = np.broadcast_to(a, shape)  # type: ignore[arg-type]
-                flat_ok = flat_ok and not bcast and a.flags.c_contiguous
+                if flat_ok and (bcast or not a.flags.c_contiguous):  # type: ignore[union-attr]
+                    flat_ok = False
                 call.append(a)
-            else:
-                call.append(args[what] if kind == "scalar" else what)  # type: ignore[index]
-        plan = self._plans.get(key := frozenset(bcast))
-        if plan is None:
-            plan = self._plans[key] = self._plan(bcast)
+            elif code == 2:
+                call.append(args[what])  # type: ignore[index]
+            elif code == 3:
+                call.append(what)
+            else:  # read and written by one nest: the caller's own array
+                a = args[what]  # type: ignore[index]
+                if not (isinstance(a, np.ndarray) and a.shape == shape and a.flags.writeable):
+                    return None
+                if flat_ok and not a.flags.c_contiguous:
+                    flat_ok = False
+                call.append(a)
+        if bcast:
+            plan = self._plans.get(key := frozenset(bcast))
+            if plan is None:
+                plan = self._plans[key] = self._plan(bcast)
+        else:
+            plan = self._plan0
+            if plan is None:
+                plan = self._plan0 = self._plans[frozenset()] = self._plan([])
         small, fns = plan
         if fns is None:
             return None  # numba refused a variant
-        if flat_ok:  # every array in memory order: one long inner loop
+        size = shape
+        if flat_ok and self.n_loops != 1:  # every array in memory order: one long inner loop
             flat = (1,) * (self.n_loops - 1) + (math.prod(shape),)
-            call = [c.reshape(flat) if kind == "array" else c for c, (kind, _) in zip(call, self.params)]  # type: ignore[union-attr]
+            for q, (code, _) in enumerate(sig):
+                if code < 2:
+                    call[q] = call[q].reshape(flat)  # type: ignore[union-attr]
             shape = flat
         slots: list[np.ndarray | None] = [None] * self.n_slots
         for st, fn in zip(self.stages, fns):
@@ -253,7 +303,8 @@ class FusedKernel:
                 else:
                     out = src if st.inplace and src.shape == shape else np.empty(shape, st.dtypes[0])  # type: ignore[union-attr]
                 slots[st.writes[0]] = st.ufunc(src, out=out)
-        size = tuple(sizes)
+        if shape is size:
+            return [slots[n] if kind == "slot" else args[n] for kind, n in self.results]  # type: ignore[index]
         return [
             slots[n].reshape(size) if kind == "slot" else args[n]  # type: ignore[union-attr,index]
             for kind, n in self.results
@@ -292,13 +343,11 @@ class FusedKernel:
             return True  # compiled already: no lock on the hot path
         with _LOCK:
             if not self._failed and any(st.source is not None and st.fn is None for st in self.stages):
-                try:
+                try:  # a forged source raises UnsafeCodeError: nothing of it runs
                     for st in self.stages:
                         if st.source is not None:
                             st.fn = _compile(st.source)
-                except UnsafeCodeError:
-                    raise  # a forged cache entry: nothing of it runs, and the user hears of it
-                except Exception:  # numba refused a kernel: this body stays on numpy
+                except KernelRefused:  # this body stays on numpy
                     self._failed = True
         return not self._failed
 
@@ -320,35 +369,54 @@ def _erf32_py(x: float) -> float:
     return num / den * v
 
 
-_HELPERS: dict[str | None, tuple[str, dict[str, object]]] = {}
-"""cache_dir() -> (a hash of the helpers' source, part of every kernel's identity; the
-helpers compiled from their module file there)."""
+_HELPERS: dict[tuple[str, str | None], tuple[str, dict[str, object]]] = {}
+"""(kind, cache_dir()) -> `jit_helpers`' answer: a hash of the helpers' source (part of
+the identity of every kernel calling them) and the helpers, compiled from their module
+file there."""
 
 
-def _helpers() -> tuple[str, dict[str, object]]:
-    """The functions kernels call (`exp32`, `tanh32` from `kernels.vecmath`, `erf32`),
-    jit-compiled. Cached on disk as the kernels are, from a module file in `cache_dir()`
-    holding their source: a process compiling a new kernel loads them instead of
+def jit_helpers(
+    kind: str, source: Callable[[], str], fns: Sequence[tuple[str, Callable[..., object], set[str]]], names: Mapping[str, object], fallback: str
+) -> tuple[str, dict[str, object]]:
+    """Helper functions kernels call, jit-compiled once per process and cache directory:
+    `fns` gives each one's name in `source()`'s text, the function itself and its
+    fastmath flags. Cached on disk as kernels are, from a module file (`_module`, kind
+    `kind`) holding `source()`: a process compiling a new kernel loads them instead of
     compiling each again (0.11 s apiece, measured; a cached kernel holds their code
-    already). FMA contraction is allowed inside vecmath's (their error bound holds either
-    way), never in erf32's or the kernels' own statements."""
+    already). Each compiled helper replaces its name in that module, so a later helper
+    calls the compiled one. Without source to write (a frozen install) they compile in
+    memory, identified by `fallback`. One place for the fused and the row kernels'."""
     where = cache_dir()
-    got = _HELPERS.get(where)
+    got = _HELPERS.get((kind, where))
     if got is None:
         numba = _numba()
         assert numba is not None
         try:
-            source = f"{inspect.getsource(vecmath)}\n_P = {_P!r}\n_Q = {_Q!r}\n\n\n{inspect.getsource(_erf32_py)}"
-        except (OSError, TypeError):  # no source to write (a frozen install): compiled in memory
-            namespace, cache, identity = {"exp32": vecmath.exp32, "tanh32": vecmath.tanh32, "_erf32_py": _erf32_py}, False, vecmath.VERSION
+            text = source()
+        except (OSError, TypeError):
+            namespace, cache, identity = {name: fn for name, fn, _ in fns}, False, fallback
         else:
-            namespace, cache = _module("helpers", source, {})
-            identity = hashlib.sha256(source.encode()).hexdigest()
-        fns: dict[str, object] = {}
-        for key, name, fastmath in (("exp32", "exp32", {"contract"}), ("tanh32", "tanh32", {"contract"}), ("erf32", "_erf32_py", set())):
-            fns[key] = numba.njit(nogil=True, cache=cache, error_model="numpy", fastmath=fastmath)(namespace[name])  # type: ignore[attr-defined]
-        got = _HELPERS[where] = (identity, fns)
+            namespace, cache = _module(kind, text, names)
+            identity = hashlib.sha256(text.encode()).hexdigest()
+        out: dict[str, object] = {}
+        for name, _, fastmath in fns:
+            out[name] = namespace[name] = numba.njit(nogil=True, cache=cache, error_model="numpy", fastmath=fastmath)(namespace[name])  # type: ignore[attr-defined]
+        got = _HELPERS[(kind, where)] = (identity, out)
     return got
+
+
+def _helpers() -> tuple[str, dict[str, object]]:
+    """The functions kernels call (`exp32`, `tanh32` from `kernels.vecmath`, `erf32`),
+    jit-compiled (`jit_helpers`). FMA contraction is allowed inside vecmath's (their
+    error bound holds either way), never in erf32's or the kernels' own statements."""
+    identity, fns = jit_helpers(
+        "helpers",
+        lambda: f"{inspect.getsource(vecmath)}\n_P = {_P!r}\n_Q = {_Q!r}\n\n\n{inspect.getsource(_erf32_py)}",
+        [("exp32", vecmath.exp32, {"contract"}), ("tanh32", vecmath.tanh32, {"contract"}), ("_erf32_py", _erf32_py, set())],
+        {},
+        vecmath.VERSION,
+    )
+    return identity, {"exp32": fns["exp32"], "tanh32": fns["tanh32"], "erf32": fns["_erf32_py"]}
 
 
 def _vecmath() -> dict[str, object]:
@@ -407,21 +475,40 @@ def _module(kind: str, identity: str, names: Mapping[str, object], source: str |
     return namespace, cache
 
 
-def _compile(source: str) -> Callable[..., None]:
-    """The kernel of `source`, jit-compiled (once per process per source); from a file in
-    `cache_dir()` so that numba caches its machine code between processes."""
-    fn = _COMPILED.get(source)
-    if fn is not None:
-        return fn
+class KernelRefused(Exception):
+    """numba (or writing its module file) failed on a kernel's source: the caller takes
+    its numpy path. Never raised for a source that is not what shardc generates: that
+    is `UnsafeCodeError`, which callers let through (a forged cache entry: nothing of it
+    runs, and the user hears of it)."""
+
+
+def njit_kernel(kind: str, source: str, kits: Sequence[Callable[[], tuple[str, dict[str, object]]]]) -> Callable[..., None]:
+    """`source`'s `kernel`, checked (`_check`) and jit-compiled from a file in
+    `cache_dir()` (`_module`, kind `kind`) so that numba caches its machine code between
+    processes, with the helpers of `kits` (`_helpers`, `rows_run._row_helpers`) defined.
+    What the kernel calls is part of its identity, since numba's cache sees only
+    `source`: vecmath's version and each kit's hash name the file."""
     _check(source)  # a cache hit's kernels come from the entry: data until checked
     numba = _numba()
     assert numba is not None
-    # what the kernel calls is part of its identity: numba's cache only sees `source`
-    helpers, fns = _helpers()
-    namespace, cache = _module("kernel", f"{vecmath.VERSION}\n{helpers}\n{source}", {"np": np, "math": math, **fns}, source)
-    py = namespace["kernel"]
-    fn = numba.njit(nogil=True, cache=cache, error_model="numpy")(py)  # type: ignore[attr-defined]
-    _COMPILED[source] = fn
+    try:
+        ids: list[str] = []
+        names: dict[str, object] = {"np": np, "math": math}
+        for kit in kits:
+            identity, fns = kit()
+            ids.append(identity)
+            names.update(fns)
+        namespace, cache = _module(kind, "\n".join([vecmath.VERSION, *ids, source]), names, source)
+        return numba.njit(nogil=True, cache=cache, error_model="numpy")(namespace["kernel"])  # type: ignore[attr-defined,no-any-return]
+    except Exception as e:
+        raise KernelRefused(f"{kind}: {type(e).__name__}: {e}") from e
+
+
+def _compile(source: str) -> Callable[..., None]:
+    """The fused kernel of `source`, jit-compiled once per process (`njit_kernel`)."""
+    fn = _COMPILED.get(source)
+    if fn is None:
+        fn = _COMPILED[source] = njit_kernel("kernel", source, (_helpers,))
     return fn
 
 
@@ -437,7 +524,9 @@ def kernel_stats() -> dict[str, int]:
         out["signatures"] += n
         out["loaded"] += sum(st.cache_hits.values())
         out["compiled"] += sum(st.cache_misses.values())
-    for _, fns in list(_HELPERS.values()):
+    for (kind, _), (_, fns) in list(_HELPERS.items()):
+        if kind != "helpers":
+            continue  # the row kernels' helpers are not counted here
         out["helpers_compiled"] += sum(sum(f.stats.cache_misses.values()) for f in fns.values())  # type: ignore[attr-defined]
     return out
 

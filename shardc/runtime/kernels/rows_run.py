@@ -15,7 +15,6 @@ vectorizes no float max without fast-math), a NaN found by a vectorized count.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import math
 from collections.abc import Callable, Sequence
@@ -23,8 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shardc.runtime.codegen_safe import UnsafeCodeError
-from shardc.runtime.kernels import fused_run, vecmath
+from shardc.runtime.kernels import fused_run
 
 MIN_ELEMENTS = 1 << 15
 """Iteration spaces smaller than this run the chain's own ops (the numpy path or the
@@ -108,48 +106,28 @@ def rmin(b, n, m):  # type: ignore[no-untyped-def]
     return m0
 
 
-_ROW_HELPERS: dict[str | None, tuple[str, dict[str, object]]] = {}
-
-
 def _row_helpers() -> tuple[str, dict[str, object]]:
-    """rsum32/64, rmax, rmin jit-compiled (the sums with `reassoc`: vectorized), cached on disk
-    from a module file of their source as `fused_run._helpers` does."""
-    where = fused_run.cache_dir()
-    got = _ROW_HELPERS.get(where)
-    if got is None:
-        numba = fused_run._numba()  # pyright: ignore[reportPrivateUsage]
-        assert numba is not None
-        try:
-            source = "\n\n".join(inspect.getsource(f) for f in (rsum32, rsum64, rnan, rmax, rmin))
-        except (OSError, TypeError):
-            namespace, cache, identity = {"rsum32": rsum32, "rsum64": rsum64, "rnan": rnan, "rmax": rmax, "rmin": rmin}, False, "rows-1"
-        else:
-            namespace, cache = fused_run._module("rowhelpers", source, {"np": np})  # pyright: ignore[reportPrivateUsage]
-            identity = hashlib.sha256(source.encode()).hexdigest()
-        fns: dict[str, object] = {}
-        for name, fastmath in (("rsum32", {"reassoc"}), ("rsum64", {"reassoc"}), ("rnan", set()), ("rmax", set()), ("rmin", set())):
-            fns[name] = numba.njit(nogil=True, cache=cache, error_model="numpy", fastmath=fastmath)(namespace[name])  # type: ignore[attr-defined]
-            namespace[name] = fns[name]  # what the later helpers call (rmax calls rnan)
-        got = _ROW_HELPERS[where] = (identity, fns)
-    return got
+    """rsum32/64, rmax, rmin jit-compiled (`fused_run.jit_helpers`; the sums with
+    `reassoc`: vectorized; rmax and rmin call the compiled rnan)."""
+    fns = (rsum32, rsum64, rnan, rmax, rmin)
+    return fused_run.jit_helpers(
+        "rowhelpers",
+        lambda: "\n\n".join(inspect.getsource(f) for f in fns),
+        [(f.__name__, f, {"reassoc"} if f in (rsum32, rsum64) else set()) for f in fns],
+        {"np": np},
+        "rows-1",
+    )
 
 
 _COMPILED: dict[str, Callable[..., None]] = {}
 
 
 def _compile(source: str) -> Callable[..., None]:
-    """The kernel of `source`, jit-compiled once per process, cached by numba on disk."""
+    """The kernel of `source`, jit-compiled once per process (`fused_run.njit_kernel`),
+    cached by numba on disk."""
     fn = _COMPILED.get(source)
-    if fn is not None:
-        return fn
-    fused_run._check(source)  # pyright: ignore[reportPrivateUsage]  # from a cache entry: data until checked
-    numba = fused_run._numba()  # pyright: ignore[reportPrivateUsage]
-    assert numba is not None
-    h1, f1 = fused_run._helpers()  # pyright: ignore[reportPrivateUsage]
-    h2, f2 = _row_helpers()
-    namespace, cache = fused_run._module("rowkernel", f"{vecmath.VERSION}\n{h1}\n{h2}\n{source}", {"np": np, "math": math, **f1, **f2}, source)  # pyright: ignore[reportPrivateUsage]
-    fn = numba.njit(nogil=True, cache=cache, error_model="numpy")(namespace["kernel"])  # type: ignore[attr-defined]
-    _COMPILED[source] = fn
+    if fn is None:
+        fn = _COMPILED[source] = fused_run.njit_kernel("rowkernel", source, (fused_run._helpers, _row_helpers))  # pyright: ignore[reportPrivateUsage]
     return fn
 
 
@@ -195,11 +173,9 @@ class RowKernel:
         fn = self.fn
         if fn is None:
             with fused_run._LOCK:  # pyright: ignore[reportPrivateUsage]
-                try:
+                try:  # a forged source raises UnsafeCodeError: nothing of it runs
                     fn = self.fn = _compile(self.source)
-                except UnsafeCodeError:
-                    raise  # a forged cache entry: nothing of it runs, and the user hears of it
-                except Exception:  # numba refused it: the chain's own ops run
+                except fused_run.KernelRefused:  # the chain's own ops run
                     self._failed = True
                     return None
         outs = [np.empty(shape, dtype) for shape, dtype in self.outputs]

@@ -194,7 +194,7 @@ def test_a_name_in_a_literal_only_delays_its_del():
 
 
 def test_fusion_order_from_positions_agrees_with_walking_the_block():
-    from shardc.runtime.fusion import _after  # pyright: ignore[reportPrivateUsage]
+    from shardc.runtime.fusion import after
 
     m = parse_lowered(CHAIN)
     block = next(op for op in m.walk() if op.name == "func.func").regions[0].blocks.first
@@ -204,11 +204,11 @@ def test_fusion_order_from_positions_agrees_with_walking_the_block():
     generics = [op for op in ops if isinstance(op, linalg.GenericOp)]
     for consumer in generics:
         for user in ops:
-            assert _after(user, consumer, order) == _after(user, consumer)
+            assert after(user, consumer, order) == after(user, consumer)
         inner = consumer.body.block.last_op  # an op inside a generic climbs to it
         assert inner is not None
         for other in generics:
-            assert _after(inner, other, order) == _after(inner, other)
+            assert after(inner, other, order) == after(inner, other)
 
 
 # --- the step builder's ops ---------------------------------------------------------------

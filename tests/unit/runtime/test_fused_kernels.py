@@ -404,6 +404,6 @@ def test_a_refused_variant_takes_the_numpy_path(monkeypatch):
     ref = np.asarray(cm.call("f", x, y, yt))
     monkeypatch.setenv("SHARDC_KERNELS", "auto")
     real = fused._compile
-    monkeypatch.setattr(fused_run, "_compile", lambda src: (_ for _ in ()).throw(RuntimeError("refused")) if "[0, i1]" in src else real(src))
+    monkeypatch.setattr(fused_run, "_compile", lambda src: (_ for _ in ()).throw(fused_run.KernelRefused("refused")) if "[0, i1]" in src else real(src))
     assert spec.fused([x, y[None, :], yt.T, np.empty_like(x)], (M, N)) is None
     np.testing.assert_array_equal(np.asarray(cm.call("f", x, y, yt)), ref)
