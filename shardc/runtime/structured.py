@@ -314,15 +314,58 @@ def _scalar_constant(v: SSAValue) -> object:
     return None
 
 
+_SEGMENTED: dict[type, bool] = {}
+_SEGMENTS: dict[int, tuple[object, tuple[int, ...]]] = {}
+
+
+def _segmented(cls: type) -> bool:
+    """Whether `cls`'s operands are exactly `inputs` and `outputs`, their sizes in the
+    `operandSegmentSizes` property (linalg.generic and the named ops): what `ins_outs`
+    reads itself."""
+    ok = _SEGMENTED.get(cls)
+    if ok is None:
+        from xdsl.irdl import AttrSizedOperandSegments, VarOperandDef
+
+        try:
+            d = cls.get_irdl_definition()  # type: ignore[attr-defined]
+            ok = [n for n, _ in d.operands] == ["inputs", "outputs"] and all(isinstance(o, VarOperandDef) for _, o in d.operands)
+            ok = ok and any(isinstance(o, AttrSizedOperandSegments) and o.as_property for o in d.options)
+        except Exception:
+            ok = False
+        _SEGMENTED[cls] = ok
+    return ok
+
+
+def ins_outs(op: Operation) -> tuple[tuple[SSAValue, ...], tuple[SSAValue, ...]]:
+    """`(op.inputs, op.outputs)` of a structured op. IRDL decodes the segment sizes'
+    bytes again on every `op.inputs`/`op.outputs` read (18,000 reads compiling the GPT
+    step at n_layer 4); here they are decoded once per attribute."""
+    if _segmented(type(op)):
+        seg = op.properties.get("operandSegmentSizes")
+        got = _SEGMENTS.get(id(seg))
+        if got is None:  # the entry keeps `seg` alive: its id is not reused meanwhile
+            if len(_SEGMENTS) > 4096:
+                _SEGMENTS.clear()
+            got = _SEGMENTS[id(seg)] = (seg, tuple(seg.get_values()))  # type: ignore[union-attr]
+        n_in, n_out = got[1]
+        operands = op.operands
+        if len(operands) == n_in + n_out:
+            return tuple(operands[:n_in]), tuple(operands[n_in:])
+    return tuple(op.inputs), tuple(op.outputs)  # type: ignore[attr-defined]
+
+
 def _generic_iters(op: linalg.GenericOp) -> list[str]:
     return [str(t.data).split(".")[-1].lower() for t in op.get_iterator_types().data]
 
 
 def _onehot_source(v: SSAValue) -> _OneHotSrc | None:
     op = v.owner
-    if not isinstance(op, linalg.GenericOp) or len(op.results) != 1 or len(op.inputs) != 2 or len(op.outputs) != 1:
+    if not isinstance(op, linalg.GenericOp) or len(op.results) != 1:
         return None
-    if _is_memref(op.outputs[0]) or any(not is_shaped(x.type) for x in op.inputs):
+    inputs, outputs = ins_outs(op)
+    if len(inputs) != 2 or len(outputs) != 1:
+        return None
+    if _is_memref(outputs[0]) or any(not is_shaped(x.type) for x in inputs):
         return None
     try:
         if any(t != "parallel" for t in _generic_iters(op)):
@@ -348,7 +391,7 @@ def _onehot_source(v: SSAValue) -> _OneHotSrc | None:
     for j in (1, 0):  # the ids: one dim, which the tokens do not index
         ids_map, tok_map = maps[j], maps[1 - j]
         if len(ids_map) == 1 and ids_map[0] not in tok_map and set(tok_map) | set(ids_map) == set(maps[2]):
-            return _OneHotSrc(op.inputs[1 - j], op.inputs[j], tok_map, ids_map, maps[2], np_dtype(elem_type(op.outputs[0].type)))
+            return _OneHotSrc(inputs[1 - j], inputs[j], tok_map, ids_map, maps[2], np_dtype(elem_type(outputs[0].type)))
     return None
 
 
@@ -398,7 +441,8 @@ def _onehot_elided(op: Operation) -> bool:
             return False
         try:
             maps = maps_of(user, user.get_indexing_maps().data)
-            found = _onehot_use(list(user.inputs), list(user.outputs), maps, _generic_iters(user), user.body.block)
+            user_ins, user_outs = ins_outs(user)
+            found = _onehot_use(list(user_ins), list(user_outs), maps, _generic_iters(user), user.body.block)
         except Exception:
             return False
         if found is None or found[0] != use.index:

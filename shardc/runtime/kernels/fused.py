@@ -117,6 +117,18 @@ _CMPI: dict[int, str] = {0: "({0} == {1})", 1: "({0} != {1})", 2: "({0} < {1})",
 _DTYPES: dict[str, str] = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32", "int64": "np.int64", "bool": "np.bool_"}
 
 
+_NAMES: dict[np.dtype, str] = {}
+
+
+def _name(dt: np.dtype) -> str:
+    """`dt.name`, remembered: numpy computes it in Python on every read (5,000 reads
+    building the GPT step's kernels at n_layer 4)."""
+    name = _NAMES.get(dt)
+    if name is None:
+        name = _NAMES[dt] = dt.name
+    return name
+
+
 def _dtype(t: Attribute) -> np.dtype | None:
     """The runtime's dtype of `t` (`np_dtype`), None where it has none; callers keep only
     the `_DTYPES` a kernel handles."""
@@ -148,7 +160,7 @@ def build_kernel(
 
     def constant(op: Operation) -> bool:
         val, dt = getattr(op, "value", None), _dtype(op.results[0].type)
-        if not isinstance(val, FloatAttr | IntegerAttr) or dt is None or dt.name not in _DTYPES:
+        if not isinstance(val, FloatAttr | IntegerAttr) or dt is None or _name(dt) not in _DTYPES:
             return False
         q, x = len(params), f"x{next(counter)}"
         params.append(("const", np.asarray(val.value.data, dtype=dt)[()]))
@@ -160,7 +172,7 @@ def build_kernel(
         if arg.first_use is None:
             continue
         dt = _dtype(arg.type)
-        if dt is None or dt.name not in _DTYPES:
+        if dt is None or _name(dt) not in _DTYPES:
             return None
         q, x = len(params), f"x{next(counter)}"
         names[arg] = x
@@ -170,7 +182,7 @@ def build_kernel(
             varying.add(arg)
         else:
             params.append(("scalar", k))
-            pre.append(f"{x} = {_DTYPES[dt.name]}(q{q})")
+            pre.append(f"{x} = {_DTYPES[_name(dt)]}(q{q})")
     # Stages in order: ("k", [(result, statement, operands)]) or ("u", op).
     stages: list[tuple[str, object]] = []
     n_varying = 0
@@ -179,7 +191,7 @@ def build_kernel(
             return None
         res = op.results[0]
         dt = _dtype(res.type)
-        if dt is None or dt.name not in _DTYPES:
+        if dt is None or _name(dt) not in _DTYPES:
             return None
         operands = list(op.operands)
         for o in operands:
@@ -191,7 +203,7 @@ def build_kernel(
             continue
         vary = any(o in varying for o in operands)
         a = [names[o] for o in operands]
-        if vary and type(op) in _UFUNC and not (dt.name == "float32" and type(op) in _VEC32):
+        if vary and type(op) in _UFUNC and not (_name(dt) == "float32" and type(op) in _VEC32):
             names[res] = f"x{next(counter)}"
             varying.add(res)
             stages.append(("u", op))
@@ -203,8 +215,8 @@ def build_kernel(
             expr = _UNARY[type(op)].format(*a)
         elif vary and type(op) in _VEC32:  # float32: the cases above took the rest
             expr = _VEC32[type(op)].format(*a)
-        elif isinstance(op, mathd.ErfOp) and dt.name in _ERF:
-            expr = _ERF[dt.name].format(*a)
+        elif isinstance(op, mathd.ErfOp) and _name(dt) in _ERF:
+            expr = _ERF[_name(dt)].format(*a)
         elif not vary and type(op) in _SCALAR:
             expr = _SCALAR[type(op)].format(*a)
         elif isinstance(op, _CAST):
@@ -218,7 +230,7 @@ def build_kernel(
         else:
             return None
         x = names[res] = f"x{next(counter)}"
-        stmt = f"{x} = {_DTYPES[dt.name]}({expr})"
+        stmt = f"{x} = {_DTYPES[_name(dt)]}({expr})"
         if not vary:
             pre.append(stmt)
             continue

@@ -9,7 +9,7 @@ from xdsl.dialects.builtin import ShapedType
 from xdsl.ir import Operation
 
 from shardc.runtime.compile import FunctionBuilder, compile_error, register, single_block
-from shardc.runtime.structured import Map, emit_structured, maps_of
+from shardc.runtime.structured import Map, emit_structured, ins_outs, maps_of
 
 
 @register(LinalgStructuredOperation)
@@ -21,7 +21,8 @@ def _structured(op: Operation, g: FunctionBuilder) -> None:
     except Exception as e:  # xDSL helpers may fail on unusual ops
         raise compile_error(op, f"operation is not supported by the numpy runtime (its indexing maps are unreadable: {e!r})") from None
     maps = maps_of(op, attr.data)
-    emit_structured(op, g, list(op.inputs), list(op.outputs), maps, [i.split(".")[-1].lower() for i in iters], single_block(op.body))
+    ins, outs = ins_outs(op)
+    emit_structured(op, g, list(ins), list(outs), maps, [i.split(".")[-1].lower() for i in iters], single_block(op.body))
 
 
 @register(linalg.BroadcastOp)

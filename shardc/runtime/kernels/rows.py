@@ -36,6 +36,7 @@ from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
 
 from shardc.runtime.kernels.fused import _BINARY, _CAST, _CMPF, _CMPI, _DTYPES, _ERF, _UNARY, _VEC32, _check, _dtype
 from shardc.runtime.kernels.rows_run import RowKernel
+from shardc.runtime.structured import ins_outs
 
 _LIBM: dict[type[Operation], str] = {mathd.ExpOp: "math.exp({0})", mathd.LogOp: "math.log({0})", mathd.TanhOp: "math.tanh({0})"}
 _COMBINE: dict[type[Operation], str] = {arith.AddfOp: "rsum", arith.MaximumfOp: "rmax", arith.MinimumfOp: "rmin"}
@@ -62,11 +63,12 @@ def classify(op: Operation, space: tuple[int, ...]) -> str | None:
     iters = [t.data for t in op.iterator_types.data]  # pyright: ignore[reportUnknownMemberType]
     if len(iters) not in (k, k + 1):
         return None
-    outs = [static_shape(v) for v in op.outputs]
+    inputs, outputs = ins_outs(op)
+    outs = [static_shape(v) for v in outputs]
     if any(o is None or len(o) not in (k, k + 1) for o in outs):
         return None
     maps = [m.data for m in op.indexing_maps.data]
-    n_in = len(op.inputs)
+    n_in = len(inputs)
     body = list(op.body.block.ops)
     comb = body[-1].operands[0].owner if len(body[-1].operands) == 1 else None
     if any(not isinstance(o, _BODY_OPS) for o in body[:-1] if o is not comb or type(o) not in _COMBINE):
@@ -85,13 +87,13 @@ def classify(op: Operation, space: tuple[int, ...]) -> str | None:
         return None
     if len(iters) != k + 1 or iters[-1] != IteratorType.REDUCTION or any(t != IteratorType.PARALLEL for t in iters[:-1]):
         return None
-    if len(op.outputs) != 1 or outs[0] not in (rows, (*rows, 1)) or type(comb) not in _COMBINE:
+    if len(outputs) != 1 or outs[0] not in (rows, (*rows, 1)) or type(comb) not in _COMBINE:
         return None
     row_map = ident[:k] if outs[0] == rows else [*ident[:k], AffineConstantExpr(0)]
     if list(maps[n_in].results) != row_map:
         return None
     # every input full, through the identity (a matmul's operands are projections)
-    if any(static_shape(v) != space or list(m.results) != ident for v, m in zip(op.inputs, maps[:n_in])):
+    if any(static_shape(v) != space or list(m.results) != ident for v, m in zip(inputs, maps[:n_in])):
         return None
     return RED
 
@@ -281,9 +283,10 @@ def build_row_kernel(
             return None
         assert isinstance(op, GenericOp)
         block = op.body.block
-        n_in = len(op.inputs)
+        op_ins, op_outs = ins_outs(op)
+        n_in = len(op_ins)
         maps = [m.data for m in op.indexing_maps.data]
-        for arg, v, m in zip(block.args[:n_in], op.inputs, maps[:n_in]):
+        for arg, v, m in zip(block.args[:n_in], op_ins, maps[:n_in]):
             if arg.first_use is not None and not bind_operand(arg, v, m, kind):
                 return None
         term = block.last_op
@@ -297,7 +300,7 @@ def build_row_kernel(
             e = comb.operands[1] if comb.operands[0] is acc else comb.operands[0] if comb.operands[1] is acc else None
             if e is None or e is acc:
                 return None
-            init = op.outputs[0]
+            init = op_outs[0]
             if init in info or not bind_operand(acc, init, maps[n_in], ROW):
                 return None
             if info[acc].space != "row":
