@@ -10,9 +10,10 @@ off, no interpreter teardown: `os._exit`), so they count the imports alone. Runs
 interleaved (order alternating); each case reports median wall and CPU seconds and its
 least CPU (the figure to compare on a shared machine: load only adds to it). Bytecode
 is compiled first (`compileall`), as an installed package has it even where
-PYTHONDONTWRITEBYTECODE is set.
+PYTHONDONTWRITEBYTECODE is set. `--parts` adds cold runs with each part of
+`shardc.tools.fast_start` left out in turn (and both), to give each part's share.
 
-    python bench/startup.py [--runs 15] [--compare-with DIR]
+    python bench/startup.py [--runs 15] [--compare-with DIR] [--parts]
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ _OTHER_TREE = (
     "sys.path.insert(0, {root!r}); from shardc.tools.opt import main; sys.exit(main())"
 )
 
+# shardc-opt with only some parts of its start-up help: the first `install` call decides.
+_PARTS = (
+    "import sys; from shardc.tools import fast_start; fast_start.install(reuse_code={code}, lazy={lazy}); "
+    "from shardc.tools.opt import main; sys.exit(main())"
+)
+
 
 def main() -> int:
     from shardc.testing.oracle import _env, find_mlir_opt  # pyright: ignore[reportPrivateUsage]
@@ -46,6 +53,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=15)
     p.add_argument("--compare-with", metavar="DIR", help="a shardc source tree (say `git archive OLD shardc | tar -x -C DIR`) timed cold side by side")
+    p.add_argument("--parts", action="store_true", help="also time cold runs with each part of shardc.tools.fast_start off")
     a = p.parse_args()
     compileall.compile_dir(str(ROOT / "shardc"), quiet=1)
     src = str(ROOT / "examples" / "mlp.mlir")
@@ -66,6 +74,9 @@ def main() -> int:
         "python importing xDSL builtin+parser+printer": ([py, "-c", floor.format("import xdsl.dialects.builtin, xdsl.parser, xdsl.printer")], None),
         "python importing the dialects mlp.mlir uses": ([py, "-c", floor.format(dialects)], None),
     }
+    if a.parts:
+        for label, code, lazy in (("all parts", True, "fast_start.LAZY"), ("no code reuse", False, "fast_start.LAZY"), ("no lazy math", True, "frozenset()"), ("neither", False, "frozenset()")):
+            cases[f"(parts) cold, {label}"] = ([py, "-c", _PARTS.format(code=code, lazy=lazy), src, *flags], cold)
     if a.compare_with:
         other = str(Path(a.compare_with).resolve())
         compileall.compile_dir(other, quiet=1)
@@ -92,6 +103,10 @@ def main() -> int:
         (w1, c1), (w2, c2) = med["shardc-opt mlp.mlir, cold"], med["(compared tree) shardc-opt mlp.mlir, cold"]
         l1, l2 = least["shardc-opt mlp.mlir, cold"], least["(compared tree) shardc-opt mlp.mlir, cold"]
         print(f"this tree / compared tree, cold: {w1 / w2:.2f}x wall, {c1 / c2:.2f}x CPU (median), {l1 / l2:.2f}x least CPU")
+    if a.parts:
+        for key in ("no code reuse", "no lazy math", "neither"):
+            pairs = [o / b for (o, _), (b, _) in zip(times[f"(parts) cold, {key}"], times["(parts) cold, all parts"])]
+            print(f"(parts) {key} / all parts, CPU, per round: median {statistics.median(pairs):.3f}x (range {min(pairs):.3f}-{max(pairs):.3f})")
     scratch.cleanup()
     return 0
 

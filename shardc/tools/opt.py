@@ -13,7 +13,9 @@ What it gives:
   reads a static table, interface models and op formats load with their first op; run
   as a command, results come from a cache (`shardc.tools.opt_cache`) when the input,
   the command line and the compiler are the same as before, the cyclic collector stays
-  off and the process ends without the interpreter's teardown (`exit_now`).
+  off and the process ends without the interpreter's teardown (`exit_now`); a command
+  that compiles compiles each dataclass method text of xDSL's classes once and loads
+  xDSL's math dialect on first use (`shardc.tools.fast_start`).
 """
 
 from __future__ import annotations
@@ -294,12 +296,13 @@ def main(argv: Sequence[str] | None = None, *, cache: bool | None = None) -> int
     args = list(sys.argv[1:] if command else argv)
     if cache is None:
         cache = command
+    run = run_command if command else run_main
     if cache:
         from shardc.tools.opt_cache import cached_main
 
-        code = cached_main(args, run_main)
+        code = cached_main(args, run)
     else:
-        code = run_main(args)
+        code = run(args)
     if command:
         exit_now(code)
     return code
@@ -324,6 +327,16 @@ def exit_now(code: int) -> int:
     except Exception:  # noqa: BLE001 - leave it to the interpreter's exit
         return code
     os._exit(code)
+
+
+def run_command(args: list[str], data: bytes | None = None, recording: Recording | None = None) -> int:
+    """`run_main` in a process that is only this command: xDSL's classes are defined with
+    each dataclass method text compiled once and its math dialect loaded on first use
+    (`shardc.tools.fast_start`; library calls of `main` leave them as they are)."""
+    from shardc.tools import fast_start
+
+    fast_start.install()
+    return run_main(args, data, recording)
 
 
 def run_main(args: list[str], data: bytes | None = None, recording: Recording | None = None) -> int:
