@@ -519,6 +519,13 @@ def _successors(block: Block) -> Sequence[Block]:
 
 
 def simplify_regions(regions: Sequence[Region]) -> bool:
+    """Erase unreachable blocks, then dead ops and block arguments. The liveness
+    analysis runs first: when every region it walked has one block (the common case),
+    no block can be unreachable, so its result stands and the walk looking for
+    unreachable blocks is skipped; otherwise both steps run in MLIR's order."""
+    liveness = _analyse(regions)
+    if not liveness.multi_block:
+        return _delete_dead(regions, liveness)
     erased_blocks = erase_unreachable_blocks(regions)
     erased_dead = run_region_dce(regions)
     return erased_blocks or erased_dead
@@ -589,6 +596,13 @@ class _Liveness:
         the regions until nothing changes."""
         self.probed_dead: list[SSAValue] = []
         """Values `value` found dead during the current walk, in order."""
+        self.dead_ops: list[Operation] = []
+        """Removable ops that were not live when a walk visited them, in the order of the
+        walks (the deletion's order: reverse, a live op's regions at its place). Liveness
+        only grows, so the dead ops of the fixed point are those still not live."""
+        self.multi_block = False
+        """Whether a walk met a region with several blocks (successor operands and block
+        arguments may die there: only the whole deletion walk handles those)."""
 
     def mark(self, item: int) -> None:
         if item not in self.live:
@@ -654,11 +668,15 @@ class _Liveness:
             self.value(result)
             if id(result) in self.live:
                 self.mark(key)
+        if key not in self.live:
+            self.dead_ops.append(op)
 
     def region(self, region: Region) -> None:
         entry = region.blocks.first
         if entry is None:
             return
+        if entry.next_block is not None:
+            self.multi_block = True
         for block in _reachable_post_order(entry):
             for op in reversed(block.ops):  # the analysis changes no op
                 self.op(op)
@@ -677,6 +695,11 @@ def run_region_dce(regions: Sequence[Region]) -> bool:
     """MLIR's runRegionDCE: propagate liveness to a fixed point, then delete the dead.
     A walk that marked something is followed by a re-check of what it found dead
     instead of a whole second walk, unless that re-check finds something live."""
+    return _delete_dead(regions, _analyse(regions))
+
+
+def _analyse(regions: Sequence[Region]) -> _Liveness:
+    """Liveness of `regions` at its fixed point (the IR is not changed)."""
     liveness = _Liveness()
     liveness.changed = True
     while liveness.changed:
@@ -686,10 +709,61 @@ def run_region_dce(regions: Sequence[Region]) -> bool:
             liveness.region(region)
         if liveness.changed:
             liveness.changed = liveness.recheck()
-    return _delete_dead(regions, liveness)
+    return liveness
 
 
 def _delete_dead(regions: Sequence[Region], liveness: _Liveness) -> bool:
+    """Erase what the liveness analysis left dead. Where every region walked had one
+    block, only ops can be dead, and the analysis listed them (`dead_ops`) in the order
+    the deletion walk would meet them: erasing those alone is that walk's result without
+    visiting every op again (most runs find nothing dead)."""
+    if liveness.multi_block:
+        return _delete_dead_walk(regions, liveness)
+    return _delete_listed(liveness)
+
+
+def _erase_dead_op(op: Operation) -> None:
+    for result in op.results:
+        for use in list(result.uses):
+            use.operation.operands[use.index] = ErasedSSAValue(result.type, result)
+    block = op.parent
+    assert block is not None
+    block.erase_op(op, safe_erase=False)
+
+
+def _delete_listed(liveness: _Liveness) -> bool:
+    """`_delete_dead_walk` for single-block regions: the listed ops still dead, skipping
+    those inside another dead op (erased with it)."""
+    live = liveness.live
+    dead: dict[int, Operation] = {}
+    for op in liveness.dead_ops:
+        key = id(op)
+        if key not in live and key not in dead:
+            dead[key] = op
+    if not dead:
+        return False
+    for op in list(dead.values()):
+        if _inside_any(op, dead):
+            continue
+        _erase_dead_op(op)
+    return True
+
+
+def _inside_any(op: Operation, ops: dict[int, Operation]) -> bool:
+    """Whether an op enclosing `op` is one of `ops` (by id)."""
+    block = op.parent
+    while block is not None:
+        region = block.parent
+        parent = region.parent if region is not None else None
+        if parent is None:
+            return False
+        if id(parent) in ops:
+            return True
+        block = parent.parent
+    return False
+
+
+def _delete_dead_walk(regions: Sequence[Region], liveness: _Liveness) -> bool:
     erased = False
     for region in regions:
         entry = region.blocks.first
@@ -702,14 +776,9 @@ def _delete_dead(regions: Sequence[Region], liveness: _Liveness) -> bool:
             for op in reversed(list(block.ops)):
                 if id(op) not in liveness.live:
                     erased = True
-                    for result in op.results:
-                        for use in list(result.uses):
-                            use.operation.operands[use.index] = ErasedSSAValue(
-                                result.type, result
-                            )
-                    block.erase_op(op, safe_erase=False)
+                    _erase_dead_op(op)
                 else:
-                    erased |= _delete_dead(op.regions, liveness)
+                    erased |= _delete_dead_walk(op.regions, liveness)
         for block in list(region.blocks)[1:]:
             for arg in reversed(block.args):
                 if id(arg) not in liveness.live:

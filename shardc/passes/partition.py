@@ -462,7 +462,7 @@ def partition_function(function: func.FuncOp) -> None:
     except DiagnosticError:
         _erase_blocks(region, new_blocks)  # the function stays as it was
         raise
-    _erase_blocks(region, blocks)
+    _drop_original_blocks(region, blocks, whole=len(numbers) == len(blocks))
     if not blocks:
         return
     returned = next(
@@ -497,6 +497,20 @@ def _erase_blocks(region: Region, blocks: Sequence[Block]) -> None:
     erases them, so each op is visited twice (not three times over)."""
     for block in blocks:
         region.erase_block(block, safe_erase=False)
+
+
+def _drop_original_blocks(region: Region, blocks: Sequence[Block], whole: bool) -> None:
+    """Remove the original blocks once their partitioned copies are in place. When they
+    were the whole body (`whole`: every block was partitioned), the function being
+    isolated from above, each operand of their ops is a value of theirs, which nothing
+    left reads: dropping those uses one by one and marking each result erased changes
+    nothing that stays, so the blocks are only detached (the garbage collector takes
+    them). Otherwise a kept block may define values they read: erased as usual."""
+    if not whole:
+        _erase_blocks(region, blocks)
+        return
+    for block in blocks:
+        region.detach_block(block)
 
 
 @dataclass(frozen=True)
