@@ -233,14 +233,25 @@ def render_group(nest: object, params: Sequence[tuple[str, object]], writes: Seq
     lines = [sig, *pre, f"    for m in range(len(q{arrays[0]})):"]
     lines += [f"        a{q} = q{q}[m]" for q in arrays]
     lines += [f"        b{k} = w{k}[m]" for k in writes]
-    lines.append("        for i1 in range(r0[m, 0]):")
-    lines += [f"            i{2 + t} = i1 * r0[m, {2 + t}]" for t in range(len(arrays))]
-    lines.append(f"            i{2 + len(arrays)} = i1 * r0[m, 1]")
+    # A contiguous member (one row) indexes every array by `i0` alone: with an offset
+    # of its own per array LLVM vectorises the loop only behind a runtime overlap test
+    # of every pair of arrays, which it gives up on for AdamW's seven (the 1-rank step
+    # measured 3-6% slower with the rows loop alone).
+    lines.append("        if r0[m, 0] == 1:")
     lines.append("            for i0 in range(r0[m, 1]):")
     for name, array, _q in n.loads:
-        lines.append(f"                {name} = {_member(array)}[{at[array]} + i0]")
+        lines.append(f"                {name} = {_member(array)}[i0]")
     lines += [f"                {stmt}" for _, stmt, _ in n.body]
-    lines += [f"                {_member(array)}[{at[array]} + i0] = {name}" for array, name in n.stores]
+    lines += [f"                {_member(array)}[i0] = {name}" for array, name in n.stores]
+    lines.append("        else:")
+    lines.append("            for i1 in range(r0[m, 0]):")
+    lines += [f"                i{2 + t} = i1 * r0[m, {2 + t}]" for t in range(len(arrays))]
+    lines.append(f"                i{2 + len(arrays)} = i1 * r0[m, 1]")
+    lines.append("                for i0 in range(r0[m, 1]):")
+    for name, array, _q in n.loads:
+        lines.append(f"                    {name} = {_member(array)}[{at[array]} + i0]")
+    lines += [f"                    {stmt}" for _, stmt, _ in n.body]
+    lines += [f"                    {_member(array)}[{at[array]} + i0] = {name}" for array, name in n.stores]
     return "\n".join(lines) + "\n"
 
 
