@@ -298,7 +298,7 @@ class RankState:
         # Writing them here (np.full) made the state 2-3 s slower under load and the
         # first step no faster by as much (bench/compile_startup.py, paired): not done.
         self.mu = [np.zeros(program.local_shape(s.shape, lay.update, rank), dt) for s, lay in zip(program.specs, program.layouts)]
-        self.nu = [np.zeros_like(m) for m in self.mu]
+        self.nu = [np.zeros(m.shape, m.dtype) for m in self.mu]  # not zeros_like: it writes the zeros
         self.vocab_ids = np.arange(program.model.vocab_size, dtype=np.int32)
         self.step = 0
 
