@@ -548,19 +548,19 @@ def _option_signature(memo: dict[str, dict], impl: ShardingInterface, op: Operat
     """A number shared by the ops `_default_sharding_option` cannot tell apart: it reads
     of an op only its maps, its loop count, its operand count and whether the interface
     check passes (once per op inside `pass_cache`)."""
-    signatures = memo["option_sig"]
-    found = signatures.get(op)
-    if found is None:
-        key = (
-            type(impl),
-            tuple(indexing_maps(impl, op)),
-            len(loop_iterator_types(impl, op)),
-            len(op.operands),
-            verify_sharding_interface_impl(impl, op),
-        )
-        ids = memo["option_sig_ids"]
-        found = signatures[op] = ids.setdefault(key, len(ids))
-    return found
+    return _signature(
+        memo,
+        "option_sig",
+        op,
+        lambda: (type(impl), tuple(indexing_maps(impl, op)), len(loop_iterator_types(impl, op)), len(op.operands), verify_sharding_interface_impl(impl, op)),
+    )
+
+
+def _signature(memo: dict[str, dict], table: str, op: Operation, key: Callable[[], object]) -> int:
+    """The number of `op`'s `key()` (computed once per op, `_memoized`): one per distinct
+    key, numbered in `memo[table + "_ids"]`."""
+    ids = memo[table + "_ids"]
+    return _memoized(table, op, lambda: ids.setdefault(key(), len(ids)))
 
 
 def _default_sharding_option(
@@ -727,17 +727,12 @@ def _annotation_signature(memo: dict[str, dict], impl: ShardingInterface, op: Op
     """A number shared by the ops `_sharding_annotations` cannot tell apart: the option
     signature (maps, loop and operand counts) and the operand and result type keys
     (once per op inside `pass_cache`)."""
-    signatures = memo["annotation_sig"]
-    found = signatures.get(op)
-    if found is None:
-        key = (
-            _option_signature(memo, impl, op),
-            tuple([_type_key(v.type) for v in op.operands]),
-            tuple([_type_key(r.type) for r in op.results]),
-        )
-        ids = memo["annotation_sig_ids"]
-        found = signatures[op] = ids.setdefault(key, len(ids))
-    return found
+    return _signature(
+        memo,
+        "annotation_sig",
+        op,
+        lambda: (_option_signature(memo, impl, op), tuple([_type_key(v.type) for v in op.operands]), tuple([_type_key(r.type) for r in op.results])),
+    )
 
 
 def _sharding_annotations(

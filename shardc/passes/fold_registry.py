@@ -134,23 +134,24 @@ def registered_constant(cls: type[Operation]) -> Callable[[Operation], Attribute
     return _first(_CONSTANTS, cls, "constant")
 
 
-_NOT_REGISTERED = object()
+NOT_REGISTERED = object()
+"""`effect_free_entry` of a class with no effect-free registration."""
 
 
 def registered_effect_free(op: Operation) -> bool:
-    found = _effect_free_entry(type(op))
-    if found is _NOT_REGISTERED:
+    found = effect_free_entry(type(op))
+    if found is NOT_REGISTERED:
         return False
     return found is None or found(op)  # type: ignore[operator]
 
 
-def _effect_free_entry(cls: type[Operation]) -> object:
-    """The `when` of the nearest registered class (None: always), or _NOT_REGISTERED."""
+def effect_free_entry(cls: type[Operation]) -> object:
+    """The `when` of the nearest registered class (None: always), or NOT_REGISTERED."""
     key = ("effect_free_entry", cls)
     found = _LOOKUPS.get(key, _MISSING)
     if found is _MISSING:
         _load()
-        found = next((_EFFECT_FREE[k] for k in cls.__mro__ if k in _EFFECT_FREE), _NOT_REGISTERED)
+        found = next((_EFFECT_FREE[k] for k in cls.__mro__ if k in _EFFECT_FREE), NOT_REGISTERED)
         _LOOKUPS[key] = found
     return found
 
@@ -161,6 +162,17 @@ def replaces_native_patterns(cls: type[Operation]) -> bool:
     found = _LOOKUPS.get(key)
     if found is None:
         found = _LOOKUPS[key] = any(klass in _REPLACED for klass in cls.__mro__)
+    return found  # type: ignore[return-value]
+
+
+def per_class(name: str, cls: type[Operation], compute: Callable[[], T]) -> T:
+    """`compute()`, remembered per `name` and class until the next registration: for
+    what other modules derive from an op's class and the registrations (the folding
+    driver's per-class answers)."""
+    key = (name, cls)
+    found = _LOOKUPS.get(key, _MISSING)
+    if found is _MISSING:
+        found = _LOOKUPS[key] = compute()
     return found  # type: ignore[return-value]
 
 

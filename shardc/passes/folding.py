@@ -37,9 +37,9 @@ from xdsl.traits import (
 )
 
 from shardc.passes.fold_registry import (
-    _LOOKUPS,  # pyright: ignore[reportPrivateUsage]
-    _NOT_REGISTERED,  # pyright: ignore[reportPrivateUsage]
-    _effect_free_entry,  # pyright: ignore[reportPrivateUsage]
+    NOT_REGISTERED,
+    effect_free_entry,
+    per_class,
     registered_constant,
     registered_effect_free,
     registered_folder,
@@ -111,11 +111,7 @@ def constant_value(value: SSAValue) -> Attribute | None:
     cls = type(op)
     # Most values are results of ops that are neither registered constants nor
     # ConstantLike: answered by one lookup per class (cleared with the registry's).
-    key = ("maybe_constant", cls)
-    maybe = _LOOKUPS.get(key)
-    if maybe is None:
-        maybe = _LOOKUPS[key] = registered_constant(cls) is not None or has_trait(op, ConstantLike, False)
-    if not maybe:
+    if not per_class("maybe_constant", cls, lambda: registered_constant(cls) is not None or has_trait(op, ConstantLike, False)):
         return None
     value_of = registered_constant(cls)
     if value_of is not None:
@@ -190,26 +186,25 @@ _STATIC_EFFECTS = {
 
 def _effects_of_class(cls: type[Operation], op: Operation) -> tuple[bool, object]:
     """(has RecursiveMemoryEffect, `_own_effects_are_droppable` where every op of `cls`
-    answers alike, else `_PER_OP`), once per class. Kept in the fold registry's lookup
-    table, which a registration (of an effect-free class, say) clears."""
-    key = ("effects_of_class", cls)
-    found = _LOOKUPS.get(key)
-    if found is not None:
-        return found  # type: ignore[return-value]
+    answers alike, else `_PER_OP`), once per class (`per_class`: a registration, of an
+    effect-free class say, clears it)."""
+    return per_class("effects_of_class", cls, lambda: _class_effects(cls, op))
+
+
+def _class_effects(cls: type[Operation], op: Operation) -> tuple[bool, object]:
     recursive = has_trait(op, RecursiveMemoryEffect)
     own: object = _PER_OP
-    entry = _effect_free_entry(cls)
+    entry = effect_free_entry(cls)
     if entry is None:  # registered effect-free, unconditionally
         own = True
-    elif entry is _NOT_REGISTERED:
+    elif entry is NOT_REGISTERED:
         traits = [t for t in traits_of_type(op, MemoryEffect) if not isinstance(t, RecursiveMemoryEffect)]
         kinds = [_STATIC_EFFECTS.get(getattr(type(t).get_effects, "__func__", None)) for t in traits]
         if not traits:
             own = None
         elif all(k is not None for k in kinds):
             own = all(kind is MemoryEffectKind.READ for k in kinds for kind in k)  # type: ignore[union-attr]
-    found = _LOOKUPS[key] = (recursive, own)
-    return found
+    return recursive, own
 
 
 def would_be_trivially_dead(root: Operation) -> bool:
@@ -348,17 +343,17 @@ def may_fold(op: Operation) -> bool:
     greedy driver pops thousands of ops (`linalg.yield`, `tensor.empty`, the structured
     ops) that can never fold; once per class, in the registry's lookup table."""
     cls = type(op)
-    key = ("may_fold", cls)
-    found = _LOOKUPS.get(key)
-    if found is None:
-        found = _LOOKUPS[key] = (
+    return per_class(
+        "may_fold",
+        cls,
+        lambda: (
             _is(_IS_UNREGISTERED, UnregisteredOp, op)  # named per op: commutative by name
             or registered_folder(cls) is not None
             or _is(_IS_INT_BINARY, arith.SignlessIntegerBinaryOperation, op)
             or get_trait(op, HasFolder) is not None
             or is_commutative(op)
-        )
-    return found  # type: ignore[return-value]
+        ),
+    )
 
 
 def try_fold(op: Operation) -> FoldResult | None:
