@@ -15,6 +15,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, base, irdl_op_definition, operand_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
 
+from shardc.dialects.lazy_format import lazy_format_op_definition
 from shardc.dialects.overlays import extend_dialect, op_error
 
 
@@ -27,7 +28,7 @@ class RemfOp(xarith.FloatingPointLikeBinaryOperation):
     traits = traits_def(Pure())
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class IndexCastUIOp(IRDLOperation):
     """index_cast that zero-extends instead of sign-extending."""
 
@@ -51,7 +52,7 @@ class IndexCastUIOp(IRDLOperation):
             )
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class TruncIOp(xarith.TruncIOp):
     """xDSL's arith.trunci with MLIR's `overflowFlags` property (default `none`)."""
 

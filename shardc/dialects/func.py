@@ -47,6 +47,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from shardc.dialects.lazy_format import lazy_format_op_definition
 from shardc.dialects.overlays import extend_dialect
 
 _RESERVED = ("sym_name", "function_type", "sym_visibility", "arg_attrs", "res_attrs")
@@ -311,7 +312,7 @@ class _ConstantSymbolUse(SymbolUserOpInterface):
             )
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class ConstantOp(IRDLOperation):
     """A function symbol as an SSA value: `%f = constant @g : (i32) -> i32`."""
 

@@ -60,6 +60,7 @@ from xdsl.traits import (
     SymbolOpInterface,
 )
 
+from shardc.dialects.lazy_format import lazy_format_op_definition
 from shardc.dialects.overlays import extend_dialect
 from shardc.dialects.overlays import op_error as _error
 
@@ -99,7 +100,7 @@ def cast_compatible(source: Attribute, dest: Attribute) -> bool:
     )
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class CopyOp(xmemref.CopyOp):
     """Copy `source` into `target` (ranked or unranked memrefs of one shape and type)."""
 
@@ -124,7 +125,7 @@ class CopyOp(xmemref.CopyOp):
                 raise _error(self, "requires the same shape for all operands")
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class CastOp(xmemref.CastOp):
     """Change static/dynamic sizes, strides or rankedness without touching the data."""
 
@@ -180,7 +181,7 @@ class Reassociation(CustomDirective):
         )
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class CollapseShapeOp(xmemref.CollapseShapeOp):
     """xDSL's memref.collapse_shape, printing `[[0, 1]]` as mlir-opt does."""
 
@@ -201,7 +202,7 @@ class CollapseShapeOp(xmemref.CollapseShapeOp):
     )
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class ExpandShapeOp(xmemref.ExpandShapeOp):
     """xDSL's memref.expand_shape, printing `[[0, 1]]` as mlir-opt does."""
 
@@ -309,7 +310,7 @@ class GlobalOp(xmemref.GlobalOp):
         printer.print_op_attributes(attrs)
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class GetGlobalOp(xmemref.GetGlobalOp):
     """xDSL's memref.get_global, with MLIR's check that the global exists and matches."""
 

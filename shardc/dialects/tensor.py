@@ -40,11 +40,12 @@ from xdsl.traits import (
     SingleBlockImplicitTerminator,
 )
 
+from shardc.dialects.lazy_format import lazy_format_op_definition
 from shardc.dialects.overlays import extend_dialect
 from shardc.dialects.overlays import op_error as _error
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class RankOp(IRDLOperation):
     """The rank of a tensor, ranked or not, as an index."""
 
@@ -61,7 +62,7 @@ class RankOp(IRDLOperation):
         super().__init__(operands=[tensor], result_types=[IndexType()])
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class GenerateOp(IRDLOperation):
     """A tensor whose elements the body computes from their indices; the operands are
     the dynamic extents of the result type."""
@@ -105,7 +106,7 @@ class GenerateOp(IRDLOperation):
                 )
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class ParallelInsertSliceOp(IRDLOperation):
     """Insert `source` into the shared output `dest` of the enclosing scf.forall, at the
     given offsets, sizes and strides; it yields no value: the forall result does."""

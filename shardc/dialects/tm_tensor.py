@@ -52,12 +52,13 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import IsTerminator, Pure, RecursiveMemoryEffect
 
+from shardc.dialects.lazy_format import lazy_format_op_definition
 from shardc.dialects.overlays import op_error as _error
 
 _Shaped = base(MemRefType) | base(TensorType)
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class YieldOp(IRDLOperation):
     """The terminator of a tm_tensor region."""
 

@@ -33,6 +33,7 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 
+from shardc.dialects.lazy_format import lazy_format_op_definition
 from shardc.dialects.overlays import extend_dialect, op_error
 
 
@@ -164,7 +165,7 @@ class MultiReductionOp(IRDLOperation):
             raise op_error(self, "failed to verify that all of {dest, acc} have same type")
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class YieldOp(IRDLOperation):
     """The terminator of `vector.mask`, implicit in its custom syntax."""
 
