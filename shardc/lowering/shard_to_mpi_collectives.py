@@ -283,13 +283,15 @@ def lower_reduce_scatter(op: shard.ReduceScatterOp, rewriter: PatternRewriter) -
         source = _ranks_first(c.e, op.input, axis, n)
     output = c.e.alloc(list(out_shape), elem)
     c.e.emit(mpi.ReduceScatterBlockOp(source, output, reduction, comm))
-    if isinstance(op.result.type, MemRefType) and axis != 0:
-        c.e.dealloc(source)
     c.finish(rewriter, output)
 
 
 def _ranks_first(e: Emitter, value: SSAValue, axis: int, n: int) -> SSAValue:
-    """A contiguous buffer `[n, d0, .., d(axis)/n, ...]` of `value`."""
+    """A contiguous buffer `[n, d0, .., d(axis)/n, ...]` of `value`: the transpose's own
+    (a fresh row-major tensor), read only, as the send buffer (MPI does not write it).
+    It used to be copied into a memref.alloc first: a second full pass over every
+    gradient reduce-scattered along a dim other than the leading one (the ZeRO GPT
+    step's attention and MLP weights; upstream lowers no reduce_scatter)."""
     if isinstance(value.type, MemRefType):
         value = e.to_tensor(value)
     t = value.type
@@ -311,10 +313,7 @@ def _ranks_first(e: Emitter, value: SSAValue, axis: int, n: int) -> SSAValue:
     permuted = [expanded[p] for p in perm]
     init = e.emit(tensor.EmptyOp([], TensorType(elem, permuted))).results[0]
     value = e.emit(linalg.TransposeOp(value, init, DenseArrayBase.from_list(i64, perm))).results[0]
-    view = e.to_buffer(value)
-    buffer = e.alloc(permuted, elem)
-    e.linalg_copy(view, buffer)
-    return buffer
+    return e.to_buffer(value)
 
 
 def _leading_contiguous(t: Attribute, axis: int) -> bool:

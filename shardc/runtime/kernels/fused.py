@@ -63,6 +63,7 @@ from shardc.runtime.kernels.fused_run import (  # noqa: F401  (the run time, re-
     _NUMBA,
     MIN_ELEMENTS,
     FusedKernel,
+    InplaceUfunc,
     _check,
     _compile,
     _erf32_py,
@@ -138,19 +139,48 @@ def _dtype(t: Attribute) -> np.dtype | None:
         return None
 
 
+# One op of these over arrays, written over a donated input: `InplaceUfunc`.
+_INPLACE_UFUNC: dict[type[Operation], np.ufunc] = {arith.AddfOp: np.add, arith.SubfOp: np.subtract, arith.MulfOp: np.multiply, arith.DivfOp: np.divide}
+
+
+def _inplace_ufunc(block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shaped: Sequence[bool], inplace: Mapping[int, int]) -> InplaceUfunc | None:
+    """The body `yield op(a, b)` of one binary float op over array inputs, its result
+    written over input `inplace[0]`: one ufunc call into that input."""
+    ops = list(block.ops)
+    if len(ops) != 2 or len(yields) != 1 or list(inplace) != [0]:
+        return None
+    op = ops[0]
+    ufunc = _INPLACE_UFUNC.get(type(op))
+    if ufunc is None or yields[0] is not op.results[0]:
+        return None
+    k = inplace[0]
+    args = list(block.args)
+    operands = []
+    for o in op.operands:
+        if not isinstance(o, BlockArgument) or o.block is not block or o.index >= n_ins or not arg_shaped[o.index]:
+            return None
+        operands.append(o.index)
+    if k not in operands or not arg_shaped[k] or args[k].type != op.results[0].type:
+        return None
+    return InplaceUfunc(ufunc, tuple(operands), k)
+
+
 def build_kernel(
     block: Block, n_ins: int, yields: Sequence[SSAValue], arg_shaped: Sequence[bool], n_loops: int, inplace: Mapping[int, int] | None = None
-) -> FusedKernel | None:
+) -> FusedKernel | InplaceUfunc | None:
     """The passes for an all-parallel body yielding `yields`, or None when some op is
     off the whitelist or the passes would not be fewer than numpy's one per op.
     `arg_shaped[k]`: block argument k is an array. `inplace` maps a yield to the input
     block argument whose array it overwrites (a donated buffer, `shardc.runtime.donation`):
     the nest computing it stores into that same kernel argument (`q[i] = f(q[i], ...)`,
     one argument read and written, which LLVM vectorises; an output aliasing a distinct
-    argument would not), and None is returned unless no later pass reads the argument."""
+    argument would not), and None is returned unless no later pass reads the argument.
+    A lone binary op written in place is one numpy ufunc call (`InplaceUfunc`)."""
     inplace = dict(inplace or {})
     if n_loops == 0 or not yields:
         return None
+    if inplace and (one := _inplace_ufunc(block, n_ins, yields, arg_shaped, inplace)) is not None:
+        return one
     names: dict[SSAValue, str] = {}
     varying: set[SSAValue] = set()
     params: list[tuple[str, object]] = []
@@ -318,4 +348,4 @@ def build_kernel(
     return FusedKernel(out_stages, n_loops, params, results, len(slot), donated=donated)  # type: ignore[arg-type]
 
 
-__all__ = ["MIN_ELEMENTS", "FusedKernel", "active_path", "build_kernel", "cache_dir", "enabled", "kernel_stats"]
+__all__ = ["MIN_ELEMENTS", "FusedKernel", "InplaceUfunc", "active_path", "build_kernel", "cache_dir", "enabled", "kernel_stats"]

@@ -189,6 +189,37 @@ def _load_key(array: str, q: int | None) -> int:
 
 
 @dataclass
+class InplaceUfunc:
+    """A one-op elementwise body whose result overwrites a donated input: a gradient
+    accumulator's `acc + reduce_scatter(dW)` (about 50 a dp=2 GPT step). Without it the
+    numpy path computes a fresh result and `_write_donated` copies it into the input:
+    an allocation and two passes where `ufunc(.., out=acc)` makes one, with the same
+    ufunc loop, so the same bits. No loop nest: it needs no numba (it runs on the
+    numpy path too) and never becomes a horizontal group's kernel (`stages` empty).
+    `operands` are the body's block arguments, in the op's order; `target` the one
+    written over."""
+
+    ufunc: np.ufunc
+    operands: tuple[int, ...]
+    target: int
+    stages: tuple[()] = ()
+    donated: frozenset[int] = frozenset()
+
+    def __call__(self, args: Sequence[object], sizes: Sequence[int]) -> list[object] | None:
+        """[the target, updated], or None (the numpy path) unless every operand is an
+        array of the target's dtype and the target spans the whole iteration space."""
+        dst = args[self.target]
+        if type(dst) is not np.ndarray or not dst.flags.writeable or dst.shape != tuple(sizes):
+            return None
+        ops = [args[k] for k in self.operands]
+        for a in ops:
+            if type(a) is not np.ndarray or a.dtype != dst.dtype:
+                return None
+        self.ufunc(*ops, out=dst)  # numpy buffers an operand that partly overlaps dst
+        return [dst]
+
+
+@dataclass
 class FusedKernel:
     """An elementwise body as a few passes over memory. `params` say what each kernel
     argument is: ("array", k) the body's block argument k (broadcast to the iteration
