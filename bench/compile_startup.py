@@ -43,7 +43,7 @@ import tempfile
 import time
 
 
-def _child(n_layer: int, n_embd: int, n_head: int) -> None:
+def _child(n_layer: int, n_embd: int, n_head: int, compile_only: bool = False) -> None:
     t0 = float(os.environ["BENCH_T0"])
     marks: dict[str, float] = {}
     import numpy as np
@@ -63,6 +63,10 @@ def _child(n_layer: int, n_embd: int, n_head: int) -> None:
     grid = cfg.grid(world.Get_size(), ranks_per_host(world))
     program = compile_program(cfg, grid, world=world)
     marks["compiled"] = time.time() - t0
+    if compile_only:
+        if rank == 0:
+            print(json.dumps({"marks": marks, "source": program.cached, "compile_seconds": program.compile_seconds}), flush=True)
+        return
     comm = MPIComm(world)
     shares = "comm" in inspect.signature(RankState).parameters  # a baseline tree may predate it
     state = RankState(program, rank, init_params(cfg.model, cfg.seed, np.float32), **({"comm": comm} if shares else {}))
@@ -91,6 +95,8 @@ def _child(n_layer: int, n_embd: int, n_head: int) -> None:
     if rank == 0:
         info = {"marks": marks, "source": program.cached, "compile_seconds": program.compile_seconds, "loss": loss}
         info["passes"] = sum(st.seconds for st in program.stages)
+        entry = getattr(program.compiled, "entry", None)  # compiled in parts: each part's passes
+        info["part_passes"] = entry.meta.get("part_passes") if entry is not None else None
         info["kernels"] = kernels
         info["xdsl_ir"] = xdsl_ir
         print(json.dumps(info), flush=True)
@@ -106,6 +112,7 @@ def _job(args: argparse.Namespace, cache_dir: str, code: str | None = None) -> d
     if code is not None:
         env["PYTHONPATH"] = os.pathsep.join([code, *filter(None, [env.get("PYTHONPATH")])])
     cmd = [mpiexec, "-n", "2", sys.executable, os.path.abspath(__file__), "--child", "--n-layer", str(args.n_layer), "--n-embd", str(args.n_embd), "--n-head", str(args.n_head)]
+    cmd += ["--compile-only"] if args.compile_only else []
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
     if p.returncode != 0:
         sys.exit(f"compile_startup.py: the job failed:\n{p.stderr[-3000:]}")
@@ -121,6 +128,33 @@ def _empty_but_kernels(d: str) -> None:
                 shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
 
 
+def _compile_pairs(args: argparse.Namespace) -> None:
+    """`--compile-only`: launch to the step compiled, cold, `--repeat` times (alternating
+    with `--baseline`: its run first in each pair), with the median ratio and range."""
+    import statistics
+
+    if args.baseline is not None and not os.path.isdir(os.path.join(args.baseline, "shardc")):
+        sys.exit(f"compile_startup.py: --baseline {args.baseline}: no shardc package there")
+    ratios: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="shardc-bench-cache-") as d:
+        for k in range(args.repeat):
+            got: dict[str, float] = {}
+            for label, code in ([("before", args.baseline)] if args.baseline else []) + [("after", None)]:
+                cache = os.path.join(d, f"{label}{k}")
+                r = _job(args, cache, code)
+                if r["source"] != "compiled":
+                    sys.exit(f"compile_startup.py: a cold run found {r['source']!r}")
+                got[label] = r["marks"]["compiled"]
+                shutil.rmtree(cache, ignore_errors=True)
+            line = f"pair {k}: this tree {got['after']:.2f}s to the step compiled"
+            if "before" in got:
+                ratios.append(got["after"] / got["before"])
+                line += f", baseline {got['before']:.2f}s: {ratios[-1]:.3f}x"
+            print(line, flush=True)
+    if ratios:
+        print(f"launch to compiled, this tree / baseline: median {statistics.median(ratios):.3f}x, range {min(ratios):.3f}-{max(ratios):.3f}x over {len(ratios)} pairs")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -128,6 +162,7 @@ def main() -> None:
     ap.add_argument("--runs", default="cold,warm", help="cold,warm (default), recompile (the cache emptied but for numba's kernels), or warm alone (with --cache-dir holding the entry)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each kind (the figures of each are printed)")
     ap.add_argument("--baseline", metavar="DIR", help="a tree holding an older shardc: each run paired with it")
+    ap.add_argument("--compile-only", action="store_true", help="cold compiles alone (no state, no step), --repeat pairs with --baseline, alternating; prints the ratios")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--n-layer", type=int, default=12)
     ap.add_argument("--n-embd", type=int, default=768)
@@ -136,7 +171,10 @@ def main() -> None:
     if args.quick:
         args.n_layer, args.n_embd, args.n_head = 2, 64, 4
     if args.child:
-        _child(args.n_layer, args.n_embd, args.n_head)
+        _child(args.n_layer, args.n_embd, args.n_head, args.compile_only)
+        return
+    if args.compile_only:
+        _compile_pairs(args)
         return
     print(f"GPT step n_layer {args.n_layer}, n_embd {args.n_embd}, {args.n_head} heads, block 32, vocab 64, batch 8 per rank; mpiexec -n 2")
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
@@ -175,7 +213,10 @@ def main() -> None:
         m = r["marks"]
         loaded = m["compiled"] - m["imports"]
         tag = f"{name} {label}".strip()
-        if r["source"] == "compiled":
+        if r["source"] == "compiled" and r.get("part_passes"):
+            parts = " + ".join(f"{s:.2f}s" for s in r["part_passes"])
+            print(f"{tag}: compile {r['compile_seconds']:.2f}s in {len(r['part_passes'])} parts on the ranks at once: passes {parts} (rank 0's part first), then code generation and joining")
+        elif r["source"] == "compiled":
             print(f"{tag}: compile {r['compile_seconds']:.2f}s = passes {r['passes']:.2f}s + building the module and code generation {r['compile_seconds'] - r['passes']:.2f}s")
         else:
             xdsl = {True: "xDSL's IR imported", False: "no xDSL IR imported"}.get(r.get("xdsl_ir"), "")  # type: ignore[arg-type]

@@ -74,7 +74,7 @@ import numpy as np
 
 from shardc.runtime.compiled import CompiledModule, _external_stub, scalar_spec  # pyright: ignore[reportPrivateUsage]
 
-FORMAT = 6
+FORMAT = 7
 _MAGIC = b"shardc-compile-cache\n"
 
 
@@ -438,10 +438,11 @@ _FLAT = frozenset({type(None), *_PLAIN})
 _SHAPES = " shapes"  # the pool's key of the object shapes: no binding's name (an identifier)
 
 
-def dump_bindings(bindings: Mapping[str, object], modules: set[str] | None = None) -> bytes:
+def dump_bindings(bindings: Mapping[str, object], modules: set[str] | None = None, loaded: dict[str, object] | None = None) -> bytes:
     """The constant pool (all but the numpy module) as bytes: a JSON tree, a NUL, the
     array bytes. UncacheableError when a constant is not storable. `modules`, when
-    given, receives the runtime modules whose objects the pool names."""
+    given, receives the runtime modules whose objects the pool names; `loaded` the pool
+    read back (the check below), which is what a hit would load from these bytes."""
     enc = _Encoder()
     with gc_paused():
         pool = {k: enc.enc(v) for k, v in bindings.items() if k != "_np"}
@@ -450,15 +451,48 @@ def dump_bindings(bindings: Mapping[str, object], modules: set[str] | None = Non
     if modules is not None:
         modules |= enc.modules
     try:
-        load_bindings(data)  # what cannot be read back must not be stored
+        back = load_bindings(data)  # what cannot be read back must not be stored
     except CorruptEntry as e:
         raise UncacheableError(str(e)) from None
+    if loaded is not None:
+        loaded.update(back)
     return data
 
 
 def load_bindings(data: bytes) -> dict[str, object]:
     with gc_paused():
         return _load_bindings(data)
+
+
+def _slices(whole: Any, lengths: Sequence[int]) -> list[Any]:
+    """`whole` cut into consecutive pieces of `lengths` (none: `[whole]`)."""
+    if not lengths:
+        return [whole]
+    out, at = [], 0
+    for n in lengths:
+        out.append(whole[at : at + n])
+        at += n
+    return out
+
+
+def load_entry_bindings(entry: Entry, loaded: Mapping[int, Mapping[str, object]] | None = None) -> dict[str, object]:
+    """The namespace of an entry's constants: its one pool, or its parts' pools
+    together (their names are scoped apart: one name in two pools is CorruptEntry).
+    `loaded`: pools already read from these same bytes, by part (a rank's own parts,
+    read back when their entries were made), taken instead of decoded again."""
+    pools = _slices(entry.bindings, entry.pools)
+    if len(pools) == 1:
+        return dict(loaded[0]) if loaded and 0 in loaded else load_bindings(pools[0])
+    out: dict[str, object] = {}
+    with gc_paused():
+        for k, data in enumerate(pools):
+            got = dict(loaded[k]) if loaded and k in loaded else _load_bindings(data)
+            got.pop("_np", None)
+            if not out.keys().isdisjoint(got):
+                raise CorruptEntry("two parts bind the same name")
+            out.update(got)
+    out["_np"] = np
+    return out
 
 
 def import_named(modules: Sequence[str]) -> None:
@@ -522,12 +556,18 @@ class Entry:
     meta: dict[str, Any] = field(default_factory=dict)
     modules: list[str] = field(default_factory=list)
     """The runtime modules the constants name (imported before they are decoded)."""
+    pools: list[int] = field(default_factory=list)
+    """A module compiled in parts (`shardc.runtime.parts`): the byte length of each
+    part's constant pool in `bindings`, in order (empty: one pool)."""
+    lowered_parts: list[int] = field(default_factory=list)
+    """The same for `lowered`: the length of each part's module text (empty: one)."""
 
     def encode(self) -> bytes:
         body = json.dumps(
             {
                 "lowered": self.lowered, "source": self.source, "functions": self.functions, "externals": self.externals,
                 "arg_specs": self.arg_specs, "meta": self.meta, "modules": self.modules,
+                **({"pools": self.pools, "lowered_parts": self.lowered_parts} if self.pools else {}),
             }
         ).encode()
         payload = body + self.bindings
@@ -561,10 +601,13 @@ class Entry:
             body = json.loads(payload[:n_json])
             entry = Entry(
                 key, body["lowered"], body["source"], payload[n_json:], body["functions"], body["externals"], body["arg_specs"], body["meta"],
-                list(body["modules"]),
+                list(body["modules"]), list(body.get("pools", ())), list(body.get("lowered_parts", ())),
             )
         except (ValueError, KeyError, TypeError):
             raise CorruptEntry("bad contents") from None
+        for lengths, total in ((entry.pools, len(entry.bindings)), (entry.lowered_parts, len(entry.lowered))):
+            if lengths and (not all(type(n) is int and n >= 0 for n in lengths) or sum(lengths) != total):
+                raise CorruptEntry("bad part lengths")
         if hashlib.sha256(entry.source.encode()).hexdigest() != header.get("source_sha256"):
             raise CorruptEntry("generated source does not hash to what the entry claims")
         return entry
@@ -662,15 +705,15 @@ def _arg_spec(spec: list[Any]) -> Any:
     return None, _scalar_type(spec[1])
 
 
-def to_entry(key: str, lowered: str, cm: CompiledModule, meta: Mapping[str, Any]) -> Entry:
+def to_entry(key: str, lowered: str, cm: CompiledModule, meta: Mapping[str, Any], loaded: dict[str, object] | None = None) -> Entry:
     """The entry of a module compiled by `compile_module` (UncacheableError if its
-    constants cannot be stored)."""
+    constants cannot be stored); `loaded` as in `dump_bindings`."""
     externals = [sym for sym, f in cm.signatures.items() if not f.body.blocks]
     stubs = {cm.pynames[sym] for sym in externals}  # closures: remade on loading
     specs = {sym: [_spec_of(t) for t in f.function_type.inputs.data] for sym, f in cm.signatures.items()}
     pool = {k: v for k, v in cm.bindings.items() if k not in stubs}
     modules: set[str] = set()
-    data = dump_bindings(pool, modules)
+    data = dump_bindings(pool, modules, loaded)
     return Entry(key, lowered, cm.source, data, dict(cm.pynames), externals, specs, dict(meta), sorted(modules))
 
 
@@ -744,7 +787,8 @@ class CachedModule(CompiledModule):
     A stored function that does not compile or pass the check raises CorruptEntry then
     (its checksums fit, so the entry was forged, not damaged: nothing of it runs)."""
 
-    def __init__(self, entry: Entry, name: str):
+    def __init__(self, entry: Entry, name: str, loaded: Mapping[int, Mapping[str, object]] | None = None):
+        """`loaded`: as in `load_entry_bindings`."""
         from shardc.runtime.compiled import tune_allocator
 
         import_named(entry.modules)  # the modules whose objects the constants name, alone
@@ -760,7 +804,7 @@ class CachedModule(CompiledModule):
         linecache.cache[filename] = (len(entry.source), None, entry.source.splitlines(True), filename)
         self._lock = threading.Lock()  # simulated ranks (threads) share one module
         with gc_paused():
-            self._namespace = namespace = load_bindings(entry.bindings)
+            self._namespace = namespace = load_entry_bindings(entry, loaded)
         for sym in entry.externals:
             namespace[entry.functions[sym]] = _external_stub(sym)
         chunks = split_functions(entry.source)
@@ -826,7 +870,7 @@ class CachedModule(CompiledModule):
         if self._parsed is None:
             from shardc.runtime.fusion import fuse_elementwise
 
-            self._parsed = parse_lowered(self.entry.lowered)
+            self._parsed = entry_module(self.entry)
             fuse_elementwise(self._parsed)
         return self._parsed
 
@@ -842,6 +886,17 @@ def parse_lowered(text: str) -> Any:
     from shardc.ir.fast_parser import FastParser
 
     return FastParser(make_context(), text).parse_module()
+
+
+def entry_module(entry: Entry) -> Any:
+    """The lowered module of an entry: its text parsed, or its parts' texts parsed and
+    joined (`shardc.runtime.parts.join_modules`)."""
+    texts = _slices(entry.lowered, entry.lowered_parts)
+    if len(texts) == 1:
+        return parse_lowered(texts[0])
+    from shardc.runtime.parts import join_modules
+
+    return join_modules([parse_lowered(t) for t in texts])
 
 
 # ---------------------------------------------------------------------------------------
@@ -890,7 +945,7 @@ def _compile_here(
             try:
                 cm = CachedModule(entry, name)
                 _debug(f"hit {key[:16]} ({name})")
-                return Compiled(cm, lambda e=entry: parse_lowered(e.lowered), entry.meta, "cache"), entry
+                return Compiled(cm, lambda e=entry: entry_module(e), entry.meta, "cache"), entry
             except CorruptEntry as e:
                 warn(f"ignoring corrupt entry {disk.path(key)} ({e}); rebuilding it")
     _debug(f"miss {key[:16]} ({name}): compiling")
@@ -969,7 +1024,7 @@ def compile_cached(
             entry = Entry.decode(payload, key)
             cm = CachedModule(entry, name)
             _debug(f"received {key[:16]} ({name}) from rank 0")
-            return Compiled(cm, lambda e=entry: parse_lowered(e.lowered), entry.meta, "broadcast")
+            return Compiled(cm, lambda e=entry: entry_module(e), entry.meta, "broadcast")
         except CorruptEntry as e:  # another key (ranks disagree) or damage in transit
             warn(f"the entry rank 0 sent does not verify ({e}); compiling here")
     _debug(f"miss {key[:16]} ({name}): compiling")

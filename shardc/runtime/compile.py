@@ -107,10 +107,16 @@ class ModuleCodegen:
 
     Names in the generated source never carry IR text raw (`shardc.runtime.codegen_safe`):
     fresh names are `py_hint(hint)_<n>` and globals `_<fresh>`; functions are
-    `func_pyname(sym)`, whose `__` no fresh name contains."""
+    `func_pyname(sym)`, whose `__` no fresh name contains. A `scope` (`p1__`: letters
+    and digits, then `__`) prefixes the globals, so that the functions of a module
+    compiled in parts (`shardc.runtime.parts`, one part per rank) bind globals that
+    cannot collide: no unscoped global or function name starts `_<letter>...__`."""
 
-    def __init__(self, module: ModuleOp):
+    def __init__(self, module: ModuleOp, scope: str = ""):
+        if scope and not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*__", scope):
+            raise ValueError(f"ModuleCodegen: bad scope {scope!r}")
         self.module = module
+        self.scope = scope
         self.globals: dict[str, object] = {"_np": np}
         self._by_id: dict[int, str] = {}
         self._by_key: dict[object, str] = {}
@@ -127,7 +133,7 @@ class ModuleCodegen:
         key = id(obj)
         name = self._by_id.get(key)
         if name is None:
-            name = "_" + self.fresh(hint)
+            name = "_" + self.scope + self.fresh(hint)
             self._by_id[key] = name
             self.globals[name] = obj
         return name
@@ -137,7 +143,7 @@ class ModuleCodegen:
         symbol): the name is fresh, the key never appears in the source."""
         name = self._by_key.get(key)
         if name is None:
-            name = self._by_key[key] = "_" + self.fresh(hint)
+            name = self._by_key[key] = "_" + self.scope + self.fresh(hint)
             self.globals[name] = make()
         return name
 
@@ -293,7 +299,12 @@ def targets(names: Sequence[str]) -> str:
 
 
 def compile_module(
-    module: ModuleOp, name: str = "module", fuse: bool = True, donate: Mapping[str, Mapping[int, int]] | None = None, copy: bool = True
+    module: ModuleOp,
+    name: str = "module",
+    fuse: bool = True,
+    donate: Mapping[str, Mapping[int, int]] | None = None,
+    copy: bool = True,
+    scope: str = "",
 ) -> CompiledModule:
     """Compile every `func.func` of `module` (nested modules included) to Python. With
     `fuse`, chains of elementwise linalg ops run fused (`shardc.runtime.fusion`, on a
@@ -301,7 +312,7 @@ def compile_module(
     that gives it up: cloning the GPT step took 1.2 s of its 16 s cold compile). `donate` names, per function, arguments whose
     buffers the caller gives up and the result to write into each
     (`shardc.runtime.donation`: honoured where safe, `CompiledModule.donated`/`refused`
-    say which)."""
+    say which). `scope`: see `ModuleCodegen`."""
     from shardc.runtime import kernels
     from shardc.runtime.fusion import fuse_elementwise
     from shardc.frontends.torch_rewrite import uncollapse_batch_matmuls
@@ -321,7 +332,7 @@ def compile_module(
         from shardc.runtime.row_fusion import fuse_rows
 
         fuse_rows(module)  # softmax, layernorm, ...: one row kernel each (kernels/rows.py)
-    cg = ModuleCodegen(module)
+    cg = ModuleCodegen(module, scope)
     funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
     if fuse:  # the same-bodied elementwise generics of a function: one kernel call
         from shardc.runtime.horizontal import plan_groups
