@@ -144,9 +144,22 @@ def reduction_kind(op: Operation) -> ReductionKind:
     return _COMBINER_KINDS.get(combiner.name, ReductionKind.GENERIC)
 
 
+_IS_STRUCTURED: dict[type[Operation], bool] = {}
+
+
+def _is_structured(op: Operation) -> bool:
+    """`isinstance(op, LinalgStructuredOperation)` once per class: every linalg op's
+    class is a subclass, whose ABC isinstance test is a Python call."""
+    cls = type(op)
+    found = _IS_STRUCTURED.get(cls)
+    if found is None:
+        found = _IS_STRUCTURED[cls] = isinstance(op, LinalgStructuredOperation)
+    return found
+
+
 def _inits(op: Operation):
-    if isinstance(op, LinalgStructuredOperation):
-        return op.outputs
+    if _is_structured(op):
+        return op.outputs  # pyright: ignore[reportAttributeAccessIssue]
     if (inits := getattr(op, "inits", None)) is not None:  # shardc's variadic linalg.reduce
         return inits
     return (op.operands[-1],)
@@ -409,16 +422,26 @@ def _may_capture_tensor(op: Operation) -> bool:
     return found
 
 
+_IS_TENSOR: dict[type, bool] = {}
+
+
 def _reads_tensor(op: Operation) -> bool:
+    known = _IS_TENSOR
     for region in op.regions:
         for block in region.blocks:
             for inner in block.ops:
                 if inner.regions:
                     return True
-                for value in inner.operands:
-                    if isinstance(value.type, TensorType):
+                for value in inner._operands:  # pyright: ignore[reportPrivateUsage]
+                    t = value.type
+                    cls = type(t)
+                    found = known.get(cls)
+                    if found is None:  # once per type class (an ABC: a Python call)
+                        found = known[cls] = isinstance(t, TensorType)
+                    if found:
                         return True
     return False
+
 
 
 def captured_loop_dims(op: Operation) -> dict[SSAValue, tuple[int | None, ...]]:
@@ -427,7 +450,7 @@ def captured_loop_dims(op: Operation) -> dict[SSAValue, tuple[int | None, ...]]:
     d when every extract indexes it with `linalg.index d` (or a form equal to it on the
     loop's range, `_index_loop`) and its static extent is loop d's; a loop is followed by
     one dimension at most. Tensors not listed are read whole."""
-    if not isinstance(op, LinalgStructuredOperation) or _body(op) is None:
+    if not _is_structured(op) or _body(op) is None:
         return {}
     if not _may_capture_tensor(op):
         return {}

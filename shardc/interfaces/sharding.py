@@ -982,11 +982,18 @@ def default_add_sharding_annotations(
 
 
 def is_annotation_op(op: Operation) -> bool:
-    """Ops the propagation leaves alone: shard.shard, shard.sharding, shard.get_sharding."""
-    return isinstance(op, _ANNOTATION_OPS)
+    """Ops the propagation leaves alone: shard.shard, shard.sharding, shard.get_sharding.
+    Answered once per class: an op class is an ABC, whose isinstance test of another
+    class (most ops) is a Python call, and every traversal asks for every op."""
+    cls = type(op)
+    found = _IS_ANNOTATION.get(cls)
+    if found is None:
+        found = _IS_ANNOTATION[cls] = isinstance(op, _ANNOTATION_OPS)
+    return found
 
 
 _ANNOTATION_OPS = (ShardOp, ShardingOp, GetShardingOp)
+_IS_ANNOTATION: dict[type[Operation], bool] = {}
 
 
 # =========================================================================================

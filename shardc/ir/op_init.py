@@ -131,6 +131,10 @@ def create_op(
 
 
 
+_tuple_item = tuple.__getitem__
+"""`SSAValues(...)[i]` for an int `i` without its Python-level `__getitem__`."""
+
+
 def _direct_accessors() -> dict[Any, type]:
     """Subclasses of xDSL's accessor for a single construct before any variadic one
     that read the op's own tuple: still accessors (xDSL's declarative format looks them
@@ -148,7 +152,8 @@ def _direct_accessors() -> dict[Any, type]:
 
     class ResultAt(BeforeVariadicSingleAccessor):
         def __get__(self, obj: Operation, objtype: Any = None) -> Any:
-            return obj.results[self.idx]
+            # the tuple's own item lookup: `SSAValues.__getitem__` is a Python method
+            return _tuple_item(obj.results, self.idx)
 
     class RegionAt(BeforeVariadicSingleAccessor):
         def __get__(self, obj: Operation, objtype: Any = None) -> Any:

@@ -23,6 +23,7 @@ from xdsl.transforms.common_subexpression_elimination import (
     OperationInfo,
 )
 
+from shardc.ir.walk import block_ops
 from shardc.passes.folding import has_trait, is_commutative, is_memory_effect_free, is_trivially_dead
 from shardc.passes.greedy import paused_gc
 
@@ -153,7 +154,7 @@ def _region_equivalent(region: Region, other: Region, context: dict[Any, Any]) -
         context[block] = other_block
     for block, other_block in zip(blocks, other_blocks):
         args, other_args = block.args, other_block.args
-        ops, other_ops = list(block.ops), list(other_block.ops)
+        ops, other_ops = block_ops(block), block_ops(other_block)
         if len(args) != len(other_args) or len(ops) != len(other_ops):
             return False
         for arg, other_arg in zip(args, other_args):

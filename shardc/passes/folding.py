@@ -130,9 +130,13 @@ def constant_value(value: SSAValue) -> Attribute | None:
 
 def op_constant_value(op: Operation) -> Attribute | None:
     """The value of a single-result ConstantLike op, None for any other op."""
-    if len(op.results) != 1:
+    results = op.results
+    if len(results) != 1:
         return None
-    return constant_value(op.results[0])
+    return constant_value(_tuple_item(results, 0))  # not SSAValues' Python __getitem__
+
+
+_tuple_item = tuple.__getitem__
 
 
 def might_be_isolated(op: Operation) -> bool:

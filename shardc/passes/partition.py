@@ -77,6 +77,7 @@ from shardc.ir import diagnostics
 from shardc.ir.diagnostics import DiagnosticError
 from shardc.ir.fast_verify import verify_operation
 from shardc.passes.folding import has_trait
+from shardc.ir.walk import block_ops, ops_of_class
 from shardc.passes.greedy import paused_gc
 from shardc.passes.resharding import (
     AllGather,
@@ -86,6 +87,23 @@ from shardc.passes.resharding import (
     emit_resharding,
     plan_resharding,
 )
+
+
+_SHARDING, _GET_SHARDING, _SHARD, _OTHER = "sharding", "get_sharding", "shard", "other"
+_KIND: dict[type[Operation], str] = {}
+"""op class -> which of `BlockPartitioner.partition_op`'s cases it takes (the class
+tests once per class: an op class is an ABC, whose isinstance test of another class is
+a Python call, made three times for every op)."""
+
+
+def _kind(op: Operation) -> str:
+    if isinstance(op, ShardingOp):
+        return _SHARDING
+    if isinstance(op, GetShardingOp):
+        return _GET_SHARDING
+    if isinstance(op, ShardOp):
+        return _SHARD
+    return _OTHER
 
 
 def _is_ranked_non0(value: SSAValue) -> bool:
@@ -289,7 +307,7 @@ class BlockPartitioner:
     def run(self, new_block: Block) -> None:
         for old, new in zip(self.block.args, new_block.args):
             self.mapping[old] = new
-        for op in list(self.block.ops):
+        for op in block_ops(self.block):
             self.partition_op(op)
         self.verify_created()
 
@@ -309,9 +327,16 @@ class BlockPartitioner:
                 ) from None
 
     def partition_op(self, op: Operation) -> None:
-        if isinstance(op, ShardingOp):
+        kind = _KIND.get(type(op))
+        if kind is None:
+            kind = _KIND[type(op)] = _kind(op)
+        if kind is _OTHER:
+            self.partition_other(op)
             return
-        if isinstance(op, GetShardingOp):
+        if kind is _SHARDING:
+            return
+        if kind is _GET_SHARDING:
+            assert isinstance(op, GetShardingOp)
             source = op.source.owner
             if not isinstance(source, ShardOp):
                 raise diagnostics.error(op, "expected a shard op as source of get_sharding")
@@ -320,9 +345,11 @@ class BlockPartitioner:
             clone = self.partitioner.insert(clone_op(sharding_op, dict(self.mapping)))
             self.mapping[op.result] = clone.results[0]
             return
-        if isinstance(op, ShardOp):
-            self.partition_shard(op)
-            return
+        assert isinstance(op, ShardOp)  # its own class: isinstance answers at once
+        self.partition_shard(op)
+
+    def partition_other(self, op: Operation) -> None:
+        """Any op but the annotations: through its sharding interface (or whole)."""
         check_op_annotated(op)
         operands = [self.lookup(op, v) for v in op.operands]
         impl = get_sharding_interface(op)
@@ -363,14 +390,15 @@ class BlockPartitioner:
         """A chained `shard.shard` reshards; a single one is the identity locally."""
         # operands (src, sharding) and the result read directly: the named accessors
         # are xDSL descriptor calls, and every annotation comes through here
-        src_value, sharding_value = op.operands
-        result = op.results[0]
+        src_value, sharding_value = op._operands  # pyright: ignore[reportPrivateUsage]
+        (result,) = op.results  # unpacked in C, not through SSAValues' `__getitem__`
         source = src_value.owner
         if not isinstance(source, ShardOp):
             self.mapping[result] = self.lookup(op, src_value)
             return
-        source_src, source_sharding = source.operands
-        value = self.lookup(op, source.results[0])
+        source_src, source_sharding = source._operands  # pyright: ignore[reportPrivateUsage]
+        (source_result,) = source.results
+        value = self.lookup(op, source_result)
         src, tgt = sharding_of(source_sharding), sharding_of(sharding_value)
         self.mapping[result] = self.reshard(op, src, tgt, source_src.type, value)
 
@@ -525,7 +553,7 @@ class ShardPartitionPass(ModulePass):
         after the last function with the last error (the earlier ones are emitted)."""
         failed: DiagnosticError | None = None
         with pass_cache(), paused_gc():
-            for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
+            for function in ops_of_class(op, func.FuncOp):
                 try:
                     partition_function(function)
                 except DiagnosticError as e:

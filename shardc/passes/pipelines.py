@@ -42,6 +42,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, BlockArgument, SSAValue
 from xdsl.passes import ModulePass
 
+from shardc.ir.walk import ops_of_class
 from shardc.passes.options import Traversal
 
 SHARDING_ATTR = "shardc.sharding"
@@ -104,8 +105,8 @@ def record_boundaries(module: ModuleOp) -> dict[str, _Boundary]:
     """The global types and shardings of every defined function's arguments and
     results, read from the shard.shard annotations of the unpartitioned program."""
     found: dict[str, _Boundary] = {}
-    for f in module.walk():
-        if not isinstance(f, func.FuncOp) or not f.body.blocks:
+    for f in ops_of_class(module, func.FuncOp):
+        if not f.body.blocks:
             continue
         block = f.body.blocks[0]
         args = [(a.type, _arg_annotation(a)) for a in block.args]
@@ -137,8 +138,8 @@ def _with(
 
 def attach_boundaries(module: ModuleOp, boundaries: dict[str, _Boundary]) -> None:
     """Write what `record_boundaries` found onto the (now partitioned) functions."""
-    for f in module.walk():
-        if not isinstance(f, func.FuncOp) or f.sym_name.data not in boundaries:
+    for f in ops_of_class(module, func.FuncOp):
+        if f.sym_name.data not in boundaries:
             continue
         b = boundaries[f.sym_name.data]
         n_in, n_out = len(f.function_type.inputs.data), len(f.function_type.outputs.data)

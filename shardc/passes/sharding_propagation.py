@@ -85,6 +85,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from shardc.dialects.shard import DYNAMIC, GetShardingOp, ShardingOp, ShardOp
 from shardc.ir import diagnostics
+from shardc.ir.walk import block_ops
 from shardc.passes.folding import has_trait
 from shardc.passes.greedy import paused_gc
 from shardc.interfaces.linalg import capture_split_axes, captured_loop_dims
@@ -284,7 +285,6 @@ class _Decision:
 
 
 _INF = float("inf")
-_ANNOTATION_OPS = (ShardOp, ShardingOp, GetShardingOp)
 
 
 def _type_key(t: Attribute) -> int:
@@ -335,8 +335,7 @@ class Completion:
         return [
             op
             for op in block.ops
-            if type(op) not in _ANNOTATION_OPS
-            and not isinstance(op, _ANNOTATION_OPS)
+            if not is_annotation_op(op)
             and not has_trait(op, IsTerminator)
             and (
                 any(isinstance(r.type, TensorType) for r in op.results)
@@ -1092,7 +1091,7 @@ def visit_op(op: Operation, explainer: Explainer | None = None) -> bool:
         )
         return False
     operand_must, operand_optional = _collect(
-        [op.operands[i] for i in range(len(op.operands))],
+        op._operands,  # pyright: ignore[reportPrivateUsage] - the tuple `operands` views
         operand_annotation,
         must_when_for_users=True,
     )
@@ -1143,11 +1142,11 @@ def propagate_function(
     listener = explainer.inserted if explainer is not None else (lambda _s, _o: None)
     with listen_to_annotations(listener):
         if traversal in ("backward", "backward-forward"):
-            traverse(list(block.ops)[::-1])
+            traverse(block_ops(block)[::-1])
         if traversal != "backward":
-            traverse(list(block.ops))
+            traverse(block_ops(block))
         if traversal == "forward-backward":
-            traverse(list(block.ops)[::-1])
+            traverse(block_ops(block)[::-1])
     if not complete:
         return ok
     complete_function(function, explicit, explain)
