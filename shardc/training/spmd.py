@@ -154,6 +154,17 @@ def assemble(parts: Sequence[np.ndarray], shape: Sequence[int], spec: PartitionS
 # ---------------------------------------------------------------------------------------
 
 
+def lower_step(module: ModuleOp, keep_text: bool = False) -> tuple[list[Stage], dict[str, object]]:
+    """Run the step's pipeline on `module` (in place): its stages, and the metadata a
+    cache entry keeps (each stage's seconds, the collectives at the shard level, after
+    simplify/canonicalize/cse and before lowering, and after lowering)."""
+    lower_at = PIPELINE.index("convert-shard-to-mpi")
+    stages = run_pipeline(module, PIPELINE[:lower_at], keep_text)
+    shard_level = count_collectives(module, by_axes=True)
+    stages += run_pipeline(module, PIPELINE[lower_at:], keep_text)[1:]
+    return stages, {"stages": [[st.name, st.seconds] for st in stages], "shard_collectives": shard_level, "collectives": count_collectives(module)}
+
+
 @dataclass
 class StepProgram:
     """`@train_step`, `@adamw_step` and `@loss` for one grid and policy, lowered to mpi and
@@ -204,28 +215,31 @@ class StepProgram:
         the annotated step module, run the pipeline and compile the lowered program,
         through the compile cache (`shardc.runtime.cache`; `keep_text` compiles afresh to
         keep every stage's text). Under MPI pass `world` (the communicator): rank 0
-        compiles or loads, the other ranks take its result."""
+        loads, or on a miss the ranks compile the step's parts at once
+        (`shardc.training.split_compile`); every rank takes rank 0's result."""
         from shardc.runtime.cache import compile_cached, make_key
 
         opt = opt or AdamWConfig()
         t0 = time.perf_counter()
         donate = step_donation(len(param_specs(model)))
-        key = make_key("gpt-step", model=model, batch=batch, grid=grid, policy=policy, plan=plan, dtype=dtype, opt=opt, pipeline=PIPELINE, fuse=True, donate=donate)
         built: list[Stage] = []
+        # several ranks split the first compile (rank 0 decides: stage texts need the whole module)
+        if world is not None and world.Get_size() > 1 and not world.bcast(keep_text, root=0):  # type: ignore[attr-defined]
+            from shardc.training.split_compile import compile_parted
 
-        def build() -> tuple[ModuleOp, dict[str, object]]:
-            from shardc.training.step import Sharded, build_step_module  # a hit builds no IR
+            got = compile_parted(model, batch, grid, policy, plan, dtype, opt, donate, world)
+        else:
+            key = make_key("gpt-step", model=model, batch=batch, grid=grid, policy=policy, plan=plan, dtype=dtype, opt=opt, pipeline=PIPELINE, fuse=True, donate=donate)
 
-            module = build_step_module(model, batch, dtype, opt, Sharded(grid, plan, policy))
-            # The collectives at the shard level: after simplify/canonicalize/cse, before lowering.
-            lower_at = PIPELINE.index("convert-shard-to-mpi")
-            built.extend(run_pipeline(module, PIPELINE[:lower_at], keep_text))
-            shard_level = count_collectives(module, by_axes=True)
-            built.extend(run_pipeline(module, PIPELINE[lower_at:], keep_text)[1:])
-            meta = {"stages": [[st.name, st.seconds] for st in built], "shard_collectives": shard_level, "collectives": count_collectives(module)}
-            return module, meta
+            def build() -> tuple[ModuleOp, dict[str, object]]:
+                from shardc.training.step import Sharded, build_step_module  # a hit builds no IR
 
-        got = compile_cached(key, build, "train_step", world=world, read=not keep_text, donate=donate, consume=True)
+                module = build_step_module(model, batch, dtype, opt, Sharded(grid, plan, policy))
+                stages, meta = lower_step(module, keep_text)
+                built.extend(stages)
+                return module, meta
+
+            got = compile_cached(key, build, "train_step", world=world, read=not keep_text, donate=donate, consume=True)
         stages = built or [Stage(name, seconds) for name, seconds in got.meta["stages"]]
         specs = param_specs(model)
         prog = StepProgram(

@@ -21,6 +21,7 @@ annotations; nothing else in the IR names a device.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp, i64
@@ -160,8 +161,10 @@ def build_step_module(
     opt: AdamWConfig | None = None,
     sharded: Sharded | None = None,
     with_loss: bool = True,
+    only: Sequence[str] | None = None,
 ) -> ModuleOp:
-    """The module of `@train_step`, `@adamw_step` and `@loss`. A sharded
+    """The module of `@train_step`, `@adamw_step` and `@loss` (`only`: those of these
+    names, in this order: a part of the step, `shardc.training.split_compile`). A sharded
     module starts with its `shard.grid`, and is built only after the whole state (and the
     token batch, global shape `batch` x block_size) has been checked against the grid."""
     opt = opt or AdamWConfig()
@@ -169,9 +172,13 @@ def build_step_module(
         validate_layouts(param_specs(cfg), sharded.plan, sharded.policy, sharded.grid)
         data = [StateArray(name, (batch, cfg.block_size), sharded.data_spec(2)) for name in ("data/tokens", "data/targets")]
         validate_state(data, sharded.grid)
-    funcs = [build_train_step(cfg, batch, dtype, sharded).func, build_adamw_step(cfg, opt, dtype, sharded).func]
-    if with_loss:
-        funcs.append(build_loss(cfg, batch, dtype, sharded).func)
+    makers = {
+        "train_step": lambda: build_train_step(cfg, batch, dtype, sharded),
+        "adamw_step": lambda: build_adamw_step(cfg, opt, dtype, sharded),
+        "loss": lambda: build_loss(cfg, batch, dtype, sharded),
+    }
+    names = only if only is not None else [n for n in makers if with_loss or n != "loss"]
+    funcs = [makers[n]().func for n in names]
     ops = ([sharded.grid.grid_op()] if sharded else []) + funcs
     return ModuleOp(ops)  # type: ignore[arg-type]
 

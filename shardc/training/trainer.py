@@ -139,9 +139,7 @@ def compile_program(cfg: TrainingConfig, grid: Grid, keep_text: bool = False, wo
     ShardingConfigError before anything is allocated), through the compile cache; under
     MPI (`world`: the communicator) once per job, its parts split between the ranks
     (`shardc.training.split_compile`)."""
-    from shardc.training.split_compile import build_program
-
-    return build_program(cfg.model, cfg.microbatch(grid), grid, cfg.policy, cfg.plan, cfg.dtype, cfg.opt, keep_text, world)
+    return StepProgram.build(cfg.model, cfg.microbatch(grid), grid, cfg.policy, cfg.plan, cfg.dtype, cfg.opt, keep_text, world)
 
 
 def memory(cfg: TrainingConfig, grid: Grid) -> StateBytes:

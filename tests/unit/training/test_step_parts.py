@@ -18,7 +18,7 @@ from shardc.training import split_compile
 from shardc.training.gpt import GPTConfig, init_params, param_specs
 from shardc.training.optimizer import step_donation
 from shardc.training.spmd import RankState, StepProgram
-from shardc.training.trainer import TrainingConfig
+from shardc.training.trainer import TrainingConfig, compile_program
 
 CFG = TrainingConfig(GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=32), per_device_batch=2, steps=1)
 
@@ -140,6 +140,6 @@ def test_scopes():
 def test_compile_program_alone_is_the_whole_step(cache):
     """Without a communicator of several ranks nothing is split (same entry as before)."""
     grid, batch, _ = _setup()
-    a = split_compile.build_program(CFG.model, batch, grid, CFG.policy, CFG.plan, CFG.dtype, CFG.opt)
+    a = compile_program(CFG, grid)
     b = StepProgram.build(CFG.model, batch, grid, CFG.policy, CFG.plan, CFG.dtype, CFG.opt)
     assert (a.cached, b.cached) == ("compiled", "cache")
