@@ -87,7 +87,7 @@ from shardc.dialects.shard import DYNAMIC, GetShardingOp, ShardingOp, ShardOp
 from shardc.ir import diagnostics
 from shardc.ir.walk import block_ops
 from shardc.passes.folding import has_trait
-from shardc.passes.greedy import paused_gc
+from shardc.passes.gc_pause import paused_gc
 from shardc.interfaces.linalg import capture_split_axes, captured_loop_dims
 from shardc.interfaces.sharding import (
     ConflictingUserShardings,
@@ -112,7 +112,6 @@ from shardc.interfaces.sharding import (
     result_annotation,
     verify_sharding_interface_impl,
 )
-from shardc.passes.resharding import ReshardingError, bytes_moved, plan_resharding
 
 from shardc.passes.options import Traversal  # noqa: E402 - re-exported
 
@@ -533,6 +532,9 @@ class Completion:
         cost = _INF
         gshape = self.grid_shape(op, src.grid)
         if isinstance(type_, TensorType) and gshape is not None:
+            # imported when first needed: 5 ms of start-up, for a run that may reshard nothing
+            from shardc.passes.resharding import ReshardingError, bytes_moved, plan_resharding
+
             try:
                 plan = plan_resharding(src.sharding, tgt.sharding, type_.get_shape(), gshape)
                 cost = bytes_moved(plan, type_.get_element_type())
