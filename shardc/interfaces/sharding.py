@@ -408,7 +408,7 @@ _CONSTANT_LIKE_NAMES = frozenset({"tosa.const", "tosa.const_shape"})
 
 def is_constant_like(op: Operation) -> bool:
     """MLIR's `ConstantLike` trait (xDSL's tosa.const lacks it)."""
-    from shardc.passes.folding import has_trait  # once per class
+    from shardc.ir.traits import has_trait  # once per class
 
     return has_trait(op, ConstantLike) or op.name in _CONSTANT_LIKE_NAMES
 

@@ -36,9 +36,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import ConstantLike, IsTerminator
 from xdsl.utils.exceptions import DiagnosticException
 
+from shardc.ir.traits import has_trait
 from shardc.passes.folding import (
     OperationFolder,
-    has_trait,
     is_trivially_dead,
     materialize_constant,
     may_fold,

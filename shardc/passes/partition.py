@@ -77,7 +77,7 @@ from shardc.interfaces.sharding import (
 from shardc.ir import diagnostics
 from shardc.ir.diagnostics import DiagnosticError
 from shardc.ir.fast_verify import verify_operation
-from shardc.passes.folding import has_trait
+from shardc.ir.traits import has_trait
 from shardc.ir.walk import block_ops, ops_of_class
 from shardc.passes.gc_pause import paused_gc
 

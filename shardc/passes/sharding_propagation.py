@@ -86,7 +86,7 @@ from xdsl.utils.exceptions import PassFailedException
 from shardc.dialects.shard import DYNAMIC, GetShardingOp, ShardingOp, ShardOp
 from shardc.ir import diagnostics
 from shardc.ir.walk import block_ops
-from shardc.passes.folding import has_trait
+from shardc.ir.traits import has_trait
 from shardc.passes.gc_pause import paused_gc
 from shardc.interfaces.linalg import capture_split_axes, captured_loop_dims
 from shardc.interfaces.sharding import (

@@ -56,12 +56,14 @@ def test_compile_imports_no_runtime_no_driver_no_unnamed_pass(tmp_path: Path) ->
 
 
 
-def test_a_run_that_reshards_nothing_imports_no_planner_no_driver_no_result_cache(tmp_path: Path) -> None:
-    """The planner (and `fractions`), the greedy driver and, with SHARDC_CACHE=0, the
-    result cache's module load when first needed: mlp.mlir's partition reshards nothing."""
+def test_a_run_that_reshards_nothing_imports_no_planner_no_folding_no_result_cache(tmp_path: Path) -> None:
+    """The planner (and `fractions`), the greedy driver and folding and, with
+    SHARDC_CACHE=0, the result cache's module load when first needed: mlp.mlir's
+    propagation and partition reshard and fold nothing."""
     done, names = imported(MLP, "--sharding-propagation", "--shard-partition", "-o", str(tmp_path / "out.mlir"), env={"SHARDC_CACHE": "0"}, tmp=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert _matching(names, ("shardc.passes.resharding", "fractions", "shardc.passes.greedy", "shardc.tools.opt_cache")) == []
+    later = ("shardc.passes.resharding", "fractions", "decimal", "shardc.passes.greedy", "shardc.passes.folding", "shardc.tools.opt_cache")
+    assert _matching(names, later) == []
     # a conflict the planner prices (a value resharded for its user) loads it
     conflict = tmp_path / "conflict.mlir"
     conflict.write_text(
