@@ -158,6 +158,9 @@ def remove_trailing_empty_sub_arrays(array: list[list[int]]) -> None:
 
 @dataclass
 class Diagnostic:
+    """An `emit_op_error` made inside `collect_diagnostics`: kept for the caller, which
+    decides whether the pass fails."""
+
     op: Operation
     message: str
     severity: str = "error"

@@ -272,6 +272,8 @@ def result_shardings(op: Operation) -> list[Sharding | None]:
 
 @dataclass
 class BlockPartitioner:
+    """Partitions one block's ops in order, through its function's `Partitioner`."""
+
     block: Block
     number: int
     partitioner: Partitioner

@@ -165,6 +165,9 @@ def resharding_requirement(op: Operation, shardings: Sequence[ShardingInfo | Non
 
 @dataclass
 class Choice:
+    """The sharding option chosen for an op and the operand and result shardings it was
+    chosen for (None where a value was left open)."""
+
     option: ShardingOption
     operands: Combination = field(default_factory=Combination)
     results: Combination = field(default_factory=Combination)
@@ -203,6 +206,9 @@ def select_sharding_option(
 
 @dataclass(frozen=True)
 class Provenance:
+    """Why a shard.shard op has its sharding (`explain=true`): the user annotations it
+    derives from and the ops it went through."""
+
     sources: tuple[str, ...]
     path: tuple[str, ...]
 
