@@ -12,14 +12,14 @@ from __future__ import annotations
 from xdsl.dialects import arith as xarith
 from xdsl.dialects.builtin import IndexType, IntegerType
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import IRDLOperation, base, irdl_op_definition, operand_def, prop_def, result_def, traits_def
+from xdsl.irdl import IRDLOperation, base, operand_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
 
 from shardc.dialects.lazy_format import lazy_format_op_definition
 from shardc.dialects.overlays import extend_dialect, op_error
 
 
-@irdl_op_definition
+@lazy_format_op_definition
 class RemfOp(xarith.FloatingPointLikeBinaryOperation):
     """The floating-point remainder, with the sign of the dividend (C's fmod)."""
 

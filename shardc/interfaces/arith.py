@@ -31,7 +31,6 @@ from shardc.interfaces.sharding import (
     register_sharding_interface,
 )
 from shardc.ir import diagnostics
-from shardc.passes.resharding import ReshardingError, reshard
 
 
 class ConstantSharding(ShardingInterface):
@@ -87,6 +86,9 @@ class ConstantSharding(ShardingInterface):
             if sharding.is_fully_replicated:
                 return
             grid = partitioner.grid(op, sharding.grid)
+            # imported when first needed: 5 ms of start-up, for a run that may reshard nothing
+            from shardc.passes.resharding import ReshardingError, reshard
+
             try:
                 local = reshard(
                     partitioner.builder,

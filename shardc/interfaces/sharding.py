@@ -158,6 +158,9 @@ def remove_trailing_empty_sub_arrays(array: list[list[int]]) -> None:
 
 @dataclass
 class Diagnostic:
+    """An `emit_op_error` made inside `collect_diagnostics`: kept for the caller, which
+    decides whether the pass fails."""
+
     op: Operation
     message: str
     severity: str = "error"
@@ -408,7 +411,7 @@ _CONSTANT_LIKE_NAMES = frozenset({"tosa.const", "tosa.const_shape"})
 
 def is_constant_like(op: Operation) -> bool:
     """MLIR's `ConstantLike` trait (xDSL's tosa.const lacks it)."""
-    from shardc.passes.folding import has_trait  # once per class
+    from shardc.ir.traits import has_trait  # once per class
 
     return has_trait(op, ConstantLike) or op.name in _CONSTANT_LIKE_NAMES
 

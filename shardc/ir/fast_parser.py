@@ -73,13 +73,22 @@ _NAMED_FORM_TEXT = (
     rf"(?:[ \t\n]*->[ \t\n]*({_PLAIN_TYPE})(?![<a-zA-Z0-9_]))?"
 )
 _NAMED_REGEXES: tuple[re.Pattern[str], ...] | None = None
+#: Named ops a process reads token by token before it compiles the regular expressions:
+#: compiling them (0.9 ms) costs what about 27 ops cost the slow way (32 us each), which
+#: a small program (a lit test, examples/mlp.mlir's four) would never win back.
+TOKEN_BY_TOKEN_FIRST = 16
+_named_ops_met = 0
 
 
-def _named_regexes() -> tuple[re.Pattern[str], ...]:
+def _named_regexes() -> tuple[re.Pattern[str], ...] | None:
     """The named form, one value, one type, and what may not follow the form for it to
-    be the op's whole operand part; compiled on first use (not at start-up)."""
-    global _NAMED_REGEXES
+    be the op's whole operand part; None for the process's first `TOKEN_BY_TOKEN_FIRST`
+    named ops, compiled at the next one."""
+    global _NAMED_REGEXES, _named_ops_met
     if _NAMED_REGEXES is None:
+        _named_ops_met += 1
+        if _named_ops_met <= TOKEN_BY_TOKEN_FIRST:
+            return None
         _NAMED_REGEXES = (
             re.compile(_NAMED_FORM_TEXT),
             re.compile(r"%([0-9]+|[a-zA-Z$._-][a-zA-Z0-9$._-]*)(?:#([0-9]+))?"),
@@ -312,8 +321,11 @@ class FastParser(Parser):
         token = state.current_token
         if token.kind is not _BARE or token.text != "ins":
             return None
+        regexes = _named_regexes()
+        if regexes is None:
+            return None
         content: str = state.lexer.input.content
-        form, one_value, one_type, goes_on = _named_regexes()
+        form, one_value, one_type, goes_on = regexes
         m = form.match(content, token.span.start)
         if m is None or goes_on.match(content, m.end()):
             return None

@@ -45,7 +45,6 @@ Known differences left (xDSL does not hold what MLIR prints from, or lacks the o
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from io import StringIO

@@ -53,7 +53,8 @@ from shardc.ir.linalg_build import fill_op
 from shardc.lowering.shard_to_mpi_builder import Emitter, drop_group_marks, fail, static_grid_shape
 from shardc.lowering.shard_to_mpi_collectives import COLLECTIVE_PATTERNS
 from shardc.lowering.shard_to_mpi_indices import INDEX_PATTERNS
-from shardc.passes.greedy import apply_patterns_greedily, paused_gc
+from shardc.passes.gc_pause import paused_gc
+from shardc.passes.greedy import apply_patterns_greedily
 from shardc.passes.simplify import folding_patterns
 
 Lowering = Callable[[Operation, PatternRewriter], None]

@@ -22,7 +22,8 @@ from xdsl.traits import HasCanonicalizationPatternsTrait
 from xdsl.utils.exceptions import PassFailedException
 
 from shardc.passes.fold_registry import registered_patterns, replaces_native_patterns
-from shardc.passes.greedy import NO_LIMIT, GreedyRewriteConfig, apply_patterns_greedily, paused_gc
+from shardc.passes.gc_pause import paused_gc
+from shardc.passes.greedy import NO_LIMIT, GreedyRewriteConfig, apply_patterns_greedily
 
 PatternFilter = Callable[[RewritePattern], bool]
 

@@ -24,8 +24,9 @@ from xdsl.transforms.common_subexpression_elimination import (
 )
 
 from shardc.ir.walk import block_ops
-from shardc.passes.folding import has_trait, is_commutative, is_memory_effect_free, is_trivially_dead
-from shardc.passes.greedy import paused_gc
+from shardc.ir.traits import has_trait
+from shardc.passes.folding import is_commutative, is_memory_effect_free, is_trivially_dead
+from shardc.passes.gc_pause import paused_gc
 
 
 def _successors(block: Block) -> Sequence[Block]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from xdsl.context import Context
 from xdsl.dialect_interfaces.constant_materialization import (
@@ -45,42 +44,7 @@ from shardc.passes.fold_registry import (
     registered_folder,
     registered_materializer,
 )
-
-
-T = TypeVar("T")
-
-_HAS_TRAIT: dict[tuple[type[Operation], object, bool], bool] = {}
-_TRAITS_OF_TYPE: dict[tuple[type[Operation], type], tuple] = {}
-
-
-def has_trait(op: Operation, trait: object, value_if_unregistered: bool = True) -> bool:
-    """`op.has_trait(trait)`, once per op class (an op's traits are those of its class)."""
-    key = (type(op), trait, value_if_unregistered)
-    found = _HAS_TRAIT.get(key)
-    if found is None:
-        found = _HAS_TRAIT[key] = op.has_trait(trait, value_if_unregistered=value_if_unregistered)  # type: ignore[arg-type]
-    return found
-
-
-def traits_of_type(op: Operation, trait: type[T]) -> tuple[T, ...]:
-    """`op.get_traits_of_type(trait)`, once per op class."""
-    key = (type(op), trait)
-    found = _TRAITS_OF_TYPE.get(key)
-    if found is None:
-        found = _TRAITS_OF_TYPE[key] = tuple(op.get_traits_of_type(trait))
-    return found
-
-
-_TRAIT: dict[tuple[type[Operation], type], object] = {}
-
-
-def get_trait(op: Operation, trait: type[T]) -> T | None:
-    """`op.get_trait(trait)`, once per op class."""
-    key = (type(op), trait)
-    if key in _TRAIT:
-        return _TRAIT[key]  # type: ignore[return-value]
-    found = _TRAIT[key] = op.get_trait(trait)
-    return found
+from shardc.ir.traits import get_trait, has_trait, traits_of_type
 
 
 # `cls -> isinstance of the base`, filled as classes are met: xDSL's op, value and

@@ -25,9 +25,7 @@ own (`canonicalize`).
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -38,9 +36,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import ConstantLike, IsTerminator
 from xdsl.utils.exceptions import DiagnosticException
 
+from shardc.ir.traits import has_trait
 from shardc.passes.folding import (
     OperationFolder,
-    has_trait,
     is_trivially_dead,
     materialize_constant,
     may_fold,
@@ -50,35 +48,6 @@ from shardc.passes.folding import (
 )
 
 NO_LIMIT = -1
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Run the block with the cyclic garbage collector off (`gc.disable`) and the
-    objects that exist when it starts out of its sight (`gc.freeze`), both undone after.
-
-    A pass builds and drops tens of thousands of IR objects; the collections their
-    allocations trigger scanned the long-lived IR again and again (about 40% of the
-    passes' time), and with it frozen, still the pass's own new IR: about 900
-    collections in the GPT step's pipeline, 5-10% of its time. What a pass drops is
-    mostly freed by reference counting, the rest at the first collection after it (the
-    peak memory of that pipeline is the same either way). Nothing is done when the
-    collector is off already (`shardc-opt`, a pass inside a pass); nothing is frozen
-    when something else froze objects already.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    freeze = not gc.get_freeze_count()
-    if freeze:
-        gc.freeze()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-        if freeze:
-            gc.unfreeze()
 
 
 # -----------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from xdsl.builder import Builder
 from xdsl.context import Context
@@ -76,17 +77,12 @@ from shardc.interfaces.sharding import (
 from shardc.ir import diagnostics
 from shardc.ir.diagnostics import DiagnosticError
 from shardc.ir.fast_verify import verify_operation
-from shardc.passes.folding import has_trait
+from shardc.ir.traits import has_trait
 from shardc.ir.walk import block_ops, ops_of_class
-from shardc.passes.greedy import paused_gc
-from shardc.passes.resharding import (
-    AllGather,
-    AllToAll,
-    ReshardingError,
-    Step,
-    emit_resharding,
-    plan_resharding,
-)
+from shardc.passes.gc_pause import paused_gc
+
+if TYPE_CHECKING:
+    from shardc.passes.resharding import Step
 
 
 _SHARDING, _GET_SHARDING, _SHARD, _OTHER = "sharding", "get_sharding", "shard", "other"
@@ -276,6 +272,8 @@ def result_shardings(op: Operation) -> list[Sharding | None]:
 
 @dataclass
 class BlockPartitioner:
+    """Partitions one block's ops in order, through its function's `Partitioner`."""
+
     block: Block
     number: int
     partitioner: Partitioner
@@ -408,6 +406,9 @@ class BlockPartitioner:
         if src == tgt or (src.is_fully_replicated and tgt.is_fully_replicated):
             return value
         assert isinstance(global_type, TensorType)
+        # imported when first needed: 5 ms of start-up, for a run that may reshard nothing
+        from shardc.passes.resharding import ReshardingError, emit_resharding, plan_resharding
+
         grid = _grid(op, src)
         try:
             plan = plan_resharding(
@@ -458,6 +459,8 @@ class BlockPartitioner:
     def _builder_for(self, step: Step, value: SSAValue) -> Builder:
         """Upstream emits all_gather and all_to_all (and their casts) right after the
         definition of the local tensor they read; the other steps where the op is."""
+        from shardc.passes.resharding import AllGather, AllToAll
+
         builder = self.partitioner.builder
         if not isinstance(step, AllGather | AllToAll):
             return builder

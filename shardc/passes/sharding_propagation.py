@@ -86,8 +86,8 @@ from xdsl.utils.exceptions import PassFailedException
 from shardc.dialects.shard import DYNAMIC, GetShardingOp, ShardingOp, ShardOp
 from shardc.ir import diagnostics
 from shardc.ir.walk import block_ops
-from shardc.passes.folding import has_trait
-from shardc.passes.greedy import paused_gc
+from shardc.ir.traits import has_trait
+from shardc.passes.gc_pause import paused_gc
 from shardc.interfaces.linalg import capture_split_axes, captured_loop_dims
 from shardc.interfaces.sharding import (
     ConflictingUserShardings,
@@ -112,7 +112,6 @@ from shardc.interfaces.sharding import (
     result_annotation,
     verify_sharding_interface_impl,
 )
-from shardc.passes.resharding import ReshardingError, bytes_moved, plan_resharding
 
 from shardc.passes.options import Traversal  # noqa: E402 - re-exported
 
@@ -166,6 +165,9 @@ def resharding_requirement(op: Operation, shardings: Sequence[ShardingInfo | Non
 
 @dataclass
 class Choice:
+    """The sharding option chosen for an op and the operand and result shardings it was
+    chosen for (None where a value was left open)."""
+
     option: ShardingOption
     operands: Combination = field(default_factory=Combination)
     results: Combination = field(default_factory=Combination)
@@ -204,6 +206,9 @@ def select_sharding_option(
 
 @dataclass(frozen=True)
 class Provenance:
+    """Why a shard.shard op has its sharding (`explain=true`): the user annotations it
+    derives from and the ops it went through."""
+
     sources: tuple[str, ...]
     path: tuple[str, ...]
 
@@ -533,6 +538,9 @@ class Completion:
         cost = _INF
         gshape = self.grid_shape(op, src.grid)
         if isinstance(type_, TensorType) and gshape is not None:
+            # imported when first needed: 5 ms of start-up, for a run that may reshard nothing
+            from shardc.passes.resharding import ReshardingError, bytes_moved, plan_resharding
+
             try:
                 plan = plan_resharding(src.sharding, tgt.sharding, type_.get_shape(), gshape)
                 cost = bytes_moved(plan, type_.get_element_type())

@@ -42,7 +42,8 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from shardc.dialects import shard
-from shardc.passes.greedy import apply_patterns_greedily, paused_gc
+from shardc.passes.gc_pause import paused_gc
+from shardc.passes.greedy import apply_patterns_greedily
 
 # =========================================================================================
 # Patterns

@@ -298,6 +298,10 @@ def main(argv: Sequence[str] | None = None, *, cache: bool | None = None) -> int
         cache = command
     run = run_command if command else run_main
     if cache:
+        from shardc.cache_dir import enabled
+
+        cache = enabled()  # SHARDC_CACHE=0: the cache's module (json, hashing) is not imported
+    if cache:
         from shardc.tools.opt_cache import cached_main
 
         code = cached_main(args, run)

@@ -51,12 +51,8 @@ _STALE_S = 3600.0
 
 
 # ---------------------------------------------------------------------------------------
-# Where, whether, messages (the compile cache's rules, without importing the runtime)
+# Where, messages (the compile cache's rules, without importing the runtime)
 # ---------------------------------------------------------------------------------------
-
-
-def enabled() -> bool:
-    return cache_dirs.enabled()
 
 
 def cache_dir() -> str:
@@ -317,9 +313,8 @@ def _prune(base: str, keep: str) -> None:
 
 def cached_main(args: list[str], run: Callable[..., int]) -> int:
     """`run(args)`, or its recorded answer: `run(args, data, recording)` is called on a
-    miss with the input's bytes and a Recording to fill."""
-    if not enabled():
-        return run(args)
+    miss with the input's bytes and a Recording to fill (the caller checks
+    `shardc.cache_dir.enabled()`)."""
     from shardc.passes import PASSES, PIPELINES
     from shardc.tools.argv import scan_argv
 

@@ -15,6 +15,7 @@ from xdsl.utils.exceptions import ParseError
 
 from shardc.context import make_context
 from shardc.dialects import mpi, shard
+from shardc.ir import fast_parser
 from shardc.ir import printer as printer_module
 from shardc.ir.fast_parser import FastParser
 from shardc.ir.locations import LocatingParser
@@ -56,6 +57,7 @@ def _parse(text: str, *, fast: bool, monkeypatch: pytest.MonkeyPatch):
 
     with monkeypatch.context() as m:
         m.setattr(FastParser, "parse_named_operands_fast", counting)
+        m.setattr(fast_parser, "TOKEN_BY_TOKEN_FIRST", 0)  # the regexes from the first op
         module = LocatingParser(make_context(), text, "t.mlir").parse_module()
     return module, read[0]
 
@@ -103,6 +105,34 @@ def test_named_ops_read_at_once_are_the_ops_the_token_parser_builds(monkeypatch:
     assert _text(fast) == _text(slow)
     assert _text(fast, generic=True) == _text(slow, generic=True)
     assert verify(fast) and verify(slow)
+
+
+def test_a_processs_first_named_ops_are_read_token_by_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The regular expressions compile at the process's op after the first
+    `TOKEN_BY_TOKEN_FIRST` (16): examples/mlp.mlir's four named ops never pay for them."""
+    monkeypatch.setattr(fast_parser, "_NAMED_REGEXES", None)
+    monkeypatch.setattr(fast_parser, "_named_ops_met", 0)
+    read: list[bool] = []
+    original = FastParser.parse_named_operands_fast
+
+    def counting(self: FastParser):
+        found = original(self)
+        read.append(found is not None)
+        return found
+
+    monkeypatch.setattr(FastParser, "parse_named_operands_fast", counting)
+    ctx = make_context()
+    LocatingParser(ctx, (ROOT / "examples" / "mlp.mlir").read_text(), "mlp.mlir").parse_module()
+    assert read == [False] * 4 and fast_parser._NAMED_REGEXES is None
+    matmul = "  %m{} = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>"
+    text = (
+        "func.func @f(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x16xf32>) {\n"
+        + "\n".join(matmul.format(i) for i in range(16))
+        + "\n  return\n}\n"
+    )
+    module = LocatingParser(ctx, text, "t.mlir").parse_module()
+    assert read[4:] == [False] * 12 + [True] * 4 and fast_parser._NAMED_REGEXES is not None
+    assert _text(module) == _text(_parse(text, fast=False, monkeypatch=monkeypatch)[0])
 
 
 @pytest.mark.parametrize(

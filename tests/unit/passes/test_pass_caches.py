@@ -22,7 +22,8 @@ from shardc.interfaces.sharding import (
     sharding_of,
 )
 from shardc.passes import fold_registry
-from shardc.passes.greedy import PatternList, paused_gc
+from shardc.passes.gc_pause import paused_gc
+from shardc.passes.greedy import PatternList
 
 MODULE = """
 shard.grid @g(shape = 2)

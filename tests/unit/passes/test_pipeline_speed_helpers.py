@@ -6,7 +6,7 @@ import gc
 from shardc.context import make_context
 from shardc.ir.locations import LocatingParser
 from shardc.ir.walk import block_ops, ops_of_class
-from shardc.passes.greedy import paused_gc
+from shardc.passes.gc_pause import paused_gc
 from xdsl.dialects import func
 
 TEXT = """

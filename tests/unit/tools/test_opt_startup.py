@@ -55,6 +55,32 @@ def test_compile_imports_no_runtime_no_driver_no_unnamed_pass(tmp_path: Path) ->
     assert _matching(names, unnamed) == []
 
 
+
+def test_a_run_that_reshards_nothing_imports_no_planner_no_folding_no_result_cache(tmp_path: Path) -> None:
+    """The planner (and `fractions`), the greedy driver and folding and, with
+    SHARDC_CACHE=0, the result cache's module load when first needed: mlp.mlir's
+    propagation and partition reshard and fold nothing."""
+    done, names = imported(MLP, "--sharding-propagation", "--shard-partition", "-o", str(tmp_path / "out.mlir"), env={"SHARDC_CACHE": "0"}, tmp=tmp_path)
+    assert done.returncode == 0, done.stderr
+    later = ("shardc.passes.resharding", "fractions", "decimal", "shardc.passes.greedy", "shardc.passes.folding", "shardc.tools.opt_cache")
+    assert _matching(names, later) == []
+    # a conflict the planner prices (a value resharded for its user) loads it
+    conflict = tmp_path / "conflict.mlir"
+    conflict.write_text(
+        "shard.grid @grid(shape = 2)\n"
+        "func.func @f(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {\n"
+        "  %s0 = shard.sharding @grid split_axes = [[0]] : !shard.sharding\n"
+        "  %s1 = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding\n"
+        "  %a = shard.shard %x to %s0 : tensor<8x8xf32>\n"
+        "  %b = shard.shard %a to %s1 annotate_for_users : tensor<8x8xf32>\n"
+        "  return %b : tensor<8x8xf32>\n"
+        "}\n"
+    )
+    done, names = imported(str(conflict), "--shard-partition", env={"SHARDC_CACHE": "0"}, tmp=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "shard.all_to_all" in done.stdout and "shardc.passes.resharding" in names
+
+
 def test_help_and_usage_errors_load_no_pass_and_no_xdsl(tmp_path: Path) -> None:
     done, names = imported("--help", env={"SHARDC_CACHE": "0"}, tmp=tmp_path)
     assert done.returncode == 0 and "--shard-to-mpi-pipeline" in done.stdout
