@@ -19,8 +19,10 @@ table): every collective the step calls (all-reduce, all-gather, reduce-scatter,
 sub-communicator cache's agreement) moves nothing between ranks and only writes this
 rank's own part into its receive buffer, so no rank waits for another inside the step.
 Steps alternate between a real state and a free one (real, free, free, real, ...); each
-step is timed between barriers, the slowest rank's. The free state's numbers are wrong
-(timing only): the bound says how fast the step could be if communication cost nothing.
+step is timed between barriers, the slowest rank's, in wall time and in the CPU time of
+each rank's process (a free step's CPU time is its compute alone, what its wall time
+would be with the cores to itself). The free state's numbers are wrong (timing only):
+the bound says how fast the step could be if communication cost nothing.
 """
 
 from __future__ import annotations
@@ -188,28 +190,31 @@ def free_comm_bound(prog, rank: int, params: dict, it, steps: int, world_comm) -
         states[k].train_step([next(it)], 1e-3)
     _FREE[0] = False
     _free_stand_ins(current_comm().mpi_backend(), prog.compiled["train_step"].__globals__)
-    times: dict[str, list[float]] = {"real": [], "free": []}
+    times: dict[str, list[tuple[float, float]]] = {"real": [], "free": []}
     for i in range(steps):
         mb = [next(it)]
         for k in ("real", "free") if i % 2 == 0 else ("free", "real"):
             _FREE[0] = k == "free"
             world_comm.Barrier()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             states[k].train_step(mb, 1e-3)
+            c = time.process_time() - c
             world_comm.Barrier()
-            times[k].append(time.perf_counter() - t)
+            times[k].append((time.perf_counter() - t, c))
     _FREE[0] = False
     every = world_comm.gather(times, root=0)
     if rank:
         return None
-    slowest = {k: [max(col) for col in zip(*(r[k] for r in every))] for k in times}
-    real, free = (statistics.median(slowest[k]) for k in ("real", "free"))
-    ratios = [a / b for a, b in zip(slowest["real"], slowest["free"])]
-    return (
-        f"{len(every)} ranks: step with real communication {real * 1e3:.1f} ms, with free communication {free * 1e3:.1f} ms "
-        f"(medians of {steps}, slowest rank; the free steps' numbers are wrong: timing only); "
-        f"real/free per pair: median {statistics.median(ratios):.3f} (range {min(ratios):.3f}-{max(ratios):.3f})"
-    )
+    lines = [f"{len(every)} ranks, medians of {steps} steps of the slowest rank (the free steps' numbers are wrong: timing only):"]
+    for j, what in ((0, "wall"), (1, "CPU")):
+        slowest = {k: [max(x[j] for x in col) for col in zip(*(r[k] for r in every))] for k in times}
+        real, free = (statistics.median(slowest[k]) for k in ("real", "free"))
+        ratios = [a / b for a, b in zip(slowest["real"], slowest["free"])]
+        lines.append(
+            f"  {what}: real communication {real * 1e3:.1f} ms, free {free * 1e3:.1f} ms; "
+            f"real/free per pair: median {statistics.median(ratios):.3f} (range {min(ratios):.3f}-{max(ratios):.3f})"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:
