@@ -1,7 +1,7 @@
 """The run time of the mpi kernels (`kernels/mpi.py` emits them): the current comm's
 MPI backend, the direct reduce-scatter, the nonblocking starts of the overlap
-schedule, the held starts of small collectives. No xDSL here, so a compile-cache hit loads none; mpi.py re-exports every
-name."""
+schedule, the held starts of small collectives. No xDSL here, so a compile-cache hit
+loads none; mpi.py re-exports every name."""
 
 from __future__ import annotations
 
