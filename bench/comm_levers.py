@@ -12,6 +12,9 @@ Levers (`--off` names those the "off" program goes without; all by default):
             copied into it
   rs_copy   reduce_scatter along a non-leading dim sends from the transpose's own
             buffer (`lowering.shard_to_mpi_collectives._ranks_first`), no copy first
+  held      small collectives held until an op needs them, then run as one call per
+            kind (`runtime.overlap._small_held`: dp=2's 26 gradient all-reduces of
+            1 KiB become one call), not each where it is written
 
 Wall time is the step between barriers; CPU time is each rank's process time over its
 step (MPI's busy waiting included: MPICH polls). Both programs compile here, the "off" one with the levers patched out, with the disk
@@ -60,24 +63,27 @@ def _old_ranks_first(e, value, axis, n):  # the lowering before: transpose, then
     return buffer
 
 
-LEVERS = ("inplace", "rs_copy")
+LEVERS = ("inplace", "rs_copy", "held")
 
 
 def build(cfg, grid, tp, off: set[str]):
     import shardc.lowering.shard_to_mpi_collectives as coll
     import shardc.runtime.kernels.fused as fused
+    import shardc.runtime.overlap as overlap
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.spmd import StepProgram
 
-    saved = (fused._inplace_ufunc, coll._ranks_first)
+    saved = (fused._inplace_ufunc, coll._ranks_first, overlap._small_held)
     try:
         if "inplace" in off:
             fused._inplace_ufunc = lambda *a, **k: None
         if "rs_copy" in off:
             coll._ranks_first = _old_ranks_first
+        if "held" in off:
+            overlap._small_held = lambda op: False
         return StepProgram.build(cfg, 8, grid, ShardingPolicy(tp, zero=True, fsdp=False), GPT_PLAN)
     finally:
-        fused._inplace_ufunc, coll._ranks_first = saved
+        fused._inplace_ufunc, coll._ranks_first, overlap._small_held = saved
 
 
 def _time_elementwise(prog) -> list[float]:

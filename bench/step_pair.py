@@ -1,11 +1,14 @@
 """The GPT training step (bench/train_step.py's model and batch) of this tree against
-another tree's (`--baseline DIR`, e.g. a copy of the previous commit), in separate
-processes alternating A B A B ..., so a shared machine's load hits both alike; prints
-each pair's ratio (baseline step / this tree's step), their median and range.
+another tree's (`--baseline DIR`, e.g. a copy of the previous commit), or of this tree
+with some environment variables set against without them (`--env NAME=VALUE ...`, e.g.
+an MPICH CVAR), in separate processes alternating A B A B ..., so a shared machine's
+load hits both alike; prints each pair's ratio (baseline step / this tree's step), their
+median and range.
 
     python bench/step_pair.py --baseline /tmp/base --ranks 2           # dp=2 (ZeRO)
     python bench/step_pair.py --baseline /tmp/base --ranks 2 --tp 2    # tp=2
     python bench/step_pair.py --baseline /tmp/base --ranks 1
+    python bench/step_pair.py --env MPIR_CVAR_POLLS_BEFORE_YIELD=0      # "this": with it
 
 Each process compiles (or loads from the compile cache) the step, runs one untimed
 step, then `--steps` timed ones; its figure is the median over steps of the slowest
@@ -65,8 +68,14 @@ def worker(tp: int, steps: int) -> None:
     print("STEP " + json.dumps({"median": statistics.median(times), "times": times}))
 
 
-def run(tree: str, ranks: int, tp: int, steps: int) -> float:
+def run(tree: str, ranks: int, tp: int, steps: int, extra: dict[str, str | None] | None = None) -> float:
+    """The step's median in `tree`, with `extra` set in the environment (None: unset)."""
     env = dict(os.environ, PYTHONPATH=tree, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    for name, value in (extra or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     script = os.path.abspath(__file__)
     cmd = [sys.executable, script, "--worker", "--tp", str(tp), "--steps", str(steps)]
     if ranks > 1:
@@ -83,7 +92,8 @@ def run(tree: str, ranks: int, tp: int, steps: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--baseline", help="the other tree's root (a directory holding shardc/)")
+    ap.add_argument("--baseline", help="the other tree's root (a directory holding shardc/); default with --env: this tree")
+    ap.add_argument("--env", nargs="+", default=[], metavar="NAME=VALUE", help="set in this tree's runs only (removed from the baseline's)")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--tp", type=int, default=1)
     ap.add_argument("--pairs", type=int, default=6)
@@ -93,15 +103,20 @@ def main() -> None:
     if args.worker:
         worker(args.tp, args.steps)
         return
+    if any("=" not in e for e in args.env):
+        raise SystemExit("step_pair: --env takes NAME=VALUE")
+    extra: dict[str, str | None] = dict(e.split("=", 1) for e in args.env)
+    if not args.baseline and extra:
+        args.baseline = HERE
     if not args.baseline or not os.path.isdir(os.path.join(args.baseline, "shardc")):
-        raise SystemExit("step_pair: --baseline must name a tree holding shardc/")
+        raise SystemExit("step_pair: --baseline must name a tree holding shardc/ (or give --env)")
     if args.ranks < 1 or args.pairs < 1 or args.steps < 1 or args.tp < 1 or args.ranks % args.tp:
         raise SystemExit("step_pair: --ranks, --tp, --pairs and --steps must be positive, tp dividing ranks")
     base = os.path.abspath(args.baseline)
     ratios = []
     for p in range(args.pairs):
         order = [(base, "base"), (HERE, "this")] if p % 2 == 0 else [(HERE, "this"), (base, "base")]
-        got = {name: run(tree, args.ranks, args.tp, args.steps) for tree, name in order}
+        got = {name: run(tree, args.ranks, args.tp, args.steps, extra if name == "this" else dict.fromkeys(extra)) for tree, name in order}
         ratios.append(got["base"] / got["this"])
         print(f"pair {p + 1}: base {got['base'] * 1e3:.1f} ms, this {got['this'] * 1e3:.1f} ms, ratio {ratios[-1]:.3f}", flush=True)
     print(f"ranks {args.ranks} tp {args.tp}: base/this median {statistics.median(ratios):.3f} (range {min(ratios):.3f}-{max(ratios):.3f}, {len(ratios)} pairs)")

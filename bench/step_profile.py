@@ -6,12 +6,23 @@ under `mpiexec -n 2` to see what the 2-rank step pays that the 1-rank step does 
     python bench/step_profile.py                       # 1 rank
     mpiexec -n 2 python bench/step_profile.py          # dp=2 (ZeRO)
     mpiexec -n 2 python bench/step_profile.py --tp 2   # tp=2
+    mpiexec -n 2 python bench/step_profile.py --free-comm [--tp 2]   # the bound: free communication
 
 Every callable global of the generated step module is wrapped by a timer after
 compilation (kernels are bound as globals of the generated code, so every call goes
 through its wrapper); the MPI backend's methods are wrapped on the backend object. A
 wrapper costs about 0.3 us a call, counted in "wrapped calls' overhead" below the
 table (measured on an empty wrapper). Each rank prints its own table, rank by rank.
+
+`--free-comm` times the step against itself with free communication instead (no
+table): every collective the step calls (all-reduce, all-gather, reduce-scatter, the
+sub-communicator cache's agreement) moves nothing between ranks and only writes this
+rank's own part into its receive buffer, so no rank waits for another inside the step.
+Steps alternate between a real state and a free one (real, free, free, real, ...); each
+step is timed between barriers, the slowest rank's, in wall time and in the CPU time of
+each rank's process (a free step's CPU time is its compute alone, what its wall time
+would be with the cores to itself). The free state's numbers are wrong (timing only):
+the bound says how fast the step could be if communication cost nothing.
 """
 
 from __future__ import annotations
@@ -125,6 +136,87 @@ def instrument_backend(namespace: dict, barrier) -> None:
             namespace[gname] = _synced(obj, barrier)
 
 
+_FREE = [False]
+
+
+def _free_stand_ins(backend, namespace: dict) -> None:
+    """While `_FREE[0]`, the collectives of `backend` and the generated code's direct
+    reduce-scatters move nothing between ranks: each writes only its own part (what a
+    1-rank collective would), and a cached sub-communicator is reused without asking the
+    others."""
+    from shardc.runtime.comm import _write  # pyright: ignore[reportPrivateUsage]
+
+    def allreduce(comm, send, recv, op):
+        if send is not recv:
+            _write(recv, np.asarray(send).reshape(-1), "allreduce")
+        return 0
+
+    def reduce_scatter_block(comm, send, recv, op):
+        _write(recv, np.asarray(send).reshape(comm.Get_size(), -1)[comm.Get_rank()], "reduce_scatter_block")
+        return 0
+
+    def allgather(comm, send, recv):
+        if recv.flags.c_contiguous:
+            recv.reshape(comm.Get_size(), -1)[comm.Get_rank()] = np.asarray(send).reshape(-1)
+        return 0
+
+    splits: dict = {}
+
+    def comm_split(comm, color, key, site=None, _real=backend.comm_split):
+        k = (site, comm.py2f(), color, key)
+        if k not in splits:
+            splits[k] = _real(comm, color, key, site)
+        return splits[k]
+
+    def either(real, free):
+        return lambda *a: free(*a) if _FREE[0] else real(*a)
+
+    for name, free in (("allreduce", allreduce), ("allgather", allgather), ("reduce_scatter_block", reduce_scatter_block), ("comm_split", comm_split)):
+        setattr(backend, name, either(getattr(backend, name), free))
+    for gname, obj in list(namespace.items()):
+        if _label(gname, obj) == "mpi_reduce_scatter_block":
+            namespace[gname] = either(obj, reduce_scatter_block)
+
+
+def free_comm_bound(prog, rank: int, params: dict, it, steps: int, world_comm) -> str | None:
+    """Median step (slowest rank, between barriers) with real and with free
+    communication, alternating; the report on rank 0."""
+    from shardc.runtime.comm import current_comm
+    from shardc.training.spmd import RankState
+
+    states = {"real": RankState(prog, rank, params), "free": RankState(prog, rank, params)}
+    for k in states:  # warm both
+        _FREE[0] = k == "free"
+        states[k].train_step([next(it)], 1e-3)
+    _FREE[0] = False
+    _free_stand_ins(current_comm().mpi_backend(), prog.compiled["train_step"].__globals__)
+    times: dict[str, list[tuple[float, float]]] = {"real": [], "free": []}
+    for i in range(steps):
+        mb = [next(it)]
+        for k in ("real", "free") if i % 2 == 0 else ("free", "real"):
+            _FREE[0] = k == "free"
+            world_comm.Barrier()
+            t, c = time.perf_counter(), time.process_time()
+            states[k].train_step(mb, 1e-3)
+            c = time.process_time() - c
+            world_comm.Barrier()
+            times[k].append((time.perf_counter() - t, c))
+    _FREE[0] = False
+    every = world_comm.gather(times, root=0)
+    if rank:
+        return None
+    lines = [f"{len(every)} ranks, medians of {steps} steps of the slowest rank (the free steps' numbers are wrong: timing only):"]
+    for j, what in ((0, "wall"), (1, "CPU")):
+        slowest = {k: [max(x[j] for x in col) for col in zip(*(r[k] for r in every))] for k in times}
+        real, free = (statistics.median(slowest[k]) for k in ("real", "free"))
+        ratios = [a / b for a, b in zip(slowest["real"], slowest["free"])]
+        lines.append(
+            f"  {what}: real communication {real * 1e3:.1f} ms, free {free * 1e3:.1f} ms; "
+            f"real/free per pair: median {statistics.median(ratios):.3f} (range {min(ratios):.3f}-{max(ratios):.3f})"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tp", type=int, default=1)
@@ -132,6 +224,7 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=14)
     ap.add_argument("--cpu", action="store_true", help="CPU time of this process (time.process_time) instead of wall time: a shared machine's descheduling left out, MPI's busy waiting kept")
     ap.add_argument("--sync", action="store_true", help="a timed barrier before each collective: its wait is shown apart as skew")
+    ap.add_argument("--free-comm", action="store_true", help="no table: the step against itself with collectives that move nothing between ranks (the bound; numbers wrong, timing only)")
     args = ap.parse_args()
 
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
@@ -150,9 +243,18 @@ def main() -> None:
         world, rank, barrier = MPI.COMM_WORLD.Get_size(), MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Barrier
     cfg = GPTConfig(n_layer=4, n_head=4, n_embd=256, block_size=128, vocab_size=512)
     prog = StepProgram.build(cfg, 8, make_grid(world, args.tp), ShardingPolicy(args.tp, zero=True, fsdp=False), GPT_PLAN)
-    state = RankState(prog, rank, init_params(cfg, 0))
     data = np.random.default_rng(0).integers(0, cfg.vocab_size, 20000).astype(np.int32)
     it = batches(data, 8, cfg.block_size, 0)
+    if args.free_comm:
+        if world == 1:
+            raise SystemExit("step_profile: --free-comm needs ranks (mpiexec -n 2)")
+        from mpi4py import MPI
+
+        report = free_comm_bound(prog, rank, init_params(cfg, 0), it, args.steps, MPI.COMM_WORLD)
+        if report:
+            print(f"tp={args.tp}: {report}")
+        return
+    state = RankState(prog, rank, init_params(cfg, 0))
     state.train_step([next(it)], 1e-3)  # compile kernels
     seen = set()
     for name in ("train_step", "adamw_step"):

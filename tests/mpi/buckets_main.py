@@ -3,8 +3,9 @@
 collectives  held (bucketed) allreduces, reduce-scatters and all-gathers on MPI, bitwise
              the separate calls, with buckets small and large (past MPICH's algorithm
              switches, where the probe decides on 4 ranks)
-training     the scheduled GPT step with and without buckets: bitwise equal losses and
-             parameters, fewer MPI calls (dp=N ZeRO; tp=2 on 4 ranks)
+training     the GPT step, as written (small collectives held) and scheduled, with and
+             without buckets: bitwise equal losses and parameters, fewer MPI calls
+             (dp=N ZeRO; tp=2 on 4 ranks)
 """
 
 from __future__ import annotations
@@ -71,22 +72,24 @@ def check_training(n: int) -> str:
 
         setattr(comm_mod.MPIP2P, name, staticmethod(counted))
     out = []
-    for tp in (1, 2) if n == 4 else (1,):
-        prog = StepProgram.build(cfg, 8, make_grid(n, tp), ShardingPolicy(tp, zero=True, fsdp=False), GPT_PLAN)
-        results = []
-        for overlapped, size in (("0", "0"), ("0", "65536"), ("1", "65536")):
-            os.environ["SHARDC_OVERLAP"], os.environ["SHARDC_BUCKET_BYTES"] = overlapped, size
-            st = RankState(prog, rank, init_params(cfg, 0))
-            it = batches(data, 8, cfg.block_size, 0)
-            calls[0] = 0
-            losses = [st.train_step([next(it)], 1e-2) for _ in range(2)]
-            results.append((losses, [x.copy() for x in st.params], calls[0]))
-            assert held_count() == 0 and overlap.in_flight() == 0
-        (l0, p0, c0), (l1, p1, c1), (l2, p2, _) = results
-        assert l1 == l0 and l2 == l0, (l0, l1, l2)
-        assert all(np.array_equal(a, b) and np.array_equal(a, c) for a, b, c in zip(p0, p1, p2))
-        assert c1 < c0, (c0, c1)
-        out.append(f"tp={tp} {l0[-1]:.6f} calls {c0} -> {c1}")
+    for scheduled in (False, True):
+        overlap.SCHEDULE = scheduled
+        for tp in (1, 2) if n == 4 else (1,):
+            prog = StepProgram.build(cfg, 8, make_grid(n, tp), ShardingPolicy(tp, zero=True, fsdp=False), GPT_PLAN)
+            results = []
+            for overlapped, size in (("0", "0"), ("0", "65536"), ("1", "65536")):
+                os.environ["SHARDC_OVERLAP"], os.environ["SHARDC_BUCKET_BYTES"] = overlapped, size
+                st = RankState(prog, rank, init_params(cfg, 0))
+                it = batches(data, 8, cfg.block_size, 0)
+                calls[0] = 0
+                losses = [st.train_step([next(it)], 1e-2) for _ in range(2)]
+                results.append((losses, [x.copy() for x in st.params], calls[0]))
+                assert held_count() == 0 and overlap.in_flight() == 0
+            (l0, p0, c0), (l1, p1, c1), (l2, p2, _) = results
+            assert l1 == l0 and l2 == l0, (l0, l1, l2)
+            assert all(np.array_equal(a, b) and np.array_equal(a, c) for a, b, c in zip(p0, p1, p2))
+            assert c1 < c0, (scheduled, tp, c0, c1)
+            out.append(f"{'scheduled' if scheduled else 'as written'} tp={tp} {l0[-1]:.6f} calls {c0} -> {c1}")
     return ", ".join(out)
 
 

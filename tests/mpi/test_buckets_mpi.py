@@ -1,6 +1,7 @@
 """Bucketed small collectives under real mpiexec: bitwise the separate calls (2 and 4
-ranks, buckets past MPICH's algorithm switches), and the training step's results
-unchanged by bucketing, with fewer MPI calls."""
+ranks, buckets past MPICH's algorithm switches), and the training step's results, as
+written (small collectives held) and scheduled, unchanged by bucketing, with fewer MPI
+calls."""
 
 import subprocess
 from pathlib import Path

@@ -8,9 +8,10 @@ the MPI return code (MPI_SUCCESS, 0: a failing call raises instead of returning 
 at exit, and a program may run more than once in one process.
 
 `mpi.allreduce`, `mpi.reduce_scatter_block` and `mpi.allgather` in a function's top-level
-block may also be split into a start and a wait by the overlap schedule
-(`shardc.runtime.overlap`): the start functions below run the nonblocking call when
-`SHARDC_OVERLAP` says so, the blocking one otherwise.
+block may also be split into a start and a wait (`shardc.runtime.overlap`): by the
+overlap schedule, whose start functions below run the nonblocking call when
+`SHARDC_OVERLAP` says so, the blocking one otherwise; and, small ones in a block emitted
+as written, held until their wait (`hold_or_run`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from shardc.dialects import mpi
 from shardc.runtime import overlap
 from shardc.runtime.codegen_safe import py_literal
 from shardc.runtime.compile import FunctionBuilder, compile_error, register
-from shardc.runtime.kernels.mpi_run import backend, reduce_scatter_block, start_allgather, start_allreduce, start_reduce_scatter_block  # noqa: F401  (the run time, re-exported)
+from shardc.runtime.kernels.mpi_run import backend, hold_or_run, reduce_scatter_block, start_allgather, start_allreduce, start_reduce_scatter_block  # noqa: F401  (the run time, re-exported)
 
 
 def _retval(op: Operation, g: FunctionBuilder, expr: str = "0") -> None:
@@ -167,3 +168,15 @@ def _start_reduce(op: Operation, g: FunctionBuilder):
 def _start_allgather(op: Operation, g: FunctionBuilder):
     assert isinstance(op, mpi.AllGatherOp)
     return _emit_start(op, g, start_allgather, [g.v(op.comm), g.v(op.sendbuf), g.v(op.recvbuf)])
+
+
+_HELD_KIND = {mpi.AllReduceOp: "allreduce", mpi.ReduceScatterBlockOp: "reduce_scatter_block", mpi.AllGatherOp: "allgather"}
+
+
+@overlap.register_held(*_HELD_KIND, send=lambda op: op.sendbuf)  # type: ignore[attr-defined]
+def _held_start(op: Operation, g: FunctionBuilder):
+    assert isinstance(op, mpi.AllReduceOp | mpi.ReduceScatterBlockOp | mpi.AllGatherOp)
+    args = [py_literal(_HELD_KIND[type(op)]), g.v(op.comm), g.v(op.sendbuf), g.v(op.recvbuf)]
+    if not isinstance(op, mpi.AllGatherOp):
+        args.append(py_literal(_reduction(op)))
+    return _emit_start(op, g, hold_or_run, args)

@@ -1,7 +1,7 @@
 """The run time of the mpi kernels (`kernels/mpi.py` emits them): the current comm's
 MPI backend, the direct reduce-scatter, the nonblocking starts of the overlap
-schedule. No xDSL here, so a compile-cache hit loads none; mpi.py re-exports every
-name."""
+schedule, the held starts of small collectives. No xDSL here, so a compile-cache hit
+loads none; mpi.py re-exports every name."""
 
 from __future__ import annotations
 
@@ -54,3 +54,19 @@ def start_allgather(comm: Any, send: Any, recv: Any) -> Pending:
         b.allgather(comm, send, recv)
         return Pending.completed(0)
     return overlap_run.launch(b.iallgather(comm, send, recv))
+
+
+def hold_or_run(kind: str, comm: Any, send: Any, recv: Any, op: str | None = None) -> Pending:
+    """A small collective (`kind`: allreduce, reduce_scatter_block, allgather) of a block
+    emitted as written: held, to run with every other held one at the first wait of any
+    (`comm.hold`), or run now when it is larger than `SHARDC_BUCKET_BYTES` (0: none held)."""
+    b = backend()
+    if (held := hold(kind, b, comm, send, recv, op)) is not None:
+        return held
+    if kind == "allgather":
+        b.allgather(comm, send, recv)
+    elif kind == "allreduce":
+        b.allreduce(comm, send, recv, op)
+    else:
+        reduce_scatter_block(comm, send, recv, op)
+    return Pending.completed(0)
