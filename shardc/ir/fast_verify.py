@@ -14,12 +14,16 @@ the generated verifier is read, not replaced.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from xdsl.ir import Operation
 from xdsl.irdl.operations import OpDef
+from xdsl.traits import IsolatedFromAbove, OpTrait
 
-_Step = tuple[OpDef, dict[Any, bool]]
+from shardc.ir.isolation import verify_isolated_from_above
+
+_Step = tuple[OpDef, dict[Any, bool], list[Any]]
 _Check = Callable[[Operation], None]
 _Plan = tuple[_Check | None, tuple[_Step, ...], _Check | None, dict[Any, bool] | None]
 
@@ -28,7 +32,8 @@ _PLANS: dict[type[Operation], _Plan | None] = {}
 memo; the op's own verifier; that verifier's memo where it reads only what the memo key
 holds), or None where the class's `verify_` is neither xDSL's generated one nor a
 wrapper naming its parts (`shardc_verify_parts = (check, generated)`, as the shard
-dialect's ops have)."""
+dialect's ops have). A step's list holds its definition's traits (the frozenset
+`add_trait` replaces) and the checks they make (`_trait_checks`)."""
 
 _MEMO_LIMIT = 50_000
 """Entries kept per op definition before its memo is cleared (bounds memory in long
@@ -66,7 +71,7 @@ def _plan(cls: type[Operation]) -> _Plan | None:
         pre, fn = parts
     while (parts := _generated_parts(fn)) is not None:
         op_def, fn = parts
-        steps.append((op_def, {}))
+        steps.append((op_def, {}, [None, ()]))
     if not steps:
         return None
     custom = None if fn is _NO_VERIFY else fn
@@ -139,6 +144,21 @@ def _value_key(op: Operation) -> _Hashed | None:
         return None
 
 
+def _trait_checks(traits: frozenset[OpTrait]) -> tuple[Callable[[Operation], None], ...]:
+    """The `verify` of each of `traits`, in their order, but those that check nothing
+    (`OpTrait.verify` itself), IsolatedFromAbove's through `verify_isolated_from_above`."""
+    checks: list[Callable[[Operation], None]] = []
+    for trait in traits:
+        cls = type(trait)
+        if cls.verify is OpTrait.verify:
+            continue
+        if cls is IsolatedFromAbove:
+            checks.append(partial(verify_isolated_from_above, trait))
+        else:
+            checks.append(trait.verify)
+    return tuple(checks)
+
+
 _UNSET: Any = object()
 
 
@@ -165,7 +185,7 @@ def verify_op(op: Operation) -> None:
         pre(op)
     ids = _id_key(op)
     key: _Hashed | None = _UNSET
-    for op_def, memo in steps:
+    for op_def, memo, traits in steps:
         known = ids in memo
         if not known:
             if key is _UNSET:
@@ -174,8 +194,11 @@ def verify_op(op: Operation) -> None:
             if known:
                 _remember(memo, ids, key)  # type: ignore[arg-type]
         if known:
-            for trait in op_def.traits:
-                trait.verify(op)
+            current = op_def.traits.traits
+            if current is not traits[0]:
+                traits[0], traits[1] = current, _trait_checks(current)
+            for check in traits[1]:
+                check(op)
             continue
         op_def.verify(op)
         if key is _UNSET:

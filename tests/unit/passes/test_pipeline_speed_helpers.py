@@ -5,7 +5,7 @@ import gc
 
 from shardc.context import make_context
 from shardc.ir.locations import LocatingParser
-from shardc.ir.walk import block_ops, ops_of_class
+from shardc.ir.walk import all_ops, block_ops, ops_of_class
 from shardc.passes.greedy import paused_gc
 from xdsl.dialects import func
 
@@ -46,3 +46,10 @@ def test_walk_helpers_match_xdsl_walks() -> None:
     assert ops_of_class(module, type(module)) == [op for op in module.walk() if isinstance(op, type(module))]
     body = expected[0].body.blocks[0]
     assert block_ops(body) == list(body.ops)
+
+
+def test_all_ops_and_class_tuples_match_xdsl_walks() -> None:
+    module = LocatingParser(make_context(), TEXT, "t.mlir").parse_module()
+    assert all_ops(module) == list(module.walk())
+    classes = (func.FuncOp, func.ReturnOp)
+    assert ops_of_class(module, classes) == [op for op in module.walk() if isinstance(op, classes)]
