@@ -69,6 +69,7 @@ from shardc.dialects.shard import (
 )
 from shardc.interfaces import sharding as sharding_mod
 from shardc.ir.linalg_build import fill_op
+from shardc.ir.segments import ins_outs
 from shardc.ir.op_build import cmpi, index_constant, scf_if, scf_yield, tensor_empty
 from shardc.ir.types import tensor_type
 from shardc.interfaces.sharding import (
@@ -159,7 +160,7 @@ def _is_structured(op: Operation) -> bool:
 
 def _inits(op: Operation):
     if _is_structured(op):
-        return op.outputs  # pyright: ignore[reportAttributeAccessIssue]
+        return ins_outs(op)[1]
     if (inits := getattr(op, "inits", None)) is not None:  # shardc's variadic linalg.reduce
         return inits
     return (op.operands[-1],)

@@ -164,7 +164,7 @@ class DriverRewriter(PatternRewriter):
         _set_field(point, "block", block)
         _set_field(point, "insert_before", op)
         self.insertion_point = point
-        self.name_hint = None
+        self._name_hint = None  # what the `name_hint` setter stores for None, unvalidated
 
     def erase(self, op: Operation, safe_erase: bool = True) -> None:
         self.has_done_action = True

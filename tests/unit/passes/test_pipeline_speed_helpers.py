@@ -5,9 +5,11 @@ import gc
 
 from shardc.context import make_context
 from shardc.ir.locations import LocatingParser
+from shardc.ir.segments import ins_outs
 from shardc.ir.walk import all_ops, block_ops, ops_of_class
 from shardc.passes.greedy import paused_gc
 from xdsl.dialects import func
+from xdsl.dialects.builtin import DenseArrayBase, i32
 
 TEXT = """
 func.func @a(%x: f32) -> f32 {
@@ -53,3 +55,27 @@ def test_all_ops_and_class_tuples_match_xdsl_walks() -> None:
     assert all_ops(module) == list(module.walk())
     classes = (func.FuncOp, func.ReturnOp)
     assert ops_of_class(module, classes) == [op for op in module.walk() if isinstance(op, classes)]
+
+
+LINALG = """
+func.func @l(%a: tensor<4x8xf32>, %b: tensor<8x2xf32>, %z: f32) -> tensor<4x2xf32> {
+  %e = tensor.empty() : tensor<4x2xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<4x2xf32>) -> tensor<4x2xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x2xf32>) outs(%f : tensor<4x2xf32>) -> tensor<4x2xf32>
+  return %m : tensor<4x2xf32>
+}
+"""
+
+
+def test_ins_outs_matches_the_accessors() -> None:
+    """Decoded once per segment attribute, the same values as `op.inputs` / `op.outputs`,
+    also when the sizes do not add up to the operands (the accessors' answer then)."""
+    module = LocatingParser(make_context(), LINALG, "t.mlir").parse_module()
+    structured = [op for op in module.walk() if op.name in ("linalg.fill", "linalg.matmul")]
+    assert len(structured) == 2
+    for op in structured * 2:  # the second round reads the memo
+        assert ins_outs(op) == (tuple(op.inputs), tuple(op.outputs))  # type: ignore[attr-defined]
+    matmul = structured[1]
+    matmul.properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, [1, 1])
+    expected = (tuple(matmul.inputs), tuple(matmul.outputs))  # type: ignore[attr-defined]
+    assert ins_outs(matmul) == expected
