@@ -21,6 +21,7 @@ from xdsl.ir import Operation
 from xdsl.irdl.operations import OpDef
 from xdsl.traits import IsolatedFromAbove, OpTrait
 
+from shardc.ir.class_traits import has_trait
 from shardc.ir.isolation import verify_isolated_from_above
 
 _Step = tuple[OpDef, dict[Any, bool], list[Any]]
@@ -250,15 +251,15 @@ def _verify_fast(op: Operation, nested: bool) -> None:
     if block is not None and region is not None and block.last_op is op:
         parent = region.parent
         single = region.first_block is region.last_block
-        needs = (parent is not None and not parent.has_trait(NoTerminator)) if single else True
-        if needs and not op.has_trait(IsTerminator):
+        needs = (parent is not None and not has_trait(parent, NoTerminator)) if single else True
+        if needs and not has_trait(op, IsTerminator):
             raise ValueError("not a terminator")
     if nested:
         for inner in op.regions:
             for b in inner.blocks:
                 if b.parent is not inner:
                     raise ValueError("block parent")
-                if b.first_op is None and inner.first_block is inner.last_block and not op.has_trait(NoTerminator):
+                if b.first_op is None and inner.first_block is inner.last_block and not has_trait(op, NoTerminator):
                     raise ValueError("empty block")
                 for child in b.ops:
                     if child.parent is not b:

@@ -14,19 +14,11 @@ from __future__ import annotations
 from xdsl.ir import Block, Operation
 from xdsl.traits import IsolatedFromAbove
 
-_ISOLATED: dict[type, bool] = {}
-"""`has_trait(IsolatedFromAbove)` per op class (a class method: each call walks the
-class's traits with ABC isinstance tests)."""
-
+from shardc.ir.class_traits import has_trait
 
 def is_isolated(op: Operation) -> bool:
     """Whether `op` has regions and is isolated from above."""
-    if not op.regions:
-        return False
-    found = _ISOLATED.get(type(op))
-    if found is None:
-        found = _ISOLATED[type(op)] = op.has_trait(IsolatedFromAbove)
-    return found
+    return bool(op.regions) and has_trait(op, IsolatedFromAbove)
 
 
 def verify_isolated_from_above(trait: IsolatedFromAbove, op: Operation) -> None:

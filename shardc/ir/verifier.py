@@ -18,6 +18,7 @@ from xdsl.traits import IsTerminator, NoTerminator
 from xdsl.utils.exceptions import DiagnosticException
 
 from shardc.ir import diagnostics
+from shardc.ir.class_traits import has_trait
 from shardc.ir.diagnostics import DiagnosticError, Severity, current_engine
 from shardc.ir.fast_verify import verify_op
 from shardc.ir.isolation import is_isolated
@@ -56,7 +57,7 @@ def _may_lack_terminator(block: Block) -> bool:
     if len(region.blocks) != 1:
         return False
     parent = region.parent
-    return parent is None or isinstance(parent, UnregisteredOp) or parent.has_trait(NoTerminator)
+    return parent is None or isinstance(parent, UnregisteredOp) or has_trait(parent, NoTerminator)
 
 
 def _verify_tree(op: Operation) -> bool:
@@ -129,7 +130,7 @@ def _block_on_exit(block: Block) -> bool:
             return False
     if _may_lack_terminator(block):
         return True
-    if isinstance(last, UnregisteredOp) or last.has_trait(IsTerminator):
+    if isinstance(last, UnregisteredOp) or has_trait(last, IsTerminator):
         return True
     diagnostics.emit(last, Severity.ERROR, f"block with no terminator, has {_short(last)}")
     return False

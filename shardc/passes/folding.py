@@ -36,6 +36,7 @@ from xdsl.traits import (
     SymbolOpInterface,
 )
 
+from shardc.ir.class_traits import has_trait
 from shardc.passes.fold_registry import (
     NOT_REGISTERED,
     effect_free_entry,
@@ -49,17 +50,7 @@ from shardc.passes.fold_registry import (
 
 T = TypeVar("T")
 
-_HAS_TRAIT: dict[tuple[type[Operation], object, bool], bool] = {}
 _TRAITS_OF_TYPE: dict[tuple[type[Operation], type], tuple] = {}
-
-
-def has_trait(op: Operation, trait: object, value_if_unregistered: bool = True) -> bool:
-    """`op.has_trait(trait)`, once per op class (an op's traits are those of its class)."""
-    key = (type(op), trait, value_if_unregistered)
-    found = _HAS_TRAIT.get(key)
-    if found is None:
-        found = _HAS_TRAIT[key] = op.has_trait(trait, value_if_unregistered=value_if_unregistered)  # type: ignore[arg-type]
-    return found
 
 
 def traits_of_type(op: Operation, trait: type[T]) -> tuple[T, ...]:

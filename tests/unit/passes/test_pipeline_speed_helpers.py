@@ -79,3 +79,22 @@ def test_ins_outs_matches_the_accessors() -> None:
     matmul.properties["operandSegmentSizes"] = DenseArrayBase.from_list(i32, [1, 1])
     expected = (tuple(matmul.inputs), tuple(matmul.outputs))  # type: ignore[attr-defined]
     assert ins_outs(matmul) == expected
+
+
+def test_class_has_trait_and_grid_shapes_match_xdsl() -> None:
+    from xdsl.traits import IsolatedFromAbove, IsTerminator, NoTerminator, SymbolTable
+
+    from shardc.dialects.shard import DYNAMIC, GridOp
+    from shardc.ir.class_traits import has_trait
+
+    text = "shard.grid @g(shape = 2x?x4)\nshard.grid @h(shape = 3)\n" + TEXT
+    module = LocatingParser(make_context(), text, "t.mlir").parse_module()
+    for op in module.walk():
+        for trait in (IsolatedFromAbove, IsTerminator, NoTerminator, SymbolTable):
+            assert has_trait(op, trait) == op.has_trait(trait), (op.name, trait)
+    grids = ops_of_class(module, GridOp)
+    for grid in grids * 2:  # the second round reads the memo
+        assert grid.shape_tuple == tuple(None if d == DYNAMIC else d for d in grid.shape.get_values())
+    assert [g.shape_tuple for g in grids] == [(2, None, 4), (3,)]
+    grids[1].properties["shape"] = grids[0].shape
+    assert grids[1].shape_tuple == (2, None, 4)
