@@ -132,7 +132,8 @@ def create_op(
 
 
 _tuple_item = tuple.__getitem__
-"""`SSAValues(...)[i]` for an int `i` without its Python-level `__getitem__`."""
+"""`SSAValues(...)[i]` for an int `i` without its Python-level `__getitem__` (operands
+and results are SSAValues tuples)."""
 
 
 def _direct_accessors() -> dict[Any, type]:
@@ -148,11 +149,10 @@ def _direct_accessors() -> dict[Any, type]:
     # (plain subclasses of the frozen dataclass: its fields, init, eq and hash)
     class OperandAt(BeforeVariadicSingleAccessor):
         def __get__(self, obj: Operation, objtype: Any = None) -> Any:
-            return obj._operands[self.idx]  # pyright: ignore[reportPrivateUsage]
+            return _tuple_item(obj._operands, self.idx)  # pyright: ignore[reportPrivateUsage]
 
     class ResultAt(BeforeVariadicSingleAccessor):
         def __get__(self, obj: Operation, objtype: Any = None) -> Any:
-            # the tuple's own item lookup: `SSAValues.__getitem__` is a Python method
             return _tuple_item(obj.results, self.idx)
 
     class RegionAt(BeforeVariadicSingleAccessor):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from xdsl.ir import Block, Operation
+from xdsl.ir import Block, Operation, Region
 
 _T = TypeVar("_T", bound=Operation)
 
@@ -70,3 +70,14 @@ def block_ops(block: Block) -> list[Operation]:
         ops.append(op)
         op = op._next_op  # pyright: ignore[reportPrivateUsage]
     return ops
+
+
+def region_blocks(region: Region) -> list[Block]:
+    """`list(region.blocks)` in one pass (`list()` first asks the blocks' view for its
+    length, which walks the region once more)."""
+    blocks: list[Block] = []
+    block = region._first_block  # pyright: ignore[reportPrivateUsage]
+    while block is not None:
+        blocks.append(block)
+        block = block._next_block  # pyright: ignore[reportPrivateUsage]
+    return blocks

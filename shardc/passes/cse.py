@@ -23,7 +23,7 @@ from xdsl.transforms.common_subexpression_elimination import (
     OperationInfo,
 )
 
-from shardc.ir.walk import block_ops
+from shardc.ir.walk import block_ops, region_blocks
 from shardc.passes.folding import has_trait, is_commutative, is_memory_effect_free, is_trivially_dead
 from shardc.passes.greedy import paused_gc
 
@@ -147,7 +147,7 @@ def regions_equivalent(region: Region, other: Region) -> bool:
 
 
 def _region_equivalent(region: Region, other: Region, context: dict[Any, Any]) -> bool:
-    blocks, other_blocks = list(region.blocks), list(other.blocks)
+    blocks, other_blocks = region_blocks(region), region_blocks(other)
     if len(blocks) != len(other_blocks):
         return False
     for block, other_block in zip(blocks, other_blocks):

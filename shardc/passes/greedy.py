@@ -38,6 +38,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import ConstantLike, IsTerminator
 from xdsl.utils.exceptions import DiagnosticException
 
+from shardc.ir.walk import region_blocks
 from shardc.passes.folding import (
     OperationFolder,
     has_trait,
@@ -469,7 +470,7 @@ class GreedyDriver:
 
 
 def _walk_pre_order(region: Region, visit: Callable[[Operation], bool]) -> None:
-    for block in list(region.blocks):
+    for block in region_blocks(region):
         op = block._first_op  # pyright: ignore[reportPrivateUsage]
         while op is not None:
             following = op._next_op  # pyright: ignore[reportPrivateUsage]
@@ -480,7 +481,7 @@ def _walk_pre_order(region: Region, visit: Callable[[Operation], bool]) -> None:
 
 
 def _walk_post_order(region: Region, visit: Callable[[Operation], None]) -> None:
-    for block in list(region.blocks):
+    for block in region_blocks(region):
         op = block._first_op  # pyright: ignore[reportPrivateUsage]
         while op is not None:
             following = op._next_op  # pyright: ignore[reportPrivateUsage]

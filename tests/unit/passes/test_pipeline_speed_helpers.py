@@ -98,3 +98,13 @@ def test_class_has_trait_and_grid_shapes_match_xdsl() -> None:
     assert [g.shape_tuple for g in grids] == [(2, None, 4), (3,)]
     grids[1].properties["shape"] = grids[0].shape
     assert grids[1].shape_tuple == (2, None, 4)
+
+
+def test_region_blocks_lists_xdsls_blocks() -> None:
+    from xdsl.ir import Block, Region
+
+    from shardc.ir.walk import region_blocks
+
+    blocks = [Block(), Block(), Block()]
+    assert region_blocks(Region(blocks)) == blocks
+    assert region_blocks(Region()) == []
