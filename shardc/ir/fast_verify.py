@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from operator import attrgetter
 from typing import Any
 
-from xdsl.ir import Operation
+from xdsl.ir import Operation, Region
 from xdsl.irdl.operations import OpDef
 from xdsl.traits import IsolatedFromAbove, OpTrait
 
@@ -99,25 +100,34 @@ def _key(op: Operation) -> tuple[Any, ...]:
 
 
 def _id_key(op: Operation) -> tuple[Any, ...]:
-    """`_key(op)` with every attribute replaced by its `id`: programs share their type
-    and attribute objects (the parser and the passes cache them), and a tuple of ints
-    hashes in C where the attributes' dataclass hashes are Python calls, walked anew
-    each time. A memo holds the `_key` it stands for as its value, which keeps those
-    objects alive, so an `_id_key` found in a memo names the very same attributes."""
-    regions = tuple(
-        (len(r.blocks), None if (b := r.first_block) is None else tuple([id(a.type) for a in b.args]))
-        for r in op.regions
-    ) if op.regions else ()
+    """`_key(op)` with every attribute replaced by its `id`, as one flat tuple (each
+    group preceded by its length): programs share their type and attribute objects (the
+    parser and the passes cache them), and a tuple of ints hashes in C where the
+    attributes' dataclass hashes are Python calls, walked anew each time; the ids are
+    read in C (`map`, `attrgetter`), not through the values' `type` property. A memo
+    holds the `_key` it stands for as its value, which keeps those objects alive, so an
+    `_id_key` found in a memo names the very same attributes."""
+    operands = op._operands  # pyright: ignore[reportPrivateUsage]
+    results = op.results
+    properties = op.properties
+    attributes = op.attributes
     return (
-        tuple([id(v.type) for v in op._operands]),  # pyright: ignore[reportPrivateUsage]
-        tuple([id(v.type) for v in op.results]),
-        tuple(op.properties),
-        tuple(map(id, op.properties.values())),
-        tuple(op.attributes),
-        tuple(map(id, op.attributes.values())),
-        regions,
+        len(operands), *map(id, map(_TYPE_OF, operands)),
+        len(results), *map(id, map(_TYPE_OF, results)),
+        len(properties), *properties, *map(id, properties.values()),
+        len(attributes), *attributes, *map(id, attributes.values()),
         len(op._successors),  # pyright: ignore[reportPrivateUsage]
+        *map(_region_id_key, op.regions),
     )
+
+
+_TYPE_OF = attrgetter("_type")
+"""An SSA value's type, read in C (`SSAValue.type` is a Python property)."""
+
+
+def _region_id_key(region: Region) -> tuple[Any, ...]:
+    block = region.first_block
+    return (len(region.blocks), None if block is None else tuple(map(id, map(_TYPE_OF, block.args))))
 
 
 class _Hashed:

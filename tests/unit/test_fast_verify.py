@@ -155,3 +155,25 @@ def test_trait_checks_skip_only_traits_that_check_nothing() -> None:
     leaking = _isolated_cases()[-3][0]
     for _ in range(2):  # the second round is a memo hit: the fast trait checks
         assert _outcome(verify_op, leaking) == _outcome(lambda o: o.verify_(), leaking)
+
+
+def test_id_key_changes_with_everything_the_constraints_read() -> None:
+    """The memo's first key: equal for the same objects, different when a type, a
+    property, an attribute or a region's argument types change."""
+    text = (ROOT / "examples" / "mlp.mlir").read_text()
+    module = LocatingParser(make_context(), text, "mlp.mlir").parse_module()
+    id_key = fast_verify._id_key  # pyright: ignore[reportPrivateUsage]
+    ops = list(module.walk())
+    assert [id_key(op) for op in ops] == [id_key(op) for op in ops]
+    op = next(o for o in ops if o.name == "linalg.matmul")
+    before = id_key(op)
+    op.attributes["x"] = op.properties["operandSegmentSizes"]
+    assert id_key(op) != before
+    del op.attributes["x"]
+    assert id_key(op) == before
+    op.results[0]._type = TensorType(f32, [1, 1])  # type: ignore[attr-defined]
+    assert id_key(op) != before
+    func_op = next(o for o in ops if isinstance(o, func.FuncOp) and o.body.blocks)
+    before = id_key(func_op)
+    func_op.body.block.args[0]._type = TensorType(f32, [3])  # type: ignore[attr-defined]
+    assert id_key(func_op) != before
