@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from operator import attrgetter
 from typing import Any
 
 from xdsl.ir import Operation, Region
@@ -24,6 +23,7 @@ from xdsl.traits import IsolatedFromAbove, OpTrait
 
 from shardc.ir.class_traits import has_trait
 from shardc.ir.isolation import verify_isolated_from_above
+from shardc.ir.op_init import type_of
 
 _Step = tuple[OpDef, dict[Any, bool], list[Any]]
 _Check = Callable[[Operation], None]
@@ -112,8 +112,8 @@ def _id_key(op: Operation) -> tuple[Any, ...]:
     properties = op.properties
     attributes = op.attributes
     return (
-        len(operands), *map(id, map(_TYPE_OF, operands)),
-        len(results), *map(id, map(_TYPE_OF, results)),
+        len(operands), *map(id, map(type_of, operands)),
+        len(results), *map(id, map(type_of, results)),
         len(properties), *properties, *map(id, properties.values()),
         len(attributes), *attributes, *map(id, attributes.values()),
         len(op._successors),  # pyright: ignore[reportPrivateUsage]
@@ -121,13 +121,9 @@ def _id_key(op: Operation) -> tuple[Any, ...]:
     )
 
 
-_TYPE_OF = attrgetter("_type")
-"""An SSA value's type, read in C (`SSAValue.type` is a Python property)."""
-
-
 def _region_id_key(region: Region) -> tuple[Any, ...]:
     block = region.first_block
-    return (len(region.blocks), None if block is None else tuple(map(id, map(_TYPE_OF, block.args))))
+    return (len(region.blocks), None if block is None else tuple(map(id, map(type_of, block.args))))
 
 
 class _Hashed:

@@ -14,6 +14,7 @@ the same errors for an attached region. `init_op` is the same on an instance mad
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from xdsl.dialects.builtin import UNKNOWN_LOC
@@ -130,6 +131,10 @@ def create_op(
     return op
 
 
+
+type_of = attrgetter("_type")
+"""An SSA value's type, read in C (`SSAValue.type` is a Python property): for keys
+built from many values (`map(type_of, values)`)."""
 
 _tuple_item = tuple.__getitem__
 """`SSAValues(...)[i]` for an int `i` without its Python-level `__getitem__` (operands

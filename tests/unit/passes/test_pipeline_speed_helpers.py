@@ -108,3 +108,28 @@ def test_region_blocks_lists_xdsls_blocks() -> None:
     blocks = [Block(), Block(), Block()]
     assert region_blocks(Region(blocks)) == blocks
     assert region_blocks(Region()) == []
+
+
+def test_cse_op_hash_is_the_same_for_equal_ops() -> None:
+    """CSE's key hashes ops that compare equal alike (commutative operands in either
+    order, attributes and properties in any order) and tells result types apart."""
+    from shardc.passes.cse import _Info  # pyright: ignore[reportPrivateUsage]
+
+    text = """
+func.func @f(%a: i32, %b: i32) -> (i32, i32, i32, i64) {
+  %0 = arith.addi %a, %b : i32
+  %1 = arith.addi %b, %a : i32
+  %2 = arith.subi %a, %b {x = 1 : i32, y = 2 : i32} : i32
+  %3 = arith.subi %a, %b {y = 2 : i32, x = 1 : i32} : i32
+  %4 = arith.constant 1 : i32
+  %5 = arith.constant 1 : i64
+  return %0, %1, %2, %5 : i32, i32, i32, i64
+}
+"""
+    module = LocatingParser(make_context(), text, "t.mlir").parse_module()
+    ops = [op for op in module.walk() if op.name.startswith("arith.")]
+    infos = [_Info(op) for op in ops]
+    for first, second in ((0, 1), (2, 3)):
+        assert infos[first] == infos[second]
+        assert hash(infos[first]) == hash(infos[second])
+    assert infos[4] != infos[5]
