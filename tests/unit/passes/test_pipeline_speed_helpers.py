@@ -133,3 +133,12 @@ func.func @f(%a: i32, %b: i32) -> (i32, i32, i32, i64) {
         assert infos[first] == infos[second]
         assert hash(infos[first]) == hash(infos[second])
     assert infos[4] != infos[5]
+
+
+def test_scalar_type_test_per_class_matches_isinstance() -> None:
+    from xdsl.dialects.builtin import AnyFloat, IndexType, IntegerType, TensorType, f16, f32, f64, i1, i64
+
+    from shardc.interfaces.sharding import is_int_index_or_float
+
+    for t in (f32, TensorType(f32, [2]), i1, i64, IndexType(), f16, f64, TensorType(i64, []), f32):
+        assert is_int_index_or_float(t) == isinstance(t, IntegerType | IndexType | AnyFloat), t
