@@ -59,6 +59,7 @@ from xdsl.utils.exceptions import VerifyException
 from shardc.dialects.overlays import extend_dialect
 from shardc.dialects.overlays import op_error as _error
 from shardc.ir.op_init import create_op
+from shardc.ir.segments import ins_outs
 from shardc.ir.linalg_build import body_arg_types, fast_named_build, generic_op, iterator_types_attr, yield_first
 
 _Shaped = base(MemRefType) | base(TensorType)
@@ -290,7 +291,7 @@ class FillOp(xlinalg_ops.FillOp):
         _print_named(self, printer)
 
     def _shape_key(self) -> tuple[int, int, int]:
-        inputs, outputs = _ins_outs(self)  # asked once per op and pass
+        inputs, outputs = ins_outs(self)  # asked once per op and pass
         output_type = outputs[0].type
         assert isinstance(output_type, ShapedType)
         return len(inputs), len(outputs), len(output_type.get_shape())
@@ -666,7 +667,7 @@ class GenericOp(xlinalg_ops.GenericOp):
             printer.print_string(", library_call = ")
             printer.print_attribute(self.library_call)
         printer.print_string("}")
-        inputs, outputs = _ins_outs(self)
+        inputs, outputs = ins_outs(self)
         if inputs:
             _print_ins_outs(printer, "ins", inputs)
         if outputs:
@@ -684,17 +685,6 @@ class GenericOp(xlinalg_ops.GenericOp):
             printer.print_string(" -> (")
             printer.print_list(results.types, printer.print_attribute)
             printer.print_string(")")
-
-
-def _ins_outs(op: IRDLOperation) -> tuple[Sequence[SSAValue], Sequence[SSAValue]]:
-    """`(op.inputs, op.outputs)` of a linalg op with an `operandSegmentSizes` property
-    of two entries, read directly (the accessors decode the sizes through several layers
-    on every call); the accessors themselves otherwise."""
-    sizes = op.properties.get(_SEGMENTS)
-    operands = op.operands
-    if isinstance(sizes, DenseArrayBase) and len(counts := sizes.get_values()) == 2 and sum(counts) == len(operands):
-        return operands[: counts[0]], operands[counts[0] :]
-    return op.inputs, op.outputs  # pyright: ignore[reportAttributeAccessIssue]
 
 
 Linalg = extend_dialect(xlinalg.Linalg, [BatchMatmulOp, MatmulOp, FillOp, MapOp, ReduceOp, GenericOp])

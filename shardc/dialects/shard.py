@@ -90,6 +90,7 @@ from xdsl.utils.lexer import Span
 from xdsl.utils.str_enum import StrEnum
 
 from shardc.ir import diagnostics
+from shardc.ir.traits import has_trait
 from shardc.ir.diagnostics import Severity
 from shardc.ir.locations import file_loc
 from shardc.ir.op_init import fast_accessors, init_op
@@ -229,7 +230,7 @@ def lookup_grid(op: Operation, symbol: str | StringAttr | SymbolRefAttr) -> Grid
     """The `shard.grid` named `symbol` in the symbol table nearest to `op` (or None),
     like MLIR's `getGridOrNull` (`lookupNearestSymbolFrom`)."""
     anchor: Operation | None = op
-    while anchor is not None and not anchor.has_trait(SymbolTable):
+    while anchor is not None and not has_trait(anchor, SymbolTable):
         anchor = anchor.parent_op()
     if anchor is None:
         return None
@@ -257,6 +258,8 @@ def shard_dimension(size: int | None, shards: int | None) -> int | None:
 
 
 _SHARDINGS: dict[tuple[int, int, int, int], tuple[tuple[Attribute | None, ...], Sharding]] = {}
+_GRID_SHAPES: dict[int, tuple[Attribute, tuple[int | None, ...]]] = {}
+"""`GridOp.shape_tuple` by the id of the shape attribute (kept alive by its entry)."""
 
 
 @dataclass(frozen=True)
@@ -1188,8 +1191,16 @@ class GridOp(IRDLOperation):
 
     @property
     def shape_tuple(self) -> tuple[int | None, ...]:
-        """The grid shape, None for dynamic dimensions."""
-        return tuple(None if d == DYNAMIC else d for d in self.shape.get_values())
+        """The grid shape, None for dynamic dimensions (decoded once per shape attribute:
+        partition and the lowering ask for it per collective and per local type)."""
+        shape = self.shape
+        found = _GRID_SHAPES.get(id(shape))
+        if found is None:
+            if len(_GRID_SHAPES) > 4096:
+                _GRID_SHAPES.clear()
+            # the entry keeps `shape` alive: its id is not reused meanwhile
+            found = _GRID_SHAPES[id(shape)] = (shape, tuple(None if d == DYNAMIC else d for d in shape.get_values()))
+        return found[1]
 
     def group_size(self, axes: Iterable[int] | None = None) -> int | None:
         """Processes in a group over `axes` (all axes by default); None if dynamic."""

@@ -69,6 +69,7 @@ from shardc.dialects.shard import (
 )
 from shardc.interfaces import sharding as sharding_mod
 from shardc.ir.linalg_build import fill_op
+from shardc.ir.segments import ins_outs
 from shardc.ir.op_build import cmpi, index_constant, scf_if, scf_yield, tensor_empty
 from shardc.ir.types import tensor_type
 from shardc.interfaces.sharding import (
@@ -159,7 +160,7 @@ def _is_structured(op: Operation) -> bool:
 
 def _inits(op: Operation):
     if _is_structured(op):
-        return op.outputs  # pyright: ignore[reportAttributeAccessIssue]
+        return ins_outs(op)[1]
     if (inits := getattr(op, "inits", None)) is not None:  # shardc's variadic linalg.reduce
         return inits
     return (op.operands[-1],)
@@ -407,7 +408,7 @@ def _constant_at_least(value: SSAValue, bound: int) -> bool:
     return owner.value.value.data >= bound
 
 
-def _may_capture_tensor(op: Operation) -> bool:
+def may_capture_tensor(op: Operation) -> bool:
     """False when no op of `op`'s regions has a tensor operand (a matmul's or an
     elementwise body, scalars only): nothing is captured, no walk needed. Nested
     regions count as possible captures (the full walk decides). Once per op inside
@@ -452,7 +453,7 @@ def captured_loop_dims(op: Operation) -> dict[SSAValue, tuple[int | None, ...]]:
     one dimension at most. Tensors not listed are read whole."""
     if not _is_structured(op) or _body(op) is None:
         return {}
-    if not _may_capture_tensor(op):
+    if not may_capture_tensor(op):
         return {}
     loops = len(loop_iterator_types(StructuredOpSharding(), op))
     sizes: list[int] | None = None  # read at the first capture (most bodies have none)

@@ -14,12 +14,18 @@ the generated verifier is read, not replaced.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from xdsl.ir import Operation
+from xdsl.ir import Operation, Region
 from xdsl.irdl.operations import OpDef
+from xdsl.traits import IsolatedFromAbove, OpTrait
 
-_Step = tuple[OpDef, dict[Any, bool]]
+from shardc.ir.traits import has_trait
+from shardc.ir.isolation import verify_isolated_from_above
+from shardc.ir.op_init import type_of
+
+_Step = tuple[OpDef, dict[Any, bool], list[Any]]
 _Check = Callable[[Operation], None]
 _Plan = tuple[_Check | None, tuple[_Step, ...], _Check | None, dict[Any, bool] | None]
 
@@ -28,7 +34,8 @@ _PLANS: dict[type[Operation], _Plan | None] = {}
 memo; the op's own verifier; that verifier's memo where it reads only what the memo key
 holds), or None where the class's `verify_` is neither xDSL's generated one nor a
 wrapper naming its parts (`shardc_verify_parts = (check, generated)`, as the shard
-dialect's ops have)."""
+dialect's ops have). A step's list holds its definition's traits (the frozenset
+`add_trait` replaces) and the checks they make (`_trait_checks`)."""
 
 _MEMO_LIMIT = 50_000
 """Entries kept per op definition before its memo is cleared (bounds memory in long
@@ -66,7 +73,7 @@ def _plan(cls: type[Operation]) -> _Plan | None:
         pre, fn = parts
     while (parts := _generated_parts(fn)) is not None:
         op_def, fn = parts
-        steps.append((op_def, {}))
+        steps.append((op_def, {}, [None, ()]))
     if not steps:
         return None
     custom = None if fn is _NO_VERIFY else fn
@@ -93,25 +100,30 @@ def _key(op: Operation) -> tuple[Any, ...]:
 
 
 def _id_key(op: Operation) -> tuple[Any, ...]:
-    """`_key(op)` with every attribute replaced by its `id`: programs share their type
-    and attribute objects (the parser and the passes cache them), and a tuple of ints
-    hashes in C where the attributes' dataclass hashes are Python calls, walked anew
-    each time. A memo holds the `_key` it stands for as its value, which keeps those
-    objects alive, so an `_id_key` found in a memo names the very same attributes."""
-    regions = tuple(
-        (len(r.blocks), None if (b := r.first_block) is None else tuple([id(a.type) for a in b.args]))
-        for r in op.regions
-    ) if op.regions else ()
+    """`_key(op)` with every attribute replaced by its `id`, as one flat tuple (each
+    group preceded by its length): programs share their type and attribute objects (the
+    parser and the passes cache them), and a tuple of ints hashes in C where the
+    attributes' dataclass hashes are Python calls, walked anew each time; the ids are
+    read in C (`map`, `attrgetter`), not through the values' `type` property. A memo
+    holds the `_key` it stands for as its value, which keeps those objects alive, so an
+    `_id_key` found in a memo names the very same attributes."""
+    operands = op._operands  # pyright: ignore[reportPrivateUsage]
+    results = op.results
+    properties = op.properties
+    attributes = op.attributes
     return (
-        tuple([id(v.type) for v in op._operands]),  # pyright: ignore[reportPrivateUsage]
-        tuple([id(v.type) for v in op.results]),
-        tuple(op.properties),
-        tuple(map(id, op.properties.values())),
-        tuple(op.attributes),
-        tuple(map(id, op.attributes.values())),
-        regions,
+        len(operands), *map(id, map(type_of, operands)),
+        len(results), *map(id, map(type_of, results)),
+        len(properties), *properties, *map(id, properties.values()),
+        len(attributes), *attributes, *map(id, attributes.values()),
         len(op._successors),  # pyright: ignore[reportPrivateUsage]
+        *map(_region_id_key, op.regions),
     )
+
+
+def _region_id_key(region: Region) -> tuple[Any, ...]:
+    block = region.first_block
+    return (len(region.blocks), None if block is None else tuple(map(id, map(type_of, block.args))))
 
 
 class _Hashed:
@@ -137,6 +149,21 @@ def _value_key(op: Operation) -> _Hashed | None:
         return _Hashed(_key(op))
     except TypeError:
         return None
+
+
+def _trait_checks(traits: frozenset[OpTrait]) -> tuple[Callable[[Operation], None], ...]:
+    """The `verify` of each of `traits`, in their order, but those that check nothing
+    (`OpTrait.verify` itself), IsolatedFromAbove's through `verify_isolated_from_above`."""
+    checks: list[Callable[[Operation], None]] = []
+    for trait in traits:
+        cls = type(trait)
+        if cls.verify is OpTrait.verify:
+            continue
+        if cls is IsolatedFromAbove:
+            checks.append(partial(verify_isolated_from_above, trait))
+        else:
+            checks.append(trait.verify)
+    return tuple(checks)
 
 
 _UNSET: Any = object()
@@ -165,7 +192,7 @@ def verify_op(op: Operation) -> None:
         pre(op)
     ids = _id_key(op)
     key: _Hashed | None = _UNSET
-    for op_def, memo in steps:
+    for op_def, memo, traits in steps:
         known = ids in memo
         if not known:
             if key is _UNSET:
@@ -174,8 +201,11 @@ def verify_op(op: Operation) -> None:
             if known:
                 _remember(memo, ids, key)  # type: ignore[arg-type]
         if known:
-            for trait in op_def.traits:
-                trait.verify(op)
+            current = op_def.traits.traits
+            if current is not traits[0]:
+                traits[0], traits[1] = current, _trait_checks(current)
+            for check in traits[1]:
+                check(op)
             continue
         op_def.verify(op)
         if key is _UNSET:
@@ -227,15 +257,15 @@ def _verify_fast(op: Operation, nested: bool) -> None:
     if block is not None and region is not None and block.last_op is op:
         parent = region.parent
         single = region.first_block is region.last_block
-        needs = (parent is not None and not parent.has_trait(NoTerminator)) if single else True
-        if needs and not op.has_trait(IsTerminator):
+        needs = (parent is not None and not has_trait(parent, NoTerminator)) if single else True
+        if needs and not has_trait(op, IsTerminator):
             raise ValueError("not a terminator")
     if nested:
         for inner in op.regions:
             for b in inner.blocks:
                 if b.parent is not inner:
                     raise ValueError("block parent")
-                if b.first_op is None and inner.first_block is inner.last_block and not op.has_trait(NoTerminator):
+                if b.first_op is None and inner.first_block is inner.last_block and not has_trait(op, NoTerminator):
                     raise ValueError("empty block")
                 for child in b.ops:
                     if child.parent is not b:

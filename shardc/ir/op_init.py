@@ -14,6 +14,7 @@ the same errors for an attached region. `init_op` is the same on an instance mad
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from xdsl.dialects.builtin import UNKNOWN_LOC
@@ -131,8 +132,13 @@ def create_op(
 
 
 
+type_of = attrgetter("_type")
+"""An SSA value's type, read in C (`SSAValue.type` is a Python property): for keys
+built from many values (`map(type_of, values)`)."""
+
 _tuple_item = tuple.__getitem__
-"""`SSAValues(...)[i]` for an int `i` without its Python-level `__getitem__`."""
+"""`SSAValues(...)[i]` for an int `i` without its Python-level `__getitem__` (operands
+and results are SSAValues tuples)."""
 
 
 def _direct_accessors() -> dict[Any, type]:
@@ -148,11 +154,10 @@ def _direct_accessors() -> dict[Any, type]:
     # (plain subclasses of the frozen dataclass: its fields, init, eq and hash)
     class OperandAt(BeforeVariadicSingleAccessor):
         def __get__(self, obj: Operation, objtype: Any = None) -> Any:
-            return obj._operands[self.idx]  # pyright: ignore[reportPrivateUsage]
+            return _tuple_item(obj._operands, self.idx)  # pyright: ignore[reportPrivateUsage]
 
     class ResultAt(BeforeVariadicSingleAccessor):
         def __get__(self, obj: Operation, objtype: Any = None) -> Any:
-            # the tuple's own item lookup: `SSAValues.__getitem__` is a Python method
             return _tuple_item(obj.results, self.idx)
 
     class RegionAt(BeforeVariadicSingleAccessor):

@@ -1,6 +1,10 @@
-"""An op's traits, looked up once per op class (an op's traits are those of its class):
-xDSL answers `has_trait` by walking the class's traits each time. A module of its own so
-that propagation and partition use it without importing the folding machinery."""
+"""An op's traits, looked up once per op class (an op's traits are those of its class).
+
+xDSL answers `has_trait` by walking the class's traits with an ABC isinstance test each,
+on every call: the verifier asks it for every block and isolated op, grid lookups for
+every op up to the symbol table, the greedy driver and region DCE for every op of every
+iteration. A module of its own, so that propagation and partition use it without
+importing the folding machinery."""
 
 from __future__ import annotations
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import ModuleOp, UnregisteredOp
 from xdsl.ir import Attribute, Block, Operation
-from xdsl.traits import IsolatedFromAbove, IsTerminator, NoTerminator
+from xdsl.traits import IsTerminator, NoTerminator
 from xdsl.utils.exceptions import DiagnosticException
 
 from shardc.ir import diagnostics
+from shardc.ir.traits import has_trait
 from shardc.ir.diagnostics import DiagnosticError, Severity, current_engine
 from shardc.ir.fast_verify import verify_op
+from shardc.ir.isolation import is_isolated
 
 
 def verify(op: Operation) -> bool:
@@ -48,20 +50,6 @@ def report_crash(target: Operation | Attribute | None, where: str, exc: BaseExce
 # -- structure ---------------------------------------------------------------------------
 
 
-_ISOLATED: dict[type, bool] = {}
-"""`has_trait(IsolatedFromAbove)` per op class (a class method: each call walks the
-class's traits with ABC isinstance tests; asked twice for every op with regions)."""
-
-
-def _is_isolated(op: Operation) -> bool:
-    if not op.regions:
-        return False
-    found = _ISOLATED.get(type(op))
-    if found is None:
-        found = _ISOLATED[type(op)] = op.has_trait(IsolatedFromAbove)
-    return found
-
-
 def _may_lack_terminator(block: Block) -> bool:
     region = block.parent
     if region is None:
@@ -69,7 +57,7 @@ def _may_lack_terminator(block: Block) -> bool:
     if len(region.blocks) != 1:
         return False
     parent = region.parent
-    return parent is None or isinstance(parent, UnregisteredOp) or parent.has_trait(NoTerminator)
+    return parent is None or isinstance(parent, UnregisteredOp) or has_trait(parent, NoTerminator)
 
 
 def _verify_tree(op: Operation) -> bool:
@@ -80,7 +68,7 @@ def _verify_tree(op: Operation) -> bool:
             if not _block_on_entrance(block):
                 return False
             for child in block.ops:
-                if not _is_isolated(child) and not _verify_tree(child):
+                if not is_isolated(child) and not _verify_tree(child):
                     return False
             if not _block_on_exit(block):
                 return False
@@ -90,7 +78,7 @@ def _verify_tree(op: Operation) -> bool:
         for region in op.regions
         for block in region.blocks
         for child in block.ops
-        if _is_isolated(child)
+        if is_isolated(child)
     ]
     return all(results)
 
@@ -142,7 +130,7 @@ def _block_on_exit(block: Block) -> bool:
             return False
     if _may_lack_terminator(block):
         return True
-    if isinstance(last, UnregisteredOp) or last.has_trait(IsTerminator):
+    if isinstance(last, UnregisteredOp) or has_trait(last, IsTerminator):
         return True
     diagnostics.emit(last, Severity.ERROR, f"block with no terminator, has {_short(last)}")
     return False
@@ -181,6 +169,6 @@ def _verify_dominance(op: Operation) -> bool:
                                 )
                                 current_engine().emit(diag)
                                 return False
-                    if inner.regions and not _is_isolated(inner):
+                    if inner.regions and not is_isolated(inner):
                         worklist.append(inner)
     return True

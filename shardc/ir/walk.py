@@ -1,9 +1,10 @@
-"""Finding ops of a class in a whole module without xDSL's generator walk.
+"""Listing the ops of a whole module (or those of a class) without xDSL's generator walk.
 
 `Operation.walk()` is a chain of nested generators (op, region, block, op, ...): a few
 microseconds an op, paid for every op of the module by a pass that only wants its
 functions (shard-partition, and `shard-to-mpi-pipeline` recording and attaching the
-boundary shardings each walk the whole 2,000-op program for one `func.func`). Reading
+boundary shardings each walk the whole 2,000-op program for one `func.func`;
+convert-shard-to-mpi walks the lowered module five times). Reading
 the linked lists behind the walk (`_first_block`/`_next_block`, `_first_op`/`_next_op`)
 visits the same ops in the same (pre-)order, as a list made before the caller changes
 anything.
@@ -11,31 +12,24 @@ anything.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from xdsl.ir import Block, Operation
+from xdsl.ir import Block, Operation, Region
 
 _T = TypeVar("_T", bound=Operation)
 
-_IS: dict[tuple[type, type], bool] = {}
-"""(class, op class) -> whether ops of the second are instances of the first: the ABC
+_IS: dict[tuple[Any, type], bool] = {}
+"""(class or tuple of classes, op class) -> whether ops of the second are instances of the first: the ABC
 isinstance test of another class is a Python call, once per op otherwise."""
 
 
-def ops_of_class(root: Operation, cls: type[_T]) -> list[_T]:
-    """The ops of `root`'s tree (`root` included) that are `cls` instances, in the order
-    of `root.walk()`."""
-    found: list[_T] = []
+def all_ops(root: Operation) -> list[Operation]:
+    """The ops of `root`'s tree (`root` included) in the order of `root.walk()`."""
+    found: list[Operation] = []
     stack: list[Operation] = [root]
-    known = _IS
     while stack:
         op = stack.pop()
-        key = (cls, type(op))
-        hit = known.get(key)
-        if hit is None:
-            hit = known[key] = isinstance(op, cls)
-        if hit:
-            found.append(op)  # type: ignore[arg-type]
+        found.append(op)
         regions = op.regions
         if not regions:
             continue
@@ -53,6 +47,20 @@ def ops_of_class(root: Operation, cls: type[_T]) -> list[_T]:
     return found
 
 
+def ops_of_class(root: Operation, cls: type[_T] | tuple[type[Operation], ...]) -> list[_T]:
+    """The ops of `all_ops(root)` that are instances of `cls` (a class or a tuple)."""
+    known = _IS
+    found: list[_T] = []
+    for op in all_ops(root):
+        key = (cls, type(op))
+        hit = known.get(key)
+        if hit is None:
+            hit = known[key] = isinstance(op, cls)
+        if hit:
+            found.append(op)  # type: ignore[arg-type]
+    return found
+
+
 def block_ops(block: Block) -> list[Operation]:
     """`list(block.ops)` in one pass: `list()` first asks the ops' view for its length,
     which walks the whole block once more."""
@@ -62,3 +70,14 @@ def block_ops(block: Block) -> list[Operation]:
         ops.append(op)
         op = op._next_op  # pyright: ignore[reportPrivateUsage]
     return ops
+
+
+def region_blocks(region: Region) -> list[Block]:
+    """`list(region.blocks)` in one pass (`list()` first asks the blocks' view for its
+    length, which walks the region once more)."""
+    blocks: list[Block] = []
+    block = region._first_block  # pyright: ignore[reportPrivateUsage]
+    while block is not None:
+        blocks.append(block)
+        block = block._next_block  # pyright: ignore[reportPrivateUsage]
+    return blocks

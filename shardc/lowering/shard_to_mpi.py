@@ -50,6 +50,7 @@ from xdsl.utils.worklist import Worklist
 
 from shardc.dialects import shard
 from shardc.ir.linalg_build import fill_op
+from shardc.ir.walk import all_ops, ops_of_class
 from shardc.lowering.shard_to_mpi_builder import Emitter, drop_group_marks, fail, static_grid_shape
 from shardc.lowering.shard_to_mpi_collectives import COLLECTIVE_PATTERNS
 from shardc.lowering.shard_to_mpi_indices import INDEX_PATTERNS
@@ -84,7 +85,7 @@ class _Dispatch(RewritePattern):
 def _holds(module: ModuleOp, classes: tuple[type[Operation], ...]) -> bool:
     """Whether an op of `classes` is in `module` (one walk, far cheaper than a rewrite
     walker that finds nothing to do)."""
-    return any(isinstance(op, classes) for op in module.walk())
+    return bool(ops_of_class(module, classes))
 
 
 def _run(module: ModuleOp, patterns: Sequence[RewritePattern]) -> None:
@@ -291,7 +292,7 @@ class ShardingConversion:
 
     def run(self) -> None:
         kinds = _CONVERTED_KINDS
-        for op in list(self.module.walk()):
+        for op in all_ops(self.module):
             kind = kinds.get(type(op))
             if kind is None:
                 kind = kinds[type(op)] = next(
@@ -314,8 +315,8 @@ class ShardingConversion:
                     raise _illegal(use.operation)
             op.detach()
             op.erase()
-        for op in self.module.walk():
-            if isinstance(op, func.FuncOp) and op.body.blocks:
+        for op in ops_of_class(self.module, func.FuncOp):
+            if op.body.blocks:
                 block = op.body.blocks[0]
                 for arg in [a for a in block.args if _is_sharding(a.type)]:
                     if arg.uses:
@@ -399,7 +400,7 @@ def _upstream_patterns() -> list[RewritePattern]:
 
 
 def _leftovers(module: ModuleOp) -> None:
-    for op in module.walk():
+    for op in all_ops(module):
         if op.dialect_name() == "shard" and not isinstance(op, shard.GridOp | shard.GridShapeOp):
             raise _illegal(op)
 

@@ -40,6 +40,7 @@ from shardc.dialects.dlti import module_rank
 from shardc.ir import diagnostics
 from shardc.ir.linalg_build import copy_op
 from shardc.ir.types import memref_of_tensor, memref_type, tensor_of_memref
+from shardc.ir.walk import ops_of_class
 
 Idx: TypeAlias = int | SSAValue
 
@@ -54,9 +55,8 @@ def _group_key(grid: shard.GridOp, axes: Sequence[int]) -> str:
 
 
 def drop_group_marks(root: Operation) -> None:
-    for op in root.walk():
-        if isinstance(op, mpi.CommSplitOp):
-            op.attributes.pop(_GROUP_ATTR, None)
+    for op in ops_of_class(root, mpi.CommSplitOp):
+        op.attributes.pop(_GROUP_ATTR, None)
 
 def fail(op: Operation | None, message: str) -> DiagnosticException:
     """An error located at `op` (`error: message`), for the caller to raise; the tool

@@ -23,8 +23,9 @@ from xdsl.transforms.common_subexpression_elimination import (
     OperationInfo,
 )
 
-from shardc.ir.walk import block_ops
+from shardc.ir.op_init import type_of
 from shardc.ir.traits import has_trait
+from shardc.ir.walk import block_ops, region_blocks
 from shardc.passes.folding import is_commutative, is_memory_effect_free, is_trivially_dead
 from shardc.passes.gc_pause import paused_gc
 
@@ -104,7 +105,7 @@ class _Info(OperationInfo):
     compare as a multiset."""
 
     def _operands(self) -> object:
-        operands = self.op.operands
+        operands = self.op._operands  # pyright: ignore[reportPrivateUsage] - the tuple `operands` views
         if is_commutative(self.op):
             return frozenset((id(v), sum(1 for w in operands if w is v)) for v in operands)
         return tuple(operands)
@@ -114,12 +115,13 @@ class _Info(OperationInfo):
         if found is not None:  # one lookup and one insertion per op share one hash
             return found
         op = self.op
+        attributes, properties = op.attributes, op.properties
         found = self.__dict__["_hash"] = hash(
             (
                 self.name,
-                sum(hash((k, _attr_hash(v))) for k, v in op.attributes.items()),
-                sum(hash((k, _attr_hash(v))) for k, v in op.properties.items()),
-                hash(tuple(_attr_hash(t) for t in op.result_types)),
+                sum(hash((k, _attr_hash(v))) for k, v in attributes.items()) if attributes else 0,
+                sum(hash((k, _attr_hash(v))) for k, v in properties.items()) if properties else 0,
+                hash(tuple(map(_attr_hash, map(type_of, op.results)))),
                 hash(self._operands()),
             )
         )
@@ -148,7 +150,7 @@ def regions_equivalent(region: Region, other: Region) -> bool:
 
 
 def _region_equivalent(region: Region, other: Region, context: dict[Any, Any]) -> bool:
-    blocks, other_blocks = list(region.blocks), list(other.blocks)
+    blocks, other_blocks = region_blocks(region), region_blocks(other)
     if len(blocks) != len(other_blocks):
         return False
     for block, other_block in zip(blocks, other_blocks):

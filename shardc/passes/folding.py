@@ -178,11 +178,12 @@ def _class_effects(cls: type[Operation], op: Operation) -> tuple[bool, object]:
 def would_be_trivially_dead(root: Operation) -> bool:
     """MLIR's `wouldOpBeTriviallyDead`: no effect beyond its results. What an op's
     class decides (its traits, a registration) is looked up once per class
-    (`_effects_of_class`): the greedy driver and region DCE ask for every op."""
-    if _is(_IS_UNREGISTERED, UnregisteredOp, root) or has_trait(root, IsTerminator):
-        return False
-    if has_trait(root, SymbolOpInterface):
-        return False
+    (`_effects_of_class`), and for most classes that is the whole answer
+    (`_dead_by_class`): the greedy driver and region DCE ask for every op."""
+    cls = type(root)
+    decided = per_class("dead_by_class", cls, lambda: _dead_by_class(cls, root))
+    if decided is not None:
+        return decided
     stack = [root]
     while stack:
         op = stack.pop()
@@ -198,6 +199,19 @@ def would_be_trivially_dead(root: Operation) -> bool:
         if droppable is None and not recursive:
             return False
     return True
+
+
+def _dead_by_class(cls: type[Operation], op: Operation) -> bool | None:
+    """`would_be_trivially_dead` of every op of `cls`; None where it depends on the op
+    (nested ops of a recursive class, effects a trait computes per op)."""
+    if _is(_IS_UNREGISTERED, UnregisteredOp, op) or has_trait(op, IsTerminator):
+        return False
+    if has_trait(op, SymbolOpInterface):
+        return False
+    recursive, droppable = _effects_of_class(cls, op)
+    if recursive or droppable is _PER_OP:
+        return None
+    return droppable is True
 
 
 def is_trivially_dead(op: Operation) -> bool:

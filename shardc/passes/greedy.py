@@ -37,6 +37,7 @@ from xdsl.traits import ConstantLike, IsTerminator
 from xdsl.utils.exceptions import DiagnosticException
 
 from shardc.ir.traits import has_trait
+from shardc.ir.walk import region_blocks
 from shardc.passes.folding import (
     OperationFolder,
     is_trivially_dead,
@@ -133,7 +134,7 @@ class DriverRewriter(PatternRewriter):
         _set_field(point, "block", block)
         _set_field(point, "insert_before", op)
         self.insertion_point = point
-        self.name_hint = None
+        self._name_hint = None  # what the `name_hint` setter stores for None, unvalidated
 
     def erase(self, op: Operation, safe_erase: bool = True) -> None:
         self.has_done_action = True
@@ -438,7 +439,7 @@ class GreedyDriver:
 
 
 def _walk_pre_order(region: Region, visit: Callable[[Operation], bool]) -> None:
-    for block in list(region.blocks):
+    for block in region_blocks(region):
         op = block._first_op  # pyright: ignore[reportPrivateUsage]
         while op is not None:
             following = op._next_op  # pyright: ignore[reportPrivateUsage]
@@ -449,7 +450,7 @@ def _walk_pre_order(region: Region, visit: Callable[[Operation], bool]) -> None:
 
 
 def _walk_post_order(region: Region, visit: Callable[[Operation], None]) -> None:
-    for block in list(region.blocks):
+    for block in region_blocks(region):
         op = block._first_op  # pyright: ignore[reportPrivateUsage]
         while op is not None:
             following = op._next_op  # pyright: ignore[reportPrivateUsage]

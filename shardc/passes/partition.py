@@ -54,9 +54,9 @@ from shardc.dialects.shard import (
     ShardOp,
 )
 from shardc.interfaces.linalg import (
-    _may_capture_tensor,  # pyright: ignore[reportPrivateUsage]
     capture_split_axes,
     captured_loop_dims,
+    may_capture_tensor,
 )
 from shardc.interfaces.sharding import (
     LoopShardingConflict,
@@ -108,7 +108,7 @@ def _is_ranked_non0(value: SSAValue) -> bool:
 
 def _captured_tensors(op: Operation) -> list[SSAValue]:
     """Ranked tensors (not 0-d) defined outside `op` and used inside its regions."""
-    if not op.regions or not _may_capture_tensor(op):  # no tensor read inside: no walk
+    if not op.regions or not may_capture_tensor(op):  # no tensor read inside: no walk
         return []
     found: dict[SSAValue, None] = {}
     for inner in op.walk():

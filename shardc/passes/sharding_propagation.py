@@ -88,7 +88,7 @@ from shardc.ir import diagnostics
 from shardc.ir.walk import block_ops
 from shardc.ir.traits import has_trait
 from shardc.passes.gc_pause import paused_gc
-from shardc.interfaces.linalg import capture_split_axes, captured_loop_dims
+from shardc.interfaces.linalg import capture_split_axes, captured_loop_dims, may_capture_tensor
 from shardc.interfaces.sharding import (
     ConflictingUserShardings,
     LoopShardingConflict,
@@ -918,8 +918,8 @@ class Completion:
         annotation for users right before `op`: replicated (partition reads them whole, at
         global indices), or split along the dimensions that follow a loop as the loop
         is (read at local indices)."""
-        if not op.regions or self.grid is None:
-            return
+        if not op.regions or self.grid is None or not may_capture_tensor(op):
+            return  # (no op inside reads a tensor: a matmul's body, say)
         impl = get_sharding_interface(op)
         targets = self.capture_targets(impl, op, decision.shardings) if impl is not None else {}
         captured: dict[SSAValue, list[tuple[Operation, int]]] = {}

@@ -39,6 +39,7 @@ from xdsl.dialects.builtin import AffineMapAttr
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 
+from shardc.ir.segments import ins_outs
 from shardc.runtime.compile import FunctionBuilder, compile_error, describe, targets, tuple_expr
 from shardc.runtime.dtypes import elem_type, is_shaped, np_dtype
 from shardc.runtime.donation import inplace_inits, inplace_pairs
@@ -312,46 +313,6 @@ def _scalar_constant(v: SSAValue) -> object:
     if isinstance(op, arith.ConstantOp) and isinstance(op.value, FloatAttr | IntegerAttr):
         return op.value.value.data
     return None
-
-
-_SEGMENTED: dict[type, bool] = {}
-_SEGMENTS: dict[int, tuple[object, tuple[int, ...]]] = {}
-
-
-def _segmented(cls: type) -> bool:
-    """Whether `cls`'s operands are exactly `inputs` and `outputs`, their sizes in the
-    `operandSegmentSizes` property (linalg.generic and the named ops): what `ins_outs`
-    reads itself."""
-    ok = _SEGMENTED.get(cls)
-    if ok is None:
-        from xdsl.irdl import AttrSizedOperandSegments, VarOperandDef
-
-        try:
-            d = cls.get_irdl_definition()  # type: ignore[attr-defined]
-            ok = [n for n, _ in d.operands] == ["inputs", "outputs"] and all(isinstance(o, VarOperandDef) for _, o in d.operands)
-            ok = ok and any(isinstance(o, AttrSizedOperandSegments) and o.as_property for o in d.options)
-        except Exception:
-            ok = False
-        _SEGMENTED[cls] = ok
-    return ok
-
-
-def ins_outs(op: Operation) -> tuple[tuple[SSAValue, ...], tuple[SSAValue, ...]]:
-    """`(op.inputs, op.outputs)` of a structured op. IRDL decodes the segment sizes'
-    bytes again on every `op.inputs`/`op.outputs` read (18,000 reads compiling the GPT
-    step at n_layer 4); here they are decoded once per attribute."""
-    if _segmented(type(op)):
-        seg = op.properties.get("operandSegmentSizes")
-        got = _SEGMENTS.get(id(seg))
-        if got is None:  # the entry keeps `seg` alive: its id is not reused meanwhile
-            if len(_SEGMENTS) > 4096:
-                _SEGMENTS.clear()
-            got = _SEGMENTS[id(seg)] = (seg, tuple(seg.get_values()))  # type: ignore[union-attr]
-        n_in, n_out = got[1]
-        operands = op.operands
-        if len(operands) == n_in + n_out:
-            return tuple(operands[:n_in]), tuple(operands[n_in:])
-    return tuple(op.inputs), tuple(op.outputs)  # type: ignore[attr-defined]
 
 
 def _generic_iters(op: linalg.GenericOp) -> list[str]:

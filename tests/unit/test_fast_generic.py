@@ -25,6 +25,7 @@ from shardc.dialects import linalg as slinalg
 from shardc.ir import linalg_build
 from shardc.ir.locations import LocatingParser
 from shardc.ir.printer import module_to_string
+from shardc.ir.segments import ins_outs
 
 
 def _generic_text(op: Operation) -> str:
@@ -191,11 +192,11 @@ func.func @f(%a: tensor<4xf32>, %n: index) -> tensor<4xf32> {
 
 
 def test_ins_outs_are_the_accessors() -> None:
-    """The printer's direct read of a generic's inputs and outputs."""
+    """The printer's direct read of a generic's inputs and outputs (`shardc.ir.segments`)."""
     module = LocatingParser(make_context(), _PROGRAM, "g.mlir").parse_module()
     for op in [op for op in module.walk() if isinstance(op, slinalg.GenericOp)]:
-        ins, outs = slinalg._ins_outs(op)  # pyright: ignore[reportPrivateUsage]
+        ins, outs = ins_outs(op)
         assert list(ins) == list(op.inputs) and list(outs) == list(op.outputs)
         del op.properties["operandSegmentSizes"]  # no sizes: the accessors decide (and raise)
         with pytest.raises(Exception):
-            slinalg._ins_outs(op)  # pyright: ignore[reportPrivateUsage]
+            ins_outs(op)

@@ -223,11 +223,11 @@ def test_named_op_maps_unwrapped_equal_xdsls() -> None:
 def test_capture_precheck() -> None:
     ops = {op.name: op for op in _parse(NAMED).walk() if isinstance(op, LinalgStructuredOperation)}
     for name in ("linalg.fill", "linalg.matmul", "linalg.add"):
-        assert not linalg_sharding._may_capture_tensor(ops[name])  # pyright: ignore[reportPrivateUsage]
+        assert not linalg_sharding.may_capture_tensor(ops[name])
         assert captured_loop_dims(ops[name]) == {}
     gather = ops["linalg.generic"]
     with pass_cache():
-        assert linalg_sharding._may_capture_tensor(gather)  # pyright: ignore[reportPrivateUsage]
+        assert linalg_sharding.may_capture_tensor(gather)
         follows = captured_loop_dims(gather)
         assert captured_loop_dims(gather) == follows
     assert list(follows.values()) == [(None, 1)]  # the column follows loop 1
