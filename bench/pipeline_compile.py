@@ -6,6 +6,9 @@ canonicalize; mlir-opt has no shard-simplify pass).
    2,000-op file, both as command lines reading and printing it (start-up included),
    interleaved (the order alternating), CPU seconds of the child (user + system, so a
    busy machine skews both alike), median of the repeats.
+   Both trees are byte-compiled first (`compileall`), as an installed package is: where
+   PYTHONDONTWRITEBYTECODE is set, an editable tree would otherwise compile every
+   module from source in every process (about 6% of a run), and two trees would differ.
 2. The scaling: shardc in-process, CPU seconds of parse, verify, each stage, the final
    verify and printing at 500 to 8,000 ops, as microseconds per op (flat columns mean
    linear), with mlir-opt's process time per size for the ratio at each size.
@@ -23,6 +26,7 @@ canonicalize; mlir-opt has no shard-simplify pass).
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import resource
@@ -220,6 +224,9 @@ def main() -> int:
         return 0
     mlir_opt = find_mlir_opt()
     ours_cmd = shardc_opt()
+    compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "shardc"), quiet=1)
+    if a.compare_with:
+        compileall.compile_dir(str(Path(a.compare_with).resolve()), quiet=1)
     with tempfile.TemporaryDirectory() as d:
         def files(n: int) -> tuple[str, str]:
             text = program(n)
