@@ -16,6 +16,7 @@ from xdsl.traits import IsolatedFromAbove
 
 from shardc.ir.traits import has_trait
 
+
 def is_isolated(op: Operation) -> bool:
     """Whether `op` has regions and is isolated from above."""
     return bool(op.regions) and has_trait(op, IsolatedFromAbove)
