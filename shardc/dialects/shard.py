@@ -90,7 +90,7 @@ from xdsl.utils.lexer import Span
 from xdsl.utils.str_enum import StrEnum
 
 from shardc.ir import diagnostics
-from shardc.ir.traits import has_trait
+from shardc.ir.traits import has_trait, is_instance
 from shardc.ir.diagnostics import Severity
 from shardc.ir.locations import file_loc
 from shardc.ir.op_init import fast_accessors, init_op
@@ -284,8 +284,8 @@ class Sharding:
     @staticmethod
     def of(value: SSAValue | ShardingOp) -> Sharding:
         """The sharding a `shard.sharding` op (or its result) defines."""
-        op = value if isinstance(value, ShardingOp) else value.owner
-        if not isinstance(op, ShardingOp):
+        op = value if is_instance(value, ShardingOp) else value.owner
+        if not is_instance(op, ShardingOp):
             raise ValueError("expected a value defined by shard.sharding")
         if op._operands:  # pyright: ignore[reportPrivateUsage]
             return Sharding._of(op)
@@ -1440,13 +1440,13 @@ class ShardingOp(IRDLOperation):
         sharded_dims_offsets: Sequence[int | SSAValue] = (),
     ):
         if not halo_sizes and not sharded_dims_offsets:  # the common case, in short
-            if not isinstance(split_axes, GridAxesArrayAttr):
+            if not is_instance(split_axes, GridAxesArrayAttr):
                 split_axes = _split_axes_attr(tuple(tuple(sub) for sub in split_axes))
             empty = _i64_array(())
             init_op(
                 self,
                 properties={
-                    "grid": grid if isinstance(grid, SymbolRefAttr) else _symbol_ref(grid),
+                    "grid": grid if is_instance(grid, SymbolRefAttr) else _symbol_ref(grid),
                     "split_axes": split_axes,
                     "static_sharded_dims_offsets": empty,
                     "static_halo_sizes": empty,

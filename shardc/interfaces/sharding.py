@@ -49,7 +49,7 @@ from xdsl.ir.affine import (
     AffineMap,
 )
 from xdsl.printer import Printer
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.rewriter import InsertPoint
 from xdsl.traits import ConstantLike
 
 from shardc.dialects.shard import (
@@ -65,6 +65,7 @@ from shardc.dialects.shard import (
 )
 from shardc.ir import diagnostics
 from shardc.ir.clone import clone_region_into
+from shardc.ir.insert import insert_op
 from shardc.ir.op_init import create_op
 
 __all__ = [
@@ -881,8 +882,8 @@ def _hoist_annotation(shard: ShardOp, result: SSAValue) -> None:
         else:
             sharding_owner = _build_sharding(ShardingInfo.of(sharding_owner.result), result)
             shard.operands[1] = sharding_owner.result
-        Rewriter.insert_op(sharding_owner, point)
-    Rewriter.insert_op(shard, point)
+        insert_op(sharding_owner, point)
+    insert_op(shard, point)
 
 
 def insert_result_annotation(sharding: ShardingInfo, result: SSAValue) -> None:
@@ -907,8 +908,8 @@ def insert_result_annotation(sharding: ShardingInfo, result: SSAValue) -> None:
             sharding_op = _build_sharding(sharding, result)
             new_shard = ShardOp(result, sharding_op.result, annotate_for_users=False)
             new_shard.location = sharding_op.location
-            Rewriter.insert_op(sharding_op, point)
-            Rewriter.insert_op(new_shard, point)
+            insert_op(sharding_op, point)
+            insert_op(new_shard, point)
             _notify(new_shard, sharding_op)
         _replace_uses_in(owner, result, new_shard.result)
         if existing is None or existing.for_users:
@@ -917,7 +918,7 @@ def insert_result_annotation(sharding: ShardingInfo, result: SSAValue) -> None:
         # through an annotation for users.
         for_users = ShardOp(new_shard.result, new_shard.sharding, annotate_for_users=True)
         for_users.location = new_shard.location
-        Rewriter.insert_op(for_users, point)
+        insert_op(for_users, point)
         sharding_owner = new_shard.sharding.owner
         assert isinstance(sharding_owner, ShardingOp)
         _notify(for_users, sharding_owner)
@@ -950,8 +951,8 @@ def insert_operand_annotation(
     sharding_op = _build_sharding(sharding, value)
     new_shard = ShardOp(value, sharding_op.result, annotate_for_users=True)
     new_shard.location = sharding_op.location
-    Rewriter.insert_op(sharding_op, point)
-    Rewriter.insert_op(new_shard, point)
+    insert_op(sharding_op, point)
+    insert_op(new_shard, point)
     _replace_uses_in(op, value, new_shard.result)
     _notify(new_shard, sharding_op)
     if source is None or existing is None or not existing.for_users:
@@ -960,7 +961,7 @@ def insert_operand_annotation(
     # there, the new sharding being that of the producer.
     preceding = ShardOp(value, sharding_op.result, annotate_for_users=False)
     preceding.location = new_shard.location
-    Rewriter.insert_op(preceding, InsertPoint.before(new_shard))
+    insert_op(preceding, InsertPoint.before(new_shard))
     new_shard.operands[0] = preceding.result
     _notify(preceding, sharding_op)
 

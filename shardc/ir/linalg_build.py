@@ -22,6 +22,7 @@ from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation
 from xdsl.irdl.operations import OptionalDef, VariadicDef
 
 from shardc.ir.op_init import create_op
+from shardc.ir.traits import is_instance
 
 _Op = TypeVar("_Op", bound=IRDLOperation)
 
@@ -113,15 +114,19 @@ def fast_named_build(cls: type[_Op], **kwargs: Any) -> _Op:
     return IRDLOperation.build.__func__(cls, **kwargs)  # type: ignore[attr-defined]
 
 
+_SHAPED = MemRefType | TensorType
+_SCALAR = AnyFloat | IntegerType
+
+
 def body_arg_types(operands: Sequence[SSAValue]) -> list[Attribute]:
-    """`LinalgStructuredOperation.body_arg_types` with plain isinstance checks (its
-    `isa` goes through typing hints): the element type of each shaped operand, the
+    """`LinalgStructuredOperation.body_arg_types` with class tests once per type class
+    (its `isa` goes through typing hints): the element type of each shaped operand, the
     operand's own type otherwise."""
     result: list[Attribute] = []
     for value in operands:
         ty = value.type
-        element = ty.get_element_type() if isinstance(ty, MemRefType | TensorType) else ty
-        assert isinstance(element, AnyFloat | IntegerType)
+        element = ty.get_element_type() if is_instance(ty, _SHAPED) else ty
+        assert is_instance(element, _SCALAR)
         result.append(element)
     return result
 

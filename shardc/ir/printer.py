@@ -71,7 +71,6 @@ from xdsl.dialects.builtin import (
     AffineSetAttr,
     IntegerType,
     ModuleOp,
-    UnregisteredOp,
     CallSiteLoc,
     FileLineColLoc,
     FusedLoc,
@@ -93,6 +92,8 @@ from xdsl.ir.affine.affine_set import AffineConstraintKind, AffineSet
 from xdsl.printer import Printer
 from xdsl.utils.identity import identity
 from xdsl.traits import IsolatedFromAbove, IsTerminator
+
+from shardc.ir.traits import is_unregistered
 
 ResultNamesFn = Callable[[Operation], Sequence[str | None]]
 BlockArgNamesFn = Callable[[Operation, Region], Sequence[str | None]]
@@ -144,7 +145,7 @@ def _lookup(table: Mapping[type[Operation] | str, object], op: Operation) -> obj
         if base in table:
             found = table[base]  # type: ignore[index]
             break
-    if found is None and not isinstance(op, UnregisteredOp):
+    if found is None and not is_unregistered(op):
         found = table.get(op.name)
     _LOOKUP_CACHE[key] = found
     return found
@@ -876,7 +877,7 @@ class MLIRPrinter(Printer):
         begin = self._current_column
         self._print_results(op)
         custom = None
-        if isinstance(op, UnregisteredOp):
+        if is_unregistered(op):
             self.print_string_literal(op.op_name.data)  # escaped: the name is IR text
         elif self.print_generic_format or Operation.print is type(op).print:
             self.print_string(f'"{op.name}"')
@@ -893,7 +894,7 @@ class MLIRPrinter(Printer):
         if op in self.diagnostic.op_messages:
             for message in self.diagnostic.op_messages[op]:
                 self._add_message_on_next_line(message, begin, end)
-        if isinstance(op, UnregisteredOp):
+        if is_unregistered(op):
             op_name = op.op_name
             del op.attributes["op_name__"]
             self.print_op_with_default_format(op)
@@ -979,7 +980,7 @@ class MLIRPrinter(Printer):
     ) -> None:
         parent = region.parent
         default = ""
-        if parent is not None and not isinstance(parent, UnregisteredOp):
+        if parent is not None and not is_unregistered(parent):
             default = DEFAULT_DIALECTS.get(parent.name, "")
         self._default_dialect.append(default)
         try:

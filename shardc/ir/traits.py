@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from xdsl.dialects.builtin import UnregisteredOp
 from xdsl.ir import Operation
 
 T = TypeVar("T")
@@ -46,3 +47,22 @@ def get_trait(op: Operation, trait: type[T]) -> T | None:
         return _TRAIT[key]  # type: ignore[return-value]
     found = _TRAIT[key] = op.get_trait(trait)
     return found
+
+
+_INSTANCE: dict[tuple[type, object], bool] = {}
+
+
+def is_instance(obj: object, classes: object) -> bool:
+    """`isinstance(obj, classes)`, once per class of `obj`: xDSL's op and attribute
+    classes are ABCs, whose test takes ABCMeta's path (about 0.3 us, as slow when it
+    fails), and the verifier, printer, CSE and builders ask it of every op or type."""
+    key = (type(obj), classes)
+    found = _INSTANCE.get(key)
+    if found is None:
+        found = _INSTANCE[key] = isinstance(obj, classes)  # type: ignore[arg-type]
+    return found
+
+
+def is_unregistered(op: Operation) -> bool:
+    """`isinstance(op, UnregisteredOp)`, once per op class."""
+    return is_instance(op, UnregisteredOp)

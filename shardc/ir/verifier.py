@@ -12,13 +12,13 @@ checks, so every error is reported at the failing op's location:
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import ModuleOp, UnregisteredOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Block, Operation
 from xdsl.traits import IsTerminator, NoTerminator
 from xdsl.utils.exceptions import DiagnosticException
 
 from shardc.ir import diagnostics
-from shardc.ir.traits import has_trait
+from shardc.ir.traits import has_trait, is_unregistered
 from shardc.ir.diagnostics import DiagnosticError, Severity, current_engine
 from shardc.ir.fast_verify import verify_op
 from shardc.ir.isolation import is_isolated
@@ -57,7 +57,7 @@ def _may_lack_terminator(block: Block) -> bool:
     if len(region.blocks) != 1:
         return False
     parent = region.parent
-    return parent is None or isinstance(parent, UnregisteredOp) or has_trait(parent, NoTerminator)
+    return parent is None or is_unregistered(parent) or has_trait(parent, NoTerminator)
 
 
 def _verify_tree(op: Operation) -> bool:
@@ -87,7 +87,7 @@ def _on_entrance(op: Operation) -> bool:
     if any(type(operand).__name__ == "ErasedSSAValue" for operand in op._operands):  # pyright: ignore[reportPrivateUsage]
         diagnostics.emit(op, Severity.ERROR, "null operand found")
         return False
-    if isinstance(op, UnregisteredOp):
+    if is_unregistered(op):
         return True
     try:
         verify_op(op)
@@ -130,7 +130,7 @@ def _block_on_exit(block: Block) -> bool:
             return False
     if _may_lack_terminator(block):
         return True
-    if isinstance(last, UnregisteredOp) or has_trait(last, IsTerminator):
+    if is_unregistered(last) or has_trait(last, IsTerminator):
         return True
     diagnostics.emit(last, Severity.ERROR, f"block with no terminator, has {_short(last)}")
     return False

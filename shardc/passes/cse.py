@@ -24,7 +24,7 @@ from xdsl.transforms.common_subexpression_elimination import (
 )
 
 from shardc.ir.op_init import type_of
-from shardc.ir.traits import has_trait
+from shardc.ir.traits import has_trait, is_unregistered
 from shardc.ir.walk import block_ops, region_blocks
 from shardc.passes.folding import is_commutative, is_memory_effect_free, is_trivially_dead
 from shardc.passes.gc_pause import paused_gc
@@ -103,6 +103,12 @@ def _attr_hash(attr: Attribute) -> int:
 class _Info(OperationInfo):
     """Op equivalence as MLIR's OperationEquivalence: the operands of commutative ops
     compare as a multiset."""
+
+    @property
+    def name(self) -> str:
+        """`OperationInfo.name`, its unregistered test once per op class."""
+        op = self.op
+        return op.op_name.data if is_unregistered(op) else op.name  # pyright: ignore[reportAttributeAccessIssue]
 
     def _operands(self) -> object:
         operands = self.op._operands  # pyright: ignore[reportPrivateUsage] - the tuple `operands` views

@@ -15,7 +15,7 @@ class through the MRO:
   dialect has no ConstantMaterializationInterface.
 
 The registrations themselves live in `shardc.passes.canonicalization` (one module per
-dialect) and are imported on the first lookup.
+dialect) and are imported on the first lookup, a dialect's once its xDSL module is.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ _EFFECT_FREE: dict[type[Operation], Callable[[Operation], bool] | None] = {}
 _REPLACED: set[type[Operation]] = set()
 _LOOKUPS: dict[tuple[str, type[Operation]], object] = {}
 """Memo of the MRO lookups below, per table and class (cleared by every registration)."""
-_loaded = False
 
 F = TypeVar("F", bound=Callable[..., FoldResult])
 T = TypeVar("T")
@@ -94,10 +93,11 @@ def register_materializer(dialect: str, fn: Materializer) -> None:
 
 
 def _load() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        import shardc.passes.canonicalization  # noqa: F401  (registers on import)
+    """Register shardc's folders (importing the package, the first time) and those of the
+    dialects imported since."""
+    from shardc.passes.canonicalization import register_imported_dialects
+
+    register_imported_dialects()
 
 
 def registered_folder(cls: type[Operation]) -> Folder | None:

@@ -128,3 +128,21 @@ def test_static_help_table_is_the_registry() -> None:
     # every "module:Class" entry names a pass class of that name (dce: xDSL's, under
     # mlir-opt's name)
     assert {k: v for k, v in registry["loaded"].items() if k != "dce"} == {k: k for k in registry["loaded"] if k != "dce"}
+
+
+def test_the_mpi_pipeline_imports_no_dialect_its_input_never_meets(tmp_path: Path) -> None:
+    """The bench's program through `--shard-to-mpi-pipeline`: tosa's folders (and xDSL's
+    tosa), all_slice's lowering (and xDSL's cf) stay unloaded; the output holds none
+    of their ops."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench.pipeline_compile import program
+    finally:
+        sys.path.remove(str(ROOT))
+    source = tmp_path / "chain.mlir"
+    source.write_text(program(200))
+    done, names = imported(str(source), "--shard-to-mpi-pipeline", "-o", str(tmp_path / "out.mlir"), env={"SHARDC_CACHE": "0"}, tmp=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "mpi.allreduce" in (tmp_path / "out.mlir").read_text()
+    unused = ("xdsl.dialects.tosa", "shardc.passes.canonicalization.tosa", "shardc.lowering.all_slice", "xdsl.dialects.cf")
+    assert _matching(names, unused) == []
