@@ -434,7 +434,10 @@ def worker(args: argparse.Namespace) -> None:
         res = torch_steps(cfg, 1, args.repeats, ddp=True)
         if os.environ.get("RANK") == "0":
             print("RESULT " + json.dumps(res))
-        return
+        # PyTorch 2.13's gloo can abort in interpreter teardown ("terminate called without
+        # an active exception") after a finished run: leave without it.
+        sys.stdout.flush()
+        os._exit(0)
     from mpi4py import MPI
 
     from shardc.runtime.comm import MPIComm, use_comm
