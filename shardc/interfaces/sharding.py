@@ -67,6 +67,7 @@ from shardc.ir import diagnostics
 from shardc.ir.clone import clone_region_into
 from shardc.ir.insert import insert_op
 from shardc.ir.op_init import create_op
+from shardc.ir.traits import is_instance
 
 __all__ = [
     "IteratorType",
@@ -403,17 +404,10 @@ def ranked_tensor_rank(t: Attribute) -> int | None:
 _INT_INDEX_OR_FLOAT = IntegerType | IndexType | AnyFloat  # built once, not per call
 
 
-_IS_SCALAR: dict[type, bool] = {}
-
-
 def is_int_index_or_float(t: Attribute) -> bool:
     """Once per attribute class (an isinstance test of these ABC classes is a Python
     call; propagation asks for every operand and result type)."""
-    cls = type(t)
-    found = _IS_SCALAR.get(cls)
-    if found is None:
-        found = _IS_SCALAR[cls] = isinstance(t, _INT_INDEX_OR_FLOAT)
-    return found
+    return is_instance(t, _INT_INDEX_OR_FLOAT)
 
 
 _CONSTANT_LIKE_NAMES = frozenset({"tosa.const", "tosa.const_shape"})
