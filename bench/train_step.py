@@ -194,7 +194,14 @@ def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int) -> 
         "rates": rates,
         "rss": _peak_rss(),
         "stages": {s.name: s.seconds for s in prog.stages},
+        "blas": _blas_in_use(),
     }
+
+
+def _blas_in_use() -> str:
+    from shardc.runtime.kernels import blas
+
+    return blas.active_path()
 
 
 def fraction_of_peak(flops: float, ranks: int, per_rank: list[dict]) -> float:
@@ -541,6 +548,13 @@ def main() -> None:
     print(f"step FLOPs {flops / 1e9:.2f} GFLOP; numpy matmul peak {peak / 1e9:.1f} GFLOP/s per rank (1 BLAS thread)")
     if not torch_on:
         print("PyTorch: " + ("not run (--no-torch)" if args.no_torch else "not installed (the [torch] extra): shardc only"))
+    forced = [f"{k}={os.environ[k]}" for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if os.environ.get(k)]
+    if forced:
+        print(
+            f"note: {' '.join(forced)} {'is' if len(forced) == 1 else 'are'} set: numpy's OpenBLAS (and shardc's contractions where it is the faster BLAS) "
+            "runs those kernels, not this CPU's own; PyTorch's MKL reads neither. "
+            "`env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE` before the command measures this CPU's."
+        )
     ours_cfg = {"1 rank": (1, 1), "dp=2": (2, 1), "tp=2": (2, 2)}
     theirs_cfg = {"1 thread": lambda: launch_torch(1, args), "2 threads": lambda: launch_torch(2, args), "DDP 2 gloo": lambda: launch_ddp(2, args)}
     ours: dict[str, list[list[dict]]] = {k: [] for k in ours_cfg}
@@ -566,6 +580,8 @@ def main() -> None:
     first = best(ours["1 rank"])[0]
     stages = ", ".join(f"{k.split('{')[0]} {v:.2f}s" for k, v in first["stages"].items() if k != "input")
     print(f"compile of the step: {first['compile_s']:.1f} s ({stages}, then Python codegen; a compile-cache hit skips both)")
+    used = sorted({p["blas"] for runs in ours.values() for per_rank in runs for p in per_rank})
+    print(f"shardc's contractions: {'; '.join(used)} (SHARDC_BLAS={os.environ.get('SHARDC_BLAS', 'auto')})")
     t_ours = {}
     print(f"{'shardc':<10} {'tokens/s':>9} {'step ms':>8} {'of peak':>8} {'peak RSS/rank':>14}")
     for k, runs in ours.items():

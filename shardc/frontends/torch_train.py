@@ -1132,8 +1132,10 @@ def _run_mpi(run_rank: Callable[[int], Any]) -> list[Any]:
     from mpi4py import MPI
 
     from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.kernels import blas
 
     world = MPI.COMM_WORLD
+    blas.agree(world)
     with abort_on_error(world), use_comm(MPIComm(world)):
         mine = run_rank(world.Get_rank())
     return world.allgather(mine)

@@ -132,10 +132,12 @@ def _run_mpi(prog: Any, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
     from mpi4py import MPI
 
     from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.kernels import blas
     from shardc.tools.run import _as_results, local_inputs  # pyright: ignore[reportPrivateUsage]
 
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
+    blas.agree(world)
     local = local_inputs(prog, _as_specs(prog, inputs), rank, size)
     with abort_on_error(world), use_comm(MPIComm(world)):
         values = _as_results(prog.compiled.call(prog.entry, *local), len(prog.results))

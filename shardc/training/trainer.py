@@ -255,6 +255,7 @@ def train_mpi(
     from mpi4py import MPI
 
     from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.kernels import blas
 
     world = MPI.COMM_WORLD
     rank = world.Get_rank()
@@ -263,6 +264,7 @@ def train_mpi(
     if resume is not None and ck is None:
         ck = open_for_resume(resume, cfg, checkpoint.meta if checkpoint else None, rank, world.Get_size(), world.allgather)
     program = program or compile_program(cfg, grid, world=world)
+    blas.agree(world)
     with abort_on_error(world), use_comm(MPIComm(world)):
         world.Barrier()
         log, local = run_rank(cfg, program, rank, train_data, val_data, on_step if rank == 0 else None, checkpoint, ck)

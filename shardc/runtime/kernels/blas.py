@@ -1,10 +1,11 @@
-"""Matrix products through MKL's BLAS, operands passed as laid out (no copies).
+"""Matrix products through a BLAS called with ctypes, operands passed as laid out (no copies).
 
-numpy's matmul calls OpenBLAS; on the GPT step's operand views MKL's sgemm (what
-PyTorch's CPU build runs) was 1.03-1.16x faster on the big projections and 1.13-1.42x on
-attention's batched 128x128x64 products (1 thread, CPU time per shape). `libmkl_rt`
-comes from PyPI's `mkl` wheel (the `[fast]` extra) and is loaded with ctypes,
-RTLD_LOCAL, so it coexists with numpy's OpenBLAS in one process.
+Two libraries: numpy's own OpenBLAS (already in the process; its 64-bit-integer CBLAS
+entry points) and MKL (`libmkl_rt` from PyPI's `mkl` wheel, the `[fast]` extra, what
+PyTorch's CPU build runs; loaded RTLD_LOCAL beside OpenBLAS). `SHARDC_BLAS` picks:
+`auto` (the default) runs the one measured faster on this machine (`blas_choice.py`:
+on an AMD EPYC OpenBLAS's AVX-512 kernels were 2.2-2.4x MKL's, on Intel MKL may lead),
+`mkl` or `openblas` name one, `numpy` runs `np.matmul` everywhere. Read at every call.
 
 `matmul(a, b, out)` takes 2-D or batched float32/float64 operands as numpy views: each
 matrix whose last two axes have one unit stride and the other at least its width goes in
@@ -13,8 +14,11 @@ A batch is one call: `cblas_?gemm_batch_strided` where the batch axes fold into 
 stride, `cblas_?gemm_batch` over pointer arrays otherwise (a per-head view of a fused
 qkv array, a weight broadcast with stride 0). A column-major `out` is written as the
 transposed product. Anything else (other dtypes, a row stride below the width, negative
-strides, `out` overlapping an input) runs `np.matmul`, as do products too small for
-MKL's per-call cost (measured: below `MIN_FLOPS`, numpy's C loop is as fast).
+strides, `out` overlapping an input) runs `np.matmul`, as do products too small for a
+ctypes call's cost (measured: below `MIN_FLOPS`, numpy's C loop is as fast).
+Against `np.matmul` on the same OpenBLAS this saves the copies numpy makes of views it
+cannot pass, the extra pass for a scale or an accumulation (BLAS's alpha and beta) and
+the Python-visible loop over a batch.
 
 Per call only what depends on where the arrays live is looked at (alignment, overlap,
 the data pointers): every other decision (which entry point, trans flags, leading
@@ -22,11 +26,11 @@ dimensions, batch strides, pointer offsets) is made once per operand layout (sha
 strides, dtypes) and kept (`_Recipe`); a GPT step's call sites see the same layouts
 every step. That took a tiny step's contractions from 40 to 28 us a call.
 
-Threads: the runtime's ranks are processes, so MKL runs on its sequential layer (no
-OpenMP runtime loaded, no threads to fight other ranks or numba's) unless
-`SHARDC_BLAS_THREADS=n` asks for n threads. `SHARDC_MKL` names the library file;
-`SHARDC_BLAS=numpy` (checked at every call) or MKL absent keeps numpy everywhere. The
-64-bit-integer entry points (`*_64`) are used, so MKL's interface layer does not matter.
+Threads: the runtime's ranks are processes, so each library runs on one thread (MKL's
+sequential layer: no OpenMP runtime loaded; OpenBLAS's count set for the process, which
+numpy's matmul shares) unless `SHARDC_BLAS_THREADS=n` asks for n. `SHARDC_MKL` names
+MKL's library file. MKL's 64-bit-integer entry points (`*_64`) are used, so its
+interface layer does not matter.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import threading
 from dataclasses import dataclass
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -58,44 +63,65 @@ _I = ctypes.c_int64
 _P = ctypes.c_void_p
 _E = ctypes.c_int
 
+LIBRARIES = ("mkl", "openblas")
+"""The libraries `SHARDC_BLAS` may name (besides `auto` and `numpy`)."""
 
-class _Mkl:
-    """The loaded library and its typed entry points, per float dtype."""
 
-    def __init__(self, lib: ctypes.CDLL, path: str, threads: int) -> None:
+class _Lib:
+    """One loaded BLAS and its typed entry points per float dtype: `gemm`, and where the
+    library has them, the strided and pointer-array batch calls (MKL's signatures, which
+    OpenBLAS 0.3.30+ shares). Every integer is 64-bit: MKL's `*_64` entry points, numpy's
+    OpenBLAS built with 64-bit integers."""
+
+    def __init__(self, name: str, path: str, threads: int, version: str, lib: ctypes.CDLL, names: dict[str, list[str]], batch_min: int = 0) -> None:
+        self.name = name
+        self.batch_min = batch_min  # batch calls only for matrices of more multiply-adds
         self.path = path
         self.threads = threads
-        self.gemm: dict[np.dtype, ctypes._CFuncPtr] = {}
-        self.strided: dict[np.dtype, ctypes._CFuncPtr] = {}
-        self.batch: dict[np.dtype, ctypes._CFuncPtr] = {}
+        self.version = version
+        self.gemm: dict[np.dtype, Any] = {}
+        self.strided: dict[np.dtype, Any] = {}
+        self.batch: dict[np.dtype, Any] = {}
         for dt, c, s in ((np.dtype(np.float32), ctypes.c_float, "s"), (np.dtype(np.float64), ctypes.c_double, "d")):
-            g = getattr(lib, f"cblas_{s}gemm_64")
+            g = _symbol(lib, [n.format(s) for n in names["gemm"]])
+            if g is None:
+                raise AttributeError(f"no {s}gemm entry point")
             g.argtypes = [_E, _E, _E, _I, _I, _I, c, _P, _I, _P, _I, c, _P, _I]
             g.restype = None
-            st = getattr(lib, f"cblas_{s}gemm_batch_strided_64")
-            st.argtypes = [_E, _E, _E, _I, _I, _I, c, _P, _I, _I, _P, _I, _I, c, _P, _I, _I, _I]
-            st.restype = None
-            b = getattr(lib, f"cblas_{s}gemm_batch_64")
-            b.argtypes = [_E, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I, _P]
-            b.restype = None
-            self.gemm[dt], self.strided[dt], self.batch[dt] = g, st, b
-        buf = ctypes.create_string_buffer(256)
+            self.gemm[dt] = g
+            st = _symbol(lib, [n.format(s) for n in names["strided"]])
+            if st is not None:
+                st.argtypes = [_E, _E, _E, _I, _I, _I, c, _P, _I, _I, _P, _I, _I, c, _P, _I, _I, _I]
+                st.restype = None
+                self.strided[dt] = st
+            b = _symbol(lib, [n.format(s) for n in names["batch"]])
+            if b is not None:
+                b.argtypes = [_E, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I, _P]
+                b.restype = None
+                self.batch[dt] = b
+
+    def describe(self) -> str:
+        return f"{self.version} ({self.threads} thread{'s' if self.threads > 1 else ''}; shardc.runtime.kernels.blas)"
+
+
+def _symbol(lib: ctypes.CDLL, names: list[str]) -> Any:
+    for n in names:
         try:
-            lib.MKL_Get_Version_String(buf, ctypes.c_int(len(buf)))
-            text = buf.value.decode(errors="replace")
-            found = re.search(r"Version ([0-9.]+)", text)
-            self.version = f"MKL {found.group(1)}" if found else text.strip()
+            return getattr(lib, n)
         except AttributeError:
-            self.version = "MKL"
+            continue
+    return None
 
 
-_STATE: list[_Mkl | None] = []
-_LOCK = threading.Lock()
-_CALLS = [0]  # MKL calls made in this process (tests and benches read it)
+_LOADED: dict[str, _Lib | None] = {}  # per library name, loaded at most once a process
+_ACTIVE: dict[str, _Lib | None] = {}  # per `SHARDC_BLAS` value: the library it runs
+_AGREED: list[str] = []  # the `auto` choice this process was told by `agree`
+_LOCK = threading.RLock()
+_CALLS = [0]  # products run through a loaded BLAS in this process (tests and benches read it)
 
 
 def calls() -> int:
-    """How many products this process has run through MKL so far."""
+    """How many products this process has run through `matmul`'s BLAS calls so far."""
     return _CALLS[0]
 
 
@@ -112,8 +138,31 @@ def library_path() -> str | None:
     return None
 
 
+def openblas_path() -> str | None:
+    """numpy's own OpenBLAS: the one its wheel ships in `numpy.libs` (scipy's, mapped in
+    the same process, is another build with 32-bit integers), else an OpenBLAS this
+    process has mapped."""
+    found = sorted(Path(np.__file__).parent.parent.glob("numpy.libs/lib*openblas*.so*"))
+    if found:
+        return str(found[0])
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.rsplit(" ", 1)[-1].strip()
+                if "openblas" in os.path.basename(path).lower() and ".so" in path:
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+_warned: set[str] = set()
+
+
 def _warn(msg: str) -> None:
-    print(f"shardc: warning: {msg}", file=sys.stderr)
+    if msg not in _warned:
+        _warned.add(msg)
+        print(f"shardc: warning: {msg}", file=sys.stderr)
 
 
 def _threads() -> int:
@@ -123,22 +172,31 @@ def _threads() -> int:
     except ValueError:
         n = 0
     if n < 1:
-        _warn(f"SHARDC_BLAS_THREADS={text!r} is not a positive integer; MKL runs on 1 thread")
+        _warn(f"SHARDC_BLAS_THREADS={text!r} is not a positive integer; BLAS runs on 1 thread")
         return 1
     return n
 
 
-def _mkl() -> _Mkl | None:
-    """The library, loaded once per process (None when absent or unusable)."""
-    if _STATE:
-        return _STATE[0]
-    with _LOCK:
-        if not _STATE:
-            _STATE.append(_load())
-    return _STATE[0]
+def _loaded(name: str) -> _Lib | None:
+    """Library `name`, loaded once per process (None when absent or unusable)."""
+    if name not in _LOADED:
+        with _LOCK:
+            if name not in _LOADED:
+                _LOADED[name] = _load_mkl() if name == "mkl" else _load_openblas()
+    return _LOADED[name]
 
 
-def _load() -> _Mkl | None:
+_MKL_NAMES = {"gemm": ["cblas_{}gemm_64"], "strided": ["cblas_{}gemm_batch_strided_64"], "batch": ["cblas_{}gemm_batch_64"]}
+# numpy's wheels rename OpenBLAS's symbols (`scipy_` prefix, `64_` suffix); the strided
+# batch call kept its plain name in 0.3.31's.
+_OPENBLAS_NAMES = {
+    "gemm": ["scipy_cblas_{}gemm64_", "cblas_{}gemm64_"],
+    "strided": ["scipy_cblas_{}gemm_batch_strided64_", "cblas_{}gemm_batch_strided64_", "cblas_{}gemm_batch_strided"],
+    "batch": ["scipy_cblas_{}gemm_batch64_", "cblas_{}gemm_batch64_"],
+}
+
+
+def _load_mkl() -> _Lib | None:
     path = library_path()
     if path is None:
         return None
@@ -148,27 +206,129 @@ def _load() -> _Mkl | None:
         # Before any other MKL call: the sequential layer loads no OpenMP runtime at all.
         lib.MKL_Set_Threading_Layer(ctypes.c_int(_SEQUENTIAL if threads == 1 else _INTEL))
         lib.MKL_Set_Num_Threads(ctypes.c_int(threads))
-        return _Mkl(lib, path, threads)
+        buf = ctypes.create_string_buffer(256)
+        version = "MKL"
+        if hasattr(lib, "MKL_Get_Version_String"):
+            lib.MKL_Get_Version_String(buf, ctypes.c_int(len(buf)))
+            text = buf.value.decode(errors="replace")
+            found = re.search(r"Version ([0-9.]+)", text)
+            version = f"MKL {found.group(1)}" if found else text.strip() or "MKL"
+        return _Lib("mkl", path, threads, version, lib, _MKL_NAMES)
     except (OSError, AttributeError) as e:  # not MKL, or a build without these entry points
         if os.environ.get("SHARDC_MKL"):
             _warn(f"SHARDC_MKL={path}: not a usable MKL ({e}); contractions run numpy's matmul")
         return None
 
 
+OPENBLAS_SMALL = 100 * 100 * 100
+"""OpenBLAS's batch calls (0.3.31, numpy's DYNAMIC_ARCH build) crash on matrices of at
+most this many multiply-adds: their small-matrix path jumps to a kernel's table offset
+instead of its address (measured: 3 x 100^3 crashes, 3 x 101x100x100 is exact). Smaller
+batches run `np.matmul`; the speed thresholds (`MIN_MATRIX_FLOPS`) already send them
+there, this bound holds when tests lower those."""
+
+
+def _load_openblas() -> _Lib | None:
+    """numpy's OpenBLAS (already in the process: no second copy is loaded), when it is a
+    64-bit-integer build with the CBLAS entry points. Its thread count is the process's
+    (numpy's matmul shares it): set here to `SHARDC_BLAS_THREADS`, 1 unless asked, since
+    the runtime's ranks are processes sharing the cores."""
+    path = openblas_path()
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+        config = _symbol(lib, ["scipy_openblas_get_config64_", "openblas_get_config64_", "openblas_get_config"])
+        core = _symbol(lib, ["scipy_openblas_get_corename64_", "openblas_get_corename64_", "openblas_get_corename"])
+        setter = _symbol(lib, ["scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads"])
+        if config is None or setter is None:
+            return None
+        config.restype = ctypes.c_char_p
+        text = (config() or b"").decode(errors="replace")
+        if "USE64BITINT" not in text.split():
+            return None  # 32-bit integers: not the signatures declared here
+        threads = _threads()
+        setter.argtypes = [ctypes.c_int]
+        setter.restype = None
+        setter(threads)
+        found = re.search(r"OpenBLAS ([0-9]+\.[0-9]+\.[0-9]+)", text)
+        version = f"OpenBLAS {found.group(1)}" if found else "OpenBLAS"
+        if core is not None:
+            core.restype = ctypes.c_char_p
+            version += f" {(core() or b'').decode(errors='replace')}".rstrip()
+        return _Lib("openblas", path, threads, version, lib, _OPENBLAS_NAMES, batch_min=OPENBLAS_SMALL)
+    except (OSError, AttributeError):
+        return None
+
+
+def _choice() -> str:
+    return os.environ.get("SHARDC_BLAS", "auto")
+
+
+def _active() -> _Lib | None:
+    """The library products run on under the current `SHARDC_BLAS` (read at every call:
+    a dict lookup), None for numpy's matmul."""
+    choice = _choice()
+    try:
+        return _ACTIVE[choice]
+    except KeyError:
+        pass
+    with _LOCK:
+        if choice not in _ACTIVE:
+            _ACTIVE[choice] = _resolve(choice)
+    return _ACTIVE[choice]
+
+
+def _resolve(choice: str) -> _Lib | None:
+    c = choice.strip().lower()
+    if c == "numpy":
+        return None
+    if c in LIBRARIES:
+        warned = len(_warned)
+        lib = _loaded(c)
+        if lib is None and len(_warned) == warned:  # the loader said nothing of why
+            _warn(f"SHARDC_BLAS={choice}: {c} is not available here; contractions run numpy's matmul")
+        return lib
+    if c != "auto":
+        _warn(f"SHARDC_BLAS={choice!r} is not one of auto, {', '.join(LIBRARIES)}, numpy; using auto")
+    if _AGREED:
+        return _loaded(_AGREED[0]) if _AGREED[0] != "numpy" else None
+    from shardc.runtime.kernels import blas_choice
+
+    name = blas_choice.choose(_loaded)
+    return _loaded(name) if name != "numpy" else None
+
+
 def enabled() -> bool:
-    """Whether products go through MKL in this process now."""
-    if os.environ.get("SHARDC_BLAS", "auto").lower() == "numpy":
-        return False
-    return _mkl() is not None
+    """Whether products go through a loaded BLAS in this process now."""
+    return _active() is not None
+
+
+def active_name() -> str:
+    """`mkl`, `openblas` or `numpy`: what runs products in this process now."""
+    lib = _active()
+    return lib.name if lib is not None else "numpy"
 
 
 def active_path() -> str:
     """Which BLAS runs contractions in this process, for benchmark headers."""
-    if enabled():
-        m = _mkl()
-        assert m is not None
-        return f"{m.version} ({m.threads} thread{'s' if m.threads > 1 else ''}; shardc.runtime.kernels.blas)"
-    return "numpy (its own BLAS)"
+    lib = _active()
+    return lib.describe() if lib is not None else "numpy (its own BLAS)"
+
+
+def agree(world: Any) -> None:
+    """Collective over the mpi4py communicator `world`: under `SHARDC_BLAS=auto` every
+    rank runs the library rank 0 chose, so a replicated product rounds the same on every
+    rank even where hosts measured differently. An explicit choice is left as it is."""
+    if world.Get_size() == 1:
+        return
+    mine = active_name() if _choice().strip().lower() == "auto" and world.Get_rank() == 0 else None
+    name = world.bcast(mine, root=0)
+    if name is None or _choice().strip().lower() != "auto":
+        return
+    with _LOCK:
+        _AGREED[:] = [name]
+        _ACTIVE.pop(_choice(), None)
 
 
 def _layout(strides: tuple[int, ...], rows: int, cols: int, item: int) -> tuple[int, int] | None:
@@ -381,9 +541,12 @@ def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float, alpha: 
         else:
             out *= beta
         return out
-    if r.matrix_flops < MIN_MATRIX_FLOPS or r.flops < MIN_FLOPS or os.environ.get("SHARDC_BLAS", "auto").lower() == "numpy":
+    if r.matrix_flops < MIN_MATRIX_FLOPS or r.flops < MIN_FLOPS:
         return _fallback(a, b, out, beta, alpha)
-    lib = _STATE[0] if _STATE else _mkl()
+    try:
+        lib = _ACTIVE[os.environ.get("SHARDC_BLAS", "auto")]
+    except KeyError:
+        lib = _active()
     if (
         lib is None or not (a.flags.aligned and b.flags.aligned and out.flags.aligned)
         or np.may_share_memory(out, a) or np.may_share_memory(out, b)
@@ -393,26 +556,28 @@ def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float, alpha: 
     pa, pb, pc = _address(a), _address(b), _address(out)
     if r.swap:  # the operands exchanged (views of the same memory: the same pointers)
         pa, pb = pb, pa
-    _CALLS[0] += 1
     if kind == "gemm":
         ta, tb, m, n, k, lda, ldb, ldc = r.args
         lib.gemm[dt](_ROW, ta, tb, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc)
-        return out
-    if kind == "strided":
+    elif r.matrix_flops <= lib.batch_min:
+        return _fallback(a, b, out, beta, alpha)
+    elif kind == "strided" and dt in lib.strided:
         ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, count = r.args
         lib.strided[dt](_ROW, ta, tb, m, n, k, alpha, pa, lda, sa, pb, ldb, sb, beta, pc, ldc, sc, count)
-        return out
-    nbatch = r.nbatch
-    assert r.offsets is not None
-    ptrs = r.offsets + np.array([[pa], [pb], [pc]], np.int64)
-    _, sp = _scalars(float(alpha), float(beta), dt)
-    tap, tbp, ip = r.addresses
-    pp = _address(ptrs)
-    lib.batch[dt](
-        _ROW, tap, tbp, ip, ip + 8, ip + 16, sp, pp, ip + 24, pp + 8 * nbatch, ip + 32,
-        sp + dt.itemsize, pp + 16 * nbatch, ip + 40, 1, ip + 48,
-    )
+    elif kind == "batch" and dt in lib.batch:
+        nbatch = r.nbatch
+        assert r.offsets is not None
+        ptrs = r.offsets + np.array([[pa], [pb], [pc]], np.int64)
+        _, sp = _scalars(float(alpha), float(beta), dt)
+        tap, tbp, ip = r.addresses
+        pp = _address(ptrs)
+        lib.batch[dt](
+            _ROW, tap, tbp, ip, ip + 8, ip + 16, sp, pp, ip + 24, pp + 8 * nbatch, ip + 32,
+            sp + dt.itemsize, pp + 16 * nbatch, ip + 40, 1, ip + 48,
+        )
+    else:  # a library without that batch call
+        return _fallback(a, b, out, beta, alpha)
+    _CALLS[0] += 1
     return out
 
-
-__all__ = ["MIN_FLOPS", "MIN_MATRIX_FLOPS", "active_path", "calls", "enabled", "library_path", "matmul"]
+__all__ = ["LIBRARIES", "MIN_FLOPS", "MIN_MATRIX_FLOPS", "active_name", "active_path", "agree", "calls", "enabled", "library_path", "matmul", "openblas_path"]

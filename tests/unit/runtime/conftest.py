@@ -28,3 +28,17 @@ def _own_cache(tmp_path, monkeypatch):
     monkeypatch.delenv("SHARDC_CACHE", raising=False)
     cache._WARNED.clear()  # pyright: ignore[reportPrivateUsage]
     yield d
+
+
+@pytest.fixture(params=["mkl", "openblas"])
+def blas_library(request, monkeypatch):
+    """Every product through this BLAS however small (the thresholds are about speed);
+    skipped where the library does not load (MKL: the [fast] extra)."""
+    from shardc.runtime.kernels import blas
+
+    if blas._loaded(request.param) is None:  # pyright: ignore[reportPrivateUsage]
+        pytest.skip(f"{request.param} not loadable here (MKL: the [fast] extra): products run numpy's matmul")
+    monkeypatch.setattr(blas, "MIN_FLOPS", 0)
+    monkeypatch.setattr(blas, "MIN_MATRIX_FLOPS", 0)
+    monkeypatch.setenv("SHARDC_BLAS", request.param)
+    return request.param

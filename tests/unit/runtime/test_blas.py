@@ -1,6 +1,7 @@
-"""MKL matrix products (`shardc.runtime.kernels.blas`): equal to numpy's matmul within
-rounding on every layout the runtime hands it, numpy's path when switched off or absent,
-and a GPT step through MKL equal to the numpy-BLAS step."""
+"""Matrix products through MKL or numpy's OpenBLAS called directly
+(`shardc.runtime.kernels.blas`): equal to numpy's matmul within rounding on every layout
+the runtime hands them, numpy's path when switched off or absent, and a GPT step through
+each library equal to the numpy-BLAS step."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from shardc.runtime.kernels import blas
 
 needs_mkl = pytest.mark.skipif(
-    blas._mkl() is None,  # pyright: ignore[reportPrivateUsage]
+    blas._loaded("mkl") is None,  # pyright: ignore[reportPrivateUsage]
     reason="libmkl_rt not found (PyPI's mkl wheel, the [fast] extra): products run numpy's matmul",
 )
 
@@ -24,19 +25,25 @@ TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol
 
 
 @pytest.fixture
-def every_size(monkeypatch):
-    """Send every product through MKL, however small (the thresholds are about speed)."""
-    monkeypatch.setattr(blas, "MIN_FLOPS", 0)
-    monkeypatch.setattr(blas, "MIN_MATRIX_FLOPS", 0)
-    monkeypatch.setenv("SHARDC_BLAS", "auto")
+def every_size(blas_library):
+    """Send every product through each BLAS in turn, however small."""
+    return blas_library
 
 
 def rand(*shape, dt=np.float32):
     return RNG.standard_normal(shape).astype(dt)
 
 
+def _small_batch(a, out) -> bool:
+    """A batch of matrices OpenBLAS's batch calls must not get (`blas.OPENBLAS_SMALL`)."""
+    m, k = a.shape[-2:]
+    n = out.shape[-1]
+    lib = blas._active()  # pyright: ignore[reportPrivateUsage]
+    return lib is not None and out.size > m * n and m * n * k <= lib.batch_min
+
+
 def check(a, b, out=None, *, mkl=True, beta=0.0):
-    """blas.matmul(a, b, out) equals numpy's float64 product; `mkl`: MKL ran it."""
+    """blas.matmul(a, b, out) equals numpy's float64 product; `mkl`: the chosen BLAS ran it."""
     dt = a.dtype.type
     ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
     if out is None:
@@ -46,12 +53,11 @@ def check(a, b, out=None, *, mkl=True, beta=0.0):
     before = blas.calls()
     got = blas.matmul(a, b, out, beta=beta)
     assert got is out
-    assert blas.calls() == before + (1 if mkl else 0)
+    assert blas.calls() == before + (1 if mkl and not _small_batch(a, out) else 0)
     np.testing.assert_allclose(out, ref, **TOL[dt])
     return out
 
 
-@needs_mkl
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_2d_every_transpose_combination(dt, every_size):
     a, b = rand(37, 53, dt=dt), rand(53, 29, dt=dt)
@@ -61,7 +67,6 @@ def test_2d_every_transpose_combination(dt, every_size):
     check(rand(53, 37, dt=dt).T, rand(29, 53, dt=dt).T)  # transposed views, no copies
 
 
-@needs_mkl
 def test_row_strides_wider_than_the_matrix_and_out_views(every_size):
     big_a, big_b = rand(40, 100), rand(90, 70)
     a, b = big_a[3:35, 10:60], big_b[:50, 5:45]  # leading dimensions 100 and 70
@@ -74,7 +79,6 @@ def test_row_strides_wider_than_the_matrix_and_out_views(every_size):
     check(big_a[3:35, 10:60].T.copy().T, b)
 
 
-@needs_mkl
 def test_non_unit_inner_strides_fall_back_to_numpy(every_size):
     a = rand(30, 80)[:, ::2]  # no unit stride on either axis
     check(a, rand(40, 20), mkl=False)
@@ -82,7 +86,6 @@ def test_non_unit_inner_strides_fall_back_to_numpy(every_size):
     check(rand(20, 40)[::-1], rand(40, 30), mkl=False)  # negative row stride
 
 
-@needs_mkl
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_batched_contiguous_strided_and_transposed(dt, every_size):
     check(rand(6, 17, 23, dt=dt), rand(6, 23, 19, dt=dt))
@@ -90,7 +93,6 @@ def test_batched_contiguous_strided_and_transposed(dt, every_size):
     check(rand(2, 3, 17, 23, dt=dt), rand(2, 3, 23, 19, dt=dt))  # batch axes fold into one
 
 
-@needs_mkl
 def test_batches_that_fold_into_no_stride(every_size):
     """Per-head views of a fused q/k/v array, (b, t, 3, h, d) read as (b, h, t, d): the
     batch axes (b, h) have no common stride, so MKL gets pointer arrays."""
@@ -104,7 +106,6 @@ def test_batches_that_fold_into_no_stride(every_size):
     assert out.base is not None and out.base.flags.c_contiguous
 
 
-@needs_mkl
 def test_broadcast_batches(every_size):
     check(rand(5, 12, 9), rand(9, 7))  # a weight shared by the batch
     check(rand(12, 9), rand(5, 9, 7))
@@ -113,7 +114,6 @@ def test_broadcast_batches(every_size):
     check(rand(1, 12, 9), rand(1, 9, 7))  # size-1 batch: one gemm
 
 
-@needs_mkl
 def test_accumulate_with_beta(every_size):
     out = rand(20, 30)
     check(rand(20, 40), rand(40, 30), out, beta=1.0)
@@ -121,7 +121,6 @@ def test_accumulate_with_beta(every_size):
     check(rand(3, 20, 40, dt=np.float64), rand(3, 40, 30, dt=np.float64), out, beta=0.5)
 
 
-@needs_mkl
 def test_empty_and_degenerate_sizes(every_size):
     check(rand(0, 5), rand(5, 7), mkl=False)
     check(rand(5, 7), rand(7, 0), mkl=False)
@@ -136,7 +135,6 @@ def test_empty_and_degenerate_sizes(every_size):
     check(rand(4, 1, 9), rand(4, 9, 1))  # batched dot products
 
 
-@needs_mkl
 def test_other_dtypes_aliasing_and_bad_shapes_take_numpy(every_size):
     ia, ib = RNG.integers(-5, 5, (8, 9)), RNG.integers(-5, 5, (9, 4))
     out = np.empty((8, 4), ia.dtype)
@@ -165,7 +163,10 @@ def test_switched_off_or_absent_is_numpys_matmul(monkeypatch):
     assert blas.calls() == before and not blas.enabled()
     assert blas.active_path().startswith("numpy")
     monkeypatch.setenv("SHARDC_BLAS", "auto")
-    monkeypatch.setattr(blas, "_STATE", [None])  # as if the mkl wheel were not installed
+    # as if neither library loaded (no mkl wheel, a numpy without OpenBLAS's CBLAS)
+    monkeypatch.setattr(blas, "_LOADED", {"mkl": None, "openblas": None})
+    monkeypatch.setattr(blas, "_ACTIVE", {})
+    monkeypatch.setattr(blas, "_AGREED", [])
     np.testing.assert_array_equal(blas.matmul(a, b, np.empty((30, 20), np.float32)), ref)
     assert blas.calls() == before and not blas.enabled()
     assert blas.active_path().startswith("numpy")
@@ -205,10 +206,10 @@ print(json.dumps({"path": blas.active_path(), "calls": blas.calls(), "ok": bool(
 @needs_mkl
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc to count threads")
 def test_one_thread_per_rank_unless_asked():
-    got, _ = _child(THREADS)
-    assert got["ok"] and got["calls"] == 1 and "1 thread" in got["path"]
+    got, _ = _child(THREADS, SHARDC_BLAS="mkl")
+    assert got["ok"] and got["calls"] == 1 and "1 thread" in got["path"] and got["path"].startswith("MKL")
     assert got["new_threads"] == 0 and not got["openmp"]  # the sequential layer: no OpenMP runtime
-    got, _ = _child(THREADS, SHARDC_BLAS_THREADS="2")
+    got, _ = _child(THREADS, SHARDC_BLAS="mkl", SHARDC_BLAS_THREADS="2")
     assert got["ok"] and "2 threads" in got["path"] and got["openmp"]
 
 
@@ -219,20 +220,19 @@ def test_library_path_from_the_environment():
         "import json; from shardc.runtime.kernels import blas;"
         "print(json.dumps({'path': blas.library_path(), 'on': blas.enabled(), 'what': blas.active_path()}))"
     )
-    got, err = _child(code, SHARDC_MKL="/nonexistent/libmkl_rt.so")
+    got, err = _child(code, SHARDC_MKL="/nonexistent/libmkl_rt.so", SHARDC_BLAS="mkl")
     assert got == {"path": "/nonexistent/libmkl_rt.so", "on": False, "what": "numpy (its own BLAS)"}
     assert err.startswith("shardc: warning: SHARDC_MKL=/nonexistent/libmkl_rt.so: not a usable MKL") and err.count("\n") == 1
 
 
 @needs_mkl
 def test_bad_thread_count_warns_and_uses_one():
-    got, err = _child("import json; from shardc.runtime.kernels import blas; print(json.dumps({'what': blas.active_path()}))", SHARDC_BLAS_THREADS="lots")
+    got, err = _child("import json; from shardc.runtime.kernels import blas; print(json.dumps({'what': blas.active_path()}))", SHARDC_BLAS_THREADS="lots", SHARDC_BLAS="mkl")
     assert "1 thread" in got["what"]
-    assert err == "shardc: warning: SHARDC_BLAS_THREADS='lots' is not a positive integer; MKL runs on 1 thread\n"
+    assert err == "shardc: warning: SHARDC_BLAS_THREADS='lots' is not a positive integer; BLAS runs on 1 thread\n"
 
 
-@needs_mkl
-def test_contract2_routes_through_mkl_and_batched_dots_are_exact(every_size):
+def test_contract2_routes_through_blas_and_batched_dots_are_exact(every_size):
     from shardc.runtime.structured import contract2
 
     f32 = np.dtype(np.float32)
@@ -257,11 +257,10 @@ def test_contract2_routes_through_mkl_and_batched_dots_are_exact(every_size):
     np.testing.assert_allclose(r, a[0, 0] @ b[0, 0], rtol=1e-5)
 
 
-@needs_mkl
-def test_gpt_step_with_mkl_equals_the_numpy_blas_step(every_size, monkeypatch):
-    """A training step with every contraction through MKL (fused numba kernels in the same
-    process where installed): loss and updated parameters equal numpy's within float32
-    rounding."""
+def test_gpt_step_with_each_blas_equals_the_numpy_blas_step(every_size, monkeypatch):
+    """A training step with every contraction through each library (fused numba kernels
+    in the same process where installed): loss and updated parameters equal numpy's
+    within float32 rounding."""
     from shardc.runtime.kernels import fused
     from shardc.runtime.structured import StructuredSpec
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
@@ -274,16 +273,16 @@ def test_gpt_step_with_mkl_equals_the_numpy_blas_step(every_size, monkeypatch):
     tok = np.random.default_rng(0).integers(0, 64, (8, 64)).astype(np.int32)
     mb = [(tok, np.roll(tok, -1, axis=1))]
     results = {}
-    for mode in ("numpy", "auto"):
+    for mode in ("numpy", every_size):
         monkeypatch.setenv("SHARDC_BLAS", mode)
         st = RankState(prog, 0, init_params(cfg, 0))
         before = blas.calls()
         losses = [st.train_step(mb, 1e-3) for _ in range(2)]
         results[mode] = (losses, [np.asarray(p).copy() for p in st.params], blas.calls() - before)
     assert results["numpy"][2] == 0
-    assert results["auto"][2] >= 20, "the step's contractions did not reach MKL"
-    np.testing.assert_allclose(results["auto"][0], results["numpy"][0], rtol=1e-5)
-    for a, b in zip(results["auto"][1], results["numpy"][1]):
+    assert results[every_size][2] >= 20, f"the step's contractions did not reach {every_size}"
+    np.testing.assert_allclose(results[every_size][0], results["numpy"][0], rtol=1e-5)
+    for a, b in zip(results[every_size][1], results["numpy"][1]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     if fused.enabled():  # numba's kernels compiled and ran beside MKL in this process
         ran = [
@@ -291,3 +290,40 @@ def test_gpt_step_with_mkl_equals_the_numpy_blas_step(every_size, monkeypatch):
             if isinstance(v, StructuredSpec) and v.fused is not None and any(x.fn for x in v.fused.stages)
         ]
         assert ran, "no fused kernel ran in the step"
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_batches_of_big_matrices_through_each_library(dt, every_size):
+    """The batch entry points themselves, at sizes OpenBLAS's take too (above
+    `OPENBLAS_SMALL` multiply-adds a matrix): strided, transposed, pointer arrays over
+    per-head views, a broadcast weight, alpha and beta."""
+    check(rand(3, 101, 100, dt=dt), rand(3, 100, 100, dt=dt))
+    check(rand(4, 64, 128, dt=dt).swapaxes(1, 2), rand(4, 64, 128, dt=dt))
+    qkv = rand(2, 128, 3, 2, 64, dt=dt)
+    q = qkv[:, :, 0].transpose(0, 2, 1, 3)
+    k = qkv[:, :, 1].transpose(0, 2, 3, 1)
+    att = check(q, k)
+    out = np.empty((2, 128, 2, 64), dt).transpose(0, 2, 1, 3)
+    check(att / 64, qkv[:, :, 2].transpose(0, 2, 1, 3), out)  # scaled: sums of 128 terms
+    check(rand(3, 128, 96, dt=dt), np.broadcast_to(rand(96, 112, dt=dt), (3, 96, 112)))
+    check(rand(3, 128, 96, dt=dt), rand(3, 96, 112, dt=dt), rand(3, 128, 112, dt=dt), beta=1.0)
+    a, b = rand(3, 101, 100, dt=dt), rand(3, 100, 100, dt=dt)
+    got = blas.matmul(a, b, np.empty((3, 101, 100), dt), alpha=0.25)
+    np.testing.assert_allclose(got, 0.25 * np.matmul(a.astype(np.float64), b.astype(np.float64)), **TOL[dt])
+
+
+def test_openblas_small_batches_run_numpy(monkeypatch):
+    """OpenBLAS's batch calls crash on matrices of at most 100^3 multiply-adds (0.3.31):
+    those take numpy's matmul even with the speed thresholds at zero; one more row and
+    the batch call runs."""
+    if blas._loaded("openblas") is None:  # pyright: ignore[reportPrivateUsage]
+        pytest.skip("numpy's OpenBLAS is not loadable here")
+    monkeypatch.setattr(blas, "MIN_FLOPS", 0)
+    monkeypatch.setattr(blas, "MIN_MATRIX_FLOPS", 0)
+    monkeypatch.setenv("SHARDC_BLAS", "openblas")
+    for rows, calls in ((100, 0), (101, 1)):
+        a, b = rand(3, rows, 100), rand(3, 100, 100)
+        before = blas.calls()
+        out = blas.matmul(a, b, np.empty((3, rows, 100), np.float32))
+        assert blas.calls() == before + calls
+        np.testing.assert_allclose(out, np.matmul(a.astype(np.float64), b.astype(np.float64)), **TOL[np.float32])

@@ -1,0 +1,11 @@
+"""Driver for test_blas_agree_mpi.py: each rank prints the BLAS `auto` gave it alone,
+then the one it runs after `blas.agree` over the world."""
+
+from mpi4py import MPI
+
+from shardc.runtime.kernels import blas
+
+world = MPI.COMM_WORLD
+alone = blas.active_name()
+blas.agree(world)
+print(f"rank {world.Get_rank()}: alone {alone}, agreed {blas.active_name()}", flush=True)
