@@ -33,7 +33,10 @@ is a constant with one non-zero entry (the one-hot picks of q, k and v out of th
 projection) is an index, not work, and counts as none, as does a contraction's scalar
 constant factor (BLAS's alpha). Fraction of peak = FLOPs /
 (ranks x peak) / step time, the median over the timed steps, each against the matmul
-rate measured right before it.
+rate measured right before it. PyTorch's row counts the same FLOPs against the peak
+measured at the start, times its cores. The ceiling is the ratio to PyTorch that
+shardc's step would reach with every FLOP at the peak: where PyTorch's BLAS is as fast
+as numpy's, a row's target above its ceiling cannot be met by any runtime work.
 """
 
 from __future__ import annotations
@@ -594,22 +597,28 @@ def main() -> None:
     if not theirs:
         return
     t_theirs = {}
-    print(f"{'PyTorch':<10} {'tokens/s':>9} {'step ms':>8} {'':>8} {'peak RSS/proc':>14}")
+    cores = {"1 thread": 1, "2 threads": 2, "DDP 2 gloo": 2}
+    print(f"{'PyTorch':<10} {'tokens/s':>9} {'step ms':>8} {'of peak':>8} {'peak RSS/proc':>14}")
     for k, runs in theirs.items():
         res = min(runs, key=lambda x: x["step_s"])
         t_theirs[k] = res
-        print(f"{k:<10} {tokens / res['step_s']:>9,.0f} {res['step_s'] * 1e3:>8.1f} {'':>8} {res['rss'] / mib:>10,.0f} MiB")
+        frac = flops / (cores[k] * peak) / res["step_s"]
+        print(f"{k:<10} {tokens / res['step_s']:>9,.0f} {res['step_s'] * 1e3:>8.1f} {frac:>8.1%} {res['rss'] / mib:>10,.0f} MiB")
     if pairs:
         ratios = [p["theirs"] / p["ours"] for p in pairs]  # type: ignore[index]
         print(
             f"1 rank vs 1 thread in one process, steps alternating: "
             + ", ".join(f"shardc {p['ours'] * 1e3:.0f} ms / PyTorch {p['theirs'] * 1e3:.0f} ms = {r:.2f}x" for p, r in zip(pairs, ratios))  # type: ignore[index]
         )
-    print("shardc / PyTorch eager (tokens/s ratio from the separate processes; peak RSS ratio):")
+    print(
+        "shardc / PyTorch eager (tokens/s ratio from the separate processes; peak RSS ratio; "
+        "ceiling: the ratio if every FLOP of shardc's step ran at numpy's matmul peak):"
+    )
     rss_ours = {k: max(p["rss"] for p in best(v)) for k, v in ours.items()}
     for mine, other in (("1 rank", "1 thread"), ("dp=2", "2 threads"), ("dp=2", "DDP 2 gloo"), ("tp=2", "2 threads"), ("tp=2", "DDP 2 gloo")):
         o = t_theirs[other]
-        print(f"  {mine:<7} vs {other:<11} {o['step_s'] / t_ours[mine]:5.2f}x   memory {rss_ours[mine] / o['rss']:4.2f}x")
+        ceiling = o["step_s"] / (flops / (ours_cfg[mine][0] * peak))
+        print(f"  {mine:<7} vs {other:<11} {o['step_s'] / t_ours[mine]:5.2f}x   memory {rss_ours[mine] / o['rss']:4.2f}x   ceiling {ceiling:4.2f}x")
 
 
 if __name__ == "__main__":
