@@ -32,13 +32,13 @@ def set_blas_threads(n: int) -> int | None:
     None when that library is not found. The step functions are many small matmuls, where
     BLAS threads cost more than they give (and under MPI each rank should use one)."""
     import ctypes
-    import glob
-    import os
 
-    libs = glob.glob(os.path.join(os.path.dirname(np.__file__) + ".libs", "libscipy_openblas*.so*"))
-    if not libs:
+    from shardc.runtime.kernels.blas import openblas_path
+
+    path = openblas_path()
+    if path is None:
         return None
-    lib = ctypes.CDLL(libs[0])
+    lib = ctypes.CDLL(path)
     try:
         get, put = lib.scipy_openblas_get_num_threads64_, lib.scipy_openblas_set_num_threads64_
     except AttributeError:
