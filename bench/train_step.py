@@ -559,7 +559,7 @@ def main() -> None:
             "`env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE` before the command measures this CPU's."
         )
     ours_cfg = {"1 rank": (1, 1), "dp=2": (2, 1), "tp=2": (2, 2)}
-    theirs_cfg = {"1 thread": lambda: launch_torch(1, args), "2 threads": lambda: launch_torch(2, args), "DDP 2 gloo": lambda: launch_ddp(2, args)}
+    theirs_cfg = {"1 thread": (launch_torch, 1), "2 threads": (launch_torch, 2), "DDP 2 gloo": (launch_ddp, 2)}  # launcher, cores
     ours: dict[str, list[list[dict]]] = {k: [] for k in ours_cfg}
     theirs: dict[str, list[dict]] = {k: [] for k in theirs_cfg} if torch_on else {}
     for r in range(args.rounds):
@@ -572,7 +572,8 @@ def main() -> None:
                 n, tp = ours_cfg[k]
                 ours[k].append(launch(n, tp, args))
             else:
-                theirs[k].append(theirs_cfg[k]())
+                launcher, cores = theirs_cfg[k]
+                theirs[k].append(launcher(cores, args))
 
     pairs = [_run([sys.executable, os.path.abspath(__file__), "--worker", "pair", *_common(args)], dict(os.environ, OMP_NUM_THREADS="1")) for _ in range(args.rounds)] if theirs else []
 
@@ -597,12 +598,11 @@ def main() -> None:
     if not theirs:
         return
     t_theirs = {}
-    cores = {"1 thread": 1, "2 threads": 2, "DDP 2 gloo": 2}
     print(f"{'PyTorch':<10} {'tokens/s':>9} {'step ms':>8} {'of peak':>8} {'peak RSS/proc':>14}")
     for k, runs in theirs.items():
         res = min(runs, key=lambda x: x["step_s"])
         t_theirs[k] = res
-        frac = flops / (cores[k] * peak) / res["step_s"]
+        frac = flops / (theirs_cfg[k][1] * peak) / res["step_s"]
         print(f"{k:<10} {tokens / res['step_s']:>9,.0f} {res['step_s'] * 1e3:>8.1f} {frac:>8.1%} {res['rss'] / mib:>10,.0f} MiB")
     if pairs:
         ratios = [p["theirs"] / p["ours"] for p in pairs]  # type: ignore[index]
