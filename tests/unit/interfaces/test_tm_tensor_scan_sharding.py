@@ -152,3 +152,48 @@ def test_opt_position_ids_with_sequence_split(split, ranks: int) -> None:
     with torch.no_grad():
         want = model(ids).logits.numpy()
     assert np.abs(logits - want).max() <= 1e-5 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("parallel", ["data", "tensor"])
+def test_cumsum_trains_like_torch(parallel: str) -> None:
+    """A cumsum along the sequence of activations: its backward is a scan too (torch's
+    reversed cumsum). 3 AdamW steps on 2 ranks, data parallel or with the hidden
+    features (the scan's other dimension) split, against torch.optim.AdamW."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: pip install -e '.[torch]'")
+    import copy
+
+    from shardc.frontends.torch_train import train_module
+    from shardc.training.axis import ShardingPlan, ShardingPolicy
+
+    class PrefixSum(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Linear(6, 6)
+            self.b = torch.nn.Linear(6, 3)
+
+        def forward(self, x):
+            return self.b(torch.cumsum(torch.tanh(self.a(x)), dim=1))
+
+    torch.manual_seed(0)
+    model = PrefixSum()
+    x, y = torch.randn(4, 5, 6), torch.randn(4, 5, 3)
+    ref = copy.deepcopy(model)
+    opt = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(ref(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    kwargs = {}
+    if parallel == "tensor":
+        kwargs = dict(
+            axes={r"a\.weight": ("n_hidden", None), r"a\.bias": ("n_hidden",), r"b\.weight": (None, "n_hidden")},
+            plan=ShardingPlan(tp_rules={"n_hidden": "shard"}),
+            policy=ShardingPolicy(tp=2, zero=False),
+        )
+    result = train_module(copy.deepcopy(model), [(x, y)] * 3, torch.nn.functional.mse_loss, world=2, steps=3, lr=1e-2, **kwargs)
+    np.testing.assert_allclose([s.loss for s in result.log], losses, rtol=1e-5)
+    for name, p in ref.named_parameters():
+        np.testing.assert_allclose(result.params[name], p.detach().numpy(), rtol=1e-4, atol=1e-6)
