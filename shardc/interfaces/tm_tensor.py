@@ -194,6 +194,11 @@ class ScanSharding(ShardingInterface):
             raise diagnostics.op_error(
                 op, "cannot partition a scan along a split dimension: its region is not one combiner with a neutral element"
             )
+        x_type = operands[0].type
+        if not isinstance(x_type, TensorType) or x_type.get_shape()[op.dim] < 1:
+            raise diagnostics.op_error(
+                op, "cannot partition a scan along a split dimension of dynamic size (its shards' last slices are taken statically)"
+            )
         grid = next(s.grid for s in operand_shardings if s is not None)
         _SplitScan(op, combiner, grid, list(axes), partitioner).emit(list(operands), result_shardings)
 
