@@ -34,6 +34,22 @@ def _cumsum_export(fx, dim: int, dtype: str) -> str:
     return str(fx.export_and_import(Cumsum(), torch.ones(3, 5, dtype=getattr(torch, dtype)), output_type="linalg-on-tensors"))
 
 
+_CONTEXT: list = []
+
+
+def _context_with_tm_tensor(fx):
+    """A torch-mlir context that knows tm_tensor: the one an export was made in."""
+    if not _CONTEXT:
+        import torch
+
+        class Cumsum(torch.nn.Module):
+            def forward(self, x):
+                return torch.cumsum(x, 0)
+
+        _CONTEXT.append(fx.export_and_import(Cumsum(), torch.ones(2), output_type="linalg-on-tensors").context)
+    return _CONTEXT[0]
+
+
 @pytest.mark.parametrize("chunk", CHUNKS, ids=lambda c: c.id)
 def test_generic_form_as_mlir_opt(chunk: Chunk, mlir_opt: MlirOpt, shardc: Shardc) -> None:
     generic = shardc.run(chunk.text, generic=True, name=str(chunk.path))
@@ -46,27 +62,11 @@ def test_generic_form_as_mlir_opt(chunk: Chunk, mlir_opt: MlirOpt, shardc: Shard
 @pytest.mark.parametrize("chunk", CHUNKS, ids=lambda c: c.id)
 def test_custom_form_as_torch_mlir(chunk: Chunk, shardc: Shardc) -> None:
     ir, fx = _torch_mlir_context()
-    theirs = str(ir.Module.parse(chunk.text, context=_context_with_tm_tensor(ir, fx)))
+    theirs = str(ir.Module.parse(chunk.text, context=_context_with_tm_tensor(fx)))
     ours = shardc.run(chunk.text, name=str(chunk.path))
     # the Python binding's str() ends with one newline, the tools' output with two
     assert ours.rstrip("\n") == theirs.rstrip("\n")
     assert shardc.run(theirs) == ours
-
-
-_CONTEXT = []
-
-
-def _context_with_tm_tensor(ir, fx):
-    """A torch-mlir context that knows tm_tensor: the one an export was made in."""
-    if not _CONTEXT:
-        import torch
-
-        class Cumsum(torch.nn.Module):
-            def forward(self, x):
-                return torch.cumsum(x, 0)
-
-        _CONTEXT.append(fx.export_and_import(Cumsum(), torch.ones(2), output_type="linalg-on-tensors").context)
-    return _CONTEXT[0]
 
 
 @pytest.mark.parametrize("dim, dtype", [(0, "float32"), (1, "float32"), (1, "int64")])
