@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from xdsl.dialects.builtin import i1
 from xdsl.ir import Operation
 
 from shardc.dialects.tm_tensor import ScanOp, ScatterOp, YieldOp
@@ -228,8 +229,8 @@ def scan_ufunc_of(op: ScanOp) -> np.ufunc | None:
     """The ufunc whose `accumulate` is `op`'s region (its combiner: commutative ones in
     either order, subtraction as previous - current), or None."""
     combiner = op.combiner()
-    if combiner is None:
-        return None
+    if combiner is None or combiner.results[0].type == i1:
+        return None  # i1's wrapping and signed orders are not numpy's bool ufuncs'
     if combiner.name in _COMMUTATIVE:
         return _UFUNCS[combiner.name]
     if combiner.name in _ORDERED and tuple(combiner.operands) == tuple(op.region.block.args):

@@ -142,3 +142,21 @@ def test_torch_mlir_cumsum_export_runs(dim: int, dtype: str) -> None:
     assert "tm_tensor.scan" in text
     (out,) = run_program(text, [x.numpy()])
     np.testing.assert_array_equal(out, torch.cumsum(x, dim).numpy())
+
+
+@pytest.mark.parametrize("inclusive", [True, False])
+@pytest.mark.parametrize(
+    "body, step",
+    [
+        ("    %s = arith.addi %prev, %cur : i1", np.bitwise_xor),  # i1 addition wraps
+        ("    %s = arith.maxsi %prev, %cur : i1", np.bitwise_and),  # signed: true is -1
+        ("    %s = arith.ori %cur, %prev : i1", np.bitwise_or),
+    ],
+)
+def test_i1_scans_follow_arith_not_numpy_bools(body: str, step, inclusive: bool) -> None:
+    x = np.array([[True, False, True, True, False], [False, True, True, False, True]])
+    acc = np.array([True, False])
+    out, last = run_program(scan_program(x.shape, 1, "i1", body, inclusive), [x, acc])
+    want_out, want_last = reference(step, x, acc, 1, inclusive)
+    np.testing.assert_array_equal(out, want_out)
+    np.testing.assert_array_equal(last, want_last)
