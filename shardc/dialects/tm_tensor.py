@@ -1,6 +1,7 @@
 """torch-mlir's TMTensor dialect, the part its linalg-on-tensors output uses:
 `tm_tensor.scatter` (the backward of `nn.Embedding`, of `F.cross_entropy`'s gather, of
-`index_put`) and its terminator `tm_tensor.yield`.
+`index_put`), `tm_tensor.scan` (`torch.cumsum`: position ids of OPT and RoBERTa,
+transformers' packed-sequence check) and their terminator `tm_tensor.yield`.
 
     %r = tm_tensor.scatter {dimension_map = array<i64: 0>} unique_indices(false)
            ins(%updates, %indices : tensor<8x1x16xf32>, tensor<8x1xi64>)
@@ -17,6 +18,20 @@ slice does not reach) plus, on dimension `dimension_map[i]`, `indices[n, i]`; th
 combines (update, current) into the new value. With `unique_indices(false)` positions
 may repeat, and the region is then a reduction over `n`.
 
+    %r:2 = tm_tensor.scan dimension(1) inclusive(true)
+             ins(%x : tensor<4x8xf32>) outs(%out, %acc : tensor<4x8xf32>, tensor<4xf32>) {
+    ^bb0(%prev: f32, %cur: f32):
+      %s = arith.addf %prev, %cur : f32
+      tm_tensor.yield %s : f32
+    } -> tensor<4x8xf32>, tensor<4xf32>
+
+Semantics (torch-mlir's `ScanOp::generateScalarImplementation`), along `dimension`, f
+the region applied to (previous output, input): inclusive, `out[0] = x[0]` and
+`out[i] = f(out[i-1], x[i])`; exclusive, `out[0] = acc` (the accumulator's initial
+value) and `out[i] = f(out[i-1], x[i-1])`. The accumulator result is the last slice of
+`out` (the initial accumulator where the dimension has a single element: only the steps
+after the first write it).
+
 https://github.com/llvm/torch-mlir/blob/main/include/torch-mlir-dialects/Dialect/TMTensor/IR/TMTensorOps.td
 """
 
@@ -29,6 +44,7 @@ from xdsl.dialects.builtin import (
     BoolAttr,
     DenseArrayBase,
     IntegerAttr,
+    I64,
     IntegerType,
     MemRefType,
     ShapedType,
@@ -36,7 +52,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Region, SSAValue
+from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -92,6 +108,23 @@ def _print_group(printer: Printer, keyword: str, values: Sequence[SSAValue]) -> 
     printer.print_string(" : ")
     printer.print_list([v.type for v in values], printer.print_attribute)
     printer.print_string(")")
+
+
+def _parse_result_types(parser: Parser) -> list[Attribute]:
+    """`-> type, ...` or `-> (type, ...)` when present."""
+    if parser.parse_optional_punctuation("->") is None:
+        return []
+    if parser.parse_optional_punctuation("(") is not None:
+        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        parser.parse_punctuation(")")
+        return types
+    return parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+
+
+def _print_result_types(printer: Printer, results: Sequence[SSAValue]) -> None:
+    if results:
+        printer.print_string(" -> ")
+        printer.print_list([r.type for r in results], printer.print_attribute)
 
 
 @irdl_op_definition
@@ -216,13 +249,7 @@ class ScatterOp(IRDLOperation):
         parser.parse_keyword("outs")
         outputs = _parse_group(parser, "outs")
         region = parser.parse_region()
-        result_types: list[Attribute] = []
-        if parser.parse_optional_punctuation("->") is not None:
-            if parser.parse_optional_punctuation("(") is not None:
-                result_types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
-                parser.parse_punctuation(")")
-            else:
-                result_types = [parser.parse_type()]
+        result_types = _parse_result_types(parser)
         dim_map = attrs.pop("dimension_map", None)
         if not isinstance(dim_map, DenseArrayBase):
             parser.raise_error("'tm_tensor.scatter' op requires attribute 'dimension_map' (array<i64: ...>)")
@@ -247,9 +274,160 @@ class ScatterOp(IRDLOperation):
         _print_group(printer, "outs", self.outputs)
         printer.print_string(" ")
         printer.print_region(self.region)
-        if self.results_:
-            printer.print_string(" -> ")
-            printer.print_list([r.type for r in self.results_], printer.print_attribute)
+        _print_result_types(printer, self.results_)
 
 
-TMTensor = Dialect("tm_tensor", [ScatterOp, YieldOp], [])
+@irdl_op_definition
+class ScanOp(IRDLOperation):
+    """A prefix scan of `input` along `dimension` by the region's combiner into `output`,
+    the last step's value into `accumulator` (see the module docstring); on tensors the
+    results are the updated copies of both."""
+
+    name = "tm_tensor.scan"
+
+    inputs = var_operand_def(_Shaped)
+    outputs = var_operand_def(_Shaped)
+    results_ = var_result_def(TensorType)
+    dimension = prop_def(IntegerAttr[I64])
+    inclusive = prop_def(BoolAttr)
+    region = region_def("single_block")
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(RecursiveMemoryEffect())
+
+    def __init__(
+        self,
+        input: SSAValue,
+        output: SSAValue,
+        accumulator: SSAValue,
+        dimension: int,
+        inclusive: bool,
+        region: Region,
+    ):
+        res = [v.type for v in (output, accumulator) if isinstance(v.type, TensorType)]
+        super().__init__(
+            operands=[[input], [output, accumulator]],
+            result_types=[res],
+            properties={
+                "dimension": IntegerAttr(dimension, i64),
+                "inclusive": IntegerAttr(int(inclusive), i1),
+            },
+            regions=[region],
+        )
+
+    # -- accessors ------------------------------------------------------------------
+    @property
+    def input(self) -> SSAValue:
+        return self.inputs[0]
+
+    @property
+    def output(self) -> SSAValue:
+        return self.outputs[0]
+
+    @property
+    def accumulator(self) -> SSAValue:
+        return self.outputs[1]
+
+    @property
+    def dim(self) -> int:
+        return self.dimension.value.data
+
+    @property
+    def is_inclusive(self) -> bool:
+        return bool(self.inclusive.value.data)
+
+    def combiner(self) -> Operation | None:
+        """The region's single op when it is of (previous, current), both, and yielded
+        (`arith.addf %prev, %cur` for cumsum), else None: what a scan vectorizes and
+        splits by."""
+        block = self.region.block
+        ops = list(block.ops)
+        if len(ops) != 2 or len(block.args) != 2:
+            return None
+        first, term = ops
+        if len(first.results) != 1 or len(first.operands) != 2 or tuple(term.operands) != (first.results[0],):
+            return None
+        if set(first.operands) != set(block.args):
+            return None
+        return first
+
+    def verify_(self) -> None:
+        # torch-mlir's checks and messages, plus what it leaves unchecked and the runtime
+        # needs: the dimension in range, the region's two scalars and single yield
+        if len(self.inputs) != 1:
+            raise _error(self, "expected one input operands")
+        if len(self.outputs) != 2:
+            raise _error(self, "expected two output operands")
+        in_t, out_t, acc_t = self.input.type, self.output.type, self.accumulator.type
+        assert isinstance(in_t, ShapedType) and isinstance(out_t, ShapedType) and isinstance(acc_t, ShapedType)
+        elem = in_t.get_element_type()
+        in_shape, out_shape, acc_shape = in_t.get_shape(), out_t.get_shape(), acc_t.get_shape()
+        if acc_t.get_element_type() != elem:
+            raise _error(self, "expected input/accumulator element types to be identical")
+        if len(acc_shape) != len(in_shape) - 1:
+            raise _error(self, "expected accumulator rank to be equal to input rank - 1")
+        dim = self.dim
+        if not 0 <= dim < len(in_shape):
+            raise _error(self, f"dimension {dim} is out of range for an input of rank {len(in_shape)}")
+
+        def clash(a: Sequence[int], b: Sequence[int]) -> bool:
+            return any(x >= 0 and y >= 0 and x != y for x, y in zip(a, b))
+
+        if clash([n for d, n in enumerate(in_shape) if d != dim], acc_shape):
+            raise _error(self, "incompatible input/accumulator shapes")
+        if out_t.get_element_type() != elem:
+            raise _error(self, "expected input/output element types to be identical")
+        if len(in_shape) != len(out_shape):
+            raise _error(self, "expected input/output to have identical ranks")
+        if clash(in_shape, out_shape):
+            raise _error(self, "incompatible input/output shapes")
+        block = self.region.block
+        if len(block.args) != 2 or any(a.type != elem for a in block.args):
+            raise _error(self, f"expected region to have two arguments of the element type {elem}")
+        term = block.last_op
+        if not isinstance(term, YieldOp) or len(term.operands) != 1 or term.operands[0].type != elem:
+            raise _error(self, f"expected region to yield a single value of the element type {elem}")
+        tensors = [t for t in (out_t, acc_t) if isinstance(t, TensorType)]
+        if [r.type for r in self.results_] != tensors:
+            raise _error(self, "expected a result of each tensor output's type")
+
+    # -- syntax -----------------------------------------------------------------------
+    @classmethod
+    def parse(cls, parser: Parser) -> ScanOp:
+        values: dict[str, Attribute] = {}
+        for keyword in ("dimension", "inclusive"):
+            parser.parse_keyword(keyword)
+            parser.parse_punctuation("(")
+            if keyword == "dimension":
+                values[keyword] = IntegerAttr(parser.parse_integer(), i64)
+            else:
+                values[keyword] = IntegerAttr(int(parser.parse_boolean()), i1)
+            parser.parse_punctuation(")")
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_keyword("ins")
+        inputs = _parse_group(parser, "ins")
+        parser.parse_keyword("outs")
+        outputs = _parse_group(parser, "outs")
+        region = parser.parse_region()
+        return cls.create(
+            operands=[*inputs, *outputs],
+            result_types=_parse_result_types(parser),
+            properties={
+                **values,
+                "operandSegmentSizes": DenseArrayBase.from_list(IntegerType(32), [len(inputs), len(outputs)]),
+            },
+            attributes=attrs,
+            regions=[region],
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" dimension({self.dim}) inclusive({'true' if self.is_inclusive else 'false'})")
+        printer.print_op_attributes(self.attributes)
+        _print_group(printer, "ins", self.inputs)
+        _print_group(printer, "outs", self.outputs)
+        printer.print_string(" ")
+        printer.print_region(self.region)
+        _print_result_types(printer, self.results_)
+
+
+TMTensor = Dialect("tm_tensor", [ScatterOp, ScanOp, YieldOp], [])

@@ -746,7 +746,13 @@ def _float_attr(combiner: str, type_: Attribute) -> FloatAttr:
 def _neutral_element(op: Operation) -> FloatAttr | IntegerAttr | None:
     """MLIR's `arith::getNeutralElement` of the combiner of output 0."""
     combiner = combiner_op(op)
-    if combiner is None or not combiner.results:
+    return None if combiner is None else neutral_element(combiner)
+
+
+def neutral_element(combiner: Operation) -> FloatAttr | IntegerAttr | None:
+    """MLIR's `arith::getNeutralElement`: the value `combiner` (an arith op of two
+    operands) leaves the other operand unchanged with, or None."""
+    if not combiner.results:
         return None
     type_: Attribute = combiner.results[0].type
     if isinstance(type_, AnyFloat) and combiner.name in _FLOAT_NEUTRAL:

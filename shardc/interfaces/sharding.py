@@ -598,6 +598,11 @@ def _default_sharding_option(
             if not isinstance(expr, AffineDimExpr):
                 if axes:
                     return None  # a fixed index cannot be split
+                # Still a sharding on this grid (upstream's results are all loops, each
+                # of which records the grid): without it the option has no grid.
+                if option.grid and option.grid != sharding.grid:
+                    return None
+                option.grid = sharding.grid
                 continue
             visited.add(expr.position)
             if not _fill_sharding_option(option, sharding.grid, axes, expr.position):

@@ -1,4 +1,6 @@
-"""tm_tensor.scatter on numpy: whole-array fancy indexing, no loop over single updates.
+"""tm_tensor.scatter and tm_tensor.scan on numpy.
+
+Scatter: whole-array fancy indexing, no loop over single updates.
 
 The positions of all updates are computed at once (index arrays broadcast over the update
 shape). The region decides how they are written: `yield %update` is an assignment
@@ -7,6 +9,12 @@ shape). The region decides how they are written: `yield %update` is an assignmen
 embedding's backward, whole rows, adds the k-th update of every row at once instead:
 `_add_rows`); any other body is evaluated on whole arrays and assigned, which is exact
 only when positions do not repeat, so it needs `unique_indices(true)`.
+
+Scan: a region that is one arith op of (previous, current) is its ufunc's `accumulate`
+along the dimension (`np.add.accumulate` is `np.cumsum`; sequential, so the sums are
+the scalar definition's, in its order); exclusive scans accumulate the initial
+accumulator followed by all but the last input slice. Any other region steps along the
+scan dimension with the body evaluated on whole slices.
 """
 
 from __future__ import annotations
@@ -15,9 +23,10 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from xdsl.dialects.builtin import i1
 from xdsl.ir import Operation
 
-from shardc.dialects.tm_tensor import ScatterOp, YieldOp
+from shardc.dialects.tm_tensor import ScanOp, ScatterOp, YieldOp
 from shardc.runtime.compile import FunctionBuilder, compile_error, register, single_block
 from shardc.runtime.structured import _emit_body_fn  # pyright: ignore[reportPrivateUsage]
 
@@ -176,3 +185,74 @@ def _scatter(op: Operation, g: FunctionBuilder) -> None:
     else:
         uf = g.const(kind[1], "ufunc")
         g.assign(op, f"{g.const(scatter_ufunc, 'scatter_ufunc')}({uf}, {upd}, {ind}, {orig}, {dims})")
+
+
+# -- scan ----------------------------------------------------------------------------------
+
+
+def scan_ufunc(ufunc: np.ufunc, x: np.ndarray, acc: np.ndarray, dim: int, inclusive: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(output, accumulator) of a scan whose region is `ufunc(previous, current)`."""
+    n = x.shape[dim]
+    if n == 0:
+        return x.copy(), acc.copy()
+    if inclusive:
+        out = ufunc.accumulate(x, axis=dim, dtype=x.dtype)
+    else:
+        head = np.expand_dims(np.asarray(acc, dtype=x.dtype), dim)
+        out = ufunc.accumulate(np.concatenate([head, x.take(range(n - 1), axis=dim)], axis=dim), axis=dim, dtype=x.dtype)
+    return out, _last_step(out, acc, dim)
+
+
+def scan_body(body, x: np.ndarray, acc: np.ndarray, dim: int, inclusive: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The same for any region: one body evaluation per step, on whole slices."""
+    n = x.shape[dim]
+    if n == 0:
+        return x.copy(), acc.copy()
+    xs = np.moveaxis(x, dim, 0)
+    out = np.empty_like(xs)
+    prev = xs[0] if inclusive else np.asarray(acc, dtype=x.dtype)
+    out[0] = prev
+    for i in range(1, n):
+        (prev,) = body(out[i - 1], xs[i] if inclusive else xs[i - 1], None)
+        out[i] = prev
+    out = np.moveaxis(out, 0, dim)
+    return out, _last_step(out, acc, dim)
+
+
+def _last_step(out: np.ndarray, acc: np.ndarray, dim: int) -> np.ndarray:
+    """The accumulator result: the last slice, written only by steps after the first."""
+    n = out.shape[dim]
+    return out.take(n - 1, axis=dim) if n > 1 else np.array(acc, dtype=out.dtype, copy=True)
+
+
+def scan_ufunc_of(op: ScanOp) -> np.ufunc | None:
+    """The ufunc whose `accumulate` is `op`'s region (its combiner: commutative ones in
+    either order, subtraction as previous - current), or None."""
+    combiner = op.combiner()
+    if combiner is None or combiner.results[0].type == i1:
+        return None  # i1's wrapping and signed orders are not numpy's bool ufuncs'
+    if combiner.name in _COMMUTATIVE:
+        return _UFUNCS[combiner.name]
+    if combiner.name in _ORDERED and tuple(combiner.operands) == tuple(op.region.block.args):
+        return _ORDERED[combiner.name]
+    return None
+
+
+@register(ScanOp)
+def _scan(op: Operation, g: FunctionBuilder) -> None:
+    assert isinstance(op, ScanOp)
+    if len(op.results_) != 2:
+        raise compile_error(op, "tm_tensor.scan on memrefs is not supported by the numpy runtime")
+    x, acc = g.vs([op.input, op.accumulator])
+    args = f"{x}, {acc}, {op.dim}, {op.is_inclusive}"
+    ufunc = scan_ufunc_of(op)
+    if ufunc is not None:
+        call = f"{g.const(scan_ufunc, 'scan_ufunc')}({g.const(ufunc, 'ufunc')}, {args})"
+    else:
+        block = single_block(op.region)
+        term = block.last_op
+        assert term is not None
+        fn = _emit_body_fn(g, block, 2, list(term.operands), False)
+        call = f"{g.const(scan_body, 'scan_body')}({fn}, {args})"
+    out, last = g.res(op, 0), g.res(op, 1)
+    g.emit(f"{out}, {last} = {call}")
