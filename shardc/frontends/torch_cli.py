@@ -70,8 +70,23 @@ class _Tokens:
         self.stream.restore(state)
 
 
+def load_cli_task(a: argparse.Namespace, vocab_size: int) -> Any:
+    """The TorchTask `--torch-model` names: `hf:CLASS` / `hf:DIR` (`shardc.frontends.hf`,
+    with `--model-config`) or `FILE.py:FACTORY`."""
+    from shardc.frontends.hf import hf_task, is_hf_spec
+    from shardc.frontends.torch_train import TorchTrainError, load_task
+
+    config = getattr(a, "model_config", None)
+    if is_hf_spec(a.torch_model):
+        return hf_task(a.torch_model, model_config=config, vocab_size=vocab_size, block_size=a.block_size, seed=a.seed, tp=a.tp)
+    if config is not None:
+        raise TorchTrainError(f"--model-config goes with --torch-model hf:CLASS (a transformers model), not {a.torch_model}")
+    return load_task(a.torch_model, vocab_size=vocab_size, block_size=a.block_size, seed=a.seed)
+
+
 def _train(a: argparse.Namespace, mpi: bool) -> int:
-    from shardc.frontends.torch_train import TorchTask, TorchTrainError, TorchTraining, load_task
+    from shardc.frontends.hf import is_hf_spec
+    from shardc.frontends.torch_train import TorchTask, TorchTrainError, TorchTraining
     from shardc.tools.train import _checkpoints, _say_resumed, _text, _tokenizer  # pyright: ignore[reportPrivateUsage]
     from shardc.training.axis import ShardingConfigError, ShardingPolicy, ShardingValidationError
     from shardc.training.checkpoint import BatchStream, CheckpointError
@@ -86,7 +101,7 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
     tok = _tokenizer(a, text, world)  # checks that tp divides the ranks
     try:
         policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp)
-        task: TorchTask = load_task(a.torch_model, vocab_size=tok.vocab_size, block_size=a.block_size, seed=a.seed)
+        task: TorchTask = load_cli_task(a, tok.vocab_size)
         if task.kind != "lm":
             raise UserError(f"--torch-model {a.torch_model}: a TorchTask of kind {task.kind!r}; shardc-train trains kind 'lm'")
         train, val = split(tok.encode(text), 0.1)
@@ -131,10 +146,27 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
         from shardc.tools.train import _finish  # pyright: ignore[reportPrivateUsage]
 
         progress.close()
-        _finish(a, result, tok, progress, _title(a, task, job, world), result.state_arrays(task.model))
+        if is_hf_spec(a.torch_model):
+            _finish_pretrained(a, result, tok, progress, _title(a, task, job, world), task.model)
+        else:
+            _finish(a, result, tok, progress, _title(a, task, job, world), result.state_arrays(task.model))
         if a.sample:
             _sample(a, task, result, tok)
     return 0
+
+
+def _finish_pretrained(a: argparse.Namespace, result: Any, tok: Any, progress: Any, title: str, model: Any) -> None:
+    """A transformers model's outputs: model.safetensors as `save_pretrained` writes it
+    and config.json beside it, so `CLASS.from_pretrained(OUT)` loads the trained model."""
+    from shardc.frontends.hf import pretrained_state, write_config
+    from shardc.tools.train import _finish  # pyright: ignore[reportPrivateUsage]
+
+    _finish(a, result, tok, progress, title, pretrained_state(model, result.state_dict(model)))
+    try:
+        path = write_config(model, a.out)
+    except OSError as e:
+        raise UserError(f"cannot write to '{a.out}': {e.strerror}") from None
+    print(f"{TOOL}: wrote {path} ({type(model).__name__}.from_pretrained('{a.out}') loads the trained model)")
 
 
 def show_torch_layouts(a: argparse.Namespace) -> int:
@@ -142,7 +174,8 @@ def show_torch_layouts(a: argparse.Namespace) -> int:
     storage / compute / update layouts, checked against the grid; nothing is imported
     or compiled (for `--np N` no job is launched)."""
     from shardc.frontends.torch import MissingTorch
-    from shardc.frontends.torch_train import ParamInfo, TorchTrainError, load_task, plan_state
+    from shardc.frontends.hf import derive_layouts, is_hf_spec
+    from shardc.frontends.torch_train import ParamInfo, TorchTrainError, plan_state
     from shardc.tools.cli import under_mpi
     from shardc.tools.train import _text, _tokenizer  # pyright: ignore[reportPrivateUsage]
     from shardc.training.axis import ShardingConfigError, ShardingPolicy, ShardingValidationError
@@ -156,7 +189,7 @@ def show_torch_layouts(a: argparse.Namespace) -> int:
     try:
         policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp)
         grid = make_grid(world, a.tp)
-        task = load_task(a.torch_model, vocab_size=tok.vocab_size, block_size=a.block_size, seed=a.seed)
+        task = load_cli_task(a, tok.vocab_size)
         params, buffers = plan_state(task.model, task.axes, task.plan, policy, grid, task.no_decay)
     except MissingTorch as e:
         raise UserError(str(e)) from None
@@ -178,6 +211,9 @@ def show_torch_layouts(a: argparse.Namespace) -> int:
         "storage: parameters between steps; compute: forward and backward; update: optimizer step, moments, gradients"
         + (f"; buffers ({', '.join(b.path for b in buffers)}) keep their compute layout" if buffers else ""),
     ]
+    if is_hf_spec(a.torch_model):
+        head.append("logical axes derived from the module types and names (shardc.frontends.hf)")
+        head += [f"note: {n}" for n in derive_layouts(task.model).notes]
     as_compute = ShardingPolicy(policy.tp, False, False)  # a buffer is stored as it is used
     print_texts([*head, *parameter_layouts(shown(params), task.plan, policy, grid), *parameter_layouts(shown(buffers), task.plan, as_compute, grid)])
     return 0

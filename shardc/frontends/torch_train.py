@@ -707,14 +707,16 @@ class TorchTrainResult(StepLogView):
 
     def state_dict(self, model: Any) -> dict[str, Any]:
         """`model.state_dict()`'s keys (tied aliases included) with the trained values;
-        buffers as the module has them (the step never changes them)."""
+        persistent buffers as the module has them (the step never changes them)."""
         torch, _ = require_torch()
         canonical = {id(p): n for n, p in model.named_parameters()}
         out = {}
         for name, p in model.named_parameters(remove_duplicate=False):
             out[name] = torch.from_numpy(np.ascontiguousarray(self.params[canonical[id(p)]])).to(p.dtype)
+        persistent = model.state_dict().keys()  # non-persistent buffers (rotary inv_freq) are not state
         for name, b in model.named_buffers(remove_duplicate=False):
-            out[name] = b.detach().clone()
+            if name in persistent:
+                out[name] = b.detach().clone()
         return out
 
     def state_arrays(self, model: Any) -> dict[str, np.ndarray]:
