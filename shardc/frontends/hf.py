@@ -101,8 +101,10 @@ def _transformers() -> Any:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         import transformers
+        from transformers.utils import logging as hf_logging
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise TorchTrainError(f"--torch-model hf:... needs transformers: pip install -e '.[torch]' ({e})") from None
+    hf_logging.disable_progress_bar()  # shardc-train's output is its own
     return transformers
 
 
@@ -169,7 +171,10 @@ def build_model(spec: str, *, model_config: str | None = None, vocab_size: int |
         cls = _class(name)
         fields = _read_config_json(model_config)
         config_class = cls.config_class
-        known = set(config_class().to_dict()) | set(getattr(config_class, "attribute_map", {})) | {"attn_implementation"}
+        try:
+            known = set(config_class().to_dict()) | set(getattr(config_class, "attribute_map", {})) | {"attn_implementation"}
+        except Exception:  # noqa: BLE001 - a config with no defaults (composite ones): no typo check
+            known = set(fields)
         unknown = sorted(set(fields) - known)
         if unknown:
             near = difflib.get_close_matches(unknown[0], known, n=1)
