@@ -9,10 +9,14 @@ fields; random init seeded by `--seed`; `vocab_size` defaults to the trainer's t
 (`local_files_only`, the hub's offline flags): nothing is ever downloaded. The model runs
 in eval mode (no dropout: the compiled step draws no random numbers) and in float32.
 
-The task is the class's: a causal LM (`MODEL_FOR_CAUSAL_LM_MAPPING`: `...ForCausalLM`,
-`GPT2LMHeadModel`, ...) learns next-token cross-entropy on the trainer's token batches
-(`model(input_ids).logits` against the next tokens; the tokenizer's ids must fit the
-config's `vocab_size`).
+The task is the class's, by transformers' own task mappings: a causal LM
+(`...ForCausalLM`, `GPT2LMHeadModel`, ...) learns next-token cross-entropy on the trainer's
+token batches (`model(input_ids).logits` against the next tokens); a masked LM
+(`...ForMaskedLM`) learns to restore tokens hidden by BERT's rule (`MaskingRule`: 15% of
+positions, 80% of them replaced by a mask id, 10% by a random token, 10% kept; the loss is
+the cross-entropy at those positions, as transformers computes it from `labels`). The
+mask id is the first id past the tokenizer's tokens; the config's `vocab_size` must hold
+the tokenizer's ids (and the mask id).
 
 Logical axes are derived from module types and names, never written by the user
 (`derive_layouts`): Megatron's column-parallel projections (q/k/v, gate/up, `c_fc`, `fc1`,
@@ -62,13 +66,13 @@ DERIVED_PLAN = ShardingPlan(
 
 # Module names -> (role, logical axis). Column: output features split; row: input features.
 _COLUMN = {
-    "q_proj": HEADS, "query": HEADS, "q": HEADS,
-    "k_proj": KV_HEADS, "key": KV_HEADS, "k": KV_HEADS,
-    "v_proj": KV_HEADS, "value": KV_HEADS, "v": KV_HEADS,
+    "q_proj": HEADS, "query": HEADS, "q_lin": HEADS, "q": HEADS,
+    "k_proj": KV_HEADS, "key": KV_HEADS, "k_lin": KV_HEADS, "k": KV_HEADS,
+    "v_proj": KV_HEADS, "value": KV_HEADS, "v_lin": KV_HEADS, "v": KV_HEADS,
     "gate_proj": MLP, "up_proj": MLP, "c_fc": MLP, "fc1": MLP, "fc_in": MLP, "wi": MLP, "wi_0": MLP, "wi_1": MLP,
     "w1": MLP, "w3": MLP, "dense_h_to_4h": MLP, "lin1": MLP,
 }
-_ROW = {"o_proj": HEADS, "out_proj": HEADS, "o": HEADS, "down_proj": MLP, "fc2": MLP, "fc_out": MLP, "wo": MLP, "w2": MLP,
+_ROW = {"o_proj": HEADS, "out_proj": HEADS, "out_lin": HEADS, "o": HEADS, "down_proj": MLP, "fc2": MLP, "fc_out": MLP, "wo": MLP, "w2": MLP,
         "dense_4h_to_h": MLP, "lin2": MLP}
 _FUSED = {"c_attn", "qkv_proj", "query_key_value", "Wqkv", "qkv", "gate_up_proj"}
 # c_proj closes either block: attention's (after c_attn) or the MLP's (after c_fc).
@@ -136,11 +140,28 @@ def _read_config_json(path: str) -> dict[str, Any]:
     return fields
 
 
-def _check_vocab(spec: str, config: Any, vocab_size: int) -> None:
-    have = getattr(config, "vocab_size", None)
-    if have is not None and have < vocab_size:
+def _ids_needed(kind: str, vocab_size: int | None, n_tokens: int | None) -> int | None:
+    """The fewest vocabulary ids a run needs: the tokenizer's tokens, plus the mask id of
+    a masked LM."""
+    n = n_tokens if n_tokens is not None else vocab_size
+    return None if n is None else n + (kind == MASKED_LM)
+
+
+def _default_vocab(kind: str, vocab_size: int | None, n_tokens: int | None) -> int | None:
+    """The tokenizer's (padded) vocabulary, doubled for a masked LM when no padding id is
+    left for the mask (doubling keeps the padding's multiple)."""
+    need = _ids_needed(kind, vocab_size, n_tokens)
+    if vocab_size is None or need is None:
+        return vocab_size
+    return vocab_size if vocab_size >= need else 2 * vocab_size
+
+
+def _check_vocab(spec: str, config: Any, kind: str, vocab_size: int | None, n_tokens: int | None) -> None:
+    have, need = getattr(config, "vocab_size", None), _ids_needed(kind, vocab_size, n_tokens)
+    if have is not None and need is not None and have < need:
+        what = f"the tokenizer's {need - (kind == MASKED_LM)} tokens" + (" and a mask id" if kind == MASKED_LM else "")
         raise TorchTrainError(
-            f"--torch-model {spec}: the config's vocab_size {have} is smaller than the tokenizer's {vocab_size} tokens: "
+            f"--torch-model {spec}: the config's vocab_size {have} is smaller than {what}: "
             "raise vocab_size (or leave it out of --model-config to take the tokenizer's)"
         )
 
@@ -152,9 +173,12 @@ def _check_positions(spec: str, config: Any, block_size: int) -> None:
             raise TorchTrainError(f"--torch-model {spec}: the config's {name} is {n}, less than --block-size {block_size}")
 
 
-def build_model(spec: str, *, model_config: str | None = None, vocab_size: int | None = None, block_size: int | None = None, seed: int = 0) -> Any:
+def build_model(spec: str, *, model_config: str | None = None, vocab_size: int | None = None, block_size: int | None = None,
+                seed: int = 0, n_tokens: int | None = None) -> Any:
     """`hf:CLASS` (with `model_config`, a JSON file of the config's fields) or `hf:DIR` ->
-    the transformers model in eval mode, float32; problems as one-line TorchTrainErrors."""
+    the transformers model in eval mode, float32, for a task `task_kind` knows; problems
+    as one-line TorchTrainErrors. `vocab_size`, `n_tokens`: the tokenizer's padded
+    vocabulary and the ids it produces."""
     import torch
 
     name = spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
@@ -164,11 +188,12 @@ def build_model(spec: str, *, model_config: str | None = None, vocab_size: int |
     if looks_like_path:
         if model_config is not None:
             raise TorchTrainError(f"--model-config goes with hf:CLASS; hf:{name} reads its own {Path(name) / 'config.json'}")
-        model = _load_directory(spec, Path(name), vocab_size, block_size)
+        model = _load_directory(spec, Path(name), vocab_size, block_size, n_tokens)
     else:
         if model_config is None:
             raise TorchTrainError(f"--torch-model {spec} needs --model-config CONFIG.json: the config's fields (hidden_size, num_hidden_layers, ...)")
         cls = _class(name)
+        kind = task_kind(cls.__name__)
         fields = _read_config_json(model_config)
         config_class = cls.config_class
         try:
@@ -183,13 +208,12 @@ def build_model(spec: str, *, model_config: str | None = None, vocab_size: int |
                 + (f" (did you mean {near[0]!r}?)" if near else "")
             )
         if "vocab_size" not in fields and vocab_size is not None:
-            fields["vocab_size"] = vocab_size
+            fields["vocab_size"] = _default_vocab(kind, vocab_size, n_tokens)
         try:
             config = config_class(**fields)
         except Exception as e:  # noqa: BLE001 - transformers' own check of the user's config: one line
             raise TorchTrainError(f"--model-config {model_config}: {config_class.__name__} rejects it: {_one_line(e)}") from None
-        if vocab_size is not None:
-            _check_vocab(spec, config, vocab_size)
+        _check_vocab(spec, config, kind, vocab_size, n_tokens)
         if block_size is not None:
             _check_positions(spec, config, block_size)
         torch.manual_seed(seed)
@@ -200,7 +224,7 @@ def build_model(spec: str, *, model_config: str | None = None, vocab_size: int |
     return model.float().eval()
 
 
-def _load_directory(spec: str, d: Path, vocab_size: int | None, block_size: int | None) -> Any:
+def _load_directory(spec: str, d: Path, vocab_size: int | None, block_size: int | None, n_tokens: int | None) -> Any:
     transformers = _transformers()
     if not d.is_dir():
         raise TorchTrainError(f"--torch-model {spec}: no directory {d}")
@@ -218,8 +242,7 @@ def _load_directory(spec: str, d: Path, vocab_size: int | None, block_size: int 
     if not archs:
         raise TorchTrainError(f"--torch-model {spec}: {d / 'config.json'} names no architectures (the class save_pretrained records)")
     cls = _class(archs[0])
-    if vocab_size is not None:
-        _check_vocab(spec, config, vocab_size)
+    _check_vocab(spec, config, task_kind(cls.__name__), vocab_size, n_tokens)
     if block_size is not None:
         _check_positions(spec, config, block_size)
     try:
@@ -358,16 +381,21 @@ def check_whole_heads(model: Any, layouts: DerivedLayouts, tp: int) -> None:
 # =========================================================================================
 
 
-def task_kind(model: Any) -> str:
-    """"causal-lm" for the classes transformers maps as causal LMs, else a TorchTrainError."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+CAUSAL_LM, MASKED_LM = "causal-lm", "masked-lm"
 
-    name = type(model).__name__
-    if name in set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()):
-        return "causal-lm"
+
+def task_kind(class_name: str) -> str:
+    """CAUSAL_LM or MASKED_LM by transformers' own task mappings, else a TorchTrainError."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    if class_name in set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()):
+        return CAUSAL_LM
+    if class_name in set(MODEL_FOR_MASKED_LM_MAPPING_NAMES.values()):
+        return MASKED_LM
     raise TorchTrainError(
-        f"--torch-model hf:{name}: shardc-train trains causal language models from transformers "
-        "(the ...ForCausalLM classes, GPT2LMHeadModel, ...); write a FILE.py:FACTORY for other tasks"
+        f"--torch-model hf:{class_name}: shardc-train trains causal language models from transformers "
+        "(the ...ForCausalLM classes, GPT2LMHeadModel, ...) and masked ones (...ForMaskedLM); "
+        "write a FILE.py:FACTORY for other tasks"
     )
 
 
@@ -378,6 +406,44 @@ def causal_lm_loss(output: Any, targets: Any) -> Any:
 
     logits = output.logits
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+
+
+def masked_lm_loss(output: Any, labels: Any, weights: Any) -> Any:
+    """Cross-entropy at the masked positions only (`weights` 1 there, 0 elsewhere), the
+    mean over them: what transformers computes from `labels` with -100 elsewhere."""
+    import torch.nn.functional as F
+
+    logits = output.logits
+    per_token = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), reduction="none")
+    w = weights.reshape(-1)
+    return (per_token * w).sum() / w.sum().clamp_min(1.0)
+
+
+@dataclass(frozen=True)
+class MaskingRule:
+    """BERT's masking (Devlin et al. 2019; transformers' DataCollatorForLanguageModeling):
+    each position is chosen with probability `rate`; a chosen token becomes `mask_id` 80%
+    of the time, a random token 10%, stays itself 10%, and is predicted. The draw is a
+    seeded function of the batch's tokens, so every rank, a resumed run and the held-out
+    batches mask the same way with no state of their own."""
+
+    mask_id: int
+    n_tokens: int
+    seed: int = 0
+    rate: float = 0.15
+
+    def __call__(self, tokens: np.ndarray, _next_tokens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(masked tokens, labels, weights float32) for int64 tokens [batch, block]."""
+        import zlib
+
+        rng = np.random.default_rng([self.seed, zlib.crc32(np.ascontiguousarray(tokens).tobytes())])
+        chosen = rng.random(tokens.shape) < self.rate
+        how = rng.random(tokens.shape)
+        masked = tokens.copy()
+        masked[chosen & (how < 0.8)] = self.mask_id
+        swap = chosen & (how >= 0.8) & (how < 0.9)
+        masked[swap] = rng.integers(0, self.n_tokens, size=int(swap.sum()))
+        return masked, tokens.astype(np.int64), chosen.astype(np.float32)
 
 
 def generate_causal(model: Any, prompt: Sequence[int], n_tokens: int, *, temperature: float = 0.8, top_k: int | None = None,
@@ -409,16 +475,18 @@ def hf_task(
     axes: Mapping[str, LogicalAxes] | None = None,
     plan: ShardingPlan | None = None,
     tp: int = 1,
+    n_tokens: int | None = None,
 ) -> TorchTask:
     """The TorchTask of a transformers model by name (`hf:CLASS` + `model_config`, or
     `hf:DIR`): model, loss, derived axes and plan, no-decay names and a sampling hook.
     `axes` (FQN patterns) win over the derived axes for the parameters they match;
     `plan` replaces the derived plan; `tp`: refuse a degree that would cut attention
-    heads."""
+    heads; `n_tokens`: the ids the tokenizer produces (default `vocab_size`). A masked LM
+    is trained with `MaskingRule` (mask id: the first id past the tokenizer's tokens)."""
     if not spec.startswith(PREFIX):
         spec = PREFIX + spec
-    model = build_model(spec, model_config=model_config, vocab_size=vocab_size, block_size=block_size, seed=seed)
-    task_kind(model)
+    model = build_model(spec, model_config=model_config, vocab_size=vocab_size, block_size=block_size, seed=seed, n_tokens=n_tokens)
+    kind = task_kind(type(model).__name__)
     layouts = derive_layouts(model)
     if plan is None:
         check_whole_heads(model, layouts, tp)
@@ -431,7 +499,12 @@ def hf_task(
         if not any(rx.fullmatch(name) for rx in user):
             merged[re.escape(name)] = ax
     no_decay = tuple(re.escape(n) for n in layouts.no_decay)
-    return TorchTask(model, causal_lm_loss, merged, plan or layouts.plan, kind="lm", no_decay=no_decay, generate=generate_causal)
+    chosen = plan or layouts.plan
+    if kind == MASKED_LM:
+        produced = n_tokens if n_tokens is not None else (vocab_size if vocab_size is not None else model.config.vocab_size - 1)
+        rule = MaskingRule(mask_id=produced, n_tokens=produced, seed=seed)
+        return TorchTask(model, masked_lm_loss, merged, chosen, kind="lm", no_decay=no_decay, make_batch=rule)
+    return TorchTask(model, causal_lm_loss, merged, chosen, kind="lm", no_decay=no_decay, generate=generate_causal)
 
 
 # =========================================================================================
@@ -460,8 +533,11 @@ def write_config(model: Any, out: str | Path) -> Path:
 
 
 __all__ = [
+    "CAUSAL_LM",
     "DERIVED_PLAN",
     "DerivedLayouts",
+    "MASKED_LM",
+    "MaskingRule",
     "build_model",
     "causal_lm_loss",
     "check_whole_heads",
@@ -469,6 +545,7 @@ __all__ = [
     "generate_causal",
     "hf_task",
     "is_hf_spec",
+    "masked_lm_loss",
     "pretrained_state",
     "task_kind",
     "write_config",

@@ -54,14 +54,15 @@ class _Tokens:
     """The CLI's batch stream (`checkpoint.BatchStream`, so a checkpoint keeps its
     position) with the tokens as int64, what nn.Embedding and cross-entropy take."""
 
-    def __init__(self, stream: Any):
+    def __init__(self, stream: Any, make_batch: Any = None):
         self.stream = stream
+        self.make_batch = make_batch
 
     def __iter__(self) -> _Tokens:
         return self
 
     def __next__(self) -> tuple[np.ndarray, ...]:
-        return tuple(x.astype(np.int64) for x in next(self.stream))
+        return _as_step_batch(next(self.stream), self.make_batch)
 
     def state(self) -> dict[str, Any]:
         return self.stream.state()
@@ -70,7 +71,7 @@ class _Tokens:
         self.stream.restore(state)
 
 
-def load_cli_task(a: argparse.Namespace, vocab_size: int) -> Any:
+def load_cli_task(a: argparse.Namespace, vocab_size: int, n_tokens: int | None = None) -> Any:
     """The TorchTask `--torch-model` names: `hf:CLASS` / `hf:DIR` (`shardc.frontends.hf`,
     with `--model-config`) or `FILE.py:FACTORY`."""
     from shardc.frontends.hf import hf_task, is_hf_spec
@@ -78,10 +79,15 @@ def load_cli_task(a: argparse.Namespace, vocab_size: int) -> Any:
 
     config = getattr(a, "model_config", None)
     if is_hf_spec(a.torch_model):
-        return hf_task(a.torch_model, model_config=config, vocab_size=vocab_size, block_size=a.block_size, seed=a.seed, tp=a.tp)
+        return hf_task(a.torch_model, model_config=config, vocab_size=vocab_size, block_size=a.block_size, seed=a.seed, tp=a.tp, n_tokens=n_tokens)
     if config is not None:
         raise TorchTrainError(f"--model-config goes with --torch-model hf:CLASS (a transformers model), not {a.torch_model}")
     return load_task(a.torch_model, vocab_size=vocab_size, block_size=a.block_size, seed=a.seed)
+
+
+def _as_step_batch(batch: Any, make_batch: Any) -> tuple[np.ndarray, ...]:
+    tokens = tuple(x.astype(np.int64) for x in batch)
+    return tokens if make_batch is None else tuple(make_batch(*tokens))
 
 
 def _train(a: argparse.Namespace, mpi: bool) -> int:
@@ -101,7 +107,7 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
     tok = _tokenizer(a, text, world)  # checks that tp divides the ranks
     try:
         policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp)
-        task: TorchTask = load_cli_task(a, tok.vocab_size)
+        task: TorchTask = load_cli_task(a, tok.vocab_size, tok.n_tokens)
         if task.kind != "lm":
             raise UserError(f"--torch-model {a.torch_model}: a TorchTask of kind {task.kind!r}; shardc-train trains kind 'lm'")
         train, val = split(tok.encode(text), 0.1)
@@ -109,13 +115,13 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
             raise UserError(f"the data ({len(train) + len(val)} tokens) is too short for block size {a.block_size}")
         micro = a.per_device_batch * (world // a.tp)
         held_out = batches(val, micro, a.block_size, a.seed + 1)  # as the built-in trainer's evaluate
-        evals = [tuple(x.astype(np.int64) for x in next(held_out)) for _ in range(2)]
+        evals = [_as_step_batch(next(held_out), task.make_batch) for _ in range(2)]
         sched = TrainConfig(a.per_device_batch, a.accum, a.steps, a.lr, a.lr / 10, 10, a.seed)
         opts, where = _checkpoints(a, tok)
         set_blas_threads(1)
         t0 = time.perf_counter()
         job = TorchTraining.prepare(
-            task.model, _Tokens(BatchStream(train, micro, a.block_size, a.seed)), task.loss_fn,
+            task.model, _Tokens(BatchStream(train, micro, a.block_size, a.seed), task.make_batch), task.loss_fn,
             axes=task.axes, plan=task.plan, policy=policy, world=None if mpi else world, n_inputs=task.n_inputs,
             accum=a.accum, steps=a.steps, lr=sched, no_decay=task.no_decay, eval_batches=evals,
             eval_every=a.eval_every, checkpoint=opts, resume=where, keep_text=bool(a.emit_ir) and rank == 0,
@@ -189,7 +195,7 @@ def show_torch_layouts(a: argparse.Namespace) -> int:
     try:
         policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp)
         grid = make_grid(world, a.tp)
-        task = load_cli_task(a, tok.vocab_size)
+        task = load_cli_task(a, tok.vocab_size, tok.n_tokens)
         params, buffers = plan_state(task.model, task.axes, task.plan, policy, grid, task.no_decay)
     except MissingTorch as e:
         raise UserError(str(e)) from None

@@ -643,6 +643,9 @@ class TorchTask:
     """Sampling hook for `--sample`: `generate(model, prompt_ids, n_tokens, *,
     temperature, top_k, seed, n_valid) -> ids`, run on the trained module (ids at or
     above `n_valid` are vocabulary padding, never to be drawn). None: no sampling."""
+    make_batch: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, ...]] | None = None
+    """The step's (inputs..., targets...) from the trainer's (tokens, next tokens) int64
+    batch, e.g. a masked LM's masked tokens, labels and weights. None: the batch as is."""
 
 
 def load_task(spec: str, **kwargs: Any) -> TorchTask:

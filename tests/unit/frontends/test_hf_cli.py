@@ -138,7 +138,7 @@ def test_show_layouts_of_derived_axes(tmp_path, capsys):
         ("hf:LlamaForCasualLM", LLAMA, [], "--torch-model hf:LlamaForCasualLM: no transformers model class LlamaForCasualLM (did you mean LlamaForCausalLM"),
         ("hf:LlamaForCausalLM", {**LLAMA, "hidden_size": 30}, [], "LlamaConfig rejects it: "),
         ("hf:LlamaForCausalLM", {**LLAMA, "hiden_size": 30}, [], "'hiden_size' is not a LlamaConfig field (did you mean 'hidden_size'?)"),
-        ("hf:LlamaForCausalLM", {**LLAMA, "vocab_size": 8}, [], "the config's vocab_size 8 is smaller than the tokenizer's 32 tokens"),
+        ("hf:LlamaForCausalLM", {**LLAMA, "vocab_size": 8}, [], "the config's vocab_size 8 is smaller than the tokenizer's "),
         ("hf:LlamaForCausalLM", {**LLAMA, "max_position_embeddings": 4}, [], "the config's max_position_embeddings is 4, less than --block-size 8"),
         ("hf:LlamaForCausalLM", {**LLAMA, "num_key_value_heads": 1}, ["--simulate", "2", "--tp", "2"],
          "LlamaForCausalLM: tp=2 does not divide num_key_value_heads=1: each rank must hold whole attention heads"),
@@ -170,3 +170,73 @@ def test_bad_input_is_one_line(spec, config, extra, message, tmp_path, capsys):
         assert rc == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
         assert message in err, err
     assert not (tmp_path / "o").exists()
+
+
+DISTIL = dict(dim=32, hidden_dim=64, n_layers=1, n_heads=4, max_position_embeddings=16)
+
+
+def test_masking_rule_is_berts():
+    """15% chosen; of those 80% the mask id, 10% a random token, 10% unchanged; nothing
+    else touched; labels are the tokens; the same batch masks the same way."""
+    from shardc.frontends.hf import MaskingRule
+
+    rule = MaskingRule(mask_id=40, n_tokens=40, seed=3)
+    tokens = np.random.default_rng(0).integers(0, 40, size=(64, 256)).astype(np.int64)
+    masked, labels, weights = rule(tokens, tokens)
+    chosen = weights == 1
+    assert weights.dtype == np.float32 and set(np.unique(weights)) <= {0.0, 1.0}
+    np.testing.assert_array_equal(labels, tokens)
+    np.testing.assert_array_equal(masked[~chosen], tokens[~chosen])
+    assert abs(chosen.mean() - 0.15) < 0.01
+    as_mask = (masked == 40)[chosen].mean()
+    kept = (masked == tokens)[chosen].mean()  # 10% kept + random draws that hit the same token
+    assert abs(as_mask - 0.8) < 0.02 and abs(kept - (0.1 + 0.1 / 40)) < 0.02
+    assert masked.max() <= 40 and masked.min() >= 0
+    again = rule(tokens.copy(), tokens)
+    assert all(np.array_equal(a, b) for a, b in zip(again, (masked, labels, weights)))
+    other = MaskingRule(mask_id=40, n_tokens=40, seed=4)(tokens, tokens)
+    assert not np.array_equal(other[2], weights)
+
+
+def test_masked_lm_loss_is_transformers():
+    """masked_lm_loss equals the loss BertForMaskedLM computes itself from labels with
+    -100 at the unmasked positions."""
+    from shardc.frontends.hf import MaskingRule, masked_lm_loss
+
+    torch.manual_seed(0)
+    model = transformers.BertForMaskedLM(transformers.BertConfig(vocab_size=48, hidden_size=32, intermediate_size=64,
+                                                                 num_hidden_layers=1, num_attention_heads=4)).eval()
+    tokens = np.random.default_rng(1).integers(0, 40, size=(4, 16)).astype(np.int64)
+    masked, labels, weights = (torch.from_numpy(a) for a in MaskingRule(40, 40)(tokens))
+    with torch.no_grad():
+        ours = masked_lm_loss(model(masked), labels, weights)
+        theirs = model(masked, labels=torch.where(weights > 0, labels, torch.tensor(-100))).loss
+    assert weights.sum() > 0
+    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=0)
+
+
+def test_distilbert_masked_lm_with_tp(tmp_path):
+    """DistilBertForMaskedLM from a config, tp=2 on 2 simulated ranks: the first loss is
+    transformers' own masked-LM loss of the initial model on the first batch masked by the
+    rule; the output loads back with from_pretrained."""
+    from shardc.frontends.hf import MaskingRule
+
+    (tmp_path / "cfg.json").write_text(json.dumps(DISTIL))
+    out = tmp_path / "out"
+    res = _cli("--torch-model", "hf:DistilBertForMaskedLM", "--model-config", str(tmp_path / "cfg.json"), "--simulate", "2",
+               "--tp", "2", "--steps", "2", *SMALL, "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "all_reduce over shard" in res.stdout
+    x, _, vocab = _first_batch(8, 2)
+    from shardc.training.data import synthetic_corpus
+    from shardc.training.tokenizer import make_tokenizer
+
+    n_tokens = make_tokenizer("char", synthetic_corpus(60000, 0), None, pad_to=8).n_tokens
+    masked, labels, weights = (torch.from_numpy(a) for a in MaskingRule(n_tokens, n_tokens, seed=0)(x.numpy()))
+    torch.manual_seed(0)
+    initial = transformers.DistilBertForMaskedLM(transformers.DistilBertConfig(**DISTIL, vocab_size=vocab if vocab > n_tokens else 2 * vocab)).eval()
+    with torch.no_grad():
+        want = initial(masked, labels=torch.where(weights > 0, labels, torch.tensor(-100))).loss.item()
+    losses = _losses(out)
+    assert losses[0] == pytest.approx(want, rel=1e-5) and math.isfinite(losses[1])
+    _check_output(out, transformers.DistilBertForMaskedLM)
