@@ -16,7 +16,10 @@ token batches (`model(input_ids).logits` against the next tokens); a masked LM
 positions, 80% of them replaced by a mask id, 10% by a random token, 10% kept; the loss is
 the cross-entropy at those positions, as transformers computes it from `labels`). The
 mask id is the first id past the tokenizer's tokens; the config's `vocab_size` must hold
-the tokenizer's ids (and the mask id).
+the tokenizer's ids (and the mask id). An image classifier (`...ForImageClassification`) learns
+cross-entropy on synthetic images (`SyntheticImages`: each class a fixed random template
+plus noise, the label from the batch's first tokens), `config.image_size` and
+`num_labels` as configured.
 
 Logical axes are derived from module types and names, never written by the user
 (`derive_layouts`): Megatron's column-parallel projections (q/k/v, gate/up, `c_fc`, `fc1`,
@@ -142,7 +145,9 @@ def _read_config_json(path: str) -> dict[str, Any]:
 
 def _ids_needed(kind: str, vocab_size: int | None, n_tokens: int | None) -> int | None:
     """The fewest vocabulary ids a run needs: the tokenizer's tokens, plus the mask id of
-    a masked LM."""
+    a masked LM (none for an image classifier)."""
+    if kind == IMAGE_CLASSIFIER:
+        return None
     n = n_tokens if n_tokens is not None else vocab_size
     return None if n is None else n + (kind == MASKED_LM)
 
@@ -197,7 +202,7 @@ def build_model(spec: str, *, model_config: str | None = None, vocab_size: int |
         fields = _read_config_json(model_config)
         config_class = cls.config_class
         try:
-            known = set(config_class().to_dict()) | set(getattr(config_class, "attribute_map", {})) | {"attn_implementation"}
+            known = set(config_class().to_dict()) | set(getattr(config_class, "attribute_map", {})) | {"attn_implementation", "num_labels"}
         except Exception:  # noqa: BLE001 - a config with no defaults (composite ones): no typo check
             known = set(fields)
         unknown = sorted(set(fields) - known)
@@ -207,14 +212,14 @@ def build_model(spec: str, *, model_config: str | None = None, vocab_size: int |
                 f"--model-config {model_config}: {unknown[0]!r} is not a {config_class.__name__} field"
                 + (f" (did you mean {near[0]!r}?)" if near else "")
             )
-        if "vocab_size" not in fields and vocab_size is not None:
+        if "vocab_size" not in fields and vocab_size is not None and kind != IMAGE_CLASSIFIER:
             fields["vocab_size"] = _default_vocab(kind, vocab_size, n_tokens)
         try:
             config = config_class(**fields)
         except Exception as e:  # noqa: BLE001 - transformers' own check of the user's config: one line
             raise TorchTrainError(f"--model-config {model_config}: {config_class.__name__} rejects it: {_one_line(e)}") from None
         _check_vocab(spec, config, kind, vocab_size, n_tokens)
-        if block_size is not None:
+        if block_size is not None and kind != IMAGE_CLASSIFIER:
             _check_positions(spec, config, block_size)
         torch.manual_seed(seed)
         try:
@@ -242,8 +247,9 @@ def _load_directory(spec: str, d: Path, vocab_size: int | None, block_size: int 
     if not archs:
         raise TorchTrainError(f"--torch-model {spec}: {d / 'config.json'} names no architectures (the class save_pretrained records)")
     cls = _class(archs[0])
-    _check_vocab(spec, config, task_kind(cls.__name__), vocab_size, n_tokens)
-    if block_size is not None:
+    kind = task_kind(cls.__name__)
+    _check_vocab(spec, config, kind, vocab_size, n_tokens)
+    if block_size is not None and kind != IMAGE_CLASSIFIER:
         _check_positions(spec, config, block_size)
     try:
         return cls.from_pretrained(str(d), local_files_only=True, dtype="float32")
@@ -381,21 +387,25 @@ def check_whole_heads(model: Any, layouts: DerivedLayouts, tp: int) -> None:
 # =========================================================================================
 
 
-CAUSAL_LM, MASKED_LM = "causal-lm", "masked-lm"
+CAUSAL_LM, MASKED_LM, IMAGE_CLASSIFIER = "causal-lm", "masked-lm", "image-classifier"
 
 
 def task_kind(class_name: str) -> str:
-    """CAUSAL_LM or MASKED_LM by transformers' own task mappings, else a TorchTrainError."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    """CAUSAL_LM, MASKED_LM or IMAGE_CLASSIFIER by transformers' own task mappings, else a
+    TorchTrainError."""
+    from transformers.models.auto import modeling_auto as auto
 
-    if class_name in set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()):
-        return CAUSAL_LM
-    if class_name in set(MODEL_FOR_MASKED_LM_MAPPING_NAMES.values()):
-        return MASKED_LM
+    for kind, names in (
+        (CAUSAL_LM, auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
+        (MASKED_LM, auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES),
+        (IMAGE_CLASSIFIER, auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES),
+    ):
+        if any(class_name == n or (isinstance(n, tuple) and class_name in n) for n in names.values()):
+            return kind
     raise TorchTrainError(
         f"--torch-model hf:{class_name}: shardc-train trains causal language models from transformers "
-        "(the ...ForCausalLM classes, GPT2LMHeadModel, ...) and masked ones (...ForMaskedLM); "
-        "write a FILE.py:FACTORY for other tasks"
+        "(the ...ForCausalLM classes, GPT2LMHeadModel, ...), masked ones (...ForMaskedLM) and image classifiers "
+        "(...ForImageClassification); write a FILE.py:FACTORY for other tasks"
     )
 
 
@@ -444,6 +454,50 @@ class MaskingRule:
         swap = chosen & (how >= 0.8) & (how < 0.9)
         masked[swap] = rng.integers(0, self.n_tokens, size=int(swap.sum()))
         return masked, tokens.astype(np.int64), chosen.astype(np.float32)
+
+
+def image_classification_loss(output: Any, labels: Any) -> Any:
+    """Cross-entropy of the class logits against the labels (transformers' single-label
+    classification loss)."""
+    import torch.nn.functional as F
+
+    return F.cross_entropy(output.logits, labels)
+
+
+@dataclass(frozen=True)
+class SyntheticImages:
+    """Images an image classifier can learn, made from the trainer's token batches: the
+    label of a sequence is its first token modulo `num_labels`; its image is that class's
+    fixed random template (seeded by `seed`) plus Gaussian noise of `noise` times the
+    template's scale, drawn as a seeded function of the batch (the same on every rank, in
+    a resumed run and for the held-out batches)."""
+
+    channels: int
+    height: int
+    width: int
+    num_labels: int
+    seed: int = 0
+    noise: float = 0.5
+
+    def __call__(self, tokens: np.ndarray, _next_tokens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(pixel values float32 [batch, channels, height, width], labels int64 [batch])."""
+        import zlib
+
+        shape = (self.channels, self.height, self.width)
+        templates = np.random.default_rng([self.seed, 1]).standard_normal((self.num_labels, *shape))
+        labels = (tokens[:, 0] % self.num_labels).astype(np.int64)
+        rng = np.random.default_rng([self.seed, 2, zlib.crc32(np.ascontiguousarray(tokens).tobytes())])
+        pixels = templates[labels] + self.noise * rng.standard_normal((len(labels), *shape))
+        return pixels.astype(np.float32), labels
+
+
+def _image_shape(config: Any) -> tuple[int, int, int]:
+    size = getattr(config, "image_size", None)
+    h, w = (size, size) if isinstance(size, int) else tuple(size) if size else (None, None)
+    c = getattr(config, "num_channels", 3)
+    if not isinstance(h, int) or not isinstance(w, int):
+        raise TorchTrainError(f"{type(config).__name__} names no image_size: the synthetic images need one")
+    return int(c), int(h), int(w)
 
 
 def generate_causal(model: Any, prompt: Sequence[int], n_tokens: int, *, temperature: float = 0.8, top_k: int | None = None,
@@ -500,6 +554,9 @@ def hf_task(
             merged[re.escape(name)] = ax
     no_decay = tuple(re.escape(n) for n in layouts.no_decay)
     chosen = plan or layouts.plan
+    if kind == IMAGE_CLASSIFIER:
+        images = SyntheticImages(*_image_shape(model.config), num_labels=model.config.num_labels, seed=seed)
+        return TorchTask(model, image_classification_loss, merged, chosen, kind="lm", no_decay=no_decay, make_batch=images)
     if kind == MASKED_LM:
         produced = n_tokens if n_tokens is not None else (vocab_size if vocab_size is not None else model.config.vocab_size - 1)
         rule = MaskingRule(mask_id=produced, n_tokens=produced, seed=seed)
@@ -536,14 +593,17 @@ __all__ = [
     "CAUSAL_LM",
     "DERIVED_PLAN",
     "DerivedLayouts",
+    "IMAGE_CLASSIFIER",
     "MASKED_LM",
     "MaskingRule",
+    "SyntheticImages",
     "build_model",
     "causal_lm_loss",
     "check_whole_heads",
     "derive_layouts",
     "generate_causal",
     "hf_task",
+    "image_classification_loss",
     "is_hf_spec",
     "masked_lm_loss",
     "pretrained_state",

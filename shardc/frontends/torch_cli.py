@@ -99,6 +99,7 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
     from shardc.training.data import batches, split
     from shardc.training.mesh import GridError
     from shardc.training.progress import Progress
+    from shardc.training.spmd import PipelineError
     from shardc.training.train import TrainConfig, set_blas_threads
 
     world = _world() if mpi else (a.simulate or 1)
@@ -132,6 +133,8 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
         raise UserError(e.failures[0] + more) from None
     except (TorchTrainError, GridError, ShardingConfigError, CheckpointError, ValueError) as e:
         raise UserError(str(e)) from None
+    except PipelineError as e:  # every rank compiles the same step and fails the same way
+        raise UserError(f"cannot compile the training step of {type(task.model).__name__}: {' '.join(str(e).split())}") from None
     if rank == 0:
         if a.emit_ir:
             import contextlib

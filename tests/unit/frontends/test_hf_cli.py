@@ -240,3 +240,40 @@ def test_distilbert_masked_lm_with_tp(tmp_path):
     losses = _losses(out)
     assert losses[0] == pytest.approx(want, rel=1e-5) and math.isfinite(losses[1])
     _check_output(out, transformers.DistilBertForMaskedLM)
+
+
+VIT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, image_size=16, patch_size=8, num_labels=4)
+
+
+def test_synthetic_images_are_learnable_and_seeded():
+    """Labels from the first tokens, in range; each image nearest its class's template;
+    the same batch gives the same images; another seed other templates."""
+    from shardc.frontends.hf import SyntheticImages
+
+    images = SyntheticImages(3, 8, 8, num_labels=4, seed=1)
+    tokens = np.random.default_rng(0).integers(0, 40, size=(64, 8)).astype(np.int64)
+    pixels, labels = images(tokens, tokens)
+    assert pixels.shape == (64, 3, 8, 8) and pixels.dtype == np.float32 and labels.dtype == np.int64
+    np.testing.assert_array_equal(labels, tokens[:, 0] % 4)
+    templates = np.stack([images(np.full((1, 8), c, dtype=np.int64))[0][0] for c in range(4)])  # noisy, still nearest
+    nearest = np.argmin(((pixels[:, None] - templates[None]) ** 2).sum(axis=(2, 3, 4)), axis=1)
+    assert (nearest == labels).mean() > 0.9
+    np.testing.assert_array_equal(images(tokens.copy())[0], pixels)
+    assert not np.allclose(SyntheticImages(3, 8, 8, num_labels=4, seed=2)(tokens)[0], pixels)
+
+
+def test_image_classification_loss_is_transformers(tmp_path):
+    """The hf: task of ViTForImageClassification: its loss on its synthetic batch equals
+    the loss the model computes itself from labels."""
+    from shardc.frontends.hf import hf_task
+
+    (tmp_path / "cfg.json").write_text(json.dumps(VIT))
+    task = hf_task("ViTForImageClassification", model_config=str(tmp_path / "cfg.json"), vocab_size=32, seed=0)
+    tokens = np.random.default_rng(0).integers(0, 32, size=(4, 8)).astype(np.int64)
+    pixels, labels = (torch.from_numpy(a) for a in task.make_batch(tokens, tokens))
+    assert pixels.shape == (4, 3, 16, 16) and int(labels.max()) < 4
+    with torch.no_grad():
+        ours = task.loss_fn(task.model(pixels), labels)
+        theirs = task.model(pixel_values=pixels, labels=labels).loss
+    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=0)
+    assert task.axes[r"vit\.layers\.0\.mlp\.fc1\.weight"] == ("mlp", None) and task.generate is None
