@@ -492,6 +492,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     args = _arg_parser().parse_args(argv)
     _check_args(args)
+    if args.model_config is not None and not args.torch_model:
+        raise UserError("--model-config goes with --torch-model hf:CLASS (a transformers model's config)")
     if args.show_layouts:
         if args.torch_model:
             from shardc.frontends.torch_cli import show_torch_layouts

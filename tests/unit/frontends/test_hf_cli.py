@@ -20,6 +20,7 @@ import torch  # noqa: E402
 
 from shardc.tools.train import main  # noqa: E402
 
+DISTIL_CFG = dict(dim=32, hidden_dim=64, n_layers=1, n_heads=4, max_position_embeddings=16)
 LLAMA = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
 SMALL = ["--per-device-batch", "2", "--block-size", "8", "--quiet", "--eval-every", "0"]
 
@@ -145,22 +146,26 @@ def test_show_layouts_of_derived_axes(tmp_path, capsys):
         ("hf:LlamaForCausalLM", {**LLAMA, "vocab_size": 36}, ["--simulate", "8"], "does not fit grid (batch=8, shard=1)"),
         ("hf:LlamaForCausalLM", None, [], "--torch-model hf:LlamaForCausalLM needs --model-config CONFIG.json"),
         ("hf:BertModel", {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 64}, [],
-         "shardc-train trains causal language models from transformers"),
+         "--torch-model hf:BertModel: shardc-train trains causal language models from transformers"),
+        ("hf:DistilBertForMaskedLM", {**DISTIL_CFG, "vocab_size": 16}, [], "the config's vocab_size 16 is smaller than the tokenizer's "),
         ("hf:{tmp}/empty", None, [], "--torch-model hf:{tmp}/empty: {tmp}/empty has no config.json"),
         ("hf:{tmp}/noweights", None, [], "--torch-model hf:{tmp}/noweights: {tmp}/noweights has no safetensors weights (model.safetensors)"),
         ("hf:{tmp}/nothere", None, [], "--torch-model hf:{tmp}/nothere: no directory {tmp}/nothere"),
         ("{tmp}/m.py:make", LLAMA, [], "--model-config goes with --torch-model hf:CLASS"),
+        (None, LLAMA, [], "--model-config goes with --torch-model hf:CLASS (a transformers model's config)"),
     ],
     ids=["unknown-class", "config-rejected", "unknown-field", "vocab-too-small", "positions", "heads-cut", "does-not-divide",
-         "no-config", "not-a-causal-lm", "dir-without-config", "dir-without-weights", "no-dir", "config-without-hf"],
+         "no-config", "not-a-causal-lm", "masked-lm-vocab", "dir-without-config", "dir-without-weights", "no-dir", "config-without-hf",
+         "config-without-torch-model"],
 )
 def test_bad_input_is_one_line(spec, config, extra, message, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     (tmp_path / "noweights").mkdir()
     transformers.LlamaConfig(**LLAMA, architectures=["LlamaForCausalLM"]).save_pretrained(str(tmp_path / "noweights"))
     (tmp_path / "m.py").write_text("def make(**kw):\n    raise AssertionError('never called')\n")
-    spec, message = spec.replace("{tmp}", str(tmp_path)), message.replace("{tmp}", str(tmp_path))
-    args = ["--torch-model", spec, *extra, "--steps", "1", *SMALL, "--out", str(tmp_path / "o")]
+    message = message.replace("{tmp}", str(tmp_path))
+    model = [] if spec is None else ["--torch-model", spec.replace("{tmp}", str(tmp_path))]
+    args = [*model, *extra, "--steps", "1", *SMALL, "--out", str(tmp_path / "o")]
     if config is not None:
         (tmp_path / "cfg.json").write_text(json.dumps(config))
         args += ["--model-config", str(tmp_path / "cfg.json")]
@@ -172,7 +177,7 @@ def test_bad_input_is_one_line(spec, config, extra, message, tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-DISTIL = dict(dim=32, hidden_dim=64, n_layers=1, n_heads=4, max_position_embeddings=16)
+DISTIL = DISTIL_CFG
 
 
 def test_masking_rule_is_berts():
