@@ -282,3 +282,24 @@ def test_image_classification_loss_is_transformers(tmp_path):
         theirs = task.model(pixel_values=pixels, labels=labels).loss
     torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=0)
     assert task.axes[r"vit\.layers\.0\.mlp\.fc1\.weight"] == ("mlp", None) and task.generate is None
+
+
+_OVERRIDE = """
+import json
+from shardc.frontends.hf import hf_task
+
+def make(vocab_size, block_size, seed):
+    # The derived layouts but the MLP's down projection kept whole.
+    return hf_task("LlamaForCausalLM", model_config=CONFIG, vocab_size=vocab_size, block_size=block_size, seed=seed,
+                   axes={r"model\\.layers\\.\\d+\\.mlp\\.down_proj\\.weight": (None, None)})
+"""
+
+
+def test_a_factory_overrides_the_derived_axes(tmp_path, capsys):
+    (tmp_path / "cfg.json").write_text(json.dumps(LLAMA))
+    (tmp_path / "m.py").write_text(f"CONFIG = {str(tmp_path / 'cfg.json')!r}\n" + _OVERRIDE)
+    rc = main(["--torch-model", f"{tmp_path}/m.py:make", "--simulate", "2", "--tp", "2", "--show-layouts", "--block-size", "8"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "model.layers.0.mlp.down_proj.weight  [32, 64]  axes (-, -)" in out
+    assert "model.layers.0.mlp.up_proj.weight  [64, 32]  axes (mlp, -)" in out
