@@ -582,6 +582,19 @@ def pretrained_state(model: Any, state_dict: Mapping[str, Any]) -> dict[str, np.
     return {k: v.detach().cpu().contiguous().numpy() for k, v in sd.items()}
 
 
+def dropout_note(model: Any) -> str | None:
+    """A line saying the config's dropout is off, when it asks for some: the model runs in
+    eval mode because shardc's compiled step draws no random numbers."""
+    import torch.nn as nn
+
+    rates = {k: v for k, v in model.config.to_dict().items() if ("dropout" in k or "pdrop" in k) and isinstance(v, (int, float)) and v > 0}
+    rates |= {fqn: m.p for fqn, m in model.named_modules() if isinstance(m, nn.Dropout) and m.p > 0} if not rates else {}
+    if not rates:
+        return None
+    shown = ", ".join(f"{k}={v:g}" for k, v in list(rates.items())[:3]) + (", ..." if len(rates) > 3 else "")
+    return f"note: trained without dropout ({shown}): shardc's compiled step draws no random numbers"
+
+
 def write_config(model: Any, out: str | Path) -> Path:
     """config.json beside model.safetensors (with the class in `architectures`)."""
     model.config.architectures = [type(model).__name__]
@@ -601,6 +614,7 @@ __all__ = [
     "causal_lm_loss",
     "check_whole_heads",
     "derive_layouts",
+    "dropout_note",
     "generate_causal",
     "hf_task",
     "image_classification_loss",

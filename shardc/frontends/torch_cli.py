@@ -91,7 +91,7 @@ def _as_step_batch(batch: Any, make_batch: Any) -> tuple[np.ndarray, ...]:
 
 
 def _train(a: argparse.Namespace, mpi: bool) -> int:
-    from shardc.frontends.hf import is_hf_spec
+    from shardc.frontends.hf import dropout_note, is_hf_spec
     from shardc.frontends.torch_train import TorchTask, TorchTrainError, TorchTraining
     from shardc.tools.train import _checkpoints, _say_resumed, _text, _tokenizer  # pyright: ignore[reportPrivateUsage]
     from shardc.training.axis import ShardingConfigError, ShardingPolicy, ShardingValidationError
@@ -144,6 +144,8 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
             with _abort_on_user_error(_comm()) if mpi else contextlib.nullcontext():  # the others wait in the step
                 _emit_ir(a.emit_ir, job.program)
         print(_header(a, task, job, world, seconds), flush=True)
+        if is_hf_spec(a.torch_model) and (note := dropout_note(task.model)):
+            print(f"  {note}", flush=True)
         if job.resume is not None:
             _say_resumed(job.resume, job.config, job.grid)
     progress = Progress(a.steps, a.quiet, every=a.log_every)

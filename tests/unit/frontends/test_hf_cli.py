@@ -77,6 +77,7 @@ def test_llama_from_a_config_under_mpiexec(tmp_path):
                "--lr", "1e-2", *SMALL, "--out", str(out))
     assert res.returncode == 0, res.stderr
     assert "LlamaForCausalLM from hf:LlamaForCausalLM, 2 ranks, grid (batch=2, shard=1)" in res.stdout
+    assert "dropout" not in res.stdout  # Llama's attention_dropout is 0
     assert f"wrote {out / 'config.json'} (LlamaForCausalLM.from_pretrained('{out}') loads the trained model)" in res.stdout
     losses = _losses(out)
     assert len(losses) == 3 and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
@@ -104,6 +105,7 @@ def test_gpt2_from_a_save_pretrained_directory_with_tp(tmp_path):
     res = _cli("--torch-model", f"hf:{tmp_path / 'saved'}", "--simulate", "2", "--tp", "2", "--steps", "2", *SMALL, "--out", str(out))
     assert res.returncode == 0, res.stderr
     assert "all_reduce over shard" in res.stdout  # the MLP's row-parallel c_proj
+    assert "  note: trained without dropout (resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1, ...)" in res.stdout
     assert res.stderr == ""
     losses = _losses(out)
     with torch.no_grad():
