@@ -69,19 +69,21 @@ def _check_output(out, cls):
 
 
 def test_llama_from_a_config_under_mpiexec(tmp_path):
-    """The issue's command: LlamaForCausalLM (GQA) from cfg.json on 2 MPI ranks with
-    ZeRO; the first loss is PyTorch's on the first batch, the output loads back."""
+    """The issue's command: LlamaForCausalLM (4 query, 2 key-value heads) from cfg.json on
+    2 MPI ranks, Megatron tp=2 (one key-value head per rank); the first loss is PyTorch's
+    on the first batch, the losses fall, the output loads back."""
     (tmp_path / "cfg.json").write_text(json.dumps(LLAMA))
     out = tmp_path / "out"
     res = _cli("--torch-model", "hf:LlamaForCausalLM", "--model-config", str(tmp_path / "cfg.json"), "--steps", "3", "--np", "2",
-               "--lr", "1e-2", *SMALL, "--out", str(out))
+               "--tp", "2", "--lr", "1e-2", *SMALL, "--out", str(out))
     assert res.returncode == 0, res.stderr
-    assert "LlamaForCausalLM from hf:LlamaForCausalLM, 2 ranks, grid (batch=2, shard=1)" in res.stdout
+    assert "LlamaForCausalLM from hf:LlamaForCausalLM, 2 ranks, grid (batch=1, shard=2)" in res.stdout
+    assert "all_reduce over shard" in res.stdout
     assert "dropout" not in res.stdout  # Llama's attention_dropout is 0
     assert f"wrote {out / 'config.json'} (LlamaForCausalLM.from_pretrained('{out}') loads the trained model)" in res.stdout
     losses = _losses(out)
     assert len(losses) == 3 and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
-    x, y, vocab = _first_batch(8, 4)
+    x, y, vocab = _first_batch(8, 2)
     torch.manual_seed(0)
     initial = transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA, vocab_size=vocab)).eval()
     with torch.no_grad():
@@ -94,17 +96,19 @@ def test_llama_from_a_config_under_mpiexec(tmp_path):
 
 def test_gpt2_from_a_save_pretrained_directory_with_tp(tmp_path):
     """hf:DIR: a GPT-2 (tied head, Conv1D, fused c_attn) saved by save_pretrained, trained
-    with tp=2 on 2 simulated ranks starting from the saved weights; the output (tied
-    table written once) loads back with from_pretrained."""
+    with tp=2 and FSDP on 4 simulated ranks starting from the saved weights; the output
+    (tied table written once) loads back with from_pretrained."""
     x, y, vocab = _first_batch(8, 2)
     torch.manual_seed(1)
     saved = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=1, n_head=4, n_positions=16,
                                                                   bos_token_id=0, eos_token_id=0)).eval()
     saved.save_pretrained(str(tmp_path / "saved"))
     out = tmp_path / "out"
-    res = _cli("--torch-model", f"hf:{tmp_path / 'saved'}", "--simulate", "2", "--tp", "2", "--steps", "2", *SMALL, "--out", str(out))
+    res = _cli("--torch-model", f"hf:{tmp_path / 'saved'}", "--simulate", "4", "--tp", "2", "--fsdp", "--steps", "2", *SMALL,
+               "--per-device-batch", "1", "--out", str(out))
     assert res.returncode == 0, res.stderr
-    assert "all_reduce over shard" in res.stdout  # the MLP's row-parallel c_proj
+    assert "grid (batch=2, shard=2), policy tp=2 zero=True fsdp=True" in res.stdout
+    assert "all_reduce over shard" in res.stdout and "all_gather over batch" in res.stdout  # row-parallel c_proj; FSDP
     assert "  note: trained without dropout (resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1, ...)" in res.stdout
     assert res.stderr == ""
     losses = _losses(out)
