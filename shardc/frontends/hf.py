@@ -34,7 +34,7 @@ and its partner) stays whole on every rank and only ZeRO splits its storage. Nor
 and biases are trained without weight decay (transformers' Trainer does the same).
 `hf_task(..., axes=..., plan=...)` is for a `FILE.py:FACTORY` that overrides them.
 
-Output (`save_pretrained_files`): `model.safetensors` holds the state dict as
+Output (`pretrained_state`, `write_config`): `model.safetensors` holds the state dict as
 `save_pretrained` writes it (transformers' key names, tied aliases removed) and
 `config.json` goes beside it, so `CLASS.from_pretrained(OUT)` loads the trained model.
 """
@@ -67,7 +67,10 @@ DERIVED_PLAN = ShardingPlan(
     zero_rules={HEADS: BATCH, KV_HEADS: BATCH, MLP: BATCH, VOCAB: BATCH, FUSED: BATCH},
 )
 
-# Module names -> (role, logical axis). Column: output features split; row: input features.
+# The last name of an nn.Linear / Conv1D -> the logical axis of its split features. Column:
+# output features split; row: input features (the partial sums meet in an all_reduce).
+# Single letters (T5's q, k, v, o) count only inside an attention module; GPT-2's c_proj
+# and BERT's dense layers are told apart by their parent (`derive_layouts`).
 _COLUMN = {
     "q_proj": HEADS, "query": HEADS, "q_lin": HEADS, "q": HEADS,
     "k_proj": KV_HEADS, "key": KV_HEADS, "k_lin": KV_HEADS, "k": KV_HEADS,
@@ -78,8 +81,6 @@ _COLUMN = {
 _ROW = {"o_proj": HEADS, "out_proj": HEADS, "out_lin": HEADS, "o": HEADS, "down_proj": MLP, "fc2": MLP, "fc_out": MLP, "wo": MLP, "w2": MLP,
         "dense_4h_to_h": MLP, "lin2": MLP}
 _FUSED = {"c_attn", "qkv_proj", "query_key_value", "Wqkv", "qkv", "gate_up_proj"}
-# c_proj closes either block: attention's (after c_attn) or the MLP's (after c_fc).
-_CLOSING = {"c_proj", "dense"}
 _ATTENTION_PARENTS = {"attn", "attention", "self_attn", "self_attention", "SelfAttention", "EncDecAttention", "crossattention"}
 
 
@@ -95,7 +96,8 @@ class DerivedLayouts:
     """Parameter FQNs trained without weight decay."""
     notes: tuple[str, ...] = ()
     roles: dict[str, str] = field(default_factory=dict)
-    """Module FQN -> "column:<axis>", "row:<axis>", "fused", "vocab" (what each split is)."""
+    """Module FQN -> "column:<axis>", "row:<axis>", "fused", "whole" (a fused layer's
+    partner) or "vocab": what each split is."""
 
 
 def is_hf_spec(spec: str | None) -> bool:
@@ -201,17 +203,7 @@ def build_model(spec: str, *, model_config: str | None = None, vocab_size: int |
         kind = task_kind(cls.__name__)
         fields = _read_config_json(model_config)
         config_class = cls.config_class
-        try:
-            known = set(config_class().to_dict()) | set(getattr(config_class, "attribute_map", {})) | {"attn_implementation", "num_labels"}
-        except Exception:  # noqa: BLE001 - a config with no defaults (composite ones): no typo check
-            known = set(fields)
-        unknown = sorted(set(fields) - known)
-        if unknown:
-            near = difflib.get_close_matches(unknown[0], known, n=1)
-            raise TorchTrainError(
-                f"--model-config {model_config}: {unknown[0]!r} is not a {config_class.__name__} field"
-                + (f" (did you mean {near[0]!r}?)" if near else "")
-            )
+        _refuse_typos(model_config, config_class, fields)
         if "vocab_size" not in fields and vocab_size is not None and kind != IMAGE_CLASSIFIER:
             fields["vocab_size"] = _default_vocab(kind, vocab_size, n_tokens)
         try:
@@ -227,6 +219,23 @@ def build_model(spec: str, *, model_config: str | None = None, vocab_size: int |
         except Exception as e:  # noqa: BLE001 - the class refuses the config: one line
             raise TorchTrainError(f"--model-config {model_config}: {name} rejects the config: {_one_line(e)}") from None
     return model.float().eval()
+
+
+def _refuse_typos(path: str, config_class: Any, fields: Mapping[str, Any]) -> None:
+    """A field the config does not have but nearly spells one it has ('hiden_size') is
+    refused; other unknown fields pass, as transformers keeps them (configs carry legacy
+    names such as rope_theta that the class still takes)."""
+    import inspect
+
+    try:
+        known = set(config_class().to_dict()) | set(getattr(config_class, "attribute_map", {}))
+        known |= set(inspect.signature(config_class.__init__).parameters) - {"self", "kwargs"}
+    except Exception:  # noqa: BLE001 - a config with no defaults (composite ones): no typo check
+        return
+    for name in sorted(set(fields) - known):
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+        if near:
+            raise TorchTrainError(f"--model-config {path}: {name!r} is not a {config_class.__name__} field (did you mean {near[0]!r}?)")
 
 
 def _load_directory(spec: str, d: Path, vocab_size: int | None, block_size: int | None, n_tokens: int | None) -> Any:

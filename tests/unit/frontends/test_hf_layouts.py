@@ -229,3 +229,15 @@ def test_qwen2_trains_on_derived_layouts_like_torch_adamw(tmp_path):
         want = p.detach().numpy()
         err = np.abs(result.params[n] - want).max() / np.abs(want).max()
         assert err < 2e-3, f"{n}: error {err:.1e} relative to the parameter's magnitude"
+
+
+def test_legacy_config_fields_pass(tmp_path):
+    """Fields a config.json from an older transformers carries (rope_theta, torch_dtype)
+    are taken as the class takes them; only a near-miss of a real field is refused."""
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({**DECODER, "rope_theta": 5000.0, "torch_dtype": "float32"}))
+    task = hf_task("LlamaForCausalLM", model_config=str(cfg))
+    assert task.model.config.rope_parameters["rope_theta"] == 5000.0
+    cfg.write_text(json.dumps({**DECODER, "num_key_value_head": 2}))
+    with pytest.raises(TorchTrainError, match=r"'num_key_value_head' is not a LlamaConfig field \(did you mean 'num_key_value_heads'\?\)"):
+        hf_task("LlamaForCausalLM", model_config=str(cfg))
