@@ -290,7 +290,7 @@ def derive_layouts(model: Any) -> DerivedLayouts:
         if isinstance(m, (nn.Linear, *conv1d)) and leaf in _FUSED:
             roles[fqn] = "fused"
             fused_parents.add(fqn.rpartition(".")[0])
-    tables = (model.get_input_embeddings(), _output_embeddings(model))
+    tables = (_embeddings(model, "get_input_embeddings"), _embeddings(model, "get_output_embeddings"))
     vocab_modules = {id(m) for m in tables if m is not None and getattr(getattr(m, "weight", None), "ndim", 0) == 2}
     for fqn, m in modules.items():
         parent, _, leaf = fqn.rpartition(".")
@@ -343,9 +343,13 @@ def derive_layouts(model: Any) -> DerivedLayouts:
     return DerivedLayouts(axes, DERIVED_PLAN, no_decay, notes, roles)
 
 
-def _output_embeddings(model: Any) -> Any:
-    get = getattr(model, "get_output_embeddings", None)
-    return get() if callable(get) else None
+def _embeddings(model: Any, getter: str) -> Any:
+    """The token table (or LM head) transformers names, None where the class has none."""
+    get = getattr(model, getter, None)
+    try:
+        return get() if callable(get) else None
+    except (NotImplementedError, AttributeError):
+        return None
 
 
 def _conv1d_class() -> tuple[type, ...]:
