@@ -54,14 +54,15 @@ class _Tokens:
     """The CLI's batch stream (`checkpoint.BatchStream`, so a checkpoint keeps its
     position) with the tokens as int64, what nn.Embedding and cross-entropy take."""
 
-    def __init__(self, stream: Any):
+    def __init__(self, stream: Any, make_batch: Any = None):
         self.stream = stream
+        self.make_batch = make_batch
 
     def __iter__(self) -> _Tokens:
         return self
 
     def __next__(self) -> tuple[np.ndarray, ...]:
-        return tuple(x.astype(np.int64) for x in next(self.stream))
+        return _as_step_batch(next(self.stream), self.make_batch)
 
     def state(self) -> dict[str, Any]:
         return self.stream.state()
@@ -70,14 +71,35 @@ class _Tokens:
         self.stream.restore(state)
 
 
+def load_cli_task(a: argparse.Namespace, vocab_size: int, n_tokens: int | None = None) -> Any:
+    """The TorchTask `--torch-model` names: `hf:CLASS` / `hf:DIR` (`shardc.frontends.hf`,
+    with `--model-config`) or `FILE.py:FACTORY`."""
+    from shardc.frontends.hf import hf_task, is_hf_spec
+    from shardc.frontends.torch_train import TorchTrainError, load_task
+
+    config = getattr(a, "model_config", None)
+    if is_hf_spec(a.torch_model):
+        return hf_task(a.torch_model, model_config=config, vocab_size=vocab_size, block_size=a.block_size, seed=a.seed, tp=a.tp, n_tokens=n_tokens)
+    if config is not None:
+        raise TorchTrainError(f"--model-config goes with --torch-model hf:CLASS (a transformers model), not {a.torch_model}")
+    return load_task(a.torch_model, vocab_size=vocab_size, block_size=a.block_size, seed=a.seed)
+
+
+def _as_step_batch(batch: Any, make_batch: Any) -> tuple[np.ndarray, ...]:
+    tokens = tuple(x.astype(np.int64) for x in batch)
+    return tokens if make_batch is None else tuple(make_batch(*tokens))
+
+
 def _train(a: argparse.Namespace, mpi: bool) -> int:
-    from shardc.frontends.torch_train import TorchTask, TorchTrainError, TorchTraining, load_task
+    from shardc.frontends.hf import dropout_note, is_hf_spec
+    from shardc.frontends.torch_train import TorchTask, TorchTrainError, TorchTraining
     from shardc.tools.train import _checkpoints, _say_resumed, _text, _tokenizer  # pyright: ignore[reportPrivateUsage]
     from shardc.training.axis import ShardingConfigError, ShardingPolicy, ShardingValidationError
     from shardc.training.checkpoint import BatchStream, CheckpointError
     from shardc.training.data import batches, split
     from shardc.training.mesh import GridError
     from shardc.training.progress import Progress
+    from shardc.training.spmd import PipelineError
     from shardc.training.train import TrainConfig, set_blas_threads
 
     world = _world() if mpi else (a.simulate or 1)
@@ -86,7 +108,7 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
     tok = _tokenizer(a, text, world)  # checks that tp divides the ranks
     try:
         policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp)
-        task: TorchTask = load_task(a.torch_model, vocab_size=tok.vocab_size, block_size=a.block_size, seed=a.seed)
+        task: TorchTask = load_cli_task(a, tok.vocab_size, tok.n_tokens)
         if task.kind != "lm":
             raise UserError(f"--torch-model {a.torch_model}: a TorchTask of kind {task.kind!r}; shardc-train trains kind 'lm'")
         train, val = split(tok.encode(text), 0.1)
@@ -94,13 +116,13 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
             raise UserError(f"the data ({len(train) + len(val)} tokens) is too short for block size {a.block_size}")
         micro = a.per_device_batch * (world // a.tp)
         held_out = batches(val, micro, a.block_size, a.seed + 1)  # as the built-in trainer's evaluate
-        evals = [tuple(x.astype(np.int64) for x in next(held_out)) for _ in range(2)]
+        evals = [_as_step_batch(next(held_out), task.make_batch) for _ in range(2)]
         sched = TrainConfig(a.per_device_batch, a.accum, a.steps, a.lr, a.lr / 10, 10, a.seed)
         opts, where = _checkpoints(a, tok)
         set_blas_threads(1)
         t0 = time.perf_counter()
         job = TorchTraining.prepare(
-            task.model, _Tokens(BatchStream(train, micro, a.block_size, a.seed)), task.loss_fn,
+            task.model, _Tokens(BatchStream(train, micro, a.block_size, a.seed), task.make_batch), task.loss_fn,
             axes=task.axes, plan=task.plan, policy=policy, world=None if mpi else world, n_inputs=task.n_inputs,
             accum=a.accum, steps=a.steps, lr=sched, no_decay=task.no_decay, eval_batches=evals,
             eval_every=a.eval_every, checkpoint=opts, resume=where, keep_text=bool(a.emit_ir) and rank == 0,
@@ -111,6 +133,8 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
         raise UserError(e.failures[0] + more) from None
     except (TorchTrainError, GridError, ShardingConfigError, CheckpointError, ValueError) as e:
         raise UserError(str(e)) from None
+    except PipelineError as e:  # every rank compiles the same step and fails the same way
+        raise UserError(f"cannot compile the training step of {type(task.model).__name__}: {' '.join(str(e).split())}") from None
     if rank == 0:
         if a.emit_ir:
             import contextlib
@@ -120,6 +144,8 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
             with _abort_on_user_error(_comm()) if mpi else contextlib.nullcontext():  # the others wait in the step
                 _emit_ir(a.emit_ir, job.program)
         print(_header(a, task, job, world, seconds), flush=True)
+        if is_hf_spec(a.torch_model) and (note := dropout_note(task.model)):
+            print(f"  {note}", flush=True)
         if job.resume is not None:
             _say_resumed(job.resume, job.config, job.grid)
     progress = Progress(a.steps, a.quiet, every=a.log_every)
@@ -131,10 +157,27 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
         from shardc.tools.train import _finish  # pyright: ignore[reportPrivateUsage]
 
         progress.close()
-        _finish(a, result, tok, progress, _title(a, task, job, world), result.state_arrays(task.model))
+        if is_hf_spec(a.torch_model):
+            _finish_pretrained(a, result, tok, progress, _title(a, task, job, world), task.model)
+        else:
+            _finish(a, result, tok, progress, _title(a, task, job, world), result.state_arrays(task.model))
         if a.sample:
             _sample(a, task, result, tok)
     return 0
+
+
+def _finish_pretrained(a: argparse.Namespace, result: Any, tok: Any, progress: Any, title: str, model: Any) -> None:
+    """A transformers model's outputs: model.safetensors as `save_pretrained` writes it
+    and config.json beside it, so `CLASS.from_pretrained(OUT)` loads the trained model."""
+    from shardc.frontends.hf import pretrained_state, write_config
+    from shardc.tools.train import _finish  # pyright: ignore[reportPrivateUsage]
+
+    _finish(a, result, tok, progress, title, pretrained_state(model, result.state_dict(model)))
+    try:
+        path = write_config(model, a.out)
+    except OSError as e:
+        raise UserError(f"cannot write to '{a.out}': {e.strerror}") from None
+    print(f"{TOOL}: wrote {path} ({type(model).__name__}.from_pretrained('{a.out}') loads the trained model)")
 
 
 def show_torch_layouts(a: argparse.Namespace) -> int:
@@ -142,7 +185,8 @@ def show_torch_layouts(a: argparse.Namespace) -> int:
     storage / compute / update layouts, checked against the grid; nothing is imported
     or compiled (for `--np N` no job is launched)."""
     from shardc.frontends.torch import MissingTorch
-    from shardc.frontends.torch_train import ParamInfo, TorchTrainError, load_task, plan_state
+    from shardc.frontends.hf import derive_layouts, is_hf_spec
+    from shardc.frontends.torch_train import ParamInfo, TorchTrainError, plan_state
     from shardc.tools.cli import under_mpi
     from shardc.tools.train import _text, _tokenizer  # pyright: ignore[reportPrivateUsage]
     from shardc.training.axis import ShardingConfigError, ShardingPolicy, ShardingValidationError
@@ -156,7 +200,7 @@ def show_torch_layouts(a: argparse.Namespace) -> int:
     try:
         policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp)
         grid = make_grid(world, a.tp)
-        task = load_task(a.torch_model, vocab_size=tok.vocab_size, block_size=a.block_size, seed=a.seed)
+        task = load_cli_task(a, tok.vocab_size, tok.n_tokens)
         params, buffers = plan_state(task.model, task.axes, task.plan, policy, grid, task.no_decay)
     except MissingTorch as e:
         raise UserError(str(e)) from None
@@ -178,6 +222,9 @@ def show_torch_layouts(a: argparse.Namespace) -> int:
         "storage: parameters between steps; compute: forward and backward; update: optimizer step, moments, gradients"
         + (f"; buffers ({', '.join(b.path for b in buffers)}) keep their compute layout" if buffers else ""),
     ]
+    if is_hf_spec(a.torch_model):
+        head.append("logical axes derived from the module types and names (shardc.frontends.hf)")
+        head += [f"note: {n}" for n in derive_layouts(task.model).notes]
     as_compute = ShardingPolicy(policy.tp, False, False)  # a buffer is stored as it is used
     print_texts([*head, *parameter_layouts(shown(params), task.plan, policy, grid), *parameter_layouts(shown(buffers), task.plan, as_compute, grid)])
     return 0

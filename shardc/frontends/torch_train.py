@@ -12,14 +12,19 @@ PyTorch's own autograd, the layouts from logical axes named by parameter FQN.
 Import (`export_train_step`): `torch.func.grad_and_value` of `loss_fn(model(*inputs),
 *targets)` over the parameters, traced with `make_fx` (functionalized, torch-mlir's
 decomposition table, SDPA in its math form: torch-mlir has no CPU backward for the
-fused kernel) and imported by `torch_mlir.fx.stateless_fx_import` as linalg-on-tensors:
+fused kernel; libraries see tracing as under torch.export, `torch.traced_as_export`, so
+transformers skips its data-dependent mask checks) and imported by
+`torch_mlir.fx.stateless_fx_import` as linalg-on-tensors:
 
     @train_step(inputs..., targets..., params(FQN)..., buffers(FQN)...) -> (loss, grads(FQN)...)
 
-Parameters and buffers are arguments, never baked constants; buffers are read-only inputs
-(a forward that updates one, like train-mode BatchNorm, is refused); the gradients of `nn.Embedding` and of
-cross-entropy come out as `tm_tensor.scatter` (shardc's TMTensor overlay runs and
-shards it).
+Parameters and buffers (non-persistent ones too: a rotary embedding's `inv_freq`) are
+arguments, never baked constants; buffers are read-only inputs (a forward that updates
+one, like train-mode BatchNorm, is refused; so is one that draws random numbers, dropout
+in training mode); `loss_fn` gets the model's output as it returns it (a transformers
+`ModelOutput`: `out.logits`), a model called the usual way, `model(input_ids)`. The
+gradients of `nn.Embedding` and of cross-entropy come out as `tm_tensor.scatter`
+(shardc's TMTensor overlay runs and shards it).
 
 Layouts (`ParamInfo`, `resolve_param_axes`): the user names each parameter's logical axes
 by FQN pattern (`re.fullmatch`); unnamed parameters and buffers are replicated. The
@@ -57,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from shardc.frontends.torch import require_torch
+from shardc.frontends.torch import require_torch, traced_as_export
 from shardc.frontends.torch_rewrite import scatters_by_position, split_shared_fills, uncollapse_batch_matmuls
 from shardc.training.axis import (
     ParamLayouts,
@@ -159,7 +164,7 @@ def export_train_step(
         _refuse_buffer_updates(model, inputs, params, buffers)
     diags: list[str] = []
     try:
-        with sdpa_kernel([SDPBackend.MATH]), warnings.catch_warnings():
+        with sdpa_kernel([SDPBackend.MATH]), traced_as_export(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gm = make_fx(torch.func.functionalize(step), decomposition_table=get_decomposition_table())(*example)
     except Exception as e:  # noqa: BLE001 - torch refused to trace the module: say why
@@ -170,14 +175,27 @@ def export_train_step(
             module = fx.stateless_fx_import(gm, output_type="linalg-on-tensors", model_name=func_name, fx_importer=_importer(diags))
     except Exception as e:  # torch-mlir refused the module: say which op
         raise TorchTrainError(f"torch-mlir cannot import the training step of {type(model).__name__}: {_reason(diags, e)}") from None
+    text = str(module)
+    refuse_random(text, model, "training step" if grads else "loss")
     dtypes = {str(p.dtype).removeprefix("torch.") for p in params.values()}
     dtype = dtypes.pop() if len(dtypes) == 1 else "float32"
     return ExportedStep(
-        str(module), func_name,
+        text, func_name,
         [f"input{i}" for i in range(n_in)], [f"target{i}" for i in range(n_tg)],
         keys, [tuple(p.shape) for p in params.values()], dtype,
         bkeys, [tuple(b.shape) for b in buffers.values()], grads,
     )
+
+
+def refuse_random(text: str, model: Any, what: str) -> None:
+    """torch-mlir imports random numbers (dropout in training mode) as a seed kept in an
+    `ml_program.global`; shardc's runtime draws none, so such a program is refused with
+    what to change."""
+    if "ml_program.global_load @global_seed" in text:
+        raise TorchTrainError(
+            f"the {what} of {type(model).__name__} draws random numbers (dropout in training mode?), which shardc does not "
+            "generate: call model.eval() to run its forward, or set its dropout probabilities to 0 to train it"
+        )
 
 
 def _refuse_buffer_updates(model: Any, inputs: Sequence[Any], params: Mapping[str, Any], buffers: Mapping[str, Any]) -> None:
@@ -643,6 +661,9 @@ class TorchTask:
     """Sampling hook for `--sample`: `generate(model, prompt_ids, n_tokens, *,
     temperature, top_k, seed, n_valid) -> ids`, run on the trained module (ids at or
     above `n_valid` are vocabulary padding, never to be drawn). None: no sampling."""
+    make_batch: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, ...]] | None = None
+    """The step's (inputs..., targets...) from the trainer's (tokens, next tokens) int64
+    batch, e.g. a masked LM's masked tokens, labels and weights. None: the batch as is."""
 
 
 def load_task(spec: str, **kwargs: Any) -> TorchTask:
@@ -707,14 +728,16 @@ class TorchTrainResult(StepLogView):
 
     def state_dict(self, model: Any) -> dict[str, Any]:
         """`model.state_dict()`'s keys (tied aliases included) with the trained values;
-        buffers as the module has them (the step never changes them)."""
+        persistent buffers as the module has them (the step never changes them)."""
         torch, _ = require_torch()
         canonical = {id(p): n for n, p in model.named_parameters()}
         out = {}
         for name, p in model.named_parameters(remove_duplicate=False):
             out[name] = torch.from_numpy(np.ascontiguousarray(self.params[canonical[id(p)]])).to(p.dtype)
+        persistent = model.state_dict().keys()  # non-persistent buffers (rotary inv_freq) are not state
         for name, b in model.named_buffers(remove_duplicate=False):
-            out[name] = b.detach().clone()
+            if name in persistent:
+                out[name] = b.detach().clone()
         return out
 
     def state_arrays(self, model: Any) -> dict[str, np.ndarray]:
@@ -1065,12 +1088,14 @@ def sharded_forward(
     policy: ShardingPolicy | None = None,
     world: int = 1,
     func_name: str = "forward",
+    exported: Any = None,
 ) -> tuple[str, list[str]]:
     """The forward of `model` as annotated MLIR text for `world` ranks under the training
     layouts (parameters arrive in storage layout and are used in compute layout, inputs
     split over `batch`), and its argument names (inputs, then parameters and buffers by
-    FQN). Run it
-    with `shardc-run --simulate N` / `mpiexec shardc-run`, or `forward_module`."""
+    FQN). Run it with `shardc-run --simulate N` / `mpiexec shardc-run`, or
+    `forward_module`. `exported`: `torch.export_module(model, inputs)`'s result, reused
+    (one import for several grids and plans; its function name is kept)."""
     from shardc.frontends.torch import export_module
     from shardc.ir.printer import module_to_string
 
@@ -1081,12 +1106,15 @@ def sharded_forward(
     except ValueError as e:
         raise TorchTrainError(str(e)) from None
     params, buffers = plan_state(model, axes or {}, plan, policy, grid)  # before the import
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            exported = export_module(model, tuple(inputs), func_name=func_name)
-    except Exception as e:  # noqa: BLE001 - torch-mlir's refusal, as one line
-        raise TorchTrainError(f"torch-mlir cannot import the forward of {type(model).__name__}: {_reason([], e)}") from None
+    if exported is None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                exported = export_module(model, tuple(inputs), func_name=func_name)
+        except Exception as e:  # noqa: BLE001 - torch-mlir's refusal, as one line
+            raise TorchTrainError(f"torch-mlir cannot import the forward of {type(model).__name__}: {_reason([], e)}") from None
+    func_name = exported.func_name
+    refuse_random(exported.text, model, "forward")
     layouts = [resolve(p.axes, plan, policy) for p in params]  # type: ignore[arg-type]
     module = _parse(exported)
     n = len(params)
@@ -1109,9 +1137,11 @@ def forward_module(
     pipeline: str | None = "shard-to-mpi-pipeline",
     **layout: Any,
 ) -> list[np.ndarray]:
-    """The global outputs of `model(*inputs)` computed sharded on `world` simulated ranks
+    """The global outputs of `model(*inputs)` (its tensors: `torch.tensor_results`, a
+    transformers model's `logits`) computed sharded on `world` simulated ranks
     (None: the MPI world) by the same plan and policy as training (`axes`, `plan`,
-    `policy` keywords); `params` (a `TorchTrainResult.params`) replaces the module's."""
+    `policy`, `exported` keywords: see `sharded_forward`); `params` (a
+    `TorchTrainResult.params`) replaces the module's."""
     size = world if world is not None else _mpi_size()
     text, names = sharded_forward(model, inputs, world=size, **layout)
     state = {n: _np(p) for n, p in [*model.named_parameters(), *model.named_buffers()]}

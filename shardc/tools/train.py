@@ -55,7 +55,8 @@ def _arg_parser() -> argparse.ArgumentParser:
     model.add_argument("--n-head", type=int, default=4)
     model.add_argument("--n-embd", type=int, default=64)
     model.add_argument("--block-size", type=int, default=32)
-    model.add_argument("--torch-model", metavar="FILE.py:FACTORY", help="train a PyTorch module instead of the built-in GPT: FILE.py defines FACTORY(vocab_size=, block_size=, seed=) returning a shardc.frontends.torch_train.TorchTask (the module, loss_fn(logits, targets), logical axes by FQN pattern, a ShardingPlan; optional no_decay patterns and a generate hook for --sample), e.g. examples/torch_gpt.py:make (more: shardc.frontends.torch_cli)")
+    model.add_argument("--torch-model", metavar="FILE.py:FACTORY", help="train a PyTorch module instead of the built-in GPT: FILE.py defines FACTORY(vocab_size=, block_size=, seed=) returning a shardc.frontends.torch_train.TorchTask (the module, loss_fn(logits, targets), logical axes by FQN pattern, a ShardingPlan; optional no_decay patterns and a generate hook for --sample), e.g. examples/torch_gpt.py:make (more: shardc.frontends.torch_cli); or hf:CLASS with --model-config (a transformers causal LM built from its config, random init) or hf:DIR (a local save_pretrained directory, offline): logical axes derived, --out gets model.safetensors + config.json for CLASS.from_pretrained (shardc.frontends.hf)")
+    model.add_argument("--model-config", metavar="CONFIG.json", help="with --torch-model hf:CLASS: a JSON object of the transformers config's fields (vocab_size defaults to the tokenizer's)")
     model.add_argument("--tokenizer", choices=("char", "bpe"), default="char", help="characters, or a byte-level BPE trained on --data (default: %(default)s)")
     model.add_argument("--vocab-size", type=int, metavar="N", help="BPE vocabulary size (default 512); the model's is rounded up to a multiple of lcm(8, data replicas)")
     io = p.add_argument_group("files")
@@ -491,6 +492,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     args = _arg_parser().parse_args(argv)
     _check_args(args)
+    if args.model_config is not None and not args.torch_model:
+        raise UserError("--model-config goes with --torch-model hf:CLASS (a transformers model's config)")
     if args.show_layouts:
         if args.torch_model:
             from shardc.frontends.torch_cli import show_torch_layouts

@@ -137,8 +137,9 @@ def local_slices(shape: Sequence[int], spec: PartitionSpec, grid: Grid, rank: in
 
 
 def local_part(x: np.ndarray, spec: PartitionSpec, grid: Grid, rank: int) -> np.ndarray:
-    """The piece of the global array `x` that `rank` holds in layout `spec`."""
-    return np.ascontiguousarray(x[local_slices(x.shape, spec, grid, rank)])
+    """The piece of the global array `x` that `rank` holds in layout `spec`, C-contiguous,
+    with `x`'s rank (a 0-d array stays 0-d: `np.ascontiguousarray` would make it (1,))."""
+    return np.require(x[local_slices(x.shape, spec, grid, rank)], requirements="C")
 
 
 def assemble(parts: Sequence[np.ndarray], shape: Sequence[int], spec: PartitionSpec, grid: Grid) -> np.ndarray:

@@ -180,6 +180,22 @@ def test_local_pieces_round_trip():
     np.testing.assert_array_equal(assemble(parts, x.shape, spec, prog.grid), x)
 
 
+def test_local_part_keeps_rank_and_contiguity():
+    """A 0-d state array (Gemma's `embed_scale` buffer) stays 0-d on every rank: the
+    compiled step checks its arguments' shapes, and `()` is not `(1,)`."""
+    from shardc.training.axis import PartitionSpec
+    from shardc.training.mesh import make_grid
+
+    grid = make_grid(4, 2)
+    scalar = np.array(3.5, dtype=np.float32)
+    parts = [local_part(scalar, PartitionSpec(), grid, r) for r in range(4)]
+    assert all(type(p) is np.ndarray and p.shape == () and p.dtype == np.float32 and float(p) == 3.5 for p in parts)
+    transposed = np.arange(24, dtype=np.float32).reshape(4, 6).T  # not C-contiguous
+    part = local_part(transposed, PartitionSpec("shard", None), grid, 1)
+    assert part.flags.c_contiguous and part.shape == (3, 4)
+    np.testing.assert_array_equal(part, transposed[3:])
+
+
 def test_eval_runs_without_update_on_ranks():
     prog = program(2, 2, True, True)
     params = init_params(CFG, 0)

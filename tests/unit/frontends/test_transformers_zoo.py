@@ -1,0 +1,357 @@
+"""Hugging Face `transformers` models exactly as their classes build them (small configs,
+random init, no downloads) and as users call them, `model(input_ids)` without an
+attention mask, through shardc's torch frontend, against PyTorch's own numbers (float32).
+
+- forward: unsharded, data parallel on 2 and 4 simulated ranks, Megatron tensor
+  parallel on a 2x2 grid (attention and MLP input projections split by output features,
+  their output projections by input features, over `shard`); error relative to the
+  output's magnitude;
+- training (the decoders): 3 AdamW steps on 1 rank and on 2 data-parallel ranks equal to
+  `torch.optim.AdamW` (losses and parameters);
+- what the import had to learn: non-persistent buffers (rotary `inv_freq`, BERT's
+  `position_ids`), a `ModelOutput` with a cache in it, every `attn_implementation`,
+  Gemma's 0-d `embed_scale` buffer, transformers' data-dependent mask checks under the
+  training import's `make_fx`.
+
+A family is one row of FAMILIES. Left out, for reasons other engineers own: OPT and
+RoBERTa (`cumsum` position ids: `tm_tensor.scan`), BERT's training step (the
+`tm_tensor.scatter` of its token-type embedding's gradient in propagation), ViT and
+ResNet (convolutions).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="needs the [torch] extra: pip install -e '.[torch]'")
+pytest.importorskip("torch_mlir", reason="needs the [torch] extra: pip install -e '.[torch]'")
+transformers = pytest.importorskip("transformers", reason="needs transformers (the [torch] extra)")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from shardc.frontends.torch import export_module  # noqa: E402
+from shardc.frontends.torch_train import TorchTrainError, export_train_step, forward_module, train_module  # noqa: E402
+from shardc.training.axis import ShardingPlan, ShardingPolicy  # noqa: E402
+
+BATCH, SEQ = 4, 8
+FORWARD_TOL = 1e-5  # max |shardc - torch| / max |torch|, float32
+MEGATRON_PLAN = ShardingPlan(tp_rules={"attn": "shard", "mlp": "shard"})
+
+COLUMN, ROW = ("attn", None), (None, "attn")  # nn.Linear weights: [out, in]
+MLP_COLUMN, MLP_ROW = ("mlp", None), (None, "mlp")
+
+
+def _linear_axes(column: str, row: str, mlp_column: str, mlp_row: str, attn_bias: bool, mlp_bias: bool) -> dict[str, tuple]:
+    """Megatron's split of nn.Linear layers named by regular expressions: attention
+    q/k/v by output features and its output projection by input features; the MLP's
+    input projections by output features and its output projection by input features
+    (biases of the column-split layers with their outputs)."""
+    axes = {rf".*\.({column})\.weight": COLUMN, rf".*\.({row})\.weight": ROW, rf".*\.({mlp_column})\.weight": MLP_COLUMN, rf".*\.({mlp_row})\.weight": MLP_ROW}
+    if attn_bias:
+        axes[rf".*\.({column})\.bias"] = ("attn",)
+    if mlp_bias:
+        axes[rf".*\.({mlp_column})\.bias"] = ("mlp",)
+    return axes
+
+
+LLAMA_AXES = _linear_axes("q_proj|k_proj|v_proj", "o_proj", "gate_proj|up_proj", "down_proj", attn_bias=False, mlp_bias=False)
+QWEN2_AXES = _linear_axes("q_proj|k_proj|v_proj", "o_proj", "gate_proj|up_proj", "down_proj", attn_bias=True, mlp_bias=False)
+# GPT-2's Conv1D weights are [in, out]; c_attn is q, k and v fused along its output.
+GPT2_AXES = {
+    r".*\.attn\.c_attn\.weight": (None, "attn"), r".*\.attn\.c_attn\.bias": ("attn",), r".*\.attn\.c_proj\.weight": ("attn", None),
+    r".*\.mlp\.c_fc\.weight": (None, "mlp"), r".*\.mlp\.c_fc\.bias": ("mlp",), r".*\.mlp\.c_proj\.weight": ("mlp", None),
+}
+BERT_AXES = {
+    r".*\.attention\.self\.(query|key|value)\.weight": COLUMN, r".*\.attention\.self\.(query|key|value)\.bias": ("attn",),
+    r".*\.attention\.output\.dense\.weight": ROW,
+    r".*\.intermediate\.dense\.weight": MLP_COLUMN, r".*\.intermediate\.dense\.bias": ("mlp",), r".*\.layer\.\d+\.output\.dense\.weight": MLP_ROW,
+}
+BART_AXES = _linear_axes("q_proj|k_proj|v_proj", "out_proj", "fc1", "fc2", attn_bias=True, mlp_bias=True)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One transformers family: how to build it (given an `attn_implementation`, None
+    for the class default), the Megatron axes, its vocabulary, whether it trains here."""
+
+    build: Callable[[str | None], Any]
+    axes: dict[str, tuple]
+    split_weights: int
+    """How many weights the axes split (every attention and MLP projection)."""
+    vocab: int
+    trains: bool = True
+    attn_implementations: tuple[str | None, ...] = (None,)
+
+
+def _config(cls: type, attn: str | None, **kw: Any) -> Any:
+    if attn is not None:
+        kw["attn_implementation"] = attn
+    return cls(**kw)
+
+
+def _llama(attn):
+    return transformers.LlamaForCausalLM(_config(
+        transformers.LlamaConfig, attn, vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    ))
+
+
+def _qwen2(attn):
+    return transformers.Qwen2ForCausalLM(_config(
+        transformers.Qwen2Config, attn, vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    ))
+
+
+def _gemma(attn):
+    return transformers.GemmaForCausalLM(_config(
+        transformers.GemmaConfig, attn, vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64,
+    ))
+
+
+def _gpt2(attn):
+    return transformers.GPT2LMHeadModel(_config(
+        transformers.GPT2Config, attn, vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=16,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+    ))
+
+
+def _bert(attn):
+    return transformers.BertForMaskedLM(_config(
+        transformers.BertConfig, attn, vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, max_position_embeddings=16, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    ))
+
+
+def _bart(attn):
+    return transformers.BartForConditionalGeneration(_config(
+        transformers.BartConfig, attn, vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_position_embeddings=16, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+    ))
+
+
+ATTN_ALL = (None, "eager", "sdpa")
+FAMILIES = {
+    "llama": Family(_llama, LLAMA_AXES, 2 * 7, 64, attn_implementations=ATTN_ALL),  # GQA: 4 heads, 2 kv heads
+    "qwen2": Family(_qwen2, QWEN2_AXES, 2 * 7, 96),  # q/k/v biases
+    "gemma": Family(_gemma, LLAMA_AXES, 2 * 7, 64),  # 0-d embed_scale buffer
+    "gpt2": Family(_gpt2, GPT2_AXES, 2 * 4, 64, attn_implementations=ATTN_ALL),  # fused Conv1D c_attn
+    "bert": Family(_bert, BERT_AXES, 2 * 6, 64, trains=False),  # masked LM, encoder; training: zoo-scan's scatter fix
+    "bart": Family(_bart, BART_AXES, 6 + 10, 64, trains=False),  # encoder-decoder: decoder inputs shifted from input_ids
+}
+TRAINED = [name for name, f in FAMILIES.items() if f.trains]
+FORWARD_CASES = [(name, attn) for name, f in FAMILIES.items() for attn in f.attn_implementations]
+
+
+def _ids(vocab: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, vocab, (BATCH, SEQ), generator=torch.Generator().manual_seed(seed))
+
+
+def _built(name: str, attn: str | None = None) -> Any:
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return FAMILIES[name].build(attn)
+
+
+# ---------------------------------------------------------------------------------------
+# Forward
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class ForwardCase:
+    model: Any
+    ids: torch.Tensor
+    exported: Any
+    want: list[np.ndarray]
+
+
+_forward_cases: dict[tuple[str, str | None], ForwardCase] = {}
+
+
+def _forward_case(name: str, attn: str | None) -> ForwardCase:
+    """The model in eval mode (inference: no dropout), its one export (shared by every
+    grid) and PyTorch's output tensors."""
+    key = (name, attn)
+    if key not in _forward_cases:
+        model = _built(name, attn).eval()
+        ids = _ids(FAMILIES[name].vocab)
+        exported = export_module(model, (ids,))
+        with torch.no_grad():
+            out = model(ids)
+        want = [out[k].numpy() for k in exported.result_names]
+        _forward_cases[key] = ForwardCase(model, ids, exported, want)
+    return _forward_cases[key]
+
+
+def _assert_forward(case: ForwardCase, got: list[np.ndarray]) -> None:
+    assert len(got) == len(case.want)
+    for name, g, w in zip(case.exported.result_names, got, case.want):
+        assert g.shape == w.shape, name
+        err = float(np.abs(g - w).max() / np.abs(w).max())
+        assert err < FORWARD_TOL, f"{name}: error {err:.2e} relative to the output's magnitude"
+
+
+@pytest.mark.parametrize("name, attn", FORWARD_CASES, ids=[f"{n}-{a or 'default'}" for n, a in FORWARD_CASES])
+def test_forward_unsharded(name, attn):
+    case = _forward_case(name, attn)
+    assert case.exported.result_names[0] == "logits"
+    _assert_forward(case, forward_module(case.model, [case.ids], world=1, exported=case.exported))
+
+
+GRIDS = {
+    # name: (world, policy, with the Megatron axes)
+    "dp2": (2, ShardingPolicy(tp=1, zero=False), False),
+    "dp4": (4, ShardingPolicy(tp=1, zero=False), False),
+    "megatron-2x2": (4, ShardingPolicy(tp=2, zero=False), True),
+}
+
+
+@pytest.mark.parametrize("grid", list(GRIDS))
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_forward_sharded(name, grid):
+    world, policy, megatron = GRIDS[grid]
+    case = _forward_case(name, None)
+    layout: dict[str, Any] = {"policy": policy}
+    if megatron:
+        layout |= {"axes": FAMILIES[name].axes, "plan": MEGATRON_PLAN}
+    _assert_forward(case, forward_module(case.model, [case.ids], world=world, exported=case.exported, **layout))
+
+
+def test_megatron_axes_split_every_projection():
+    """The Megatron rows name real parameters: every attention and MLP projection
+    weight of every layer is split, along the dimension its role says."""
+    from shardc.frontends.torch_train import resolve_param_axes
+
+    for name, family in FAMILIES.items():
+        model = _built(name)
+        named = list(model.named_parameters())
+        infos = resolve_param_axes([n for n, _ in named], [tuple(p.shape) for _, p in named], family.axes, MEGATRON_PLAN)
+        weights = [i for i in infos if i.path.endswith("weight") and any(a is not None for a in i.axes)]
+        assert len(weights) == family.split_weights, (name, [i.path for i in weights])
+        assert {a for i in weights for a in i.axes} == {None, "attn", "mlp"}, name
+
+
+# ---------------------------------------------------------------------------------------
+# What the import had to learn
+# ---------------------------------------------------------------------------------------
+
+
+def test_non_persistent_buffers_are_arguments():
+    """BERT's `position_ids`/`token_type_ids` and Llama's rotary `inv_freq` are
+    registered with persistent=False (not in the state dict): they are read-only
+    arguments after the parameters, named by FQN, never baked constants."""
+    for name, buffers in (("bert", {"bert.embeddings.position_ids", "bert.embeddings.token_type_ids"}), ("llama", {"model.rotary_emb.inv_freq"})):
+        model = _forward_case(name, None).model
+        assert buffers <= set(dict(model.named_buffers())) and not buffers & set(model.state_dict())
+        exported = _forward_case(name, None).exported
+        assert buffers <= set(exported.param_names[len(list(model.parameters())) :])
+
+
+def test_cache_is_not_a_result():
+    """A decoder with use_cache on (its default) returns a DynamicCache: the export's
+    results are the output's tensors, the cache dropped; an encoder-decoder gives
+    its logits and the encoder's last hidden state."""
+    llama = _forward_case("llama", None)
+    assert llama.model.config.use_cache
+    with torch.no_grad():
+        assert llama.model(llama.ids).past_key_values is not None
+    assert llama.exported.result_names == ["logits"]
+    assert _forward_case("bart", None).exported.result_names == ["logits", "encoder_last_hidden_state"]
+
+
+def test_zero_dim_buffer_trains():
+    """Gemma's `embed_scale` is a 0-d buffer: it reaches every rank's compiled step as
+    shape ()."""
+    model = _built("gemma")
+    assert dict(model.named_buffers())["model.embed_tokens.embed_scale"].shape == ()
+    ids = _ids(64)
+    result = train_module(model, [(ids, ids)], _causal_lm_loss, world=2, steps=1, lr=1e-2)
+    assert np.isfinite(result.losses[0])
+
+
+def test_training_import_sees_tracing_like_torch_export():
+    """With no cache, transformers checks `padding_mask.all()` unless it is being
+    traced: the training import traces as torch.export does, so the step has no
+    data-dependent scalar; the tracing flags are back to false afterwards."""
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, use_cache=False,
+    ))
+    ids = _ids(64)
+    step = export_train_step(model, [ids], [ids], _causal_lm_loss)
+    assert "_local_scalar_dense" not in step.text and step.result_names[0] == "loss"
+    assert not torch.compiler.is_compiling() and not torch.compiler.is_exporting()
+
+
+def test_dropout_in_training_mode_is_refused_in_one_line():
+    """GPT-2 as built (training mode, dropout 0.1) draws random numbers: one line that
+    says what to change, for the forward and for the training step."""
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=1, n_head=4, n_positions=16))
+    ids = _ids(64)
+    with pytest.raises(TorchTrainError, match=r"the forward of GPT2LMHeadModel draws random numbers .* model\.eval\(\)"):
+        forward_module(model, [ids], world=1)
+    with pytest.raises(TorchTrainError, match=r"the training step of GPT2LMHeadModel draws random numbers .* dropout probabilities to 0"):
+        export_train_step(model, [ids], [ids], _causal_lm_loss)
+
+
+# ---------------------------------------------------------------------------------------
+# Training against torch.optim.AdamW
+# ---------------------------------------------------------------------------------------
+
+STEPS, LR = 3, 1e-2
+
+
+def _causal_lm_loss(out, targets):
+    return F.cross_entropy(out.logits.flatten(0, 1), targets.flatten())
+
+
+def _batches(vocab: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(_ids(vocab, 10 + s), _ids(vocab, 20 + s)) for s in range(STEPS)]
+
+
+_references: dict[str, tuple[list[float], dict[str, np.ndarray]]] = {}
+
+
+def _reference(name: str) -> tuple[list[float], dict[str, np.ndarray]]:
+    """The model trained by torch.optim.AdamW (torch's defaults, as TORCH_ADAMW)."""
+    if name not in _references:
+        model = _built(name)
+        opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+        losses = []
+        for ids, targets in _batches(FAMILIES[name].vocab):
+            opt.zero_grad()
+            loss = _causal_lm_loss(model(ids), targets)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        _references[name] = losses, {k: v.detach().numpy().copy() for k, v in model.named_parameters()}
+    return _references[name]
+
+
+@pytest.mark.parametrize("world", [1, 2], ids=["1rank", "dp2"])
+@pytest.mark.parametrize("name", TRAINED)
+def test_training_equals_torch_adamw(name, world):
+    model = _built(name)  # as built: training mode, use_cache on
+    before = copy.deepcopy(model.state_dict())
+    result = train_module(model, _batches(FAMILIES[name].vocab), _causal_lm_loss, world=world, policy=ShardingPolicy(tp=1, zero=False), steps=STEPS, lr=LR)
+    want_losses, want = _reference(name)
+    np.testing.assert_allclose(result.losses, want_losses, rtol=1e-5)
+    assert set(result.params) == set(want)
+    for k, w in want.items():
+        err = float(np.abs(result.params[k] - w).max() / max(np.abs(w).max(), 1e-6))
+        assert err < 1e-4, f"{k}: error {err:.2e} relative to the parameter's magnitude"
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())  # the module is not changed
