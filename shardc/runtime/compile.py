@@ -27,7 +27,8 @@ from xdsl.dialects.builtin import ModuleOp, UnknownLoc
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
-from shardc.runtime.codegen_safe import UnsafeCodeError, check_code, display, py_hint, py_identifier, py_literal
+from shardc.ir.escape import display
+from shardc.runtime.codegen_safe import UnsafeCodeError, check_code, py_hint, py_identifier, py_literal
 from shardc.runtime.dtypes import is_shaped
 from shardc.runtime.compiled import (  # noqa: F401  (re-exported)
     ArgSpec,
@@ -358,7 +359,18 @@ def compile_module(
     source = "\n".join(cg.prelude + chunks) + "\n"
     filename = f"<shardc-runtime:{py_hint(name, 'module')}:{next(_module_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    code = compile(source, filename, "exec")
+    try:
+        code = compile(source, filename, "exec")
+    except (SyntaxError, RecursionError, MemoryError) as e:
+        # Python's own limits on the generated code: 100 levels of indentation (one per
+        # nested region), 20 nested loops, its parser's recursion. The input is too deep.
+        if isinstance(e, SyntaxError) and "nested" not in str(e) and "indentation" not in str(e):
+            raise
+        detail = e.msg if isinstance(e, SyntaxError) else type(e).__name__
+        raise CompileError(
+            f"runtime: the program is nested too deeply to compile ({detail}): "
+            "the generated Python allows about 100 nested regions"
+        ) from None
     _check_code(code)
     namespace = dict(cg.globals)
     exec(code, namespace)
