@@ -194,7 +194,8 @@ def _compile(module: ModuleOp, name: str) -> Any:
     try:
         return compile_module(module, name)
     except DiagnosticException as e:
-        diagnostics.emit(None, diagnostics.Severity.ERROR, f"runtime: {e}")
+        text = str(e)
+        diagnostics.emit(None, diagnostics.Severity.ERROR, text if text.startswith("runtime: ") else f"runtime: {text}")
         raise Reported() from None
     except Exception as e:  # noqa: BLE001
         report_crash(module, "the runtime compiler", e)

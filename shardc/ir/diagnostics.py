@@ -60,11 +60,6 @@ class Diagnostic:
         return note
 
 
-class FailureReport(Exception):
-    """A failure whose message is already the whole report for a user (a located
-    diagnostic, or one line): a tool prints it as it is (escaped) and exits 1."""
-
-
 class DiagnosticError(DiagnosticException):
     """Raised to abort the parse, verifier or pass with a located diagnostic."""
 

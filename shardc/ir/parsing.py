@@ -32,11 +32,23 @@ _TOO_MANY_DIGITS = re.compile(r"Exceeds the limit \((\d+) digits\).*?has (\d+) d
 
 def input_problem(exc: BaseException) -> str | None:
     """What is wrong with the input, for the exceptions that bad input (not a compiler
-    bug) raises from parser, verifier or pass code; None for any other exception."""
+    bug) raises from parser, verifier, pass or runtime code, or that caused the given
+    exception (a rank's failure wraps it); None for any other exception."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if (problem := _own_problem(cause)) is not None:
+            return problem
+        cause = cause.__cause__
+    return None
+
+
+def _own_problem(exc: BaseException) -> str | None:
     if isinstance(exc, RecursionError):
         return "the program is nested too deeply (regions, blocks or attributes beyond Python's recursion limit)"
     if isinstance(exc, MemoryError):
-        return f"out of memory{_memory_detail(exc)}: the program (or a constant in it) is too large for this machine"
+        return f"out of memory{_memory_detail(exc)}: too large for this machine"
     if isinstance(exc, ValueError | OverflowError):
         text = str(exc)
         if m := _OUT_OF_RANGE.search(text):
@@ -49,9 +61,11 @@ def input_problem(exc: BaseException) -> str | None:
 
 
 def _memory_detail(exc: BaseException) -> str:
-    text = str(exc)
-    m = re.search(r"allocate ([0-9.]+ [KMGTP]?i?B)", text)
-    return f" (allocating {m.group(1)})" if m else ""
+    """numpy's size and shape of the array it could not allocate, when it says."""
+    m = re.search(r"allocate ([0-9.]+ [KMGTP]?i?B)(?: for an array with shape (\([0-9, ]*\)))?", str(exc))
+    if m is None:
+        return ""
+    return f" (allocating {m.group(1)}{f' for shape {m.group(2)}' if m.group(2) else ''})"
 
 
 def _span_loc(name: str, span: Span) -> FileLineColLoc:

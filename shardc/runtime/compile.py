@@ -361,16 +361,8 @@ def compile_module(
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
         code = compile(source, filename, "exec")
-    except (SyntaxError, RecursionError, MemoryError) as e:
-        # Python's own limits on the generated code: 100 levels of indentation (one per
-        # nested region), 20 nested loops, its parser's recursion. The input is too deep.
-        if isinstance(e, SyntaxError) and "nested" not in str(e) and "indentation" not in str(e):
-            raise
-        detail = e.msg if isinstance(e, SyntaxError) else type(e).__name__
-        raise CompileError(
-            f"runtime: the program is nested too deeply to compile ({detail}): "
-            "the generated Python allows about 100 nested regions"
-        ) from None
+    except (SyntaxError, RecursionError) as e:
+        raise too_deep(e) from None
     _check_code(code)
     namespace = dict(cg.globals)
     exec(code, namespace)
@@ -437,12 +429,27 @@ def _check_code(code: object) -> None:
         raise CompileError(f"runtime: internal error: {e}: an emitter let IR text into the generated code") from None
 
 
+def too_deep(e: SyntaxError | RecursionError) -> Exception:
+    """Python's own limits on generated code (100 levels of indentation, one per nested
+    region; 20 nested loops; its parser's recursion) as the input's problem; any other
+    SyntaxError stays what it is, a bug of an emitter."""
+    if isinstance(e, SyntaxError) and "nested" not in str(e) and "indentation" not in str(e):
+        return e
+    detail = e.msg if isinstance(e, SyntaxError) else type(e).__name__
+    return CompileError(
+        f"runtime: the program is nested too deeply to compile ({detail}): the generated Python allows about 100 nested regions"
+    )
+
+
 def _free_dead_values(source: str) -> str:
     """Insert `del` after the last top-level statement that mentions a local array, so
     large intermediates are freed as soon as they are dead (as numpy code written by hand
     would), not when the function returns. (The code is checked once compiled:
     `_check_code`.)"""
-    tree = ast.parse(source)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, RecursionError) as e:
+        raise too_deep(e) from None
     fn = tree.body[0]
     assert isinstance(fn, ast.FunctionDef)
     lines = source.split("\n")

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from shardc.ir.diagnostics import FailureReport
+from shardc.errors import FailureReport
 
 
 class ProgramError(FailureReport):

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from xdsl.dialects.builtin import ModuleOp
 
+from shardc.errors import FailureReport, ReportedElsewhere
 from shardc.ir import diagnostics
 
 
@@ -49,9 +50,9 @@ def run_tool(tool: str, body: Callable[[], int]) -> int:
     except UserError as e:
         sys.stderr.write(f"{tool}: error: {display(str(e))}\n")  # one line, IR names escaped
         return 1
-    except Reported:
+    except (Reported, ReportedElsewhere):
         return 1
-    except diagnostics.FailureReport as e:
+    except FailureReport as e:
         text = str(e).rstrip("\n")
         prefix = "" if ": error: " in text.split("\n", 1)[0] else f"{tool}: error: "
         sys.stderr.write(prefix + display(text, keep_newlines=True) + "\n")

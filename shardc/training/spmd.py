@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shardc.ir.diagnostics import FailureReport
+from shardc.errors import FailureReport
 from shardc.training.axis import ParamLayouts, PartitionSpec, ShardingPlan, ShardingPolicy, StateBytes, resolve
 from shardc.training.gpt import GPTConfig, InitialParams, ParamSpec, param_specs
 from shardc.training.mesh import MESH_AXES, Grid
