@@ -261,6 +261,8 @@ def _grid_size(module: ModuleOp) -> int:
             if any(d is None or d < 0 for d in shape):
                 raise VerifyError(f"grid @{op.sym_name.data} has dynamic dimensions: give the number of ranks (--simulate N)")
             sizes.append(math.prod(shape))
+            if sizes[-1] == 0:
+                raise VerifyError(f"grid @{op.sym_name.data} has no devices (a dimension of size 0)")
     return max(sizes, default=1)
 
 

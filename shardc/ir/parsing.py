@@ -46,7 +46,7 @@ def input_problem(exc: BaseException) -> str | None:
 
 def _own_problem(exc: BaseException) -> str | None:
     if isinstance(exc, RecursionError):
-        return "the program is nested too deeply (regions, blocks or attributes beyond Python's recursion limit)"
+        return "the program is nested too deeply (regions, blocks, attributes or calls beyond Python's recursion limit)"
     if isinstance(exc, MemoryError):
         return f"out of memory{_memory_detail(exc)}: too large for this machine"
     if isinstance(exc, ValueError | OverflowError):

@@ -325,7 +325,14 @@ def run_main(args: list[str], data: bytes | None = None, recording: Recording | 
     except BrokenPipeError:
         return 1
     except Exception as exc:  # noqa: BLE001 - the last line of defence
-        sys.stderr.write(f"{TOOL}: internal error: {type(exc).__name__}: {exc} (please report)\n")
+        from shardc.ir.escape import display
+        from shardc.ir.parsing import input_problem
+
+        problem = input_problem(exc)  # an input too large or too deep: its problem, not a bug
+        if problem is not None:
+            sys.stderr.write(f"{TOOL}: error: {problem}\n")
+        else:
+            sys.stderr.write(f"{TOOL}: internal error: {display(f'{type(exc).__name__}: {exc}')} (please report)\n")
         if os.environ.get("SHARDC_DEBUG"):
             import traceback
 

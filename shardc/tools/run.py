@@ -500,7 +500,14 @@ def _int_bounds(low: float | None, high: float | None, dtype: np.dtype, what: st
 
 def _check(value: Any, dtype: np.dtype, shape: tuple[int, ...] | None, what: str) -> Any:
     if shape is None:
-        arr = np.asarray(value)
+        if dtype.kind in "iu" and isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
+            info = np.iinfo(dtype)
+            if not (math.isfinite(value) and info.min <= value <= info.max):
+                raise UserError(f"{what}: {value} is out of range for {dtype} ([{info.min}, {info.max}])")
+        try:
+            arr = np.asarray(value)
+        except OverflowError:
+            raise UserError(f"{what}: {value} is out of range for {dtype}") from None
         if arr.ndim != 0:
             raise UserError(f"{what}: expected a scalar, got an array of shape {arr.shape}")
         return arr.astype(dtype)[()]
@@ -658,7 +665,10 @@ def input_specs(prog: Program, given: Sequence[str], world: int, npz: str | None
         name, eq, spec = item.partition("=")
         if not eq or not name or not spec:
             raise UserError(f"bad --input '{item}': expected NAME=SPEC")
-        by_name[name.strip().lstrip("%")] = spec.strip()
+        key = name.strip().lstrip("%")
+        if key in by_name:
+            raise UserError(f"--input {key} is given twice: give it once")
+        by_name[key] = spec.strip()
     arrays = load_npz(npz) if npz is not None else {}
     keys_of = [[b.label.lstrip("%"), str(k), f"arg{k}"] for k, b in enumerate(prog.args)]
     positional = _positional(arrays, keys_of, npz)
@@ -667,7 +677,10 @@ def input_specs(prog: Program, given: Sequence[str], world: int, npz: str | None
     used_arrays: set[str] = set()
     for k, b in enumerate(prog.args):
         keys = keys_of[k]
-        key = next((x for x in keys if x in by_name), None)
+        given = [x for x in dict.fromkeys(keys) if x in by_name]
+        if len(given) > 1:
+            raise UserError(f"--input {given[0]} and --input {given[1]} both name {b.label} (argument #{k}): give one")
+        key = given[0] if given else None
         if key is None:
             from_npz = positional[k] if positional is not None and k < len(positional) else next((x for x in keys if x in arrays), None)
             if from_npz is None:

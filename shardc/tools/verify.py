@@ -22,7 +22,7 @@ import math
 import sys
 from collections.abc import Sequence
 
-from shardc.tools.cli import ArgParser, UserError, run_tool, under_mpi
+from shardc.tools.cli import ArgParser, Reported, UserError, run_tool, under_mpi
 from shardc.tools.run import read_program
 
 TOOL = "shardc-verify"
@@ -77,13 +77,19 @@ def _main(argv: list[str]) -> int:
         raise UserError("--rtol and --atol must be finite and not negative")
     if args.seed < 0:
         raise UserError(f"--seed must not be negative, got {args.seed}")
-    text = read_program(args.program)
-    options = dict(entry=args.entry, pipeline=args.pipeline, stage=args.stage, seed=args.seed, rtol=args.rtol, atol=args.atol, name=args.program)
-    if args.inputs is not None:
-        from shardc.tools.run import load_npz
+    mpi = args.simulate is None and under_mpi()
+    try:
+        text = read_program(args.program)
+        options = dict(entry=args.entry, pipeline=args.pipeline, stage=args.stage, seed=args.seed, rtol=args.rtol, atol=args.atol, name=args.program)
+        if args.inputs is not None:
+            from shardc.tools.run import load_npz
 
-        options["inputs"] = load_npz(args.inputs)
-    if args.simulate is None and under_mpi():
+            options["inputs"] = load_npz(args.inputs)
+    except UserError:
+        if mpi and _rank() != 0:  # every rank has it: rank 0 says it
+            raise Reported() from None
+        raise
+    if mpi:
         from mpi4py import MPI
 
         report = verify_mpi(text, **options)
@@ -93,6 +99,12 @@ def _main(argv: list[str]) -> int:
             raise UserError(report.message.removeprefix("error: "))
         return _report(report)
     return _report(verify(text, ranks=args.simulate, **options))
+
+
+def _rank() -> int:
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_rank()
 
 
 if __name__ == "__main__":

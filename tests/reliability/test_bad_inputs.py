@@ -164,6 +164,7 @@ RUN_INPUTS = [
     (["vec.mlir", "--input", "a=text.txt"], r"input %a: 'text.txt' is not a \.npy file"),
     (["vec.mlir", "--input", "a=objects.npy"], r"holds Python objects, which are not loaded"),
     (["vec.mlir", "--input", "a=zeros", "--input", "zz=zeros"], r"--input zz: @main has no such argument \(arguments: %a\)"),
+    (["vec.mlir", "--input", "a=zeros", "--input", "0=ones"], r"--input a and --input 0 both name %a \(argument #0\): give one"),
 ]
 
 
