@@ -11,7 +11,9 @@ The inputs (issue #32's list, and those found trying more):
   inputs: `--input a=random` on an array of 400 TB; a dimension beyond numpy's index
           range; 70 dimensions (numpy allows 64); a truncated .npz; a text file as
           --inputs or as a .npy; arrays of Python objects (never unpickled); a
-          directory; `--input zz=zeros` naming no argument.
+          directory; `--input zz=zeros` naming no argument; an --input given twice
+          or under two names of one argument; a scalar outside its integer type;
+          a grid of 0 devices (shardc-verify ran 0 ranks into an IndexError).
   train:  a BPE vocabulary of 10^11 (tokenizers panics in Rust); a parameter past the
           initialiser's 2**32 elements; a --torch-model that is not a .py file.
 """
@@ -149,6 +151,12 @@ def files(tmp_path: Path) -> Path:
     np.save(tmp_path / "objects.npy", np.array([{"x": 1}], dtype=object), allow_pickle=True)
     np.savez(tmp_path / "objects.npz", a=np.array([{"x": 1}], dtype=object))
     (tmp_path / "adir").mkdir()
+    (tmp_path / "scalar.mlir").write_text("func.func @main(%s: i32) -> i32 {\n  return %s : i32\n}\n")
+    (tmp_path / "nodevices.mlir").write_text(
+        "shard.grid @grid(shape = 0)\nfunc.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+        "  %s = shard.sharding @grid split_axes = [[]] : !shard.sharding\n"
+        "  %a0 = shard.shard %a to %s : tensor<4xf32>\n  return %a0 : tensor<4xf32>\n}\n"
+    )
     return tmp_path
 
 
@@ -164,6 +172,9 @@ RUN_INPUTS = [
     (["vec.mlir", "--input", "a=text.txt"], r"input %a: 'text.txt' is not a \.npy file"),
     (["vec.mlir", "--input", "a=objects.npy"], r"holds Python objects, which are not loaded"),
     (["vec.mlir", "--input", "a=zeros", "--input", "zz=zeros"], r"--input zz: @main has no such argument \(arguments: %a\)"),
+    (["vec.mlir", "--input", "a=zeros", "--input", "a=ones"], r"--input a is given twice"),
+    (["scalar.mlir", "--input", "s=99999999999999999999"], r"input %s: 99999999999999999999 is out of range for int32"),
+    (["scalar.mlir", "--input", "s=1e999"], r"input %s: inf is out of range for int32"),
     (["vec.mlir", "--input", "a=zeros", "--input", "0=ones"], r"--input a and --input 0 both name %a \(argument #0\): give one"),
 ]
 
@@ -182,6 +193,7 @@ def test_bad_run_input_is_one_line(files: Path, args: list[str], message: str) -
         (["dimbig.mlir"], r"beyond what numpy can allocate"),
         (["vec.mlir", "--inputs", "truncated.npz"], r"damaged or truncated \.npz file"),
         (["vec.mlir", "--inputs", "text.txt"], r"is not a \.npz file"),
+        (["nodevices.mlir"], r"grid @grid has no devices \(a dimension of size 0\)"),
     ],
 )
 def test_bad_verify_input_is_one_line(files: Path, args: list[str], message: str) -> None:
