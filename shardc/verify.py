@@ -269,13 +269,13 @@ def _grid_size(module: ModuleOp) -> int:
 def random_inputs(prog: Any, seed: int) -> list[Any]:
     """One global random value per entry argument, of its type (normal floats, small
     integers, booleans); deterministic in `seed`."""
-    from shardc.tools.run import _np_type, _random, allocating  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import RANDOM_SCRATCH, _np_type, _random, allocating  # pyright: ignore[reportPrivateUsage]
 
     out = []
     for k, b in enumerate(prog.args):
         dtype, shape = _np_type(b.type)
         what = f"input {b.label}"
-        out.append(allocating(lambda: _random({"seed": str(seed * 7919 + k)}, dtype, shape, what), shape, dtype, what))
+        out.append(allocating(lambda: _random({"seed": str(seed * 7919 + k)}, dtype, shape, what), shape, dtype, what, RANDOM_SCRATCH))
     return out
 
 

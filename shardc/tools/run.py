@@ -556,19 +556,26 @@ def _gib(nbytes: int) -> str:
     return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
 
-def check_allocation(shape: Sequence[int] | None, dtype: np.dtype, what: str) -> None:
+RANDOM_SCRATCH = 8
+"""Bytes per element `_random` needs besides the result: numpy draws in float64 or int64."""
+
+
+def check_allocation(shape: Sequence[int] | None, dtype: np.dtype, what: str, scratch: int = 0) -> None:
     """UserError (one line with the size) for an array this machine cannot hold: more
-    bytes than its physical memory, or more elements than numpy can index. Checked
-    before numpy is asked, whose MemoryError would say it with a traceback."""
+    bytes than its physical memory (with `scratch` bytes per element of temporaries),
+    or more elements than numpy can index. Checked before numpy is asked, whose
+    MemoryError would say it with a traceback (or Linux's OOM killer, without a word)."""
     if shape is None or any(s < 0 for s in shape):
         return
-    nbytes = math.prod(shape) * dtype.itemsize
+    nbytes = math.prod(shape) * (dtype.itemsize + scratch)
     desc = "x".join(map(str, shape)) or "scalar"
     if math.prod(shape) > np.iinfo(np.intp).max or nbytes > np.iinfo(np.intp).max:
         raise UserError(f"{what}: {desc} {dtype} is beyond what numpy can allocate ({math.prod(shape)} elements)")
     total = physical_memory()
     if total is not None and nbytes > total:
-        raise UserError(f"{what}: {desc} {dtype} needs {_gib(nbytes)}, more than this machine's {_gib(total)} of memory")
+        array = math.prod(shape) * dtype.itemsize
+        making = f" ({_gib(nbytes)} while it is made)" if scratch else ""
+        raise UserError(f"{what}: {desc} {dtype} is {_gib(array)}{making}, more than this machine's {_gib(total)} of memory")
 
 
 def physical_memory() -> int | None:
@@ -579,9 +586,9 @@ def physical_memory() -> int | None:
         return None
 
 
-def allocating(make: Callable[[], Any], shape: Sequence[int] | None, dtype: np.dtype, what: str) -> Any:
+def allocating(make: Callable[[], Any], shape: Sequence[int] | None, dtype: np.dtype, what: str, scratch: int = 0) -> Any:
     """`make()`, with the size checked first and numpy's own refusal as one line."""
-    check_allocation(shape, dtype, what)
+    check_allocation(shape, dtype, what, scratch)
     try:
         return make()
     except MemoryError as e:
@@ -598,7 +605,7 @@ def _input_spec(spec: str, b: Boundary, world: int) -> InputSpec:
     kind, _, rest = spec.partition(":")
     if kind == "random":
         opts = _parse_options(rest, what)
-        value = allocating(lambda: _random(opts, dtype, shape, what), shape, dtype, what)
+        value = allocating(lambda: _random(opts, dtype, shape, what), shape, dtype, what, RANDOM_SCRATCH)
         return InputSpec(b.label, lambda r: value)
     if kind in ("zeros", "ones") and not rest:
         if shape is not None and any(s < 0 for s in shape):
