@@ -42,7 +42,10 @@ class ArgParser(argparse.ArgumentParser):
 
 def run_tool(tool: str, body: Callable[[], int]) -> int:
     """A tool's `main`: `body()`'s exit status; a UserError is one line on stderr and
-    status 1, a problem already reported as a diagnostic status 1, ^C status 130."""
+    status 1, a problem already reported as a diagnostic (or by another rank) status 1,
+    a FailureReport its text, ^C status 130; any other exception one line (its input
+    problem, or an internal error to report), never a traceback. Everything printed is
+    escaped (`shardc.ir.escape`)."""
     from shardc.ir.escape import display
 
     try:
