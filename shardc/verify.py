@@ -15,6 +15,19 @@ Outcomes (`VerifyReport.status`): "ok"; "mismatch" (a result differs: its index,
 source location, max abs/rel error); "rejected" (a diagnostic from the parser, verifier or
 a pass: the program or pipeline is refused cleanly); "crash" (a pass, the compiler or a
 rank raised a Python exception: a bug).
+
+Tolerance. A floating-point element matches when |got - want| <= atol + rtol * |want|.
+Sharding changes the order of additions (a reduction split over N ranks is N partial sums
+and an all-reduce), so a correct program differs from the reference by rounding, which
+grows with the values' magnitude and the reduction's length. The default `atol` is
+
+    atol = max(1e-5, ROUNDING_FACTOR * eps * sqrt(n) * max|want|)        (ROUNDING_FACTOR = 8)
+
+with eps the result's machine epsilon, n the longest reduction in the program (the
+product of an op's reduction loop extents, from its ShardingInterface; 1 without one)
+and max|want| the largest magnitude of the result; `rtol` defaults to 1e-4. An explicit
+`atol` replaces the rule. A mismatch within the rule's bound (an explicit tolerance
+tighter than rounding) is reported as being at rounding level.
 """
 
 from __future__ import annotations
@@ -38,6 +51,11 @@ from shardc.tools.cli import Reported, UserError, apply_passes, parse_module, pi
 
 Stage = Literal["partitioned", "lowered", "all"]
 Status = Literal["ok", "mismatch", "rejected", "crash"]
+
+ROUNDING_FACTOR = 8
+"""How many times eps * sqrt(n) * max|want| the default tolerance allows."""
+DEFAULT_RTOL = 1e-4
+MIN_ATOL = 1e-5
 
 PARTITION_PIPELINE = ("sharding-propagation", "shard-partition", "shard-simplify", "canonicalize", "cse")
 LOWERING_PIPELINE = ("convert-shard-to-mpi", "canonicalize")
@@ -66,13 +84,28 @@ class ResultCheck:
     """Index of the worst element (global coordinates)."""
     detail: str = ""
     """Why it failed beyond values: a shape, a dtype, a rank whose replica differs."""
+    rounding: float = 0.0
+    """eps * sqrt(n) * max|want|: the scale of rounding differences (0: exact types)."""
+    reduction: int = 1
+    """n: the longest reduction in the program."""
+
+    @property
+    def at_rounding_level(self) -> bool:
+        """A mismatch that the default tolerance would accept: rounding, not a bug."""
+        return not self.ok and not self.detail and 0 < self.max_abs <= ROUNDING_FACTOR * self.rounding
 
     def describe(self) -> str:
         head = f"result #{self.index} ({self.name}) at {self.location}"
         if self.detail:
             return f"{head}: {self.detail}"
         at = f" at index {list(self.worst)}" if self.worst is not None else ""
-        return f"{head}: max abs error {self.max_abs:.3g}, max rel error {self.max_rel:.3g}{at}"
+        text = f"{head}: max abs error {self.max_abs:.3g}, max rel error {self.max_rel:.3g}{at}"
+        if self.at_rounding_level:
+            text += (
+                f" (at rounding level: {self.max_abs / self.rounding:.2g} x eps*sqrt(n)*max|want| with n = {self.reduction};"
+                f" the default tolerance allows {ROUNDING_FACTOR} x)"
+            )
+        return text
 
 
 @dataclass
@@ -161,7 +194,8 @@ def _compile(module: ModuleOp, name: str) -> Any:
     try:
         return compile_module(module, name)
     except DiagnosticException as e:
-        diagnostics.emit(None, diagnostics.Severity.ERROR, f"runtime: {e}")
+        text = str(e)
+        diagnostics.emit(None, diagnostics.Severity.ERROR, text if text.startswith("runtime: ") else f"runtime: {text}")
         raise Reported() from None
     except Exception as e:  # noqa: BLE001
         report_crash(module, "the runtime compiler", e)
@@ -207,7 +241,7 @@ def _result_locations(f: func.FuncOp) -> list[tuple[str, str]]:
 def _loc_text(op: Operation) -> str:
     from xdsl.dialects.builtin import FileLineColLoc
 
-    from shardc.runtime.codegen_safe import display
+    from shardc.ir.escape import display
 
     loc = op.location
     if isinstance(loc, FileLineColLoc):  # a file name from the IR: shown escaped
@@ -227,18 +261,22 @@ def _grid_size(module: ModuleOp) -> int:
             if any(d is None or d < 0 for d in shape):
                 raise VerifyError(f"grid @{op.sym_name.data} has dynamic dimensions: give the number of ranks (--simulate N)")
             sizes.append(math.prod(shape))
+            if sizes[-1] == 0:
+                raise VerifyError(f"grid @{op.sym_name.data} has no devices (a dimension of size 0)")
     return max(sizes, default=1)
 
 
 def random_inputs(prog: Any, seed: int) -> list[Any]:
     """One global random value per entry argument, of its type (normal floats, small
     integers, booleans); deterministic in `seed`."""
-    from shardc.tools.run import _np_type, _random  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import RANDOM_SCRATCH, _np_type, _random, allocating  # pyright: ignore[reportPrivateUsage]
 
-    return [
-        _random({"seed": str(seed * 7919 + k)}, *_np_type(b.type), f"input {b.label}")
-        for k, b in enumerate(prog.args)
-    ]
+    out = []
+    for k, b in enumerate(prog.args):
+        dtype, shape = _np_type(b.type)
+        what = f"input {b.label}"
+        out.append(allocating(lambda: _random({"seed": str(seed * 7919 + k)}, dtype, shape, what), shape, dtype, what, RANDOM_SCRATCH))
+    return out
 
 
 # =========================================================================================
@@ -290,11 +328,19 @@ def _unsharded(prog: Any) -> Any:
 
 
 def compare_result(
-    index: int, name: str, location: str, want: Any, got: Any, rtol: float, atol: float
+    index: int,
+    name: str,
+    location: str,
+    want: Any,
+    got: Any,
+    rtol: float = DEFAULT_RTOL,
+    atol: float | None = None,
+    reduction: int = 1,
 ) -> ResultCheck:
     """`got` matches `want` when shapes and dtypes agree and, elementwise,
-    |got - want| <= atol + rtol * |want| (integers and booleans: equal)."""
-    check = ResultCheck(index, name, location, ok=True)
+    |got - want| <= atol + rtol * |want| (integers and booleans: equal); `atol` None is
+    the module docstring's rule for a program whose longest reduction is `reduction`."""
+    check = ResultCheck(index, name, location, ok=True, reduction=max(1, reduction))
     w, g = np.asarray(want), np.asarray(got)
     if w.shape != g.shape:
         check.ok, check.detail = False, f"shape {tuple(g.shape)} instead of {tuple(w.shape)}"
@@ -308,8 +354,13 @@ def compare_result(
         return _compare_values(check, w, g, rtol, atol)
 
 
-def _compare_values(check: ResultCheck, w: np.ndarray, g: np.ndarray, rtol: float, atol: float) -> ResultCheck:
+def _compare_values(check: ResultCheck, w: np.ndarray, g: np.ndarray, rtol: float, atol: float | None) -> ResultCheck:
     if w.dtype.kind in "fc":
+        finite = np.abs(w[np.isfinite(w)])
+        magnitude = float(finite.max()) if finite.size else 0.0
+        check.rounding = float(np.finfo(w.dtype).eps) * math.sqrt(check.reduction) * magnitude
+        if atol is None:
+            atol = max(MIN_ATOL, ROUNDING_FACTOR * check.rounding)
         wf, gf = w.astype(np.float64), g.astype(np.float64)
         both_nan = np.isnan(wf) & np.isnan(gf)
         same_inf = np.isinf(wf) & (wf == gf)
@@ -339,7 +390,8 @@ def _compare_stage(
     world: int,
     names: Sequence[tuple[str, str]],
     rtol: float,
-    atol: float,
+    atol: float | None,
+    reduction: int = 1,
 ) -> None:
     from shardc.runtime.comm import CommError
     from shardc.tools.run import _grid_of  # pyright: ignore[reportPrivateUsage]
@@ -352,14 +404,14 @@ def _compare_stage(
             except (CommError, ValueError) as e:
                 stage.results.append(ResultCheck(i, name, loc, ok=False, detail=f"cannot assemble the pieces: {e}"))
                 continue
-            stage.results.append(compare_result(i, name, loc, want, got, rtol, atol))
+            stage.results.append(compare_result(i, name, loc, want, got, rtol, atol, reduction))
             continue
         # Replicated: every rank holds the whole value.
-        check = compare_result(i, name, loc, want, per_rank[0][i], rtol, atol)
+        check = compare_result(i, name, loc, want, per_rank[0][i], rtol, atol, reduction)
         for r in range(1, len(per_rank)):
             if not check.ok:
                 break
-            other = compare_result(i, name, loc, want, per_rank[r][i], rtol, atol)
+            other = compare_result(i, name, loc, want, per_rank[r][i], rtol, atol, reduction)
             if not other.ok:
                 other.detail = other.detail or (
                     f"replicated, but rank {r} differs: max abs error {other.max_abs:.3g}, "
@@ -381,6 +433,8 @@ class _Setup:
     prog: Any
     inputs: list[Any]
     names: list[tuple[str, str]]
+    reduction: int = 1
+    """The longest reduction in the program as written (for the default tolerance)."""
 
 
 def _setup(module_or_text: ModuleOp | str, entry: str | None, seed: int, inputs: Sequence[Any] | Mapping[str, Any] | None, name: str) -> _Setup:
@@ -397,7 +451,38 @@ def _setup(module_or_text: ModuleOp | str, entry: str | None, seed: int, inputs:
     values = list(inputs) if inputs is not None else random_inputs(prog, seed)
     if len(values) != len(prog.args):
         raise VerifyError(f"@{prog.entry} takes {len(prog.args)} arguments, {len(values)} inputs given")
-    return _Setup(module, prog.entry, prog, values, _result_locations(f))
+    return _Setup(module, prog.entry, prog, values, _result_locations(f), reduction_length(module))
+
+
+def reduction_length(module: ModuleOp) -> int:
+    """The longest reduction of the program: over its ops with a ShardingInterface, the
+    largest product of the extents of an op's reduction loops (1 when none)."""
+    from xdsl.dialects.builtin import ShapedType
+    from xdsl.ir.affine import AffineDimExpr
+
+    from shardc.interfaces.sharding import get_sharding_interface, indexing_maps, loop_iterator_types
+
+    longest = 1
+    for op in module.walk():
+        impl = get_sharding_interface(op)
+        if impl is None:
+            continue
+        try:
+            kinds = loop_iterator_types(impl, op)
+            maps = indexing_maps(impl, op)
+        except Exception:  # noqa: BLE001 - an op the interface refuses: no length known
+            continue
+        values = [*op.operands, *op.results][: len(maps)]
+        extents: dict[int, int] = {}
+        for value, m in zip(values, maps):
+            if not isinstance(value.type, ShapedType):
+                continue
+            for dim, expr in zip(value.type.get_shape(), m.results):
+                if isinstance(expr, AffineDimExpr) and dim > 0:
+                    extents[expr.position] = dim
+        reduced = [extents.get(i, 1) for i, k in enumerate(kinds) if "reduction" in str(k).lower()]
+        longest = max(longest, math.prod(reduced))
+    return longest
 
 
 def _inputs_by_name(prog: Any, inputs: Mapping[str, Any]) -> list[Any]:
@@ -481,8 +566,8 @@ def verify(
     pipeline: str | Sequence[str | ModulePass] | None = None,
     stage: Stage = "partitioned",
     seed: int = 0,
-    rtol: float = 1e-4,
-    atol: float = 1e-5,
+    rtol: float = DEFAULT_RTOL,
+    atol: float | None = None,
     inputs: Sequence[Any] | Mapping[str, Any] | None = None,
     name: str = "<input>",
 ) -> VerifyReport:
@@ -501,7 +586,7 @@ def verify(
             reference = _reference(setup, name)
             for rep, compiled, prog in _stage_programs(setup, stages, partition, lowering, name):
                 per_rank = _run_ranks(compiled, prog, setup.inputs, world)
-                _compare_stage(rep, prog, reference, per_rank, world, setup.names, rtol, atol)
+                _compare_stage(rep, prog, reference, per_rank, world, setup.names, rtol, atol, setup.reduction)
                 report.stages.append(rep)
         except Reported as e:
             report.status = e.status
@@ -520,8 +605,8 @@ def verify_mpi(
     pipeline: str | Sequence[str | ModulePass] | None = None,
     stage: Stage = "partitioned",
     seed: int = 0,
-    rtol: float = 1e-4,
-    atol: float = 1e-5,
+    rtol: float = DEFAULT_RTOL,
+    atol: float | None = None,
     name: str = "<input>",
     inputs: Sequence[Any] | Mapping[str, Any] | None = None,
 ) -> VerifyReport:
@@ -573,6 +658,6 @@ def verify_mpi(
         gathered = world.gather(values, root=0)
         if rank == 0:
             assert gathered is not None
-            _compare_stage(rep, prog, reference, gathered, size, setup.names, rtol, atol)
+            _compare_stage(rep, prog, reference, gathered, size, setup.names, rtol, atol, setup.reduction)
         report.stages.append(rep)
     return world.bcast(_settle(report) if rank == 0 else None, root=0)

@@ -677,7 +677,8 @@ def load_task(spec: str, **kwargs: Any) -> TorchTask:
     if not Path(path).is_file():
         raise TorchTrainError(f"--torch-model {spec!r}: no file {path}")
     mod_spec = importlib.util.spec_from_file_location(f"_shardc_torch_model_{Path(path).stem}", path)
-    assert mod_spec is not None and mod_spec.loader is not None
+    if mod_spec is None or mod_spec.loader is None:  # a name Python does not import (no .py)
+        raise TorchTrainError(f"--torch-model {spec!r}: {path} is not a Python source file (FILE.py)")
     module = importlib.util.module_from_spec(mod_spec)
     sys.modules[mod_spec.name] = module  # dataclasses in the file look their module up
     try:

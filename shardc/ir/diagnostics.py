@@ -138,8 +138,12 @@ class DiagnosticEngine:
             self.write(self.render(diag))
 
     def write(self, text: str) -> None:
+        """Write rendered diagnostics; characters a terminal would interpret (from the IR:
+        a string attribute, a source line, a file name) are escaped on the way."""
+        from shardc.ir.escape import display
+
         stream = self.stream if self.stream is not None else sys.stderr
-        stream.write(text)
+        stream.write(display(text, keep_newlines=True))
         stream.flush()
 
     # -- rendering -------------------------------------------------------------------
@@ -189,7 +193,7 @@ class DiagnosticEngine:
     ) -> None:
         """llvm::SourceMgr::PrintMessage: header, then the source line and a caret
         (with `~` under the next `length - 1` characters)."""
-        from shardc.runtime.codegen_safe import display  # a file name from a loc(): escaped
+        from shardc.ir.escape import display  # a file name from a loc(): escaped
 
         out.write(f"{display(filename)}:{line}:{col}: {severity}: {message}\n")
         source = self.sources.get(filename)
@@ -199,7 +203,9 @@ class DiagnosticEngine:
         if text is None:
             return
         expanded, caret_col = _expand_tabs(text, col)
-        out.write(f"{expanded}\n")
+        # The caret stays under its character when what precedes it is escaped.
+        caret_col = len(display(expanded[: caret_col - 1])) + 1
+        out.write(f"{display(expanded)}\n")
         out.write(" " * (caret_col - 1) + "^" + "~" * max(length - 1, 0) + "\n")
 
 
@@ -291,6 +297,14 @@ def op_error(op: Operation, message: str) -> DiagnosticError:
 
 def fail(target: Operation | Attribute | None, message: str) -> NoReturn:
     raise error(target, message)
+
+
+def one_line(diag: Diagnostic) -> str:
+    """`file:line:col: error: message` (with `'op.name' op` known from the location
+    alone): the first line of the diagnostic as rendered, without source or notes."""
+    engine = DiagnosticEngine(print_op_on_diagnostic=False)
+    diag.op = None
+    return engine.render(Diagnostic(diag.severity, diag.message, diag.location)).split("\n", 1)[0]
 
 
 def report_exception(exc: DiagnosticError) -> None:

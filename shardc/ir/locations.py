@@ -197,6 +197,12 @@ class LocatingParser(MLIRAffineParsing, FastParser):
     def current_offset(self) -> int:
         return self._current_token.span.start
 
+    @property
+    def op_name_starts(self) -> list[int]:
+        """Offsets of the names of the ops being parsed, outermost first (after a
+        failed parse: the ops it stopped in)."""
+        return self._op_name_starts
+
     # -- hooks -------------------------------------------------------------------------
 
     def _parse_op_result_list(self) -> list[tuple[Span, int]]:

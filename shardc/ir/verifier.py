@@ -26,9 +26,13 @@ from shardc.ir.isolation import is_isolated
 
 def verify(op: Operation) -> bool:
     """Verify `op` and everything nested; emit diagnostics; True when valid."""
-    if not _verify_tree(op):
+    try:
+        if not _verify_tree(op):
+            return False
+        return _verify_dominance(op)
+    except RecursionError as exc:  # the walk itself, on a program nested past the limit
+        report_crash(op, "the verifier", exc)
         return False
-    return _verify_dominance(op)
 
 
 def _report(op: Operation, exc: Exception) -> None:
@@ -41,10 +45,60 @@ def _report(op: Operation, exc: Exception) -> None:
 
 
 def report_crash(target: Operation | Attribute | None, where: str, exc: BaseException) -> None:
-    """Turn a Python exception raised by dialect or pass code into a located error."""
-    text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    """Turn a Python exception raised by dialect or pass code into a located error: what
+    is wrong with the input when bad input caused it (`shardc.ir.parsing.input_problem`:
+    nesting past the recursion limit, memory), else an internal error to report."""
+    from shardc.ir.parsing import input_problem
+
+    if (problem := input_problem(exc)) is not None:
+        diagnostics.emit(target, Severity.ERROR, f"{problem} (in {where})")
+        return
+    text, target = crash_text(exc, where, target)
     current_engine().crashes.append(f"{where}: {text}")
-    diagnostics.emit(target, Severity.ERROR, f"internal error in {where}: {text} (please report)")
+    diagnostics.emit(target, Severity.ERROR, f"internal error in {where}: {text}")
+
+
+def crash_text(
+    exc: BaseException, where: str, target: Operation | Attribute | None
+) -> tuple[str, Operation | Attribute | None]:
+    """The text of an internal error (the exception, where in shardc it was raised,
+    the op being processed if known) and where to locate it: the op the failing code
+    was working on, when `target` is only the whole module."""
+    op = crash_op(exc)
+    if op is not None and (target is None or isinstance(target, ModuleOp)):
+        target = op
+    text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    site = _raise_site(exc)
+    on = f"on '{op.name}', " if op is not None else ""
+    return f"{text} ({on}{site}; please report)" if site else f"{text} ({on}please report)", target
+
+
+def crash_op(exc: BaseException) -> Operation | None:
+    """The innermost op the frames of `exc`'s traceback were processing (a local `op`
+    or `operation`, or the op whose method raised); None if none (a module is not one)."""
+    found: Operation | None = None
+    tb = exc.__traceback__
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        for key in ("op", "operation", "self"):
+            value = local.get(key)
+            if isinstance(value, Operation) and not isinstance(value, ModuleOp):
+                found = value
+                break
+        tb = tb.tb_next
+    return found
+
+
+def _raise_site(exc: BaseException) -> str:
+    """`at module.py:line` of the frame that raised (for the bug report)."""
+    import os
+
+    tb = exc.__traceback__
+    if tb is None:
+        return ""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
 
 
 # -- structure ---------------------------------------------------------------------------

@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from shardc import cache_dir as cache_dirs
+from shardc.errors import ReportedElsewhere
 
 import numpy as np
 
@@ -82,7 +83,7 @@ class CorruptEntry(Exception):
     """An entry that does not verify (the reason is the message)."""
 
 
-class PeerFailed(Exception):
+class PeerFailed(ReportedElsewhere):
     """Rank 0 failed to compile what this rank waited for (rank 0 reports the error)."""
 
 

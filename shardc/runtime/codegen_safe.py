@@ -13,7 +13,7 @@ never become code. Generated source therefore takes IR text only
 imports, reaches for dunder attributes or calls the builtins that run or load code,
 none of which an emitter ever writes. `check_code` applies the same rules to compiled
 code (what a compile-cache hit compiles from its stored source, without parsing it to
-an AST first). `display` quotes IR text for messages so that a name cannot forge lines
+an AST first). `shardc.ir.escape.display` quotes IR text for messages so that a name cannot forge lines
 or terminal control sequences.
 """
 
@@ -29,6 +29,8 @@ import types
 
 import numpy as np
 from xdsl.utils.exceptions import DiagnosticException
+
+from shardc.ir.escape import display  # noqa: F401 - its old home: branches written before the move import it here
 
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
@@ -97,15 +99,6 @@ def py_hint(text: str | None, default: str = "v") -> str:
     if not kept[0].isalpha():
         kept = default + "_" + kept
     return kept
-
-
-def display(text: str) -> str:
-    """`text` for a message: printable characters as they are, every other one (line
-    breaks, NUL, escape, Unicode separators) as a backslash escape, so a name from the
-    IR is shown, never interpreted by a terminal or taken for another line."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 _FORBIDDEN_NAMES = frozenset(

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from shardc.ir.escape import display
+
 Grid = tuple[int, ...]
 Axes = tuple[int, ...]
 
@@ -44,7 +46,7 @@ class RankFailed(Exception):
     """A simulated rank raised: the message names the rank; `__cause__` is the original."""
 
     def __init__(self, rank: int, exc: BaseException):
-        super().__init__(f"rank {rank}: {type(exc).__name__}: {exc}")
+        super().__init__(display(f"rank {rank}: {type(exc).__name__}: {exc}"))
         self.rank = rank
 
 
@@ -853,7 +855,7 @@ def abort_on_error(comm: Any = None) -> Iterator[None]:
     except BaseException as e:  # noqa: BLE001
         MPI = _mpi()
         world = comm if comm is not None else MPI.COMM_WORLD
-        msg = f"shardc: rank {world.Get_rank()}: {type(e).__name__}: {e}\n"
+        msg = f"shardc: rank {world.Get_rank()}: {display(f'{type(e).__name__}: {e}')}\n"
         if os.environ.get("SHARDC_TRACEBACK"):
             msg += traceback.format_exc()
         sys.stderr.write(msg)

@@ -27,7 +27,8 @@ from xdsl.dialects.builtin import ModuleOp, UnknownLoc
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
-from shardc.runtime.codegen_safe import UnsafeCodeError, check_code, display, py_hint, py_identifier, py_literal
+from shardc.ir.escape import display
+from shardc.runtime.codegen_safe import UnsafeCodeError, check_code, py_hint, py_identifier, py_literal
 from shardc.runtime.dtypes import is_shaped
 from shardc.runtime.compiled import (  # noqa: F401  (re-exported)
     ArgSpec,
@@ -358,7 +359,10 @@ def compile_module(
     source = "\n".join(cg.prelude + chunks) + "\n"
     filename = f"<shardc-runtime:{py_hint(name, 'module')}:{next(_module_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    code = compile(source, filename, "exec")
+    try:
+        code = compile(source, filename, "exec")
+    except (SyntaxError, RecursionError) as e:
+        raise too_deep(e) from None
     _check_code(code)
     namespace = dict(cg.globals)
     exec(code, namespace)
@@ -425,12 +429,27 @@ def _check_code(code: object) -> None:
         raise CompileError(f"runtime: internal error: {e}: an emitter let IR text into the generated code") from None
 
 
+def too_deep(e: SyntaxError | RecursionError) -> Exception:
+    """Python's own limits on generated code (100 levels of indentation, one per nested
+    region; 20 nested loops; its parser's recursion) as the input's problem; any other
+    SyntaxError stays what it is, a bug of an emitter."""
+    if isinstance(e, SyntaxError) and "nested" not in str(e) and "indentation" not in str(e):
+        return e
+    detail = e.msg if isinstance(e, SyntaxError) else type(e).__name__
+    return CompileError(
+        f"runtime: the program is nested too deeply to compile ({detail}): the generated Python allows about 100 nested regions"
+    )
+
+
 def _free_dead_values(source: str) -> str:
     """Insert `del` after the last top-level statement that mentions a local array, so
     large intermediates are freed as soon as they are dead (as numpy code written by hand
     would), not when the function returns. (The code is checked once compiled:
     `_check_code`.)"""
-    tree = ast.parse(source)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, RecursionError) as e:
+        raise too_deep(e) from None
     fn = tree.body[0]
     assert isinstance(fn, ast.FunctionDef)
     lines = source.split("\n")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shardc.runtime.codegen_safe import display
+from shardc.ir.escape import display
 from shardc.runtime.helpers import wrap
 
 if TYPE_CHECKING:

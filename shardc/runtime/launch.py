@@ -27,9 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from shardc.errors import FailureReport
 
-class ProgramError(Exception):
-    """The program was refused (a diagnostic), or an input does not fit it."""
+
+class ProgramError(FailureReport):
+    """The program was refused, or an input does not fit it: the message is the whole
+    report (the diagnostics as shardc-run prints them, or one line)."""
 
 
 @dataclass
@@ -94,17 +97,21 @@ def run_program(
     mapping by argument name, `argN` or index). `ranks=None` runs on the MPI world (call
     it on every rank of an mpiexec job); otherwise on that many simulated ranks."""
     from shardc.ir import diagnostics
-    from shardc.tools.cli import Reported, UserError
-    from shardc.tools.run import _as_results, local_inputs  # pyright: ignore[reportPrivateUsage]
-
     from shardc.ir.locations import SourceFile
+    from shardc.tools.cli import Reported, UserError, unexpected_error_line
+    from shardc.tools.run import _as_results, local_inputs  # pyright: ignore[reportPrivateUsage]
 
     opts = _Options(entry, pipeline, name)
     engine = diagnostics.DiagnosticEngine(stream=io.StringIO())
     engine.add_source(SourceFile(name, program))
     with diagnostics.engine_scope(engine):
         try:
-            prog = _prepare(program, opts, _mpi_world() if ranks is None else None, ranks or 1)
+            try:
+                prog = _prepare(program, opts, _mpi_world() if ranks is None else None, ranks or 1)
+            except (UserError, Reported, FailureReport):
+                raise
+            except Exception as e:  # noqa: BLE001 - a compiler bug: one line, as shardc-run says it
+                raise ProgramError(unexpected_error_line(e)) from e
             if ranks is None:
                 return _run_mpi(prog, inputs)
             from shardc.runtime.comm import run_simulated
@@ -118,8 +125,10 @@ def run_program(
             )
             return _results(prog, outs, ranks)
         except (UserError, Reported) as e:
-            text = engine.stream.getvalue()  # type: ignore[attr-defined]
-            raise ProgramError(text.strip() or str(e) or "the program was refused") from None
+            text = engine.stream.getvalue().strip()  # type: ignore[attr-defined]
+            if isinstance(e, UserError):
+                text = "\n".join(filter(None, [text, str(e)]))
+            raise ProgramError(text or "the program was refused (no diagnostic was written: please report)") from None
 
 
 def _mpi_world() -> Any:

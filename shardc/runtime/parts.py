@@ -81,7 +81,7 @@ def join_entries(key: str, parts: Sequence[Entry], merge_meta: MergeMeta, donate
     """One entry of the parts' entries, in order: sources, pools and lowered texts side
     by side, functions and argument types together, metadata by `merge_meta`."""
     from shardc.runtime.compile import CompileError
-    from shardc.runtime.codegen_safe import display
+    from shardc.ir.escape import display
 
     functions: dict[str, str] = {}
     specs: dict[str, list[list[Any]]] = {}

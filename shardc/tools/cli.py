@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from xdsl.dialects.builtin import ModuleOp
 
+from shardc.errors import FailureReport, ReportedElsewhere
 from shardc.ir import diagnostics
 
 
@@ -41,18 +42,46 @@ class ArgParser(argparse.ArgumentParser):
 
 def run_tool(tool: str, body: Callable[[], int]) -> int:
     """A tool's `main`: `body()`'s exit status; a UserError is one line on stderr and
-    status 1, a problem already reported as a diagnostic status 1, ^C status 130."""
+    status 1, a problem already reported as a diagnostic (or by another rank) status 1,
+    a FailureReport its text, ^C status 130; any other exception one line (its input
+    problem, or an internal error to report), never a traceback. Everything printed is
+    escaped (`shardc.ir.escape`)."""
+    from shardc.ir.escape import display
+
     try:
         return body()
     except UserError as e:
-        from shardc.runtime.codegen_safe import display
-
         sys.stderr.write(f"{tool}: error: {display(str(e))}\n")  # one line, IR names escaped
         return 1
-    except Reported:
+    except (Reported, ReportedElsewhere):
+        return 1
+    except FailureReport as e:
+        text = str(e).rstrip("\n")
+        prefix = "" if ": error: " in text.split("\n", 1)[0] else f"{tool}: error: "
+        sys.stderr.write(prefix + display(text, keep_newlines=True) + "\n")
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # noqa: BLE001 - the last line of defence: no traceback reaches a user
+        sys.stderr.write(f"{tool}: error: {display(unexpected_error_line(e))}\n")
+        if os.environ.get("SHARDC_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        return 1
+
+
+def unexpected_error_line(exc: BaseException) -> str:
+    """One line for an exception no layer turned into a diagnostic: what is wrong with
+    the input when bad input explains it (`shardc.ir.parsing.input_problem`), else an
+    internal error to report (SHARDC_DEBUG=1 prints its traceback)."""
+    from shardc.ir.parsing import input_problem
+
+    problem = input_problem(exc)
+    if problem is not None:
+        return problem
+    text = f"{type(exc).__name__}: {exc}".rstrip(": ").replace("\n", " ")
+    return f"internal error: {text} (please report; SHARDC_DEBUG=1 shows the traceback)"
 
 
 def under_mpi() -> bool:
@@ -66,23 +95,16 @@ def under_mpi() -> bool:
 
 
 def parse_module(text: str, name: str) -> ModuleOp:
-    """Parse and verify a program; its diagnostics go to the current engine."""
-    from xdsl.utils.exceptions import DiagnosticException, ParseError
-
+    """Parse and verify a program as shardc-opt does (`shardc.ir.parsing`): its
+    diagnostics, with the source line, go to the current engine; Reported if any."""
     from shardc.context import make_context
-    from shardc.ir.locations import LocatingParser
+    from shardc.ir.locations import SourceFile
+    from shardc.ir.parsing import parse_program
     from shardc.ir.verifier import verify
-    from shardc.tools.opt import _parse_diagnostic  # pyright: ignore[reportPrivateUsage]
 
-    try:
-        module = LocatingParser(make_context(), text, name).parse_module()
-    except ParseError as e:
-        diagnostics.current_engine().emit(_parse_diagnostic(name, e))
-        raise Reported() from None
-    except DiagnosticException as e:
-        diagnostics.current_engine().write(f"{name}: error: {e}\n")
-        raise Reported() from None
-    if not verify(module):
+    diagnostics.current_engine().add_source(SourceFile(name, text))
+    module = parse_program(make_context(), text, name)
+    if module is None or not verify(module):
         raise Reported()
     return module
 

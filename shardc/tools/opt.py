@@ -30,12 +30,10 @@ from shardc.tools.argv import TOOL, ExitRequest, OptArgs, UsageError, parse_argv
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
+    from xdsl.dialects.builtin import ModuleOp
     from xdsl.passes import ModulePass
-    from xdsl.utils.exceptions import ParseError
-    from xdsl.utils.lexer import Span
 
-    from shardc.ir.diagnostics import Diagnostic, DiagnosticEngine
+    from shardc.ir.diagnostics import DiagnosticEngine
     from shardc.tools.opt_cache import Recording
 
 
@@ -150,33 +148,15 @@ class ShardcOptMain:
             return None
 
     def parse_chunk_text(self, chunk: Chunk, name: str, whole: str) -> ModuleOp | None:
-        from xdsl.utils.exceptions import DiagnosticException, ParseError
-
-        from shardc.ir import diagnostics
-        from shardc.ir.diagnostics import DiagnosticError, Severity
-        from shardc.ir.locations import LocatingParser
+        from shardc.ir.parsing import parse_program
 
         # Pad the chunk so that offsets in it are offsets of the whole input: locations
         # and diagnostics then name the lines of the file, as mlir-opt reports them.
         line_start = whole.rfind("\n", 0, chunk.start) + 1
         padding = "\n" * whole.count("\n", 0, chunk.start) + " " * (chunk.start - line_start)
-        parser: LocatingParser | None = None
-        try:
-            parser = LocatingParser(self.ctx, padding + chunk.text, name, module_loc=chunk.module_loc)
-            return parser.parse_module(not self.opt_args.no_implicit_module)
-        except ParseError as exc:
-            diagnostics.current_engine().emit(_parse_diagnostic(name, exc))
-        except DiagnosticError as exc:
-            diagnostics.report_exception(exc)
-        except Exception as exc:  # noqa: BLE001 - dialect parser bugs become diagnostics
-            from shardc.ir.verifier import report_crash
-
-            where = parser.loc_at(parser.current_offset) if parser is not None else None
-            if isinstance(exc, DiagnosticException):
-                diagnostics.emit(where, Severity.ERROR, str(exc))
-            else:
-                report_crash(where, "the parser", exc)
-        return None
+        return parse_program(
+            self.ctx, padding + chunk.text, name, module_loc=chunk.module_loc, implicit_module=not self.opt_args.no_implicit_module
+        )
 
     def _apply(self, pass_: ModulePass, module: ModuleOp) -> bool:
         from xdsl.utils.exceptions import DiagnosticException
@@ -203,26 +183,6 @@ class ShardcOptMain:
         except Exception as exc:  # noqa: BLE001
             body = f"<cannot print: {exc}>\n"
         sys.stderr.write(header + body + "\n")
-
-
-def _span_loc(name: str, span: Span) -> FileLineColLoc:
-    from shardc.ir.locations import file_loc
-
-    where = span.get_location()
-    return file_loc(name, where.line, where.col)
-
-
-def _parse_diagnostic(name: str, exc: ParseError) -> Diagnostic:
-    from xdsl.utils.exceptions import MultipleSpansParseError
-
-    from shardc.ir.diagnostics import Diagnostic, Severity
-
-    diag = Diagnostic(Severity.ERROR, exc.msg, _span_loc(name, exc.span))
-    if isinstance(exc, MultipleSpansParseError):
-        for span, message in exc.refs:
-            text = message or (exc.ref_text or "see").rstrip(":")
-            diag.attach_note(text, _span_loc(name, span))
-    return diag
 
 
 def _read_input(path: str, data: bytes | None = None) -> tuple[str, str]:
@@ -365,7 +325,14 @@ def run_main(args: list[str], data: bytes | None = None, recording: Recording | 
     except BrokenPipeError:
         return 1
     except Exception as exc:  # noqa: BLE001 - the last line of defence
-        sys.stderr.write(f"{TOOL}: internal error: {type(exc).__name__}: {exc} (please report)\n")
+        from shardc.ir.escape import display
+        from shardc.ir.parsing import input_problem
+
+        problem = input_problem(exc)  # an input too large or too deep: its problem, not a bug
+        if problem is not None:
+            sys.stderr.write(f"{TOOL}: error: {problem}\n")
+        else:
+            sys.stderr.write(f"{TOOL}: internal error: {display(f'{type(exc).__name__}: {exc}')} (please report)\n")
         if os.environ.get("SHARDC_DEBUG"):
             import traceback
 

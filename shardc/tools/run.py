@@ -57,7 +57,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute, BlockArgument, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
-from shardc.runtime.codegen_safe import display
+from shardc.ir.escape import display
 from shardc.tools.cli import ArgParser, Reported, UserError, apply_passes, parse_module, pipeline_passes, run_tool, under_mpi
 
 TOOL = "shardc-run"
@@ -123,7 +123,7 @@ class Program:
 
 def read_program(path: str) -> str:
     try:
-        return Path(path).read_text()
+        return Path(path).read_bytes().decode("utf-8")  # as shardc-opt reads it: no newline translation
     except OSError as e:
         raise UserError(f"cannot read '{path}': {e.strerror}") from None
     except UnicodeDecodeError:
@@ -284,8 +284,10 @@ def prepare(args: argparse.Namespace, text: str | None = None) -> Program:
     )
     try:
         got = compile_cached(key, lambda: _build(source, args), name, world=world)
-    except DiagnosticException as e:
-        sys.stderr.write(f"{TOOL}: error: {e}\n")
+    except DiagnosticException as e:  # the runtime compiler's: to the engine (run_program keeps it)
+        from shardc.ir import diagnostics
+
+        diagnostics.current_engine().write(f"{TOOL}: error: {e}\n")
         raise Reported() from None
     except PeerFailed:  # rank 0 reports it
         raise Reported() from None
@@ -498,7 +500,14 @@ def _int_bounds(low: float | None, high: float | None, dtype: np.dtype, what: st
 
 def _check(value: Any, dtype: np.dtype, shape: tuple[int, ...] | None, what: str) -> Any:
     if shape is None:
-        arr = np.asarray(value)
+        if dtype.kind in "iu" and isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
+            info = np.iinfo(dtype)
+            if not (math.isfinite(value) and info.min <= value <= info.max):
+                raise UserError(f"{what}: {value} is out of range for {dtype} ([{info.min}, {info.max}])")
+        try:
+            arr = np.asarray(value)
+        except OverflowError:
+            raise UserError(f"{what}: {value} is out of range for {dtype}") from None
         if arr.ndim != 0:
             raise UserError(f"{what}: expected a scalar, got an array of shape {arr.shape}")
         return arr.astype(dtype)[()]
@@ -510,13 +519,84 @@ def _check(value: Any, dtype: np.dtype, shape: tuple[int, ...] | None, what: str
     return arr
 
 
-def _load_npy(path: str, what: str) -> np.ndarray:
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def _magic(path: str, what: str) -> bytes:
+    """The first bytes of `path` (UserError when it cannot be read)."""
     try:
-        return np.load(path, allow_pickle=False)
+        with open(path, "rb") as f:
+            return f.read(6)
     except FileNotFoundError:
         raise UserError(f"{what}: no such file '{path}'") from None
-    except (OSError, ValueError) as e:
-        raise UserError(f"{what}: cannot read '{path}' as a .npy file ({e})") from None
+    except IsADirectoryError:
+        raise UserError(f"{what}: '{path}' is a directory") from None
+    except OSError as e:
+        raise UserError(f"{what}: cannot read '{path}': {e.strerror}") from None
+
+
+def _load_npy(path: str, what: str) -> np.ndarray:
+    """A .npy file's array; one line for anything else (never unpickled)."""
+    if not _magic(path, what).startswith(_NPY_MAGIC):
+        raise UserError(f"{what}: '{path}' is not a .npy file (numpy.save writes one)")
+    try:
+        value = np.load(path, allow_pickle=False)
+    except MemoryError:
+        raise UserError(f"{what}: '{path}' is too large to load into memory") from None
+    except (OSError, ValueError, EOFError) as e:
+        reason = "it holds Python objects, which are not loaded" if "allow_pickle" in str(e) else str(e)
+        raise UserError(f"{what}: cannot read '{path}' as a .npy file ({reason})") from None
+    if not isinstance(value, np.ndarray) or value.dtype.hasobject:
+        raise UserError(f"{what}: '{path}' holds Python objects, which are not loaded")
+    return value
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
+RANDOM_SCRATCH = 8
+"""Bytes per element `_random` needs besides the result: numpy draws in float64 or int64."""
+
+
+def check_allocation(shape: Sequence[int] | None, dtype: np.dtype, what: str, scratch: int = 0) -> None:
+    """UserError (one line with the size) for an array this machine cannot hold: more
+    bytes than its physical memory (with `scratch` bytes per element of temporaries),
+    or more elements than numpy can index. Checked before numpy is asked, whose
+    MemoryError would say it with a traceback (or Linux's OOM killer, without a word)."""
+    if shape is None or any(s < 0 for s in shape):
+        return
+    nbytes = math.prod(shape) * (dtype.itemsize + scratch)
+    desc = "x".join(map(str, shape)) or "scalar"
+    if math.prod(shape) > np.iinfo(np.intp).max or nbytes > np.iinfo(np.intp).max:
+        raise UserError(f"{what}: {desc} {dtype} is beyond what numpy can allocate ({math.prod(shape)} elements)")
+    total = physical_memory()
+    if total is not None and nbytes > total:
+        array = math.prod(shape) * dtype.itemsize
+        making = f" ({_gib(nbytes)} while it is made)" if scratch else ""
+        raise UserError(f"{what}: {desc} {dtype} is {_gib(array)}{making}, more than this machine's {_gib(total)} of memory")
+
+
+def physical_memory() -> int | None:
+    """Bytes of physical memory, if the system says."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def allocating(make: Callable[[], Any], shape: Sequence[int] | None, dtype: np.dtype, what: str, scratch: int = 0) -> Any:
+    """`make()`, with the size checked first and numpy's own refusal as one line."""
+    check_allocation(shape, dtype, what, scratch)
+    try:
+        return make()
+    except MemoryError as e:
+        size = re.search(r"allocate ([0-9.]+ [KMGTP]?i?B)", str(e))
+        need = f" ({size.group(1)})" if size else ""
+        raise UserError(f"{what}: out of memory making the input{need}") from None
+    except ValueError as e:  # numpy's own limits: dimensions, sizes
+        raise UserError(f"{what}: numpy cannot make an array of this shape ({e})") from None
 
 
 def _input_spec(spec: str, b: Boundary, world: int) -> InputSpec:
@@ -525,12 +605,12 @@ def _input_spec(spec: str, b: Boundary, world: int) -> InputSpec:
     kind, _, rest = spec.partition(":")
     if kind == "random":
         opts = _parse_options(rest, what)
-        value = _random(opts, dtype, shape, what)
+        value = allocating(lambda: _random(opts, dtype, shape, what), shape, dtype, what, RANDOM_SCRATCH)
         return InputSpec(b.label, lambda r: value)
     if kind in ("zeros", "ones") and not rest:
         if shape is not None and any(s < 0 for s in shape):
             raise UserError(f"{what}: cannot make {kind} for a dynamic shape; give a .npy file")
-        value = (np.zeros if kind == "zeros" else np.ones)(shape or (), dtype)
+        value = allocating(lambda: (np.zeros if kind == "zeros" else np.ones)(shape or (), dtype), shape, dtype, what)
         return InputSpec(b.label, lambda r: value if shape is not None else value[()])
     if spec.endswith(".npy") or "/" in spec or os.path.exists(spec):
         if "{rank}" in spec:
@@ -549,16 +629,27 @@ def _input_spec(spec: str, b: Boundary, world: int) -> InputSpec:
     return InputSpec(b.label, lambda r: value)
 
 
-def _load_npz(path: str) -> dict[str, np.ndarray]:
+def load_npz(path: str) -> dict[str, np.ndarray]:
+    """The arrays of a .npz archive (`--inputs`); one line for a file that is not one,
+    a truncated or corrupt archive, or arrays of Python objects (never unpickled)."""
+    import zipfile
+    import zlib
+
+    what = "--inputs"
+    if not _magic(path, what).startswith(_ZIP_MAGIC):
+        raise UserError(f"{what}: '{path}' is not a .npz file (numpy.savez writes one)")
     try:
         with np.load(path, allow_pickle=False) as archive:
             if not isinstance(archive, np.lib.npyio.NpzFile):
-                raise ValueError("not a .npz archive")
+                raise UserError(f"{what}: '{path}' is not a .npz file (numpy.savez writes one)")
             return {k: archive[k] for k in archive.files}
-    except FileNotFoundError:
-        raise UserError(f"--inputs: no such file '{path}'") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, zipfile.LargeZipFile, NotImplementedError) as e:
+        raise UserError(f"{what}: '{path}' is a damaged or truncated .npz file ({e})") from None
+    except MemoryError:
+        raise UserError(f"{what}: '{path}' is too large to load into memory") from None
     except (OSError, ValueError) as e:
-        raise UserError(f"--inputs: cannot read '{path}' as a .npz file ({e})") from None
+        reason = "an array holds Python objects, which are not loaded" if "allow_pickle" in str(e) else str(e)
+        raise UserError(f"{what}: cannot read '{path}' as a .npz file ({reason})") from None
 
 
 def _positional(arrays: Mapping[str, Any], keys_of: list[list[str]], npz: str | None, tool: str = "shardc-run") -> list[str] | None:
@@ -581,8 +672,11 @@ def input_specs(prog: Program, given: Sequence[str], world: int, npz: str | None
         name, eq, spec = item.partition("=")
         if not eq or not name or not spec:
             raise UserError(f"bad --input '{item}': expected NAME=SPEC")
-        by_name[name.strip().lstrip("%")] = spec.strip()
-    arrays = _load_npz(npz) if npz is not None else {}
+        key = name.strip().lstrip("%")
+        if key in by_name:
+            raise UserError(f"--input {key} is given twice: give it once")
+        by_name[key] = spec.strip()
+    arrays = load_npz(npz) if npz is not None else {}
     keys_of = [[b.label.lstrip("%"), str(k), f"arg{k}"] for k, b in enumerate(prog.args)]
     positional = _positional(arrays, keys_of, npz)
     specs: list[InputSpec] = []
@@ -590,7 +684,10 @@ def input_specs(prog: Program, given: Sequence[str], world: int, npz: str | None
     used_arrays: set[str] = set()
     for k, b in enumerate(prog.args):
         keys = keys_of[k]
-        key = next((x for x in keys if x in by_name), None)
+        given = [x for x in dict.fromkeys(keys) if x in by_name]
+        if len(given) > 1:
+            raise UserError(f"--input {given[0]} and --input {given[1]} both name {b.label} (argument #{k}): give one")
+        key = given[0] if given else None
         if key is None:
             from_npz = positional[k] if positional is not None and k < len(positional) else next((x for x in keys if x in arrays), None)
             if from_npz is None:

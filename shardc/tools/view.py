@@ -41,6 +41,7 @@ def _value_texts(text: str, name: str, only: str | None) -> list[Text | str]:
     from xdsl.dialects.builtin import TensorType
 
     from shardc.dialects.shard import GridOp, ShardingOp, ShardOp, lookup_grid
+    from shardc.ir.escape import display
     from shardc.ir.locations import find_file_loc
     from shardc.runtime.sharding import RuntimeSharding
     from shardc.tools.cli import parse_module
@@ -53,7 +54,7 @@ def _value_texts(text: str, name: str, only: str | None) -> list[Text | str]:
         if isinstance(g, GridOp):
             shape = g.shape_tuple
             desc = "x".join("?" if d is None else str(d) for d in shape)
-            out.append(f"grid @{g.sym_name.data} {desc}")
+            out.append(f"grid @{display(g.sym_name.data)} {desc}")
             if None not in shape:
                 out.append("  " + grid_text(shape).replace("\n", "\n  "))  # type: ignore[arg-type]
     funcs = [f for f in module.walk() if isinstance(f, func.FuncOp) and f.body.blocks]
@@ -64,11 +65,11 @@ def _value_texts(text: str, name: str, only: str | None) -> list[Text | str]:
         if only is not None and f.sym_name.data != only.lstrip("@"):
             continue
         shards = [op for op in f.walk() if isinstance(op, ShardOp)]
-        out.append(f"\n@{f.sym_name.data}: {len(shards)} annotated value{'s' if len(shards) != 1 else ''}")
+        out.append(f"\n@{display(f.sym_name.data)}: {len(shards)} annotated value{'s' if len(shards) != 1 else ''}")
         for op in shards:
             count += 1
             loc = find_file_loc(op.location)
-            where = lines[loc.line.data - 1].strip() if loc is not None else op.name
+            where = display(lines[loc.line.data - 1].strip() if loc is not None else op.name)
             t = Text()
             t.append(where + "\n", "bold")
             ty = op.result.type
@@ -79,12 +80,12 @@ def _value_texts(text: str, name: str, only: str | None) -> list[Text | str]:
                 continue
             grid = lookup_grid(sh, sh.grid)
             if grid is None:
-                t.append(f"  no shard.grid named {sh.grid.string_value()}: not drawn")
+                t.append(f"  no shard.grid named {display(sh.grid.string_value())}: not drawn")
                 out.append(t)
                 continue
             gshape = grid.shape_tuple
             rank = len(ty.get_shape()) if isinstance(ty, TensorType) else 0
-            t.append(f"  grid @{grid.sym_name.data}, split {spec_text(sh.split_axes_tuple, rank)}")
+            t.append(f"  grid @{display(grid.sym_name.data)}, split {spec_text(sh.split_axes_tuple, rank)}")
             halos = tuple(sh.static_halo_sizes.get_values())
             if halos:
                 t.append(f", halo sizes {list(halos)}")
@@ -98,7 +99,7 @@ def _value_texts(text: str, name: str, only: str | None) -> list[Text | str]:
                 local = rs.local_shape(shape, gshape, (0,) * len(gshape))  # type: ignore[arg-type]
                 diagram = render_layout(shape, rs, gshape)  # type: ignore[arg-type]
             except Exception as e:  # noqa: BLE001 - an impossible layout is reported, not raised
-                t.append(f"\n  cannot lay out {list(shape)} on grid {list(gshape)}: {e}")
+                t.append(f"\n  cannot lay out {list(shape)} on grid {list(gshape)}: {display(str(e))}")
                 out.append(t)
                 continue
             t.append(f", rank 0 holds {list(local)} of {list(shape)}\n")

@@ -42,6 +42,9 @@ class GPTConfig:
     def __post_init__(self) -> None:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be a multiple of n_head ({self.n_head})")
+        largest = self.n_embd * max(self.vocab_size, self.block_size, 3 * self.n_embd, self.mlp_ratio * self.n_embd)
+        if largest >= 1 << 32:  # what `normal_piece`'s counter-based generator can number
+            raise ValueError(f"the model is too large: its largest parameter has {largest} elements (at most 2**32 - 1; lower n_embd)")
 
     @property
     def head_dim(self) -> int:

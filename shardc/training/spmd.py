@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from shardc.errors import FailureReport
 from shardc.training.axis import ParamLayouts, PartitionSpec, ShardingPlan, ShardingPolicy, StateBytes, resolve
 from shardc.training.gpt import GPTConfig, InitialParams, ParamSpec, param_specs
 from shardc.training.mesh import MESH_AXES, Grid
@@ -57,8 +58,9 @@ SHARD_COLLECTIVES = ("all_gather", "all_reduce", "reduce_scatter", "all_slice", 
 MPI_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter_block", "send", "recv", "isend", "irecv", "barrier")
 
 
-class PipelineError(Exception):
-    """A pass of the pipeline failed on the step module (its diagnostic is the message)."""
+class PipelineError(FailureReport):
+    """A pass of the pipeline failed on the step module: the message is one line naming
+    the pass, the op and its location (`shardc.ir.diagnostics.one_line`)."""
 
 
 @dataclass
@@ -87,10 +89,29 @@ def run_pipeline(module: ModuleOp, passes: Sequence[str] = PIPELINE, keep_text: 
         t0 = time.perf_counter()
         try:
             p.apply(ctx, module)
-        except Exception as e:  # a diagnostic of the pass: keep its text
-            raise PipelineError(f"pass '{entry}' failed on the step module: {e}") from e
+        except Exception as e:  # noqa: BLE001 - a diagnostic of the pass, or a bug in it: one line
+            raise PipelineError(pass_failure_line(module, entry, e)) from e
         stages.append(Stage(entry, time.perf_counter() - t0, module_to_string(module) if keep_text else None))
     return stages
+
+
+def pass_failure_line(module: ModuleOp, entry: str, exc: Exception) -> str:
+    """One line for a pass that failed on the step module: its diagnostic (located at
+    the op), or for an internal error the op it was processing, where, and the pass."""
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from shardc.ir.diagnostics import DiagnosticError, Severity, make, one_line
+    from shardc.ir.verifier import crash_text
+
+    if isinstance(exc, DiagnosticError):
+        diag = exc.diagnostic
+        diag.message = f"{diag.message} (in pass '{entry}')"
+    elif isinstance(exc, DiagnosticException):
+        diag = make(None, Severity.ERROR, f"pass '{entry}' failed on the step module: {exc}")
+    else:
+        text, target = crash_text(exc, f"pass '{entry}'", module)
+        diag = make(target, Severity.ERROR, f"internal error in pass '{entry}': {text}")
+    return one_line(diag)
 
 
 def count_collectives(module: ModuleOp, by_axes: bool = False) -> dict[str, Counter[str]]:

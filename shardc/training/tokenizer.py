@@ -21,6 +21,8 @@ from shardc.training.data import CharTokenizer
 
 BYTE_ALPHABET = 256  # byte-level BPE starts from every byte
 DEFAULT_BPE_VOCAB = 512
+MAX_BPE_VOCAB = 2**24
+"""The largest BPE vocabulary trained (the largest in use are about 2**18)."""
 
 
 class TextTokenizer(Protocol):
@@ -61,6 +63,10 @@ class BPETokenizer:
 
         if vocab_size < BYTE_ALPHABET:
             raise ValueError(f"--vocab-size must be at least {BYTE_ALPHABET} (the byte alphabet of byte-level BPE), got {vocab_size}")
+        if vocab_size > MAX_BPE_VOCAB:
+            # The trainer allocates by the requested size: 2e9 asks for 140 GB, and past
+            # 2**32 it panics with a page of Rust backtrace.
+            raise ValueError(f"--vocab-size must be at most {MAX_BPE_VOCAB}, got {vocab_size}")
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()

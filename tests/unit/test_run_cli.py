@@ -227,7 +227,7 @@ ERRORS = [
     (["--input", "x=WRONGSHAPE", "--input", "s=1"], "input %x: expected shape (3,) of float64, got shape (4,)"),
     (["--input", "x=WRONGTYPE", "--input", "s=1"], "input %x: expected shape (3,) of float64, got elements of int32"),
     (["--input", "x=/nonexistent/x.npy", "--input", "s=1"], "input %x: no such file '/nonexistent/x.npy'"),
-    (["--input", "x=NOTNPY", "--input", "s=1"], "input %x: cannot read"),
+    (["--input", "x=NOTNPY", "--input", "s=1"], "is not a .npy file (numpy.save writes one)"),
     (["--input", "x=bogus", "--input", "s=1"], "input %x: bad input spec 'bogus'"),
     (["--input", "xbogus", "--input", "s=1"], "bad --input 'xbogus': expected NAME=SPEC"),
     (["--input", "x=random:sed=1", "--input", "s=1"], "input %x: unknown random option(s) sed (seed, low, high)"),

@@ -112,7 +112,7 @@ def test_npz_in_order_still_checks_shapes(tmp_path, capsys):
     "content, message",
     [
         (None, "--inputs: no such file"),
-        (b"not an archive", "--inputs: cannot read"),
+        (b"not an archive", "is not a .npz file (numpy.savez writes one)"),
         ("extra", "array 'bogus' names no argument of @mlp"),
         ("shape", "input %w1 (from"),
     ],

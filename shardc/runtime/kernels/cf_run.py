@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from shardc.ir.escape import display
 from shardc.runtime.compiled import RuntimeExecutionError
 
 
 def _assert_failed(message: str, where: str = "") -> None:
+    message = display(message)  # the IR's text: no control character reaches a terminal
     raise RuntimeExecutionError(f"runtime: {where}: assertion failed: {message}" if where else f"runtime: assertion failed: {message}")
 
 

@@ -12,11 +12,11 @@ import random
 import numpy as np
 import pytest
 
+from shardc.ir.escape import display
 from shardc.runtime.codegen_safe import (
     UnsafeCodeError,
     check_code,
     check_generated,
-    display,
     py_hint,
     py_identifier,
     py_literal,
@@ -89,7 +89,9 @@ def test_display_escapes_what_a_terminal_would_interpret():
     for s in ["a\nb", "a\rb", "\x1b[31m", "\x00", "a\u2028b", "\x85", "\t"]:
         d = display(s)
         assert d.isprintable() and len(d.splitlines()) <= 1
-    assert display("a\nb") == "a\\nb"
+    assert display("a\nb") == "a\\0Ab"  # MLIR's escape: a backslash and the byte in hex
+    assert display("\x1b[2K") == "\\1B[2K"
+    assert display("a\rb\nc", keep_newlines=True) == "a\\0Db\nc"
 
 
 HOSTILE = [
@@ -212,7 +214,7 @@ def test_user_error_messages_are_one_line(capsys):
 
     assert run_tool("shardc-run", body) == 1
     err = capsys.readouterr().err
-    assert err == "shardc-run: error: no function @x\\ny\\x1b[2J in the program\n"
+    assert err == "shardc-run: error: no function @x\\0Ay\\1B[2J in the program\n"
 
 
 def test_no_pickle_or_eval_in_the_package():
@@ -260,4 +262,4 @@ def test_location_file_names_cannot_forge_diagnostics(tmp_path, capsys):
     )
     assert main([str(prog)]) == 1
     lines = capsys.readouterr().err.splitlines()
-    assert lines and all(line.startswith("x\\nfake.mlir:1:1: error: forged\\n:3:4: ") for line in lines), lines
+    assert lines and all(line.startswith("x\\0Afake.mlir:1:1: error: forged\\0A:3:4: ") for line in lines), lines
