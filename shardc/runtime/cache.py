@@ -72,10 +72,13 @@ from shardc import cache_dir as cache_dirs
 
 import numpy as np
 
+from shardc.runtime.codegen_safe import generated_namespace
 from shardc.runtime.compiled import CompiledModule, _external_stub, scalar_spec  # pyright: ignore[reportPrivateUsage]
 
 FORMAT = 7
 _MAGIC = b"shardc-compile-cache\n"
+_SEALED = b"shardc-sealed-entry\n"
+_TAG_BYTES = 32
 
 
 class CorruptEntry(Exception):
@@ -435,6 +438,9 @@ class _Decoder:
 _FLAT = frozenset({type(None), *_PLAIN})
 
 
+_GENERATED = frozenset(generated_namespace())
+"""What every namespace of generated code starts with (`_np`, builtins): never stored."""
+
 _SHAPES = " shapes"  # the pool's key of the object shapes: no binding's name (an identifier)
 
 
@@ -445,7 +451,7 @@ def dump_bindings(bindings: Mapping[str, object], modules: set[str] | None = Non
     read back (the check below), which is what a hit would load from these bytes."""
     enc = _Encoder()
     with gc_paused():
-        pool = {k: enc.enc(v) for k, v in bindings.items() if k != "_np"}
+        pool = {k: enc.enc(v) for k, v in bindings.items() if k not in _GENERATED}
         tree = {_SHAPES: enc.shape_table, **pool} if enc.shape_table else pool  # the shapes first: decoded first
         data = json.dumps(tree).encode() + b"\0" + bytes(enc.blob)
     if modules is not None:
@@ -487,11 +493,12 @@ def load_entry_bindings(entry: Entry, loaded: Mapping[int, Mapping[str, object]]
     with gc_paused():
         for k, data in enumerate(pools):
             got = dict(loaded[k]) if loaded and k in loaded else _load_bindings(data)
-            got.pop("_np", None)
+            for k in _GENERATED:
+                got.pop(k, None)
             if not out.keys().isdisjoint(got):
                 raise CorruptEntry("two parts bind the same name")
             out.update(got)
-    out["_np"] = np
+    out.update(generated_namespace())
     return out
 
 
@@ -531,7 +538,7 @@ def _load_bindings(data: bytes) -> dict[str, object]:
         raise
     except Exception as e:  # a damaged tree fails in many ways
         raise CorruptEntry(f"unreadable constants ({type(e).__name__})") from None
-    pool["_np"] = np
+    pool.update(generated_namespace())
     return pool
 
 
@@ -614,10 +621,16 @@ class Entry:
 
 
 class DiskCache:
-    """Entries under a directory: `<dir>/<key[:2]>/<key>.entry`."""
+    """Entries under a directory: `<dir>/<key[:2]>/<key>.entry`, each sealed with an
+    HMAC under this user's key (`shardc.cache_dir.cache_key`, kept outside the cache):
+    `_SEALED` + the 32-byte tag + the encoded entry. Only what this user's shardc wrote
+    verifies; anything else (a forged entry with recomputed checksums, an entry from
+    another machine, a FIFO, a symlink, a file over the size cap) is a warning and a
+    rebuild, and not a byte of it is decoded."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, secret: bytes):
         self.root = root
+        self.secret = secret
 
     @staticmethod
     def default() -> DiskCache | None:
@@ -625,10 +638,23 @@ class DiskCache:
         if not enabled():
             return None
         root = usable_dir(cache_dir())
-        return None if root is None else DiskCache(root)
+        if root is None:
+            return None
+        secret = cache_dirs.cache_key(warn)
+        return None if secret is None else DiskCache(root, secret)
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.entry"
+
+    def _unseal(self, name: str, sealed: bytes) -> bytes:
+        """The entry bytes of a sealed file named `name`, if its tag verifies."""
+        n = len(_SEALED) + _TAG_BYTES
+        if not sealed.startswith(_SEALED) or len(sealed) < n:
+            raise CorruptEntry("not sealed by this user's shardc")
+        data = sealed[n:]
+        if not cache_dirs.verify(self.secret, name, data, sealed[len(_SEALED) : n]):
+            raise CorruptEntry("its authentication tag does not verify: not written by this user's shardc with this key")
+        return data
 
     def get(self, key: str) -> Entry | None:
         got = self.read(key)
@@ -638,28 +664,33 @@ class DiskCache:
         """The entry of `key` as stored and decoded, or None (absent, unreadable, corrupt)."""
         p = self.path(key)
         try:
-            data = p.read_bytes()
+            sealed = cache_dirs.read_regular(str(p))
         except FileNotFoundError:
             return None
         except OSError as e:
-            warn(f"cannot read {p}: {e.strerror}; compiling")
+            warn(f"ignoring {p}: {e.strerror or e}; rebuilding it")
             return None
         try:
+            data = self._unseal(p.name, sealed)
             return data, Entry.decode(data, key)
         except CorruptEntry as e:
             warn(f"ignoring corrupt entry {p} ({e}); rebuilding it")
             return None
 
     def put(self, entry: Entry, data: bytes | None = None) -> None:
-        """Write atomically: a temporary file in the same directory, renamed into place
-        (`data`: the entry already encoded)."""
-        p = self.path(entry.key)
+        """Store `entry` (`data`: the entry already encoded), sealed (`write`)."""
+        self.write(self.path(entry.key), entry.encode() if data is None else data)
+
+    def write(self, p: Path, data: bytes) -> None:
+        """`data` sealed at `p`, atomically: a temporary file in the same directory,
+        renamed into place. A failure is one warning line."""
         try:
             p.parent.mkdir(mode=0o700, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".entry")
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(entry.encode() if data is None else data)
+                    f.write(_SEALED + cache_dirs.seal(self.secret, p.name, data))
+                    f.write(data)
                 os.replace(tmp, p)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -667,6 +698,11 @@ class DiskCache:
                 raise
         except OSError as e:
             warn(f"cannot write {p}: {e.strerror}")
+
+    def unsealed(self, p: Path) -> bytes:
+        """The entry bytes stored at `p` (OSError: unreadable or not a regular file;
+        CorruptEntry: not sealed with this user's key)."""
+        return self._unseal(p.name, cache_dirs.read_regular(str(p)))
 
 
 # ---------------------------------------------------------------------------------------
