@@ -31,6 +31,7 @@ from shardc.interfaces.sharding import (
     register_sharding_interface,
 )
 from shardc.ir import diagnostics
+from shardc.ir.dense import splat_attr
 
 
 class ConstantSharding(ShardingInterface):
@@ -106,7 +107,7 @@ class ConstantSharding(ShardingInterface):
         grid = partitioner.grid(op, sharding.grid)
         new_type = local_type(op.result.type, grid, sharding, "result #0", op)
         assert isinstance(new_type, TensorType)
-        splat = DenseIntOrFPElementsAttr.from_list(new_type, [value.get_values()[0]])
+        splat = splat_attr(new_type, value.get_values()[0])
         new = arith.ConstantOp(splat, new_type)
         new.location = op.location
         partitioner.insert(new)

@@ -249,6 +249,8 @@ class _Encoder:
         self.keep.append(obj)
         if t is np.ndarray:
             a: np.ndarray = obj  # type: ignore[assignment]
+            if a.size > 1 and a.ndim and not any(a.strides):  # a broadcast element (a large splat constant)
+                return ["splat", self._dtype(a.dtype), list(a.shape), self._raw(a.reshape(-1)[:1].tobytes())]
             return ["ndarray", self._dtype(a.dtype), list(a.shape), self._raw(np.ascontiguousarray(a).tobytes())]
         if t in _SEQUENCES:
             if set(map(type, obj)) <= _FLAT_ENC:
@@ -297,7 +299,7 @@ class _Decoder:
         self.tags: dict[str, Callable[[list[Any]], Any]] = {
             "tuple": self._tuple, "list": self._sequence, "set": self._sequence, "frozenset": self._sequence,
             "dict": self._dict, "object": self._object, "ref": self._ref, "ndarray": self._ndarray,
-            "global": self.named, "ufunc_method": self.named,
+            "global": self.named, "ufunc_method": self.named, "splat": self._splat,
             "float": lambda n: float.fromhex(n[1]),
             "bytes": lambda n: self.raw(n[1]),
             "complex": lambda n: complex(float.fromhex(n[1]), float.fromhex(n[2])),
@@ -422,6 +424,16 @@ class _Decoder:
     def _ndarray(self, node: list[Any]) -> np.ndarray:
         slot = self._slot()
         out = self.memo[slot] = np.frombuffer(self.raw(node[3]), dtype=self.dtype(node[1])).reshape([int(n) for n in node[2]]).copy()
+        return out
+
+    def _splat(self, node: list[Any]) -> np.ndarray:
+        """One element broadcast, read-only, as `dense_to_array` makes a large splat."""
+        slot = self._slot()
+        one = np.frombuffer(self.raw(node[3]), dtype=self.dtype(node[1]))
+        shape = [int(n) for n in node[2]]
+        if one.size != 1:
+            raise CorruptEntry("bad splat")
+        out = self.memo[slot] = np.broadcast_to(one.reshape([1] * len(shape)), shape)
         return out
 
     def _ufunc(self, node: list[Any]) -> np.ufunc:

@@ -1,0 +1,80 @@
+"""Dense elements attributes held in proportion to their data.
+
+xDSL's `DenseIntOrFPElementsAttr` keeps every element's bytes: a splat such as
+`dense<1.0> : tensor<100000x100000xf32>` (nine characters of text) became 40 GB at
+parse time, and a literal list went through one Python object per element. shardc
+keeps the attribute class and its printing (`dense<...>` text is unchanged) and holds:
+
+* a splat whose whole data would exceed `COMPACT_SPLAT_BYTES` as its one element
+  (`len(attr) == 1` under a larger shape: xDSL's printer already prints that as the
+  splat it is), made by `splat_attr` wherever shardc makes a splat, parsed or built, so
+  that two equal splats are one attribute;
+* a literal list or hex string read straight into a numpy buffer (`fast_parser`).
+
+Readers of the values go through `element_array`/`shardc.runtime.helpers.dense_to_array`
+(a compact splat becomes `np.full` only when the runtime needs the array) or
+`is_splat()`/`get_values()[0]`, which read one element."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, IntegerType
+
+COMPACT_SPLAT_BYTES = 1 << 16
+"""A splat holds one element when its full data would exceed this many bytes (smaller
+ones keep all their bytes, as xDSL makes them, so that every pass reading
+`get_values()` of a small constant sees one value per element)."""
+
+
+def element_count(type: Any) -> int:
+    return math.prod(type.get_shape())
+
+
+def is_compact(attr: DenseIntOrFPElementsAttr) -> bool:
+    """Whether `attr` is a splat held as its one element."""
+    return len(attr.data.data) == attr.get_element_type().compile_time_size and element_count(attr.get_type()) != 1
+
+
+def compact_splat(type: Any, n_bytes: int) -> bool:
+    """Whether a splat of `type` is held compact (`COMPACT_SPLAT_BYTES`)."""
+    return element_count(type) * n_bytes > COMPACT_SPLAT_BYTES
+
+
+def splat_attr(type: Any, value: Any) -> DenseIntOrFPElementsAttr:
+    """The splat of `value` over `type`: xDSL's `from_list(type, [value])` when small,
+    its one element when large (`COMPACT_SPLAT_BYTES`)."""
+    element = type.get_element_type()
+    if not compact_splat(type, element.compile_time_size):
+        return DenseIntOrFPElementsAttr.from_list(type, [value])
+    if isinstance(element, IntegerType):
+        value = element.get_normalized_value(value)
+    return DenseIntOrFPElementsAttr(type, BytesAttr(element.pack([value])))
+
+
+def from_bytes(type: Any, data: bytes) -> DenseIntOrFPElementsAttr:
+    """The attribute of `type` holding `data` (one element's bytes for a splat, or all
+    of them), compact when it is a large splat: a list whose elements are all equal is
+    held as the splat it prints as."""
+    size = type.get_element_type().compile_time_size
+    n = element_count(type)
+    if len(data) == size * n and n > 1 and compact_splat(type, size) and data.count(data[:size]) == n:
+        data = data[:size]
+    elif len(data) == size and n != 1 and not compact_splat(type, size):
+        data = data * n
+    return DenseIntOrFPElementsAttr(type, BytesAttr(data))
+
+
+def element_array(attr: DenseIntOrFPElementsAttr, dtype: np.dtype) -> np.ndarray:
+    """The elements of `attr` as a read-only array of its type's shape (a compact splat
+    broadcast, never copied)."""
+    shape = tuple(attr.get_shape())
+    flat = np.frombuffer(attr.data.data, dtype=dtype)
+    if flat.size == 1 and element_count(attr.get_type()) != 1:
+        return np.broadcast_to(flat.reshape((1,) * len(shape)), shape)
+    return flat.reshape(shape)
+
+
+__all__ = ["COMPACT_SPLAT_BYTES", "compact_splat", "element_array", "element_count", "from_bytes", "is_compact", "splat_attr"]
