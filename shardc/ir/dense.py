@@ -11,8 +11,8 @@ keeps the attribute class and its printing (`dense<...>` text is unchanged) and 
   that two equal splats are one attribute;
 * a literal list or hex string read straight into a numpy buffer (`fast_parser`).
 
-Readers of the values go through `element_array`/`shardc.runtime.helpers.dense_to_array`
-(a compact splat becomes `np.full` only when the runtime needs the array) or
+Readers of the values go through `shardc.runtime.helpers.dense_to_array` (a compact
+splat is a read-only broadcast of its element until an op reads it) or
 `is_splat()`/`get_values()[0]`, which read one element."""
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, IntegerType
 
 COMPACT_SPLAT_BYTES = 1 << 16
@@ -67,14 +66,4 @@ def from_bytes(type: Any, data: bytes) -> DenseIntOrFPElementsAttr:
     return DenseIntOrFPElementsAttr(type, BytesAttr(data))
 
 
-def element_array(attr: DenseIntOrFPElementsAttr, dtype: np.dtype) -> np.ndarray:
-    """The elements of `attr` as a read-only array of its type's shape (a compact splat
-    broadcast, never copied)."""
-    shape = tuple(attr.get_shape())
-    flat = np.frombuffer(attr.data.data, dtype=dtype)
-    if flat.size == 1 and element_count(attr.get_type()) != 1:
-        return np.broadcast_to(flat.reshape((1,) * len(shape)), shape)
-    return flat.reshape(shape)
-
-
-__all__ = ["COMPACT_SPLAT_BYTES", "compact_splat", "element_array", "element_count", "from_bytes", "is_compact", "splat_attr"]
+__all__ = ["COMPACT_SPLAT_BYTES", "compact_splat", "element_count", "from_bytes", "is_compact", "splat_attr"]

@@ -29,7 +29,6 @@ from typing import Any, ClassVar
 
 from xdsl.context import Context
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
-import numpy as np
 from xdsl.dialects.builtin import AnyFloat, DenseResourceAttr, IndexType, IntegerType, ModuleOp, ShapedType, StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue, TypeAttribute
 from xdsl.parser import Parser, UnresolvedOperand
@@ -208,9 +207,11 @@ class _DenseBody:
             return None if _LIST_CHARS.search(text) else _DenseBody("list", text)
         return None
 
-    def data(self, element: Any, dtype: np.dtype, shape: list[int]) -> bytes | None:
+    def data(self, element: Any, dtype: Any, shape: list[int]) -> bytes | None:
         """The element bytes (one element for a splat), or None where xDSL's parse
         should decide (a value out of range, a literal that does not fit the shape)."""
+        import numpy as np  # only for a dense literal: shardc-opt's start-up does without
+
         is_int = not isinstance(element, AnyFloat)
         if self.kind == "hex":
             if len(self.text) % 2:
@@ -244,9 +245,10 @@ class _DenseBody:
         return _pack(values, element, dtype)
 
 
-def _pack(values: np.ndarray, element: Any, dtype: np.dtype) -> bytes | None:
+def _pack(values: Any, element: Any, dtype: Any) -> bytes | None:
     """`values` as `element`'s bytes (`dtype`), as xDSL packs them: integers in the
     type's range (two's complement for signless), floats rounded from double."""
+    import numpy as np
     if isinstance(element, IntegerType):
         lo, hi = element.value_range()
         if values.dtype == object:
@@ -458,6 +460,8 @@ class FastParser(Parser):
         fmt = getattr(element, "format", None)
         if not isinstance(element, AnyFloat | IntegerType | IndexType) or fmt not in _DENSE_FORMATS or (isinstance(element, IntegerType) and element.width.data == 1):
             return None
+        import numpy as np
+
         data = body.data(element, np.dtype(fmt), list(type.get_shape()))
         return None if data is None else dense.from_bytes(type, data)
 
