@@ -52,6 +52,7 @@ from typing import IO
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    DenseIntOrFPElementsAttr,
     MemRefType,
     NoneAttr,
     TensorType,
@@ -1090,8 +1091,35 @@ class MLIRPrinter(Printer):
             self.print_string("[")
             self.print_list(attribute.data, self._print_array_element)  # type: ignore[attr-defined]
             self.print_string("]")
+        elif cls is DenseIntOrFPElementsAttr and self._print_large_dense(attribute):  # type: ignore[arg-type]
+            pass
         else:
             super().print_attribute(attribute)
+
+    def _print_large_dense(self, attr: DenseIntOrFPElementsAttr) -> bool:
+        """A dense attribute of more than 100 elements printed as xDSL prints it (one
+        element if all are equal, else its bytes in hex) from its buffer, without a
+        Python object per element; False (nothing printed) for any other."""
+        element = attr.get_element_type()
+        size = element.compile_time_size
+        fmt = getattr(element, "format", None)
+        if len(attr.data.data) <= 100 * size or fmt not in ("<e", "<f", "<d", "<b", "<h", "<i", "<q", "<B", "<H", "<I", "<Q"):
+            return False
+        import numpy as np  # a large constant only: printing does without it
+
+        values = np.frombuffer(attr.data.data, dtype=np.dtype(fmt))
+        self.print_string("dense<")
+        if bool((values == values[0]).all()):  # xDSL's `is_splat`: equal values (-0.0 == 0.0, NaN never)
+            first = next(attr.iter_values())
+            if isinstance(element, AnyFloat):
+                self.print_float(first, element)  # type: ignore[arg-type]
+            else:
+                self.print_int(first, element)  # type: ignore[arg-type]
+        else:
+            self.print_string(f'"0x{attr.data.data.hex().upper()}"')
+        self.print_string("> : ")
+        self.print_attribute(attr.get_type())
+        return True
 
     def _print_memref_type(self, ty: MemRefType) -> None:
         """As xDSL prints it, but an i64 memory space prints without its type."""

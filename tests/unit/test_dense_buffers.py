@@ -146,3 +146,39 @@ def test_cache_stores_a_broadcast_splat_as_one_element():
     assert len(data) < 4096
     back = cache.load_bindings(data)["_cst_1"]
     assert back.shape == (50000, 50000) and back.strides == (0, 0) and not back.flags.writeable and back[123, 456] == 3.0
+
+
+def _printed(attr, fast: bool) -> str:
+    import io
+
+    from shardc.ir.printer import MLIRPrinter
+
+    class ElementByElement(MLIRPrinter):
+        def _print_large_dense(self, attr):  # the printer as it was: xDSL's, a value at a time
+            return False
+
+    out = io.StringIO()
+    (MLIRPrinter if fast else ElementByElement)(stream=out).print_attribute(attr)
+    return out.getvalue()
+
+
+_PRINT_CASES = [(d, k) for d in ("float32", "float64", "float16") for k in ("random", "equal", "signed zeros", "nan")] + [
+    (d, k) for d in ("int8", "int32", "int64") for k in ("random", "equal")
+]
+
+
+@pytest.mark.parametrize("n", [100, 101, 300])
+@pytest.mark.parametrize("dtype,kind", _PRINT_CASES)
+def test_large_constants_print_from_their_buffer_as_before(dtype, n, kind):
+    from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, TensorType, f16, f32, f64, i8, i32, i64
+
+    element = {"float32": f32, "float64": f64, "float16": f16, "int8": i8, "int32": i32, "int64": i64}[dtype]
+    dt = np.dtype(dtype)
+    values = {
+        "random": lambda: (np.random.default_rng(n).standard_normal(n) * 100).clip(-120, 120).astype(dt),
+        "equal": lambda: np.full(n, 7, dt),
+        "signed zeros": lambda: np.where(np.arange(n) % 2 == 0, -0.0, 0.0).astype(dt),  # equal values: xDSL prints a splat
+        "nan": lambda: np.full(n, np.nan, dt),  # never equal: xDSL prints the bytes
+    }[kind]()
+    attr = DenseIntOrFPElementsAttr(TensorType(element, [n]), BytesAttr(values.tobytes()))
+    assert _printed(attr, fast=True) == _printed(attr, fast=False)
