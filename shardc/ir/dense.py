@@ -12,8 +12,8 @@ keeps the attribute class and its printing (`dense<...>` text is unchanged) and 
 * a literal list or hex string read straight into a numpy buffer (`fast_parser`).
 
 Readers of the values go through `shardc.runtime.helpers.dense_to_array` (a compact
-splat is a read-only broadcast of its element until an op reads it) or
-`is_splat()`/`get_values()[0]`, which read one element."""
+splat is a read-only broadcast of its element until an op reads it), `is_splat` and
+`element_attr` here (the folders, the printer), or `get_values()[0]` of a splat."""
 
 from __future__ import annotations
 
@@ -66,4 +66,52 @@ def from_bytes(type: Any, data: bytes) -> DenseIntOrFPElementsAttr:
     return DenseIntOrFPElementsAttr(type, BytesAttr(data))
 
 
-__all__ = ["COMPACT_SPLAT_BYTES", "compact_splat", "element_count", "from_bytes", "is_compact", "splat_attr"]
+_NUMPY_FORMATS = frozenset({"<e", "<f", "<d", "<b", "<h", "<i", "<q", "<B", "<H", "<I", "<Q"})
+_SMALL = 100
+"""Attributes of at most this many elements are read through xDSL (a value object each)."""
+
+
+def _buffer(attr: DenseIntOrFPElementsAttr) -> Any:
+    """The elements as a numpy array over the attribute's bytes (no copy), or None for
+    a small attribute or an element type numpy does not hold (bf16, i1, complex)."""
+    element = attr.get_element_type()
+    fmt = getattr(element, "format", None)
+    if fmt not in _NUMPY_FORMATS or len(attr.data.data) <= _SMALL * element.compile_time_size:
+        return None
+    import numpy as np  # large constants only: shardc-opt's start-up does without it
+
+    return np.frombuffer(attr.data.data, dtype=np.dtype(fmt))
+
+
+def has_buffer(attr: DenseIntOrFPElementsAttr) -> bool:
+    """Whether `is_splat` reads `attr` from its buffer (large, of a numpy element type)."""
+    element = attr.get_element_type()
+    return getattr(element, "format", None) in _NUMPY_FORMATS and len(attr.data.data) > _SMALL * element.compile_time_size
+
+
+def is_splat(attr: DenseIntOrFPElementsAttr) -> bool:
+    """xDSL's `is_splat` (every value equal to the first: -0.0 equals 0.0, NaN never
+    equals) read from the buffer for a large attribute instead of a tuple of values."""
+    values = _buffer(attr)
+    if values is None:
+        return attr.is_splat()
+    return bool((values == values[0]).all())
+
+
+def element_attr(attr: DenseIntOrFPElementsAttr, position: int) -> Any:
+    """Element `position` as xDSL's `get_attrs()[position]` makes it (an IntegerAttr or
+    FloatAttr), unpacked alone; any position of a compact splat is its element."""
+    from xdsl.dialects.builtin import AnyFloat, FloatAttr, IndexType, IntegerAttr
+
+    element = attr.get_element_type()
+    size = element.compile_time_size
+    if is_compact(attr):
+        position = 0
+    chunk = attr.data.data[position * size : (position + 1) * size]
+    if isinstance(element, IntegerType | IndexType):
+        return next(iter(IntegerAttr.iter_unpack(element, chunk)))
+    assert isinstance(element, AnyFloat)
+    return next(iter(FloatAttr.iter_unpack(element, chunk)))
+
+
+__all__ = ["element_attr", "has_buffer", "is_splat", "COMPACT_SPLAT_BYTES", "compact_splat", "element_count", "from_bytes", "is_compact", "splat_attr"]

@@ -94,6 +94,7 @@ from xdsl.printer import Printer
 from xdsl.utils.identity import identity
 from xdsl.traits import IsolatedFromAbove, IsTerminator
 
+from shardc.ir import dense
 from shardc.ir.traits import is_unregistered
 
 ResultNamesFn = Callable[[Operation], Sequence[str | None]]
@@ -1100,16 +1101,11 @@ class MLIRPrinter(Printer):
         """A dense attribute of more than 100 elements printed as xDSL prints it (one
         element if all are equal, else its bytes in hex) from its buffer, without a
         Python object per element; False (nothing printed) for any other."""
-        element = attr.get_element_type()
-        size = element.compile_time_size
-        fmt = getattr(element, "format", None)
-        if len(attr.data.data) <= 100 * size or fmt not in ("<e", "<f", "<d", "<b", "<h", "<i", "<q", "<B", "<H", "<I", "<Q"):
+        if len(attr) <= 100 or not dense.has_buffer(attr):
             return False
-        import numpy as np  # a large constant only: printing does without it
-
-        values = np.frombuffer(attr.data.data, dtype=np.dtype(fmt))
+        element = attr.get_element_type()
         self.print_string("dense<")
-        if bool((values == values[0]).all()):  # xDSL's `is_splat`: equal values (-0.0 == 0.0, NaN never)
+        if dense.is_splat(attr):
             first = next(attr.iter_values())
             if isinstance(element, AnyFloat):
                 self.print_float(first, element)  # type: ignore[arg-type]

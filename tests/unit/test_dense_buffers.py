@@ -182,3 +182,33 @@ def test_large_constants_print_from_their_buffer_as_before(dtype, n, kind):
     }[kind]()
     attr = DenseIntOrFPElementsAttr(TensorType(element, [n]), BytesAttr(values.tobytes()))
     assert _printed(attr, fast=True) == _printed(attr, fast=False)
+
+
+def test_folders_read_large_constants_from_their_buffer(tmp_path, capsys):
+    """tensor.extract of a large constant folds to the element at its index (a compact
+    splat's at any index), and tosa.add of a large zero splat folds away, as on small
+    constants (MLIR's folders)."""
+    from shardc.ir import dense
+    from shardc.tools.opt import main as opt_main
+
+    values = np.arange(300 * 400, dtype=np.float32).reshape(300, 400) / 7
+    source = tmp_path / "fold.mlir"
+    source.write_text(f"""func.func @f(%x: tensor<300x400xf32>) -> (f32, f32, tensor<300x400xf32>) {{
+  %c = arith.constant dense<"0x{values.tobytes().hex().upper()}"> : tensor<300x400xf32>
+  %s = arith.constant dense<0.0> : tensor<300x400xf32>
+  %i = arith.constant 123 : index
+  %j = arith.constant 45 : index
+  %a = tensor.extract %c[%i, %j] : tensor<300x400xf32>
+  %b = tensor.extract %s[%i, %j] : tensor<300x400xf32>
+  %t = tosa.add %x, %s : (tensor<300x400xf32>, tensor<300x400xf32>) -> tensor<300x400xf32>
+  return %a, %b, %t : f32, f32, tensor<300x400xf32>
+}}
+""")
+    assert opt_main([str(source), "--canonicalize"]) == 0
+    printed = capsys.readouterr().out
+    body = printed[printed.index("func.func") :]
+    assert f"arith.constant {float(values[123, 45]):.6e} : f32" in body, body
+    assert "arith.constant 0.000000e+00 : f32" in body
+    assert "tosa.add" not in body and "tensor.extract" not in body
+    assert dense.is_splat(_constant(_module("dense<0.0> : tensor<300x400xf32>")))
+    assert not dense.is_splat(_constant(_module(f'dense<"0x{values.tobytes().hex()}"> : tensor<300x400xf32>')))
