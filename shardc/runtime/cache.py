@@ -29,10 +29,16 @@ Where: `$SHARDC_CACHE_DIR`, else `$XDG_CACHE_HOME/shardc`, else `~/.cache/shardc
 user owns, or that group or others may write, is refused with a one-line warning and
 nothing is read from or written to it (IR is data: an entry must not become a way to
 run someone else's code). Entries are written to a temporary file and renamed into
-place, so concurrent writers (ranks, jobs) never expose a partial file. Reading checks
-the key stored inside the entry, a sha256 over its contents and over the generated
-source; anything that fails (truncated, corrupt, of another format) is ignored with one
-warning line and rebuilt. Constants are decoded (the cyclic GC paused: it made decoding
+place, so concurrent writers (ranks, jobs) never expose a partial file. Each file is
+sealed: an HMAC-SHA256 under this user's key, which lives outside the cache
+(`shardc.cache_dir.cache_key`), so that a cache restored by CI, copied from another
+machine or written by anyone else does not verify however its checksums were made.
+Reading takes regular files below a size cap only (no FIFO, symlink or device: opened
+with O_NOFOLLOW|O_NONBLOCK), then checks the seal, the key stored inside the entry, a
+sha256 over its contents and over the generated source; anything that fails
+(truncated, corrupt, forged, of another format) is ignored with one warning line and
+rebuilt. Generated code runs over `codegen_safe.generated_namespace()`: numpy's
+functions bound by name, never a module. Constants are decoded (the cyclic GC paused: it made decoding
 the GPT step's 170,000 nodes 3x slower) from tagged data that can hold only
 plain values, numpy arrays, scalars, dtypes and ufuncs, and the functions, classes and
 dataclass instances (made by `object.__new__`, no constructor runs; their attribute

@@ -517,7 +517,7 @@ class KernelRefused(Exception):
 def njit_kernel(kind: str, source: str, kits: Sequence[Callable[[], tuple[str, dict[str, object]]]]) -> Callable[..., None]:
     """`source`'s `kernel`, checked (`_check`) and jit-compiled from a file in
     `cache_dir()` (`_module`, kind `kind`) so that numba caches its machine code between
-    processes, with the helpers of `kits` (`_helpers`, `rows_run._row_helpers`) defined.
+    processes (in sealed files: `numba_cache`), with the helpers of `kits` (`_helpers`, `rows_run._row_helpers`) defined.
     What the kernel calls is part of its identity, since numba's cache sees only
     `source`: vecmath's version and each kit's hash name the file."""
     _check(source)  # a cache hit's kernels come from the entry: data until checked
