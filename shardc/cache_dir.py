@@ -135,7 +135,7 @@ def _make_key(path: str) -> None:
     already: written to a temporary file and hard-linked into place, so a process
     racing with this one reads a whole key or none."""
     os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
+    tmp = f"{path}.{os.uname().nodename}.{os.getpid()}.tmp"  # hosts sharing a home make it at once
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         with os.fdopen(fd, "w") as f:
