@@ -198,7 +198,7 @@ class _DenseBody:
             m = _ONE_NUMBER.match(small)
             if m is not None:
                 return _DenseBody("one", m.group(1))
-        first = content[start:end].lstrip()[:1] if end - start < 64 else content[start : start + 64].lstrip()[:1]
+        first = content[start : min(end, start + 64)].lstrip()[:1]
         if first == '"':
             m = _HEX_BODY.match(content, start, end)
             return _DenseBody("hex", m.group(1)) if m is not None else None
@@ -249,6 +249,7 @@ def _pack(values: Any, element: Any, dtype: Any) -> bytes | None:
     """`values` as `element`'s bytes (`dtype`), as xDSL packs them: integers in the
     type's range (two's complement for signless), floats rounded from double."""
     import numpy as np
+
     if isinstance(element, IntegerType):
         lo, hi = element.value_range()
         if values.dtype == object:
