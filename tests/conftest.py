@@ -16,6 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # the user's; subprocesses (mpiexec, the tools) inherit it.
 os.environ["SHARDC_CACHE_DIR"] = tempfile.mkdtemp(prefix="shardc-test-cache-")
 atexit.register(shutil.rmtree, os.environ["SHARDC_CACHE_DIR"], ignore_errors=True)
+# ... and its key (shardc.cache_dir.key_path) one of its own, beside the cache, not in it.
+_KEY_DIR = tempfile.mkdtemp(prefix="shardc-test-key-")
+os.environ["SHARDC_CACHE_KEY"] = os.path.join(_KEY_DIR, "cache.key")
+atexit.register(shutil.rmtree, _KEY_DIR, ignore_errors=True)
 
 
 def run_opt(*args: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:

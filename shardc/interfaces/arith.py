@@ -31,6 +31,7 @@ from shardc.interfaces.sharding import (
     register_sharding_interface,
 )
 from shardc.ir import diagnostics
+from shardc.ir import dense
 
 
 class ConstantSharding(ShardingInterface):
@@ -56,7 +57,7 @@ class ConstantSharding(ShardingInterface):
 
     def allows_option(self, op: Operation, option: ShardingOption) -> bool:
         value = op.properties.get("value") or op.attributes.get("value")
-        splat = isinstance(value, DenseIntOrFPElementsAttr) and value.is_splat()
+        splat = isinstance(value, DenseIntOrFPElementsAttr) and dense.is_splat(value)
         return splat or not any(option.sharding_array)
 
     def partition(
@@ -81,7 +82,7 @@ class ConstantSharding(ShardingInterface):
                 "cannot partition a tensor constant whose result is not used by exactly "
                 "one shard.shard",
             )
-        if not isinstance(value, DenseIntOrFPElementsAttr) or not value.is_splat():
+        if not isinstance(value, DenseIntOrFPElementsAttr) or not dense.is_splat(value):
             whole = partitioner.insert(clone_op(op, partitioner.mapping))
             if sharding.is_fully_replicated:
                 return
@@ -106,7 +107,7 @@ class ConstantSharding(ShardingInterface):
         grid = partitioner.grid(op, sharding.grid)
         new_type = local_type(op.result.type, grid, sharding, "result #0", op)
         assert isinstance(new_type, TensorType)
-        splat = DenseIntOrFPElementsAttr.from_list(new_type, [value.get_values()[0]])
+        splat = dense.splat_attr(new_type, next(iter(value.iter_values())))
         new = arith.ConstantOp(splat, new_type)
         new.location = op.location
         partitioner.insert(new)

@@ -21,6 +21,7 @@ It changes no xDSL class; it only overrides methods in a subclass:
 
 from __future__ import annotations
 
+import math
 import re
 import weakref
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from typing import Any, ClassVar
 
 from xdsl.context import Context
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
-from xdsl.dialects.builtin import AnyFloat, DenseResourceAttr, ModuleOp, ShapedType, StringAttr
+from xdsl.dialects.builtin import AnyFloat, DenseResourceAttr, IndexType, IntegerType, ModuleOp, ShapedType, StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue, TypeAttribute
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.parser.attribute_parser import AttrParser
@@ -36,7 +37,7 @@ from xdsl.parser.generic_parser import ParserState
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRToken, MLIRTokenKind, PunctuationSpelling
 
-from shardc.ir import resources
+from shardc.ir import dense, resources
 from shardc.ir.fast_lexer import FastLexer
 
 _BARE = MLIRTokenKind.BARE_IDENT
@@ -55,7 +56,7 @@ _TYPE_SUFFIX = re.compile(r"\s*:\s*(?:(tensor|vector|memref)<|[a-z][a-z0-9]*\b)"
 #: Bare keywords that are whole types.
 _SIMPLE_TYPE = re.compile(r"(?:[su]?i[0-9]+|index|bf16|tf32|f16|f32|f64|f80|f128|none)\Z")
 
-_BRACKET_TOKENS = re.compile(r'->|>=|"(?:[^"\\]|\\.)*"|[\[\]{}()<>]')
+_BRACKET_TOKENS = re.compile(r'->|>=|"(?:[^"\\]++|\\.)*+"|[\[\]{}()<>]')  # possessive: no state kept per character
 _DEPTH = {"[": 1, "{": 1, "(": 1, "<": 1, "]": -1, "}": -1, ")": -1, ">": -1}
 _ALIAS_REFS = re.compile(r"[#!][a-zA-Z0-9$._-]+")
 #: Texts that make a parse depend on more than the text and the context.
@@ -99,14 +100,18 @@ def _named_regexes() -> tuple[re.Pattern[str], ...] | None:
 
 
 _MAX_ENTRIES = 100_000
+_MAX_CACHED_TEXT = 1 << 16
+"""Texts longer than this (a dense literal's data, a function body) are neither scanned
+for their end nor kept as cache keys."""
 _METADATA_BEGIN = re.compile(r"\{-#")
 
 
-def balanced_end(content: str, pos: int) -> int:
+def balanced_end(content: str, pos: int, limit: int | None = None) -> int:
     """The end of the bracketed text opening at `pos` (`->`, `>=` and string literals
-    do not count as brackets), or -1."""
+    do not count as brackets), or -1 (also when it does not close within `limit`
+    characters)."""
     depth = 0
-    for m in _BRACKET_TOKENS.finditer(content, pos):
+    for m in _BRACKET_TOKENS.finditer(content, pos, len(content) if limit is None else min(len(content), pos + limit)):
         delta = _DEPTH.get(m.group())
         if delta is not None:
             depth += delta
@@ -147,6 +152,121 @@ class _HexElement(AttrParser._TensorLiteralElement):  # pyright: ignore[reportPr
                 parser.raise_error("hexadecimal float constant out of range for type", at_position=self.span)
             return next(type.iter_unpack(self.value.to_bytes(type.compile_time_size, "little")))
         return super().to_type(parser, type)
+
+
+_DENSE_FORMATS = frozenset({"<e", "<f", "<d", "<b", "<h", "<i", "<q", "<B", "<H", "<I", "<Q"})
+_HEX_BODY = re.compile(r'\s*"0x([0-9A-Fa-f]*)"\s*\Z')
+_FLOAT_NUMBER = r"-?[0-9]+(?:\.[0-9]*(?:[eE][-+]?[0-9]+)?)?"  # MLIR: an exponent only after a point
+_INT_NUMBER = r"-?[0-9]+"
+_ONE_NUMBER = re.compile(rf"\s*({_FLOAT_NUMBER})\s*\Z")
+#: a flattened list: numbers between commas, each one well formed (possessive: no
+#: backtracking state kept per element)
+_FLOAT_LIST = re.compile(rf"(?:\s*+{_FLOAT_NUMBER}\s*+,)*+\s*+{_FLOAT_NUMBER}\s*+")
+_INT_LIST = re.compile(rf"(?:\s*+{_INT_NUMBER}\s*+,)*+\s*+{_INT_NUMBER}\s*+")
+_TOO_LONG_INT = re.compile(r"[0-9]{19}")
+_LIST_CHARS = re.compile(r"[^0-9eE.+\-,\[\]\s]")
+_STRUCTURE = str.maketrans({c: None for c in "0123456789eE.+- \t\n\r"})
+_UNBRACKET = str.maketrans({"[": " ", "]": " "})
+
+
+def _nesting(shape: list[int]) -> str | None:
+    """The brackets and commas of a list literal of `shape` (`[[,],[,]]` for 2x2), or
+    None when that text would be long (the type does not fit a small body)."""
+    length = 0
+    for d in reversed(shape):
+        length = 2 + d * length + max(d - 1, 0)
+    if length > 1 << 26:
+        return None
+    text = ""
+    for d in reversed(shape):
+        text = "[" + ",".join([text] * d) + "]"
+    return text
+
+
+@dataclass
+class _DenseBody:
+    """The text inside `dense<...>` when it is one number, a hex string or a list of
+    plain numbers (`read`), turned into element bytes for a type by `data`."""
+
+    kind: str  # "hex", "one", "list"
+    text: str
+
+    @staticmethod
+    def read(content: str, start: int, end: int) -> _DenseBody | None:
+        if end - start < 64:
+            small = content[start:end]
+            m = _ONE_NUMBER.match(small)
+            if m is not None:
+                return _DenseBody("one", m.group(1))
+        first = content[start : min(end, start + 64)].lstrip()[:1]
+        if first == '"':
+            m = _HEX_BODY.match(content, start, end)
+            return _DenseBody("hex", m.group(1)) if m is not None else None
+        if first == "[":
+            text = content[start:end]
+            return None if _LIST_CHARS.search(text) else _DenseBody("list", text)
+        return None
+
+    def data(self, element: Any, dtype: Any, shape: list[int]) -> bytes | None:
+        """The element bytes (one element for a splat), or None where xDSL's parse
+        should decide (a value out of range, a literal that does not fit the shape)."""
+        import numpy as np  # only for a dense literal: shardc-opt's start-up does without
+
+        is_int = not isinstance(element, AnyFloat)
+        if self.kind == "hex":
+            if len(self.text) % 2:
+                return None
+            raw = bytes.fromhex(self.text)
+            n = math.prod(shape)
+            return raw if len(raw) in (dtype.itemsize, dtype.itemsize * n) and n > 0 else None
+        if self.kind == "one":
+            if is_int and not re.fullmatch(_INT_NUMBER, self.text):
+                return None
+            values = np.array([int(self.text) if is_int else float(self.text)], dtype=object)
+            return _pack(values, element, dtype)
+        structure = self.text.translate(_STRUCTURE)
+        expected = _nesting(shape)
+        if expected is None or structure != expected or not shape or 0 in shape:
+            return None
+        del structure, expected
+        flat = self.text.translate(_UNBRACKET)
+        self.text = ""  # read once: its copy goes before the numbers are made
+        if (_INT_LIST if is_int else _FLOAT_LIST).fullmatch(flat) is None:
+            return None
+        if is_int and _TOO_LONG_INT.search(flat):
+            return None  # beyond int64: xDSL's integers decide
+        # f32 and f64 straight from the text (numpy reads a double and rounds it once, as
+        # xDSL's float() and struct packing do); integers and f16 through a wider type
+        direct = dtype.kind == "f" and dtype.itemsize >= 4
+        values = np.fromstring(flat, dtype=dtype.newbyteorder("=") if direct else np.int64 if is_int else np.float64, sep=",")
+        del flat
+        if values.size != math.prod(shape):
+            return None
+        return _pack(values, element, dtype)
+
+
+def _pack(values: Any, element: Any, dtype: Any) -> bytes | None:
+    """`values` as `element`'s bytes (`dtype`), as xDSL packs them: integers in the
+    type's range (two's complement for signless), floats rounded from double."""
+    import numpy as np
+
+    if isinstance(element, IntegerType):
+        lo, hi = element.value_range()
+        if values.dtype == object:
+            v = int(values[0])
+            if not lo <= v < hi:
+                return None
+            return element.pack([element.get_normalized_value(v)])
+        if values.size and (int(values.min()) < lo or int(values.max()) >= hi):
+            return None
+        return values.astype(dtype).tobytes()
+    if isinstance(element, IndexType):
+        return np.asarray(values, dtype=np.int64).astype(dtype).tobytes()
+    with np.errstate(over="ignore"):
+        out = np.asarray(values).astype(dtype, copy=False)
+    if np.isinf(out).any():
+        return None  # too large for the type (or 1e400): xDSL's packing decides
+    return out.tobytes()
 
 
 class FastParser(Parser):
@@ -229,33 +349,34 @@ class FastParser(Parser):
 
     def _cached_span(self) -> tuple[int, int] | None:
         """Where the type or attribute starting at the current token ends, if it is
-        one whose parse ends at a closing bracket (or is one identifier)."""
+        one whose parse ends at a closing bracket (or is one identifier) within
+        `_MAX_CACHED_TEXT` characters: longer texts are not cached, so not scanned."""
         token = self._parser_state.current_token
         kind = token.kind
         start = token.span.start
         content: str = self._parser_state.lexer.input.content
         if kind is _L_SQUARE or kind is _L_BRACE:
-            end = balanced_end(content, start)
+            end = balanced_end(content, start, _MAX_CACHED_TEXT)
         elif kind is _BARE:
             text = token.text
             end = token.span.end
             if content[end : end + 1] != "<":
                 return None
             if text in _BRACKETED_KEYWORDS:
-                end = balanced_end(content, end)
+                end = balanced_end(content, end, _MAX_CACHED_TEXT)
             elif text == "dense":
-                end = balanced_end(content, end)
+                end = balanced_end(content, end, _MAX_CACHED_TEXT)
                 m = _TYPE_SUFFIX.match(content, end) if end >= 0 else None
                 if m is None:
                     return None
-                end = balanced_end(content, m.end() - 1) if m.group(1) else m.end()
+                end = balanced_end(content, m.end() - 1, _MAX_CACHED_TEXT) if m.group(1) else m.end()
             else:
                 return None
         elif kind is _HASH or kind is _BANG:
             end = token.span.end
             following = content[end : end + 1]
             if following == "<":
-                end = balanced_end(content, end)
+                end = balanced_end(content, end, _MAX_CACHED_TEXT)
             elif following.isspace() or following == "":
                 # `#name <...>` would be parsed with its parameters: not cached
                 rest = content[end : end + 64].lstrip()
@@ -267,8 +388,8 @@ class FastParser(Parser):
 
     def _parse_cached(self, table: dict[object, Any], parse: Any) -> Any:
         span = self._cached_span()
-        if span is None:
-            return parse()
+        if span is None or span[1] - span[0] > _MAX_CACHED_TEXT:
+            return parse()  # a long text (a dense literal's data) is not kept as a key
         key = self._cache_key(*span)
         if key is None:
             return parse()
@@ -302,6 +423,48 @@ class FastParser(Parser):
 
     def parse_optional_attribute(self) -> Attribute | None:
         return self._parse_cached(self._caches.attributes, super().parse_optional_attribute)
+
+    # -- dense literals as buffers (shardc.ir.dense) ------------------------------------
+
+    def parse_dense_int_or_fp_elements_attr(self, type: Any) -> Any:
+        """`dense<...>` read into a buffer when its body is plain (`_parse_dense_buffer`),
+        a splat held compact when large; any other body, or one that does not fit its
+        type, is xDSL's parse, which reports what is wrong."""
+        start = self._parser_state.current_token.span.start
+        got = self._parse_dense_buffer(type)
+        if got is not None:
+            return got
+        self._resume_from(start)
+        return super().parse_dense_int_or_fp_elements_attr(type)
+
+    def _parse_dense_buffer(self, type: Any) -> Any:
+        """The attribute of a `dense<...>` whose body is one number, a hex string, or a
+        list of numbers nested as the type's shape, read without an object per element;
+        None (position unspecified: the caller rewinds) for any other body or type."""
+        state = self._parser_state
+        token = state.current_token
+        if token.text != "<":
+            return None
+        content: str = state.lexer.input.content
+        lt = token.span.start
+        end = balanced_end(content, lt)
+        if end < 0:
+            return None
+        body = _DenseBody.read(content, lt + 1, end - 1)
+        if body is None:
+            return None
+        self._resume_from(end)
+        if type is None:
+            self.parse_punctuation(":", " in dense attribute")
+            type = self._parse_dense_literal_type()
+        element = type.get_element_type()
+        fmt = getattr(element, "format", None)
+        if not isinstance(element, AnyFloat | IntegerType | IndexType) or fmt not in _DENSE_FORMATS or (isinstance(element, IntegerType) and element.width.data == 1):
+            return None
+        import numpy as np
+
+        data = body.data(element, np.dtype(fmt), list(type.get_shape()))
+        return None if data is None else dense.from_bytes(type, data)
 
     def _parse_tensor_literal_element(self) -> AttrParser._TensorLiteralElement:  # pyright: ignore[reportPrivateUsage]
         token = self._parser_state.current_token

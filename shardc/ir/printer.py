@@ -52,6 +52,7 @@ from typing import IO
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    DenseIntOrFPElementsAttr,
     MemRefType,
     NoneAttr,
     TensorType,
@@ -93,6 +94,7 @@ from xdsl.printer import Printer
 from xdsl.utils.identity import identity
 from xdsl.traits import IsolatedFromAbove, IsTerminator
 
+from shardc.ir import dense
 from shardc.ir.traits import is_unregistered
 
 ResultNamesFn = Callable[[Operation], Sequence[str | None]]
@@ -1090,8 +1092,30 @@ class MLIRPrinter(Printer):
             self.print_string("[")
             self.print_list(attribute.data, self._print_array_element)  # type: ignore[attr-defined]
             self.print_string("]")
+        elif cls is DenseIntOrFPElementsAttr and self._print_large_dense(attribute):  # type: ignore[arg-type]
+            pass
         else:
             super().print_attribute(attribute)
+
+    def _print_large_dense(self, attr: DenseIntOrFPElementsAttr) -> bool:
+        """A dense attribute of more than 100 elements printed as xDSL prints it (one
+        element if all are equal, else its bytes in hex) from its buffer, without a
+        Python object per element; False (nothing printed) for any other."""
+        if len(attr) <= 100 or not dense.has_buffer(attr):
+            return False
+        element = attr.get_element_type()
+        self.print_string("dense<")
+        if dense.is_splat(attr):
+            first = next(attr.iter_values())
+            if isinstance(element, AnyFloat):
+                self.print_float(first, element)  # type: ignore[arg-type]
+            else:
+                self.print_int(first, element)  # type: ignore[arg-type]
+        else:
+            self.print_string(f'"0x{attr.data.data.hex().upper()}"')
+        self.print_string("> : ")
+        self.print_attribute(attr.get_type())
+        return True
 
     def _print_memref_type(self, ty: MemRefType) -> None:
         """As xDSL prints it, but an i64 memory space prints without its type."""

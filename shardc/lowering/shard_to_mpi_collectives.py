@@ -21,7 +21,6 @@ from xdsl.dialects import arith, tensor
 from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects.builtin import (
     DenseArrayBase,
-    DenseIntOrFPElementsAttr,
     IndexType,
     IntegerType,
     MemRefType,
@@ -34,6 +33,7 @@ from xdsl.pattern_rewriter import PatternRewriter
 
 from shardc.dialects import memref, mpi, shard
 from shardc.dialects.shard import ReductionKind
+from shardc.ir.dense import splat_attr
 from shardc.lowering.shard_to_mpi_builder import (
     Emitter,
     Idx,
@@ -130,10 +130,10 @@ def _divide(e: Emitter, buffer: SSAValue, by: int) -> SSAValue:
     value = e.to_tensor(buffer)
     ttype = TensorType(elem, t.get_shape())
     if isinstance(elem, IntegerType | IndexType):
-        splat = DenseIntOrFPElementsAttr.from_list(ttype, [by])
+        splat = splat_attr(ttype, by)
         divisor = e.emit(arith.ConstantOp(splat)).results[0]
         return e.emit(arith.DivSIOp(value, divisor)).results[0]
-    splat = DenseIntOrFPElementsAttr.from_list(ttype, [float(by)])
+    splat = splat_attr(ttype, float(by))
     divisor = e.emit(arith.ConstantOp(splat)).results[0]
     return e.emit(arith.DivfOp(value, divisor)).results[0]
 

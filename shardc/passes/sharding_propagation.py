@@ -871,22 +871,23 @@ class Completion:
     # ---- writing the annotations -----------------------------------------------------------
 
     def apply(self) -> None:
+        replicated: list[Operation] = []
         for op in self.ops:
             decision = self.decided.get(op)
             if decision is None:
                 continue
             if op not in self.upstream_done:
+                if get_sharding_interface(op) is None and not is_constant_like(op):
+                    replicated.append(op)
                 self.annotate(op, decision)
             self.annotate_captures(op, decision)
         self.normalize()
+        if replicated:
+            _warn_replicated(replicated)
 
     def annotate(self, op: Operation, decision: _Decision) -> None:
         if get_sharding_interface(op) is None and not is_constant_like(op):
-            diagnostics.emit_warning(
-                op,
-                f"'{op.name}' has no sharding interface: it runs fully replicated, "
-                "its operands and results resharded at its boundary",
-            )
+            pass  # one warning for all of them (`_warn_replicated`)
         elif self.explain:
             diagnostics.emit_remark(op, f"sharding completed: {decision.why}")
         n = len(op.operands)
@@ -953,6 +954,9 @@ class Completion:
     def normalize(self) -> None:
         """The form partition reads: each tensor value used once, by its producer
         annotation; each tensor operand read through an annotation for users."""
+        # the block's order, numbered once: asking xDSL whether an op precedes another
+        # walks the block, once per use of a value with many users (quadratic)
+        self._order = {op: i for i, op in enumerate(self.block.ops)}
         values: list[SSAValue] = [a for a in self.block.args if isinstance(a.type, TensorType)]
         for op in self.ops:
             values.extend(r for r in op.results if isinstance(r.type, TensorType))
@@ -1001,19 +1005,30 @@ class Completion:
         elif hub.parent_block() is self.block and any(
             u.operation is not hub
             and u.operation.parent_block() is self.block
-            and u.operation.is_before_in_block(hub)
+            and self.before(u.operation, hub)
             for u in uses
         ):
             hub.detach()
+            self._order.pop(hub, None)  # moved: its old number no longer holds
             Rewriter.insert_op(hub, _point_after(value))
             sharding_owner = hub.sharding.owner
-            if isinstance(sharding_owner, ShardingOp) and not sharding_owner.is_before_in_block(hub):
+            # the hub now follows the value's producer (or opens the block) directly
+            owner_first = isinstance(value, OpResult) and isinstance(sharding_owner, ShardingOp) and self.before(sharding_owner, value.op)
+            if isinstance(sharding_owner, ShardingOp) and not owner_first:
                 sharding_op = _build_annotation(ShardingInfo.of(hub.sharding), value)
                 Rewriter.insert_op(sharding_op, InsertPoint.before(hub))
                 hub.operands[1] = sharding_op.result
         for use in uses:
             if use.operation is not hub:
                 use.operation.operands[use.index] = hub.result
+
+    def before(self, a: Operation, b: Operation) -> bool:
+        """Whether `a` precedes `b` in the block (both in it), by the numbers `normalize`
+        gave the block's ops; xDSL's walk for ops inserted since."""
+        i, j = self._order.get(a), self._order.get(b)
+        if i is None or j is None or a.parent_block() is not self.block:
+            return a.is_before_in_block(b)
+        return i < j
 
     def sharding_of_value(self, value: SSAValue) -> ShardingInfo | None:
         if isinstance(value, BlockArgument):
@@ -1025,6 +1040,34 @@ class Completion:
             if s is not None:
                 return s
         return ShardingInfo.get(self.grid, []) if self.grid is not None else None
+
+
+_LISTED = 5
+"""How many of the ops without a sharding interface the summary warning names."""
+
+
+def _warn_replicated(ops: list[Operation]) -> None:
+    """One warning, at the first op without a sharding interface, for all of them: a
+    program of thousands of such ops gets one line and its count, not a line each (and
+    no source context printed per op)."""
+    first = ops[0]
+    message = (
+        f"'{first.name}' has no sharding interface: it runs fully replicated, "
+        "its operands and results resharded at its boundary"
+    )
+    if len(ops) > 1:
+        file = first.location.filename.data if isinstance(first.location, FileLineColLoc) else None
+
+        def where(op: Operation) -> str:
+            loc = op.location
+            if not isinstance(loc, FileLineColLoc):
+                return ""
+            return f" at {loc.line.data}:{loc.column.data}" if loc.filename.data == file else f" at {_location(op)}"
+
+        named = ", ".join(f"'{op.name}'{where(op)}" for op in ops[1 : 1 + _LISTED])
+        more = len(ops) - 1 - _LISTED
+        message += f"; so do {len(ops) - 1} more ops without one ({named}{f', and {more} more' if more > 0 else ''})"
+    diagnostics.emit_warning(first, message)
 
 
 def _point_after(value: SSAValue) -> InsertPoint:

@@ -29,10 +29,16 @@ Where: `$SHARDC_CACHE_DIR`, else `$XDG_CACHE_HOME/shardc`, else `~/.cache/shardc
 user owns, or that group or others may write, is refused with a one-line warning and
 nothing is read from or written to it (IR is data: an entry must not become a way to
 run someone else's code). Entries are written to a temporary file and renamed into
-place, so concurrent writers (ranks, jobs) never expose a partial file. Reading checks
-the key stored inside the entry, a sha256 over its contents and over the generated
-source; anything that fails (truncated, corrupt, of another format) is ignored with one
-warning line and rebuilt. Constants are decoded (the cyclic GC paused: it made decoding
+place, so concurrent writers (ranks, jobs) never expose a partial file. Each file is
+sealed: an HMAC-SHA256 under this user's key, which lives outside the cache
+(`shardc.cache_dir.cache_key`), so that a cache restored by CI, copied from another
+machine or written by anyone else does not verify however its checksums were made.
+Reading takes regular files below a size cap only (no FIFO, symlink or device: opened
+with O_NOFOLLOW|O_NONBLOCK), then checks the seal, the key stored inside the entry, a
+sha256 over its contents and over the generated source; anything that fails
+(truncated, corrupt, forged, of another format) is ignored with one warning line and
+rebuilt. Generated code runs over `codegen_safe.generated_namespace()`: numpy's
+functions bound by name, never a module. Constants are decoded (the cyclic GC paused: it made decoding
 the GPT step's 170,000 nodes 3x slower) from tagged data that can hold only
 plain values, numpy arrays, scalars, dtypes and ufuncs, and the functions, classes and
 dataclass instances (made by `object.__new__`, no constructor runs; their attribute
@@ -73,10 +79,13 @@ from shardc.errors import ReportedElsewhere
 
 import numpy as np
 
+from shardc.runtime.codegen_safe import generated_namespace
 from shardc.runtime.compiled import CompiledModule, _external_stub, scalar_spec  # pyright: ignore[reportPrivateUsage]
 
 FORMAT = 7
 _MAGIC = b"shardc-compile-cache\n"
+_SEALED = b"shardc-sealed-entry\n"
+_TAG_BYTES = 32
 
 
 class CorruptEntry(Exception):
@@ -247,6 +256,8 @@ class _Encoder:
         self.keep.append(obj)
         if t is np.ndarray:
             a: np.ndarray = obj  # type: ignore[assignment]
+            if a.size > 1 and a.ndim and not any(a.strides):  # a broadcast element (a large splat constant)
+                return ["splat", self._dtype(a.dtype), list(a.shape), self._raw(a.reshape(-1)[:1].tobytes())]
             return ["ndarray", self._dtype(a.dtype), list(a.shape), self._raw(np.ascontiguousarray(a).tobytes())]
         if t in _SEQUENCES:
             if set(map(type, obj)) <= _FLAT_ENC:
@@ -295,7 +306,7 @@ class _Decoder:
         self.tags: dict[str, Callable[[list[Any]], Any]] = {
             "tuple": self._tuple, "list": self._sequence, "set": self._sequence, "frozenset": self._sequence,
             "dict": self._dict, "object": self._object, "ref": self._ref, "ndarray": self._ndarray,
-            "global": self.named, "ufunc_method": self.named,
+            "global": self.named, "ufunc_method": self.named, "splat": self._splat,
             "float": lambda n: float.fromhex(n[1]),
             "bytes": lambda n: self.raw(n[1]),
             "complex": lambda n: complex(float.fromhex(n[1]), float.fromhex(n[2])),
@@ -422,6 +433,16 @@ class _Decoder:
         out = self.memo[slot] = np.frombuffer(self.raw(node[3]), dtype=self.dtype(node[1])).reshape([int(n) for n in node[2]]).copy()
         return out
 
+    def _splat(self, node: list[Any]) -> np.ndarray:
+        """One element broadcast, read-only, as `dense_to_array` makes a large splat."""
+        slot = self._slot()
+        one = np.frombuffer(self.raw(node[3]), dtype=self.dtype(node[1]))
+        shape = [int(n) for n in node[2]]
+        if one.size != 1:
+            raise CorruptEntry("bad splat")
+        out = self.memo[slot] = np.broadcast_to(one.reshape([1] * len(shape)), shape)
+        return out
+
     def _ufunc(self, node: list[Any]) -> np.ufunc:
         uf = getattr(np, str(node[1]), None)
         if not isinstance(uf, np.ufunc):
@@ -436,6 +457,9 @@ class _Decoder:
 _FLAT = frozenset({type(None), *_PLAIN})
 
 
+_GENERATED = frozenset(generated_namespace())
+"""What every namespace of generated code starts with (`_np`, builtins): never stored."""
+
 _SHAPES = " shapes"  # the pool's key of the object shapes: no binding's name (an identifier)
 
 
@@ -446,7 +470,7 @@ def dump_bindings(bindings: Mapping[str, object], modules: set[str] | None = Non
     read back (the check below), which is what a hit would load from these bytes."""
     enc = _Encoder()
     with gc_paused():
-        pool = {k: enc.enc(v) for k, v in bindings.items() if k != "_np"}
+        pool = {k: enc.enc(v) for k, v in bindings.items() if k not in _GENERATED}
         tree = {_SHAPES: enc.shape_table, **pool} if enc.shape_table else pool  # the shapes first: decoded first
         data = json.dumps(tree).encode() + b"\0" + bytes(enc.blob)
     if modules is not None:
@@ -488,11 +512,12 @@ def load_entry_bindings(entry: Entry, loaded: Mapping[int, Mapping[str, object]]
     with gc_paused():
         for k, data in enumerate(pools):
             got = dict(loaded[k]) if loaded and k in loaded else _load_bindings(data)
-            got.pop("_np", None)
+            for k in _GENERATED:
+                got.pop(k, None)
             if not out.keys().isdisjoint(got):
                 raise CorruptEntry("two parts bind the same name")
             out.update(got)
-    out["_np"] = np
+    out.update(generated_namespace())
     return out
 
 
@@ -532,7 +557,7 @@ def _load_bindings(data: bytes) -> dict[str, object]:
         raise
     except Exception as e:  # a damaged tree fails in many ways
         raise CorruptEntry(f"unreadable constants ({type(e).__name__})") from None
-    pool["_np"] = np
+    pool.update(generated_namespace())
     return pool
 
 
@@ -615,10 +640,16 @@ class Entry:
 
 
 class DiskCache:
-    """Entries under a directory: `<dir>/<key[:2]>/<key>.entry`."""
+    """Entries under a directory: `<dir>/<key[:2]>/<key>.entry`, each sealed with an
+    HMAC under this user's key (`shardc.cache_dir.cache_key`, kept outside the cache):
+    `_SEALED` + the 32-byte tag + the encoded entry. Only what this user's shardc wrote
+    verifies; anything else (a forged entry with recomputed checksums, an entry from
+    another machine, a FIFO, a symlink, a file over the size cap) is a warning and a
+    rebuild, and not a byte of it is decoded."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, secret: bytes):
         self.root = root
+        self.secret = secret
 
     @staticmethod
     def default() -> DiskCache | None:
@@ -626,10 +657,23 @@ class DiskCache:
         if not enabled():
             return None
         root = usable_dir(cache_dir())
-        return None if root is None else DiskCache(root)
+        if root is None:
+            return None
+        secret = cache_dirs.cache_key(warn)
+        return None if secret is None else DiskCache(root, secret)
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.entry"
+
+    def _unseal(self, name: str, sealed: bytes) -> bytes:
+        """The entry bytes of a sealed file named `name`, if its tag verifies."""
+        n = len(_SEALED) + _TAG_BYTES
+        if not sealed.startswith(_SEALED) or len(sealed) < n:
+            raise CorruptEntry("not sealed by this user's shardc")
+        data = sealed[n:]
+        if not cache_dirs.verify(self.secret, name, data, sealed[len(_SEALED) : n]):
+            raise CorruptEntry("its authentication tag does not verify: not written by this user's shardc with this key")
+        return data
 
     def get(self, key: str) -> Entry | None:
         got = self.read(key)
@@ -639,28 +683,33 @@ class DiskCache:
         """The entry of `key` as stored and decoded, or None (absent, unreadable, corrupt)."""
         p = self.path(key)
         try:
-            data = p.read_bytes()
+            sealed = cache_dirs.read_regular(str(p))
         except FileNotFoundError:
             return None
         except OSError as e:
-            warn(f"cannot read {p}: {e.strerror}; compiling")
+            warn(f"ignoring {p}: {e.strerror or e}; rebuilding it")
             return None
         try:
+            data = self._unseal(p.name, sealed)
             return data, Entry.decode(data, key)
         except CorruptEntry as e:
             warn(f"ignoring corrupt entry {p} ({e}); rebuilding it")
             return None
 
     def put(self, entry: Entry, data: bytes | None = None) -> None:
-        """Write atomically: a temporary file in the same directory, renamed into place
-        (`data`: the entry already encoded)."""
-        p = self.path(entry.key)
+        """Store `entry` (`data`: the entry already encoded), sealed (`write`)."""
+        self.write(self.path(entry.key), entry.encode() if data is None else data)
+
+    def write(self, p: Path, data: bytes) -> None:
+        """`data` sealed at `p`, atomically: a temporary file in the same directory,
+        renamed into place. A failure is one warning line."""
         try:
             p.parent.mkdir(mode=0o700, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".entry")
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(entry.encode() if data is None else data)
+                    f.write(_SEALED + cache_dirs.seal(self.secret, p.name, data))
+                    f.write(data)
                 os.replace(tmp, p)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -668,6 +717,11 @@ class DiskCache:
                 raise
         except OSError as e:
             warn(f"cannot write {p}: {e.strerror}")
+
+    def unsealed(self, p: Path) -> bytes:
+        """The entry bytes stored at `p` (OSError: unreadable or not a regular file;
+        CorruptEntry: not sealed with this user's key)."""
+        return self._unseal(p.name, cache_dirs.read_regular(str(p)))
 
 
 # ---------------------------------------------------------------------------------------

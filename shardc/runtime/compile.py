@@ -28,7 +28,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from shardc.ir.escape import display
-from shardc.runtime.codegen_safe import UnsafeCodeError, check_code, py_hint, py_identifier, py_literal
+from shardc.runtime.codegen_safe import UnsafeCodeError, check_code, generated_namespace, numpy_subset, py_hint, py_identifier, py_literal
 from shardc.runtime.dtypes import is_shaped
 from shardc.runtime.compiled import (  # noqa: F401  (re-exported)
     ArgSpec,
@@ -118,7 +118,7 @@ class ModuleCodegen:
             raise ValueError(f"ModuleCodegen: bad scope {scope!r}")
         self.module = module
         self.scope = scope
-        self.globals: dict[str, object] = {"_np": np}
+        self.globals: dict[str, object] = {"_np": numpy_subset()}
         self._by_id: dict[int, str] = {}
         self._by_key: dict[object, str] = {}
         self._counter = itertools.count()
@@ -364,7 +364,7 @@ def compile_module(
     except (SyntaxError, RecursionError) as e:
         raise too_deep(e) from None
     _check_code(code)
-    namespace = dict(cg.globals)
+    namespace = {**cg.globals, **generated_namespace()}
     exec(code, namespace)
     cm = CompiledModule(module=module, source=source, bindings=cg.globals, pynames=pynames)
     for f in funcs:

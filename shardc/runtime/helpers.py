@@ -253,11 +253,15 @@ def addui_extended_a(a: object, b: object, dt: np.dtype) -> tuple[np.ndarray, np
 
 
 def dense_to_array(attr: object, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
-    """Decode a DenseIntOrFPElementsAttr (splat or full) into a read-only array."""
+    """Decode a DenseIntOrFPElementsAttr (splat or full) into a read-only array; a
+    splat held as its one element (`shardc.ir.dense`: a large one) as a broadcast view
+    of it (what reads it allocates what it needs; a dead one costs nothing)."""
     size = int(np.prod(shape, dtype=np.int64))
     raw = getattr(getattr(attr, "data", None), "data", None)
     if isinstance(raw, bytes) and dt != np.bool_ and len(raw) in (dt.itemsize, size * dt.itemsize):
         flat = np.frombuffer(raw, dtype=dt.newbyteorder("<")).astype(dt)
+        if flat.size == 1 and size > 1:  # a splat held compact (a large one): never expanded here
+            return np.broadcast_to(flat.reshape((1,) * len(shape)), shape)
         out = np.full(shape, flat[0], dtype=dt) if flat.size == 1 and size != 1 else flat.reshape(shape)
         out.flags.writeable = False
         return out

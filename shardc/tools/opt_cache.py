@@ -22,7 +22,9 @@ Where and how safely: the directory and rules of the compile cache
 `~/.cache/shardc`; `SHARDC_CACHE=0` turns it off; the directory must be this user's and
 not writable by group or others (else one warning line and no caching). Entries live in
 `opt-<identity>/`, are written to a temporary file and renamed into place, carry their
-key and a hash of their contents, and are checked on reading: one that fails is ignored
+key and a tag over it and their contents (blake2b keyed with this user's cache key,
+`shardc.cache_dir.cache_key`, which lives outside the cache), and are checked on reading
+(regular files below the size cap only): one that fails is ignored
 with one warning line and rewritten. An entry is data (text and an exit code), never
 code. Directories of other compiler identities untouched for an hour are removed when a
 new entry is written. `SHARDC_CACHE_DEBUG=1` prints `hit`/`miss` per lookup on stderr.
@@ -35,6 +37,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from _operator import _compare_digest as hmac_equal  # hmac's, without importing hashlib (8 ms)
+
 from shardc import cache_dir as cache_dirs
 
 try:  # the builtin module: hashlib would load OpenSSL first (3 ms)
@@ -46,7 +50,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 FORMAT = 1
-_MAGIC = b"shardc-opt-cache 1\n"
+_MAGIC = b"shardc-opt-cache 2\n"
 _STALE_S = 3600.0
 
 
@@ -250,15 +254,21 @@ def _check(entry: object) -> dict[str, object]:
     return entry
 
 
-def _read(path: str, key: str) -> dict[str, object] | None:
-    """The verified entry at `path`; None if absent; a warning line if it fails a check."""
+def _tag(secret: bytes, key: str, body: bytes) -> str:
+    """The entry's authentication tag: blake2b keyed with this user's cache key, over
+    its own key and contents (an entry moved under another key does not verify)."""
+    return blake2b(key.encode() + b"\0" + body, digest_size=32, key=secret).hexdigest()
+
+
+def _read(path: str, key: str, secret: bytes) -> dict[str, object] | None:
+    """The verified entry at `path`; None if absent; a warning line if it fails a check
+    (not a regular file below the size cap, or not written by this user's shardc)."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = cache_dirs.read_regular(path)
     except FileNotFoundError:
         return None
     except OSError as e:
-        warn(f"cannot read {path}: {e.strerror}")
+        warn(f"ignoring {path}: {e.strerror or e}")
         return None
     try:
         if not raw.startswith(_MAGIC):
@@ -267,15 +277,15 @@ def _read(path: str, key: str) -> dict[str, object] | None:
         stored_key, _, digest = header.decode("ascii").partition(" ")
         if not sep or stored_key != key:
             raise ValueError("key mismatch")
-        if blake2b(body, digest_size=32).hexdigest() != digest:
-            raise ValueError("contents do not match their hash")
+        if not hmac_equal(_tag(secret, key, body), digest):
+            raise ValueError("its authentication tag does not verify: not written by this user's shardc with this key")
         return _check(json.loads(body))
     except (ValueError, UnicodeDecodeError) as e:
         warn(f"ignoring {path}: {e}")
         return None
 
 
-def _write(directory: str, path: str, key: str, body: bytes) -> None:
+def _write(directory: str, path: str, key: str, body: bytes, secret: bytes) -> None:
     import tempfile
 
     fresh = not os.path.isdir(directory)
@@ -284,7 +294,7 @@ def _write(directory: str, path: str, key: str, body: bytes) -> None:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + f"{key} {blake2b(body, digest_size=32).hexdigest()}\n".encode() + body)
+                f.write(_MAGIC + f"{key} {_tag(secret, key, body)}\n".encode() + body)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
@@ -331,12 +341,13 @@ def cached_main(args: list[str], run: Callable[..., int]) -> int:
     except OSError:
         return run(args)  # which reports why
     base = usable_dir(cache_dir())
-    if base is None:
+    secret = cache_dirs.cache_key(warn) if base is not None else None
+    if base is None or secret is None:
         return run(args, data)
     key = make_key(args, data)
     directory = os.path.join(base, f"opt-{compiler_identity()[:24]}")
     path = os.path.join(directory, key)
-    entry = _read(path, key)
+    entry = _read(path, key, secret)
     if entry is not None:
         _debug(f"hit {key[:16]}")
         return _replay(entry, opts.output_file if opts.output_file not in (None, "-") else None)
@@ -350,5 +361,5 @@ def cached_main(args: list[str], run: Callable[..., int]) -> int:
         sys.stdout, sys.stderr = real
     body = recording.payload()
     if body is not None:
-        _write(directory, path, key, body)
+        _write(directory, path, key, body, secret)
     return code

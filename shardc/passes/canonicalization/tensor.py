@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
+from shardc.ir import dense
 from shardc.passes.canonicalization.common import constant_int
 from shardc.passes.folding import constant_value
 from shardc.passes.fold_registry import (
@@ -179,11 +180,11 @@ def element_of(attr: Attribute | None, position: int | None) -> Attribute | None
     """Element `position` of a dense constant (any position of a splat)."""
     if not isinstance(attr, DenseIntOrFPElementsAttr):
         return None
-    if attr.is_splat():
-        return next(iter(attr.iter_attrs()))
+    if dense.is_splat(attr):
+        return dense.element_attr(attr, 0)
     if position is None:
         return None
-    return attr.get_attrs()[position]
+    return dense.element_attr(attr, position)
 
 
 @register_folder(tensor.ExtractOp)

@@ -8,6 +8,7 @@ from xdsl.dialects import tosa as xtosa
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from shardc.ir import dense
 from shardc.passes.fold_registry import (
     FoldResult,
     register_constant,
@@ -27,12 +28,9 @@ def _is_zero_splat(value: SSAValue) -> bool:
     attr = constant_value(value)
     if not isinstance(attr, DenseIntOrFPElementsAttr):
         return False
-    values = attr.get_values()
-    if not values:
+    if len(attr.data.data) == 0 or not dense.is_splat(attr):
         return False
-    first = values[0]
-    if any(v != first for v in values):
-        return False
+    first = next(iter(attr.iter_values()))
     return first == 0 and not (isinstance(first, float) and str(first).startswith("-"))
 
 

@@ -87,9 +87,8 @@ def _record_path() -> str | None:
 
 
 def _read(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path) as f:
-            got = json.load(f)
+    try:  # a regular file only: a FIFO in its place would block the read forever
+        got = json.loads(cache_dirs.read_regular(path, 1 << 20))
     except (OSError, ValueError):
         return None
     return got if isinstance(got, dict) and isinstance(got.get("choice"), str) else None

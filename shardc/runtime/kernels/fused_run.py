@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from shardc.cache_dir import read_regular
 from shardc.runtime.codegen_safe import check_generated
+from shardc.runtime.kernels import numba_cache
 from shardc.runtime.kernels.math_run import _ERF_P as _P  # pyright: ignore[reportPrivateUsage]
 from shardc.runtime.kernels.math_run import _ERF_Q as _Q  # pyright: ignore[reportPrivateUsage]
 from shardc.runtime.kernels import vecmath
@@ -431,7 +433,7 @@ def jit_helpers(
             identity = hashlib.sha256(text.encode()).hexdigest()
         out: dict[str, object] = {}
         for name, _, fastmath in fns:
-            out[name] = namespace[name] = numba.njit(nogil=True, cache=cache, error_model="numpy", fastmath=fastmath)(namespace[name])  # type: ignore[attr-defined]
+            out[name] = namespace[name] = numba_cache.njit(numba, namespace[name], cache, nogil=True, error_model="numpy", fastmath=fastmath)  # type: ignore[arg-type]
         got = _HELPERS[(kind, where)] = (identity, out)
     return got
 
@@ -489,9 +491,8 @@ def _module(kind: str, identity: str, names: Mapping[str, object], source: str |
         # exactly `source` (another writer's partial file, an edit) is replaced, which
         # also invalidates what numba cached for it.
         path = os.path.join(where, f"{kind[0]}_{digest}.py")
-        try:
-            with open(path, encoding="utf-8") as f:
-                same = f.read() == source
+        try:  # a regular file only (a FIFO there would block the read forever)
+            same = read_regular(path, len(source.encode()) + 1) == source.encode()
         except OSError:
             same = False
         if not same:
@@ -516,7 +517,7 @@ class KernelRefused(Exception):
 def njit_kernel(kind: str, source: str, kits: Sequence[Callable[[], tuple[str, dict[str, object]]]]) -> Callable[..., None]:
     """`source`'s `kernel`, checked (`_check`) and jit-compiled from a file in
     `cache_dir()` (`_module`, kind `kind`) so that numba caches its machine code between
-    processes, with the helpers of `kits` (`_helpers`, `rows_run._row_helpers`) defined.
+    processes (in sealed files: `numba_cache`), with the helpers of `kits` (`_helpers`, `rows_run._row_helpers`) defined.
     What the kernel calls is part of its identity, since numba's cache sees only
     `source`: vecmath's version and each kit's hash name the file."""
     _check(source)  # a cache hit's kernels come from the entry: data until checked
@@ -530,7 +531,7 @@ def njit_kernel(kind: str, source: str, kits: Sequence[Callable[[], tuple[str, d
             ids.append(identity)
             names.update(fns)
         namespace, cache = _module(kind, "\n".join([vecmath.VERSION, *ids, source]), names, source)
-        return numba.njit(nogil=True, cache=cache, error_model="numpy")(namespace["kernel"])  # type: ignore[attr-defined,no-any-return]
+        return numba_cache.njit(numba, namespace["kernel"], cache, nogil=True, error_model="numpy")  # type: ignore[arg-type,no-any-return]
     except Exception as e:
         raise KernelRefused(f"{kind}: {type(e).__name__}: {e}") from e
 

@@ -53,6 +53,14 @@ def _compile(text: str = PROGRAM, counter: list | None = None, **parts):
     return key, compile_cached(key, build, "test")
 
 
+def _unsealed(path: Path) -> bytes:
+    return DiskCache.default().unsealed(path)
+
+
+def _seal(path: Path, data: bytes) -> None:
+    DiskCache.default().write(path, data)
+
+
 def _entries(d: Path) -> list[Path]:
     return sorted(d.rglob("*.entry"))
 
@@ -217,27 +225,27 @@ def test_corrupt_entry_is_ignored_with_one_line_and_rebuilt(how, _own_cache, cap
 def _rewrite(path: Path, key: str, **changes) -> None:
     """Rewrite an entry with some parts replaced and every checksum made to fit: what a
     forger who can write the directory but not break sha256 could produce."""
-    entry = Entry.decode(path.read_bytes(), key)
+    entry = Entry.decode(_unsealed(path), key)
     for k, v in changes.items():
         setattr(entry, k, v)
-    path.write_bytes(entry.encode())
+    _seal(path, entry.encode())  # sealed with this user's key: the checks inside the entry are what is tested
 
 
 def test_entry_under_another_key_is_refused(_own_cache, capsys):
     key, _ = _compile()
     (path,) = _entries(_own_cache)
     other = make_key("test-program", text="something else")
-    entry = Entry.decode(path.read_bytes(), key)
-    DiskCache(_own_cache).path(other).parent.mkdir(mode=0o700, exist_ok=True)
-    DiskCache(_own_cache).path(other).write_bytes(entry.encode())  # stored key: the old one
-    assert DiskCache(_own_cache).get(other) is None
+    entry = Entry.decode(_unsealed(path), key)
+    disk = DiskCache.default()
+    disk.write(disk.path(other), entry.encode())  # stored key: the old one
+    assert disk.get(other) is None
     assert "its stored key differs from its name" in capsys.readouterr().err
 
 
 def test_source_must_hash_to_what_the_entry_claims(_own_cache, capsys):
     key, _ = _compile()
     (path,) = _entries(_own_cache)
-    data = path.read_bytes()
+    data = _unsealed(path)
     nl = data.index(b"\n", len(b"shardc-compile-cache\n"))
     header = json.loads(data[len(b"shardc-compile-cache\n") : nl])
     body = json.loads(data[nl + 1 : nl + 1 + header["json"]])
@@ -245,7 +253,7 @@ def test_source_must_hash_to_what_the_entry_claims(_own_cache, capsys):
     new_body = json.dumps(body).encode()
     payload = new_body + data[nl + 1 + header["json"] :]
     header.update(json=len(new_body), sha256=hashlib.sha256(payload).hexdigest())  # the source hash kept
-    path.write_bytes(b"shardc-compile-cache\n" + json.dumps(header).encode() + b"\n" + payload)
+    _seal(path, b"shardc-compile-cache\n" + json.dumps(header).encode() + b"\n" + payload)
     built: list = []
     _, again = _compile(counter=built)
     assert built == [1] and "generated source does not hash to what the entry claims" in capsys.readouterr().err
@@ -355,7 +363,7 @@ def test_concurrent_writers(_own_cache):
     (path,) = _entries(_own_cache)
     assert not [p for p in _own_cache.rglob("*") if p.is_file() and p.name.startswith(".tmp-")]
     key = path.name.removesuffix(".entry")
-    assert Entry.decode(path.read_bytes(), key).meta == {"n": 1}
+    assert Entry.decode(_unsealed(path), key).meta == {"n": 1}
 
 
 # --- the users of the cache -------------------------------------------------------------

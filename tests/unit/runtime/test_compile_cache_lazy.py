@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from shardc.runtime import cache
-from shardc.runtime.cache import CachedModule, CorruptEntry, Entry, compile_cached, make_key, parse_lowered, split_functions
+from shardc.runtime.cache import CachedModule, CorruptEntry, DiskCache, Entry, compile_cached, make_key, parse_lowered, split_functions
 from shardc.runtime.codegen_safe import check_code
 
 pytestmark = pytest.mark.usefixtures("_own_cache")  # conftest: an empty cache directory per test
@@ -112,15 +112,16 @@ def test_threads_compile_a_function_once():
 
 
 def _forge(path, key: str, source: str) -> None:
-    entry = Entry.decode(path.read_bytes(), key)
+    disk = DiskCache.default()
+    entry = Entry.decode(disk.unsealed(path), key)
     entry.source = source
-    path.write_bytes(entry.encode())  # every checksum made to fit
+    disk.write(path, entry.encode())  # every checksum made to fit, sealed with this user's key
 
 
 def test_a_forged_function_is_refused_when_it_is_compiled(_own_cache):
     key, _ = _compile()
     (path,) = sorted(_own_cache.rglob("*.entry"))
-    source = Entry.decode(path.read_bytes(), key).source
+    source = Entry.decode(DiskCache.default().unsealed(path), key).source
     pieces = split_functions(source)
     _, text = pieces["fn__bad"]
     forged = source.replace(text, text.replace("def fn__bad(", "def fn__bad(x=__import__('os'), *_a, **_k):\n    pass\ndef fn__bad_(", 1))

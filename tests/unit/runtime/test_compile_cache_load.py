@@ -73,7 +73,7 @@ def test_hit_compiles_the_stored_source_and_errors_quote_it(_own_cache):
 def test_entry_holds_no_code_object(_own_cache):
     key, _ = _compile()
     (path,) = sorted(_own_cache.rglob("*.entry"))
-    data = path.read_bytes()
+    data = cache.DiskCache.default().unsealed(path)
     nl = data.index(b"\n", len(_HEAD))
     header = json.loads(data[len(_HEAD) : nl])
     assert set(header) == {"format", "key", "json", "bindings", "sha256", "source_sha256"}
@@ -85,11 +85,11 @@ def test_entry_of_an_older_format_is_rebuilt_with_one_warning(_own_cache, capsys
     built: list = []
     _compile(built)
     (path,) = sorted(_own_cache.rglob("*.entry"))
-    data = path.read_bytes()
+    data = cache.DiskCache.default().unsealed(path)
     nl = data.index(b"\n", len(_HEAD))
     header = json.loads(data[len(_HEAD) : nl])
     header["format"] = cache.FORMAT - 1
-    path.write_bytes(_HEAD + json.dumps(header).encode() + data[nl:])
+    cache.DiskCache.default().write(path, _HEAD + json.dumps(header).encode() + data[nl:])
     capsys.readouterr()
     _, again = _compile(built)
     assert built == [1, 1]

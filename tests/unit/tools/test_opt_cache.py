@@ -271,3 +271,44 @@ def test_identity_follows_a_foreign_pass_source(tmp_path: Path, monkeypatch: pyt
     assert identity() != one
     monkeypatch.setitem(passes.PASSES, "my-plugin", "no_such_module_anywhere:P")
     assert identity() != identity()  # unreadable: never the same twice
+
+
+def test_forged_entry_with_a_recomputed_hash_is_refused(cache: Path, tmp_path: Path) -> None:
+    """Whoever can write the cache but has not this user's key (outside the cache) cannot
+    make shardc-opt print what they like: the tag is keyed."""
+    path = tmp_path / "in.mlir"
+    path.write_text(GOOD)
+    first = run(str(path), "--cse")
+    [entry] = entries(cache)
+    raw = entry.read_bytes()
+    magic = raw[: raw.index(b"\n") + 1]
+    header, _, body = raw[len(magic) :].partition(b"\n")
+    key = header.split(b" ")[0]
+    forged = body.replace(b"@f", b"@forged")
+    assert forged != body
+    unkeyed = opt_cache.blake2b(key + b"\0" + forged, digest_size=32).hexdigest().encode()
+    entry.write_bytes(magic + key + b" " + unkeyed + b"\n" + forged)
+    code, out, err, _ = run(str(path), "--cse")
+    assert (code, out) == first[:2] and "@forged" not in out
+    assert err == f"shardc: warning: opt cache: ignoring {entry}: its authentication tag does not verify: not written by this user's shardc with this key\n"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_entry_that_is_not_a_regular_file_is_refused_without_blocking(cache: Path, tmp_path: Path, kind: str) -> None:
+    import subprocess
+
+    path = tmp_path / "in.mlir"
+    path.write_text(GOOD)
+    first = run(str(path), "--cse")
+    [entry] = entries(cache)
+    entry.unlink()
+    if kind == "fifo":
+        os.mkfifo(entry)
+    else:
+        entry.symlink_to("/dev/zero")
+    root = Path(shardc.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "SHARDC_CACHE_DIR": str(cache)}
+    done = subprocess.run([sys.executable, "-m", "shardc.tools.opt", str(path), "--cse"], capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout) == first[:2]
+    reason = "not a regular file" if kind == "fifo" else "a symbolic link, not a regular file"
+    assert done.stderr == f"shardc: warning: opt cache: ignoring {entry}: {reason}\n"

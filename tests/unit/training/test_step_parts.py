@@ -12,6 +12,7 @@ import pytest
 
 from shardc.ir.printer import module_to_string
 from shardc.runtime.cache import CorruptEntry, DiskCache, Entry, load_bindings, make_key
+from shardc.runtime.codegen_safe import generated_namespace
 from shardc.runtime.comm import run_simulated
 from shardc.runtime.parts import compile_parts_cached, join_entries, join_modules, scope
 from shardc.training import split_compile
@@ -81,8 +82,8 @@ def test_parted_entry_is_stored_hit_and_scoped(cache):
     assert second.compiled.source == first.compiled.source
     # part 1's globals are all scoped, part 0's none: the two pools cannot collide
     cut = entry.pools[0]
-    names0 = set(load_bindings(entry.bindings[:cut])) - {"_np"}
-    names1 = set(load_bindings(entry.bindings[cut:])) - {"_np"}
+    names0 = set(load_bindings(entry.bindings[:cut])) - set(generated_namespace())
+    names1 = set(load_bindings(entry.bindings[cut:])) - set(generated_namespace())
     assert names0 and names1 and all(n.startswith("_p1__") for n in names1) and not any("__" in n for n in names0)
     assert "_p1__" not in entry.source[: entry.source.index("\ndef fn__adamw__step")]
 

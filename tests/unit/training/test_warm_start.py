@@ -107,9 +107,12 @@ def test_warm_start_loads_only_what_the_entry_names_and_matches_the_cold_run(run
     assert not [m for m in loaded if m.startswith(_NOT_ON_A_HIT)], sorted(m for m in loaded if m.startswith(_NOT_ON_A_HIT))
     assert set(_NOT_ON_A_HIT) & set(cold["modules"])  # the cold run does load them: the check is live
     (entry_file,) = where.rglob("*.entry")
-    header_end = entry_file.read_bytes().index(b"\n", len(b"shardc-compile-cache\n"))
-    body_len = json.loads(entry_file.read_bytes()[len(b"shardc-compile-cache\n") : header_end])["json"]
-    body = json.loads(entry_file.read_bytes()[header_end + 1 : header_end + 1 + body_len])
+    from shardc.runtime.cache import DiskCache
+
+    data = DiskCache.default().unsealed(entry_file)
+    header_end = data.index(b"\n", len(b"shardc-compile-cache\n"))
+    body_len = json.loads(data[len(b"shardc-compile-cache\n") : header_end])["json"]
+    body = json.loads(data[header_end + 1 : header_end + 1 + body_len])
     assert "shardc.runtime.structured_run" in body["modules"] and set(body["modules"]) <= loaded
     assert not [m for m in body["modules"] if not m.endswith("_run") and m != "shardc.runtime.helpers"]  # run-time modules only
     assert warm["pending"] == ["fn__loss"] and cold["pending"] == []  # a hit compiles what the steps call
