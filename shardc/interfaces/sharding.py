@@ -259,8 +259,8 @@ _CACHE: dict[type[Operation], ShardingInterface | None] = {}
 # Dialect name -> the module whose `register()` attaches shardc's implementations to that
 # dialect's ops; it is imported when an op of the dialect is first looked up, so a run
 # loads only the models (and the dialects they import) its program uses.
-_MODELS: dict[str, str] = {
-    "linalg": "shardc.interfaces.linalg",
+_MODELS: dict[str, str | tuple[str, ...]] = {
+    "linalg": ("shardc.interfaces.linalg", "shardc.interfaces.conv"),
     "tosa": "shardc.interfaces.tosa",
     "tensor": "shardc.interfaces.tensor",
     "arith": "shardc.interfaces.arith",
@@ -291,7 +291,9 @@ def load_models(dialect: str) -> None:
     elif dialect in _MODELS:
         import importlib
 
-        importlib.import_module(_MODELS[dialect]).register()
+        modules = _MODELS[dialect]
+        for module in (modules,) if isinstance(modules, str) else modules:
+            importlib.import_module(module).register()
 
 
 def get_sharding_interface(op: Operation) -> ShardingInterface | None:
@@ -836,7 +838,7 @@ def _insertion_after_value(value: SSAValue) -> InsertPoint:
 
 
 def _build_sharding(sharding: ShardingInfo, value: SSAValue) -> ShardingOp:
-    op = ShardingOp(sharding.grid, sharding.split_axes)
+    op = ShardingOp(sharding.grid, sharding.split_axes, halo_sizes=sharding.sharding.static_halo_sizes)
     op.location = _location_of(value)
     return op
 
