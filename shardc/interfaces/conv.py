@@ -40,9 +40,8 @@ from functools import lru_cache
 
 from xdsl.dialects import tensor
 from xdsl.dialects.builtin import TensorType
-from xdsl.dialects.linalg.abstract_ops import ConvOperation, PoolingOperation
+from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -575,8 +574,11 @@ class PadSharding(DimensionPreservingSharding):
 
 
 def register() -> None:
-    conv = ConvSharding()
-    for cls in (ConvOperation, PoolingOperation, GenericOp):
-        register_sharding_interface(cls, conv)
-    load_models("tensor")  # so that tensor.py's model of tensor.pad does not replace this one
+    # Both dialects' own models first (each loads this module too: a tensor.pad may be
+    # looked up before any linalg op, or after), then ours over theirs.
+    load_models("linalg")
+    load_models("tensor")
+    # Every structured op: a conv or pooling op of any class (xDSL's, or a dialect
+    # overlay's), a generic with window maps; the others behave as StructuredOpSharding.
+    register_sharding_interface(LinalgStructuredOperation, ConvSharding())
     register_sharding_interface(tensor.PadOp, PadSharding())

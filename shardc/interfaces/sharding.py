@@ -262,7 +262,7 @@ _CACHE: dict[type[Operation], ShardingInterface | None] = {}
 _MODELS: dict[str, str | tuple[str, ...]] = {
     "linalg": ("shardc.interfaces.linalg", "shardc.interfaces.conv"),
     "tosa": "shardc.interfaces.tosa",
-    "tensor": "shardc.interfaces.tensor",
+    "tensor": ("shardc.interfaces.tensor", "shardc.interfaces.conv"),
     "arith": "shardc.interfaces.arith",
     "tm_tensor": "shardc.interfaces.tm_tensor",
 }
