@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from weakref import WeakKeyDictionary
 
 from xdsl.dialects import tensor
 from xdsl.dialects.builtin import TensorType
@@ -131,10 +132,22 @@ def _find_windows(
     return tuple(found)
 
 
+_WINDOWS: WeakKeyDictionary[Operation, tuple[Window, ...]] = WeakKeyDictionary()
+"""`windows` per op: every structured op asks, several times per pass, and an op's maps
+(strides and dilations included) do not change while it lives."""
+
+
 def windows(impl: StructuredOpSharding, op: Operation) -> tuple[Window, ...]:
     """The window dimensions of `op`'s operands (none: not a convolution or pooling)."""
-    maps = indexing_maps(impl, op)[: len(op.operands)]
-    return _find_windows(tuple(maps), tuple(loop_iterator_types(impl, op)))
+    found = _WINDOWS.get(op)
+    if found is None:
+        maps = indexing_maps(impl, op)[: len(op.operands)]
+        if all(map_.is_projected_permutation() for map_ in maps):
+            found = ()
+        else:
+            found = _find_windows(tuple(maps), tuple(loop_iterator_types(impl, op)))
+        _WINDOWS[op] = found
+    return found
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
@@ -312,6 +325,9 @@ class ConvSharding(StructuredOpSharding):
                 if window_split_problem(self, op, w, shards) is not None:
                     return False
         return True
+
+    def annotations_follow_signature(self, op: Operation) -> bool:
+        return not windows(self, op)  # halos read the padding of the input's producer
 
     def get_sharding_annotations(
         self, op: Operation, option: ShardingOption

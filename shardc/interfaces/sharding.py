@@ -229,6 +229,12 @@ class ShardingInterface:
         """Operand then result shardings the op needs for `option` (None: impossible)."""
         return default_get_sharding_annotations(self, op, option)
 
+    def annotations_follow_signature(self, op: Operation) -> bool:
+        """Whether `get_sharding_annotations` reads of `op` only its maps, loop count and
+        operand/result ranks, so that propagation may share its answer between ops alike.
+        An override that reads more (say, the padding of a producer) answers False."""
+        return type(self).get_sharding_annotations is ShardingInterface.get_sharding_annotations
+
     def add_sharding_annotations(self, op: Operation, option: ShardingOption) -> bool:
         """Annotate every operand and result of `op` for `option`."""
         return default_add_sharding_annotations(self, op, option)
