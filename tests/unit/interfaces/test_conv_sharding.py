@@ -72,3 +72,102 @@ def test_non_dividing_height_is_one_located_error() -> None:
     message = str(info.value)
     assert "Traceback" not in message
     assert "does not split evenly into 8 shards" in message
+
+
+# -----------------------------------------------------------------------------------------
+# Every kind of window op split along a spatial dimension (halos from a tensor.pad), on
+# simulated ranks, against PyTorch.
+# -----------------------------------------------------------------------------------------
+
+
+def _vec(values: tuple[int, ...]) -> str:
+    return f"dense<[{', '.join(map(str, values))}]> : vector<{len(values)}xi64>"
+
+
+def _ty(shape: tuple[int, ...]) -> str:
+    return "tensor<" + "x".join(map(str, shape)) + "xf32>"
+
+
+def _window_program(op: str, x: tuple, w: tuple, out: tuple, low: tuple, high: tuple,
+                    strides: tuple, dilations: tuple, grid: tuple, split: list, pad_value: str = "0.000000e+00") -> str:
+    padded = tuple(s + lo + hi for s, lo, hi in zip(x, low, high))
+    idx = ", ".join(f"%i{d}: index" for d in range(len(x)))
+    axes = "[" + ", ".join("[" + ", ".join(map(str, a)) + "]" for a in split) + "]"
+    return f"""
+shard.grid @grid(shape = {'x'.join(map(str, grid))})
+func.func @main(%x: {_ty(x)}, %w: {_ty(w)}) -> {_ty(out)} {{
+  %s = shard.sharding @grid split_axes = {axes} : !shard.sharding
+  %xs = shard.shard %x to %s : {_ty(x)}
+  %pv = arith.constant {pad_value} : f32
+  %zero = arith.constant 0.000000e+00 : f32
+  %p = tensor.pad %xs low[{', '.join(map(str, low))}] high[{', '.join(map(str, high))}] {{
+  ^bb0({idx}):
+    tensor.yield %pv : f32
+  }} : {_ty(x)} to {_ty(padded)}
+  %e = tensor.empty() : {_ty(out)}
+  %f = linalg.fill ins(%zero : f32) outs(%e : {_ty(out)}) -> {_ty(out)}
+  %y = linalg.{op} {{dilations = {_vec(dilations)}, strides = {_vec(strides)}}} ins(%p, %w : {_ty(padded)}, {_ty(w)}) outs(%f : {_ty(out)}) -> {_ty(out)}
+  return %y : {_ty(out)}
+}}
+"""
+
+
+def _case(name: str):
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(1)
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    if name == "conv_1d_ncw_fcw dilated":
+        x, w = r(2, 3, 16), r(4, 3, 3)
+        return (x, w, F.conv1d(x, w, padding=2, dilation=2),
+                _window_program("conv_1d_ncw_fcw", (2, 3, 16), (4, 3, 3), (2, 4, 16), (0, 0, 2), (0, 0, 2), (1,), (2,), (2,), [[], [], [0]]))
+    if name == "depthwise_conv_2d_nchw_chw stride 2":
+        x, w = r(1, 4, 8, 8), r(4, 3, 3)
+        return (x, w, F.conv2d(x, w[:, None], stride=2, padding=1, groups=4),
+                _window_program("depthwise_conv_2d_nchw_chw", (1, 4, 8, 8), (4, 3, 3), (1, 4, 4, 4), (0, 0, 1, 1), (0, 0, 1, 1), (2, 2), (1, 1), (2,), [[], [], [0]]))
+    if name == "conv_3d_ncdhw_fcdhw depth over 4":
+        x, w = r(1, 2, 8, 4, 4), r(3, 2, 3, 3, 3)
+        return (x, w, F.conv3d(x, w, padding=1),
+                _window_program("conv_3d_ncdhw_fcdhw", (1, 2, 8, 4, 4), (3, 2, 3, 3, 3), (1, 3, 8, 4, 4), (0, 0, 1, 1, 1), (0, 0, 1, 1, 1), (1, 1, 1), (1, 1, 1), (4,), [[], [], [0]]))
+    if name == "pooling_nhwc_sum over 4":
+        x, w = r(2, 8, 6, 3), torch.zeros(3, 3)
+        want = F.avg_pool2d(x.permute(0, 3, 1, 2), 3, stride=1, padding=1, count_include_pad=True).permute(0, 2, 3, 1) * 9
+        return (x, w, want,
+                _window_program("pooling_nhwc_sum", (2, 8, 6, 3), (3, 3), (2, 8, 6, 3), (0, 1, 1, 0), (0, 1, 1, 0), (1, 1), (1, 1), (4,), [[], [0]]))
+    if name == "pooling_nchw_max padded, width split":
+        x, w = r(1, 2, 6, 8), torch.zeros(3, 3)
+        return (x, w, F.max_pool2d(x, 3, stride=2, padding=1),
+                _window_program("pooling_nchw_max", (1, 2, 6, 8), (3, 3), (1, 2, 3, 4), (0, 0, 1, 1), (0, 0, 1, 1), (2, 2), (1, 1), (2,), [[], [], [], [0]], pad_value="0xFF800000"))
+    if name == "conv_2d_ngchw_fgchw grouped, width split":
+        x, w = r(1, 2, 2, 8, 8), r(3, 2, 2, 3, 3)
+        want = F.conv2d(x.reshape(1, 4, 8, 8), w.permute(1, 0, 2, 3, 4).reshape(6, 2, 3, 3), padding=1, groups=2).reshape(1, 2, 3, 8, 8)
+        return (x, w, want,
+                _window_program("conv_2d_ngchw_fgchw", (1, 2, 2, 8, 8), (3, 2, 2, 3, 3), (1, 2, 3, 8, 8), (0, 0, 0, 1, 1), (0, 0, 0, 1, 1), (1, 1), (1, 1), (2,), [[], [], [], [], [0]]))
+    assert name == "conv_2d_nchw_fchw height and width on 2x2"
+    x, w = r(1, 3, 8, 8), r(4, 3, 3, 3)
+    return (x, w, F.conv2d(x, w, padding=1),
+            _window_program("conv_2d_nchw_fchw", (1, 3, 8, 8), (4, 3, 3, 3), (1, 4, 8, 8), (0, 0, 1, 1), (0, 0, 1, 1), (1, 1), (1, 1), (2, 2), [[], [], [0], [1]]))
+
+
+WINDOW_CASES = [
+    "conv_1d_ncw_fcw dilated",
+    "depthwise_conv_2d_nchw_chw stride 2",
+    "conv_3d_ncdhw_fcdhw depth over 4",
+    "pooling_nhwc_sum over 4",
+    "pooling_nchw_max padded, width split",
+    "conv_2d_ngchw_fgchw grouped, width split",
+    "conv_2d_nchw_fchw height and width on 2x2",
+]
+
+
+@pytest.mark.parametrize("name", WINDOW_CASES)
+def test_window_op_split_with_halos_equals_pytorch(name: str) -> None:
+    from shardc.runtime.launch import run_program
+
+    x, w, want, program = _case(name)
+    ranks = int(np.prod([int(s) for s in program.split("shape = ")[1].split(")")[0].split("x")]))
+    partitioned, _, _ = _compiled(program.replace("@main", "@cnn"))
+    assert partitioned["shard.update_halo"] == 1 and "shard.all_gather" not in partitioned
+    (got,) = run_program(program, [x.numpy(), w.numpy()], ranks=ranks)
+    want = want.numpy()
+    assert got.shape == want.shape
+    assert float(np.abs(got - want).max()) <= 1e-5 * float(np.abs(want).max())
