@@ -171,3 +171,41 @@ def test_window_op_split_with_halos_equals_pytorch(name: str) -> None:
     want = want.numpy()
     assert got.shape == want.shape
     assert float(np.abs(got - want).max()) <= 1e-5 * float(np.abs(want).max())
+
+
+# -----------------------------------------------------------------------------------------
+# The training step (forward and backward, through the training import) with the image
+# split by height: PyTorch's loss and gradients. The forward's padded convs exchange halos;
+# the backward still gathers where its ops have no halo plan yet (the max pool's argmax,
+# the gradient convolutions).
+# -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_height_split_training_step_equals_pytorch(ranks: int) -> None:
+    import torch.nn.functional as F
+
+    from shardc.frontends.annotate import annotate_arguments
+    from shardc.frontends.torch_train import export_train_step
+    from shardc.runtime.launch import run_program
+
+    torch.manual_seed(0)
+    model = cm.SmallCNN()
+    x, target = torch.randn(2, 3, 16, 16), torch.randn(2, 4, 4, 4)
+    step = export_train_step(model, [x], [target], F.mse_loss)
+    names = [*step.input_names, *step.target_names, *step.param_names]
+    height = {"input0": [[], [], [0]], "target0": [[], [], [0]]}
+    program = annotate_arguments(step.text, (ranks,), height, names=names)
+
+    partitioned, _, _ = _compiled(program.replace("@train_step", "@cnn"))
+    assert partitioned["shard.update_halo"] == 3  # conv1, conv2, conv3 forward
+
+    args = [x.numpy(), target.numpy(), *[p.detach().numpy() for p in model.parameters()]]
+    got = run_program(program, args, ranks=ranks)
+    loss = F.mse_loss(model(x), target)
+    want = [loss, *torch.autograd.grad(loss, list(model.parameters()))]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        w = w.detach().numpy()
+        assert np.shape(g) == w.shape
+        assert float(np.abs(np.asarray(g) - w).max()) <= 1e-5 * float(np.abs(w).max())
