@@ -30,6 +30,12 @@ this model; ops without windows keep the structured-op model it derives from
   from the direct neighbours only). Propagation does not split a window dimension
   where this fails (the input is gathered along it, the fallback); a program annotated
   that way gets one located error from shard-partition.
+* A window dimension may instead follow its kernel loop: in a weight gradient (the
+  training import's conv of the padded input with the output gradient as its "kernel")
+  the image rows are the kernel loop, a reduction. Rank r sums kernel positions
+  [r*Lk, (r+1)*Lk) and reads padded rows from r*Lk*dilation on: its own rows when
+  Lk*dilation == Lx, plus the same halos; the partial gradients are summed by
+  `shard.all_reduce`. A split follows the output loop where it can, else the kernel loop.
 """
 
 from __future__ import annotations
@@ -191,10 +197,11 @@ def padding_of(value: SSAValue, dim: int) -> tuple[int, int]:
 
 
 def window_split_problem(
-    impl: StructuredOpSharding, op: Operation, window: Window, shards: int | None
+    impl: StructuredOpSharding, op: Operation, window: Window, shards: int | None, loop: int | None = None
 ) -> str | None:
-    """Why `window`'s dimension cannot be split into `shards` with halos (None: it can;
-    see the module docstring for the conditions)."""
+    """Why `window`'s dimension cannot be split into `shards` with halos along `loop`,
+    its output loop (the default) or its kernel loop (None: it can; see the module
+    docstring for the conditions)."""
     if shards is None:
         return "the grid axes have a dynamic size"
     size = _shape(op.operands[window.operand])[window.dim]
@@ -204,11 +211,28 @@ def window_split_problem(
         return "its sizes are dynamic"
     low, high = padding_of(op.operands[window.operand], window.dim)
     rows = size - low - high
-    s, extent = window.stride, (kernel - 1) * window.dilation + 1
+    s, d = window.stride, window.dilation
+    extent = (kernel - 1) * d + 1
     if rows % shards:
         return f"its {rows} rows do not split evenly into {shards} shards"
     local = rows // shards
-    if local % window.stride:
+    if low > local or high > local:
+        return f"the padding ({low}, {high}) is wider than a shard's {local} rows"
+    if loop == window.kernel_loop:
+        # A reduction over the image (a weight gradient): rank r sums kernel positions
+        # [r*Lk, (r+1)*Lk), reading padded rows from r*Lk*d on.
+        if kernel % shards:
+            return f"the kernel loop's {kernel} positions do not split evenly into {shards} shards"
+        part = kernel // shards
+        if part * d != local:
+            return (
+                f"each shard's {part} kernel positions (dilation {d}) do not cover its "
+                f"{local} rows"
+            )
+        if (out - 1) * s + (part - 1) * d + 1 > local + low + high:
+            return f"the windows read past a shard's {local} rows and its halos"
+        return None
+    if local % s:
         return f"each shard's {local} rows are not a multiple of the stride {s}"
     if out * s != rows:
         return (
@@ -216,8 +240,19 @@ def window_split_problem(
             f"{s} (kernel extent {extent}, padding {low}+{high}): shards of the output would "
             "not start where the input's shards start"
         )
-    if low > local or high > local:
-        return f"the padding ({low}, {high}) is wider than a shard's {local} rows"
+    if (out // shards - 1) * s + extent > local + low + high:
+        return f"the windows read past a shard's {local} rows and its halos"
+    return None
+
+
+def split_loop(
+    impl: StructuredOpSharding, op: Operation, window: Window, shards: int | None
+) -> int | None:
+    """The loop a split of `window`'s dimension into `shards` follows: the output loop
+    where it can, else the kernel loop (a weight gradient); None: neither can."""
+    for loop in (window.out_loop, window.kernel_loop):
+        if window_split_problem(impl, op, window, shards, loop) is None:
+            return loop
     return None
 
 
@@ -276,6 +311,7 @@ class ConvSharding(StructuredOpSharding):
             current[:] = axes
             return True
 
+        deferred: list[tuple[Window, Sequence[int], str]] = []
         for index, sharding in enumerate(given):
             if sharding is None:
                 continue
@@ -285,13 +321,22 @@ class ConvSharding(StructuredOpSharding):
                 if not axes:
                     continue
                 if isinstance(expr, AffineDimExpr):
-                    loop = expr.position
+                    if not fill(expr.position, axes, sharding.grid):
+                        return None
                 elif index < n and (index, dim) in by_dim:
-                    loop = by_dim[(index, dim)].out_loop
+                    deferred.append((by_dim[(index, dim)], axes, sharding.grid))
                 else:
                     return None  # a fixed or compound index cannot be split
-                if not fill(loop, axes, sharding.grid):
-                    return None
+        # A split window dimension follows its output loop where it can, else its kernel
+        # loop (a weight gradient), unless another operand already said which; else it
+        # stays whole (the input is gathered along it).
+        for w, axes, grid in deferred:
+            array = option.sharding_array
+            if array[w.out_loop] == list(axes) or array[w.kernel_loop] == list(axes):
+                continue
+            loop = split_loop(self, op, w, _shards(op, grid, axes))
+            if loop is not None:
+                fill(loop, axes, grid)
         self._drop_impossible(op, option)
         remove_trailing_empty_sub_arrays(option.sharding_array)
         return option
@@ -301,12 +346,13 @@ class ConvSharding(StructuredOpSharding):
         split with halos (their input is then gathered along that dimension)."""
         array = option.sharding_array
         for w in windows(self, op):
-            if w.kernel_loop < len(array):
+            if array[w.out_loop] and array[w.kernel_loop]:
                 array[w.kernel_loop].clear()
-            if w.out_loop < len(array) and array[w.out_loop]:
-                shards = _shards(op, option.grid, array[w.out_loop])
-                if window_split_problem(self, op, w, shards) is not None:
-                    array[w.out_loop].clear()
+            for loop in (w.out_loop, w.kernel_loop):
+                if array[loop]:
+                    shards = _shards(op, option.grid, array[loop])
+                    if window_split_problem(self, op, w, shards, loop) is not None:
+                        array[loop].clear()
         if not super().allows_option(op, option):
             loops = loop_iterator_types(self, op)
             for t, axes in zip(loops, array):
@@ -318,11 +364,12 @@ class ConvSharding(StructuredOpSharding):
             return False
         array = option.sharding_array
         for w in windows(self, op):
-            if w.kernel_loop < len(array) and array[w.kernel_loop]:
+            split = [loop for loop in (w.out_loop, w.kernel_loop) if loop < len(array) and array[loop]]
+            if len(split) > 1:
                 return False
-            if w.out_loop < len(array) and array[w.out_loop]:
-                shards = _shards(op, option.grid, array[w.out_loop])
-                if window_split_problem(self, op, w, shards) is not None:
+            for loop in split:
+                shards = _shards(op, option.grid, array[loop])
+                if window_split_problem(self, op, w, shards, loop) is not None:
                     return False
         return True
 
@@ -339,8 +386,9 @@ class ConvSharding(StructuredOpSharding):
         if shardings is None or not found:
             return shardings
         halos: dict[int, dict[int, tuple[int, int]]] = {}
+        array = option.sharding_array
         for w in found:
-            if w.out_loop < len(option.sharding_array) and option.sharding_array[w.out_loop]:
+            if any(loop < len(array) and array[loop] for loop in (w.out_loop, w.kernel_loop)):
                 pads = padding_of(op.operands[w.operand], w.dim)
                 halos.setdefault(w.operand, {})[w.dim] = pads
         for operand, dims in halos.items():
@@ -385,25 +433,29 @@ class ConvSharding(StructuredOpSharding):
         for w in found:
             sharding = operand_shardings[w.operand]
             axes = tuple(sharding.split_axes[w.dim]) if sharding is not None and w.dim < len(sharding.split_axes) else ()
-            wanted = loop_axes.get(w.out_loop, ())
             what = f"dimension {w.dim} of operand #{w.operand}"
-            if loop_axes.get(w.kernel_loop):
+            if loop_axes.get(w.out_loop) and loop_axes.get(w.kernel_loop):
                 raise diagnostics.error(
-                    op, f"Cannot partition: the kernel loop {w.kernel_loop} of a window is split"
+                    op,
+                    f"Cannot partition: both loops of the window of {what} are split "
+                    f"(output loop {w.out_loop} and kernel loop {w.kernel_loop})",
                 )
+            loop = w.kernel_loop if loop_axes.get(w.kernel_loop) else w.out_loop
+            wanted = loop_axes.get(loop, ())
             if axes != wanted:
                 raise diagnostics.error(
                     op,
                     f"Cannot partition: {what} (a window: stride {w.stride}, dilation "
-                    f"{w.dilation}) is split over grid axes {list(axes)} but its output "
-                    f"loop {w.out_loop} over {list(wanted)}",
+                    f"{w.dilation}) is split over grid axes {list(axes)} but its "
+                    f"{'kernel' if loop == w.kernel_loop else 'output'} loop {loop} over "
+                    f"{list(wanted)}",
                 )
             if not axes:
                 continue
             assert sharding is not None
             grid = partitioner.grid(op, sharding.grid)
             shards = collective_group_size(axes, grid.shape_tuple)
-            problem = window_split_problem(self, op, w, shards)
+            problem = window_split_problem(self, op, w, shards, loop)
             if problem is not None:
                 raise diagnostics.error(
                     op,
@@ -457,7 +509,7 @@ def _feeds_windows(op: tensor.PadOp, dim: int, shards: int | None) -> bool:
         if not isinstance(impl, ConvSharding):
             return False
         found = [w for w in windows(impl, user) if w.operand == index and w.dim == dim]
-        if not found or window_split_problem(impl, user, found[0], shards) is not None:
+        if not found or split_loop(impl, user, found[0], shards) is None:
             return False
     return True
 

@@ -195,3 +195,29 @@ func.func @odd_rows(%x: tensor<1x3x12x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor
   %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%p, %w : tensor<1x3x14x10xf32>, tensor<4x3x3x3xf32>) outs(%f : tensor<1x4x6x4xf32>) -> tensor<1x4x6x4xf32>
   return %y : tensor<1x4x6x4xf32>
 }
+
+// A weight gradient (the training import's form): the output gradient is the "kernel",
+// its rows the kernel loop, a reduction. Split by height, each rank sums its rows (its
+// padded input rows plus one halo row on each side), then an all_reduce of the gradient.
+// CHECK-LABEL: func.func @weight_gradient
+// CHECK-SAME: (%arg0: tensor<3x2x8x16xf32>, %arg1: tensor<8x2x8x16xf32>) -> tensor<3x8x3x3xf32>
+// CHECK: tensor<3x2x8x16xf32> to tensor<3x2x10x18xf32>
+// CHECK-NEXT: [[H:%\w+]] = shard.update_halo %{{.*}} on @g2 split_axes = {{\[\[}}], [], [0]] halo_sizes = [1, 1] : tensor<3x2x10x18xf32>
+// CHECK: scf.if
+// CHECK: [[G:%\w+]] = linalg.conv_2d_nchw_fchw {{.*}} ins([[H]], %arg1 : tensor<3x2x10x18xf32>, tensor<8x2x8x16xf32>) outs(%{{.*}} : tensor<3x8x3x3xf32>)
+// CHECK-NEXT: shard.all_reduce [[G]] on @g2 grid_axes = [0] : tensor<3x8x3x3xf32> -> tensor<3x8x3x3xf32>
+// CHECK-NOT: all_gather
+func.func @weight_gradient(%xt: tensor<3x2x16x16xf32>, %gt: tensor<8x2x16x16xf32>) -> tensor<3x8x3x3xf32> {
+  %s = shard.sharding @g2 split_axes = [[], [], [0]] : !shard.sharding
+  %xs = shard.shard %xt to %s : tensor<3x2x16x16xf32>
+  %gs = shard.shard %gt to %s : tensor<8x2x16x16xf32>
+  %cst = arith.constant 0.000000e+00 : f32
+  %p = tensor.pad %xs low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%a: index, %b: index, %c: index, %d: index):
+    tensor.yield %cst : f32
+  } : tensor<3x2x16x16xf32> to tensor<3x2x18x18xf32>
+  %e = tensor.empty() : tensor<3x8x3x3xf32>
+  %f = linalg.fill ins(%cst : f32) outs(%e : tensor<3x8x3x3xf32>) -> tensor<3x8x3x3xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%p, %gs : tensor<3x2x18x18xf32>, tensor<8x2x16x16xf32>) outs(%f : tensor<3x8x3x3xf32>) -> tensor<3x8x3x3xf32>
+  return %y : tensor<3x8x3x3xf32>
+}
