@@ -40,16 +40,16 @@ this model; ops without windows keep the structured-op model it derives from
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from weakref import WeakKeyDictionary
 
 from xdsl.dialects import tensor
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import DenseArrayBase, TensorType, i64
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -639,6 +639,48 @@ class PadSharding(DimensionPreservingSharding):
         halo.location = op.location
         partitioner.insert(halo)
         partitioner.mapping[op.results[0]] = halo.result
+
+
+    def reshard_result(
+        self,
+        op: Operation,
+        source: Sharding,
+        target: Sharding,
+        local: SSAValue,
+        partitioner: Partitioner,
+        reshard: Callable[[Sharding, Sharding, Attribute, SSAValue], SSAValue],
+    ) -> SSAValue | None:
+        """The result split with halos in its source's frame, for a user that wants it
+        otherwise (the fallback): each rank's core rows gathered along the padded split
+        dimensions, padded there as the op pads, then the planner's resharding."""
+        assert isinstance(op, tensor.PadOp)
+        pads = self._padded(op)
+        whole = super().splittable_loops(op)
+        split = [d for d, axes in enumerate(source.split_axes) if axes and d not in whole]
+        if not split or pads is None:
+            return None
+        local_shape = list(_shape(local))
+        offsets, sizes = [0] * len(local_shape), list(local_shape)
+        for dim in split:
+            offsets[dim] = pads[0][dim]
+            sizes[dim] -= pads[0][dim] + pads[1][dim]
+        core = partitioner.insert(tensor.ExtractSliceOp.from_static_parameters(local, offsets, sizes)).result
+        element = op.results[0].type.get_element_type()  # type: ignore[attr-defined]
+        global_shape = list(_shape(op.results[0]))
+        source_shape = [s - (pads[0][d] + pads[1][d] if d in split else 0) for d, s in enumerate(global_shape)]
+        plain = Sharding(source.grid, source.split_axes)
+        whole_split = Sharding(source.grid, [() if d in split else tuple(a) for d, a in enumerate(source.split_axes)])
+        gathered = reshard(plain, whole_split, tensor_type(element, source_shape), core)
+        low = [pads[0][d] if d in split else 0 for d in range(len(global_shape))]
+        high = [pads[1][d] if d in split else 0 for d in range(len(global_shape))]
+        padded_shape = [s + lo + hi for s, lo, hi in zip(_shape(gathered), low, high)]
+        mapping = dict(partitioner.mapping)
+        mapping[op.source] = gathered
+        padded = clone_op(op, mapping, [tensor_type(element, padded_shape)])
+        padded.properties["static_low"] = DenseArrayBase.from_list(i64, low)
+        padded.properties["static_high"] = DenseArrayBase.from_list(i64, high)
+        partitioner.insert(padded)
+        return reshard(whole_split, target, op.results[0].type, padded.results[0])
 
 
 def register() -> None:

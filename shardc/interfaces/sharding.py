@@ -244,6 +244,21 @@ class ShardingInterface:
         may be unable to partition some splits, e.g. a reduction without a combiner)."""
         return True
 
+    def reshard_result(
+        self,
+        op: Operation,
+        source: Sharding,
+        target: Sharding,
+        local: SSAValue,
+        partitioner: Partitioner,
+        reshard: Callable[[Sharding, Sharding, Attribute, SSAValue], SSAValue],
+    ) -> SSAValue | None:
+        """`local`, the local form `partition` gave `op`'s result under `source`, moved to
+        `target`, for an op whose local form is not the planner's (a pad split with halos
+        counted in its source's frame, interfaces/conv.py); None: the planner's resharding
+        applies. `reshard(src, tgt, global_type, value)` is the planner's."""
+        return None
+
     def partition(
         self,
         op: Operation,

@@ -212,3 +212,27 @@ def test_height_split_training_step_equals_pytorch(ranks: int) -> None:
         w = w.detach().numpy()
         assert np.shape(g) == w.shape
         assert float(np.abs(np.asarray(g) - w).max()) <= 1e-5 * float(np.abs(w).max())
+
+
+def test_padded_image_wanted_whole_is_gathered_correctly() -> None:
+    """The pad splits with halos (its only user is a conv that can split), but the conv's
+    result is pinned replicated, so the conv takes the padded image whole: the halo
+    layout is turned back into the padded image (cores gathered, then padded), not
+    handed to a gather that would read it as an ordinary halo layout."""
+    from shardc.runtime.launch import run_program
+
+    F = torch.nn.functional
+    program = _window_program("conv_2d_nchw_fchw", (1, 3, 8, 8), (4, 3, 3, 3), (1, 4, 8, 8), (0, 0, 1, 1), (0, 0, 1, 1), (1, 1), (1, 1), (2,), [[], [], [0]])
+    program = program.replace(
+        "  return %y : tensor<1x4x8x8xf32>",
+        "  %r = shard.sharding @grid split_axes = [[]] : !shard.sharding\n"
+        "  %y0 = shard.shard %y to %r : tensor<1x4x8x8xf32>\n"
+        "  return %y0 : tensor<1x4x8x8xf32>",
+    )
+    partitioned, _, _ = _compiled(program.replace("@main", "@cnn"))
+    assert partitioned["shard.all_gather"] == 1
+    g = torch.Generator().manual_seed(2)
+    x, w = torch.randn(1, 3, 8, 8, generator=g), torch.randn(4, 3, 3, 3, generator=g)
+    (got,) = run_program(program, [x.numpy(), w.numpy()], ranks=2)
+    want = F.conv2d(x, w, padding=1).numpy()
+    assert float(np.abs(got - want).max()) <= 1e-5 * float(np.abs(want).max())
