@@ -49,6 +49,7 @@ from xdsl.dialects import tensor
 from xdsl.dialects.builtin import DenseArrayBase, TensorType, i64
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.dialects.linalg.ops import FillOp
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -86,6 +87,8 @@ from shardc.interfaces.sharding import (
 )
 from shardc.interfaces.tensor import DimensionPreservingSharding
 from shardc.ir import diagnostics
+from shardc.ir.linalg_build import fill_op
+from shardc.ir.op_build import tensor_empty
 from shardc.ir.types import tensor_type
 
 
@@ -185,14 +188,43 @@ def _static_pads(op: tensor.PadOp) -> tuple[list[int], list[int]] | None:
     return list(low), list(high)
 
 
-def padding_of(value: SSAValue, dim: int) -> tuple[int, int]:
-    """(low, high) padding of `dim` when `value` is (through annotations) a static
-    `tensor.pad`; (0, 0) otherwise."""
+def _fill_of(value: SSAValue) -> FillOp | None:
     owner = _source(value).owner
-    if isinstance(owner, tensor.PadOp):
-        pads = _static_pads(owner)
-        if pads is not None and dim < len(pads[0]):
-            return pads[0][dim], pads[1][dim]
+    return owner if isinstance(owner, FillOp) else None
+
+
+def _insert_pads(op: tensor.InsertSliceOp) -> tuple[list[int], list[int]] | None:
+    """An insert_slice of a whole tensor into a filled one, unit strides, static: a pad
+    (torch-mlir pads a gradient so before its convolution)."""
+    if op.offsets or op.sizes or op.strides or _fill_of(op.dest) is None:
+        return None
+    props = op.properties
+    offsets = list(props["static_offsets"].get_values())  # type: ignore[attr-defined]
+    sizes = list(props["static_sizes"].get_values())  # type: ignore[attr-defined]
+    strides = list(props["static_strides"].get_values())  # type: ignore[attr-defined]
+    source, dest = _shape(op.source), _shape(op.dest)
+    if any(st != 1 for st in strides) or tuple(sizes) != source or len(source) != len(dest):
+        return None
+    return offsets, [d - o - n for d, o, n in zip(dest, offsets, sizes)]
+
+
+def pads_of(op: Operation) -> tuple[list[int], list[int]] | None:
+    """(low, high) of a static `tensor.pad`, or of an insert_slice that pads; None for
+    any other op."""
+    if isinstance(op, tensor.PadOp):
+        return _static_pads(op)
+    if isinstance(op, tensor.InsertSliceOp):
+        return _insert_pads(op)
+    return None
+
+
+def padding_of(value: SSAValue, dim: int) -> tuple[int, int]:
+    """(low, high) padding of `dim` when `value` is (through annotations) a static pad
+    (`pads_of`); (0, 0) otherwise."""
+    owner = _source(value).owner
+    pads = pads_of(owner) if isinstance(owner, Operation) else None
+    if pads is not None and dim < len(pads[0]):
+        return pads[0][dim], pads[1][dim]
     return 0, 0
 
 
@@ -515,12 +547,35 @@ def _feeds_windows(op: tensor.PadOp, dim: int, shards: int | None) -> bool:
 
 
 class PadSharding(DimensionPreservingSharding):
-    """tensor.pad: tensor.py's model, plus padded dimensions split with halos when every
-    user reads them as windows that can be split (module docstring)."""
+    """tensor.pad, and tensor.insert_slice into a filled tensor (`pads_of`): tensor.py's
+    model, plus padded dimensions split with halos when every user reads them as
+    windows that can be split (module docstring). An insert_slice's filled destination
+    is then read whole (a fill: nothing moves); each rank pads its own shard."""
 
     def _padded(self, op: Operation) -> tuple[list[int], list[int]] | None:
-        assert isinstance(op, tensor.PadOp)
-        return _static_pads(op)
+        return pads_of(op)
+
+    def _emit_pad(
+        self, op: Operation, value: SSAValue, low: list[int], high: list[int], partitioner: Partitioner
+    ) -> SSAValue:
+        """`value` padded by `low`/`high` with the op's pad value, on the local side."""
+        element = op.results[0].type.get_element_type()  # type: ignore[attr-defined]
+        shape = [size + lo + hi for size, lo, hi in zip(_shape(value), low, high)]
+        type_ = tensor_type(element, shape)
+        if isinstance(op, tensor.PadOp):
+            mapping = dict(partitioner.mapping)
+            mapping[op.source] = value
+            padded = clone_op(op, mapping, [type_])
+            padded.properties["static_low"] = DenseArrayBase.from_list(i64, low)
+            padded.properties["static_high"] = DenseArrayBase.from_list(i64, high)
+            return partitioner.insert(padded).results[0]
+        assert isinstance(op, tensor.InsertSliceOp)
+        fill = _fill_of(op.dest)
+        assert fill is not None
+        empty = partitioner.insert(tensor_empty([], type_))
+        filled = partitioner.insert(fill_op([partitioner.local(fill.inputs[0])], [empty.tensor], [type_]))
+        inserted = tensor.InsertSliceOp.from_static_parameters(value, filled.results[0], low, list(_shape(value)))
+        return partitioner.insert(inserted).result
 
     def splittable_loops(self, op: Operation) -> set[int]:
         whole = super().splittable_loops(op)
@@ -539,7 +594,8 @@ class PadSharding(DimensionPreservingSharding):
         for dim, axes in enumerate(option.sharding_array):
             if not axes or dim in whole:
                 continue
-            assert isinstance(op, tensor.PadOp) and pads is not None
+            if pads is None:
+                return None
             if not _feeds_windows(op, dim, _shards(op, option.grid, axes)):
                 return None
             halos[dim] = (pads[0][dim], pads[1][dim])
@@ -571,6 +627,8 @@ class PadSharding(DimensionPreservingSharding):
         if shardings is None or not halos:
             return shardings
         shardings[-1] = _with_halos(shardings[-1], halos)
+        if isinstance(op, tensor.InsertSliceOp) and option.grid is not None:
+            shardings[1] = ShardingInfo.get(option.grid, [])
         return shardings
 
     def add_sharding_annotations(self, op: Operation, option: ShardingOption) -> bool:
@@ -600,7 +658,7 @@ class PadSharding(DimensionPreservingSharding):
         if not split:
             super().partition(op, operands, operand_shardings, result_shardings, partitioner)
             return
-        assert sharding is not None and pads is not None and isinstance(op, tensor.PadOp)
+        assert sharding is not None and pads is not None
         source = operand_shardings[0]
         if source is None or source.split_axes != sharding.split_axes or source.static_halo_sizes:
             raise diagnostics.error(
@@ -626,12 +684,9 @@ class PadSharding(DimensionPreservingSharding):
                     f"Cannot partition: padded dimension {dim} is split, but not every user "
                     "reads it as a convolution or pooling window that can be split with halos",
                 )
-        local = _shape(operands[0])
-        shape = [size + lo + hi for size, lo, hi in zip(local, *pads)]
-        element = op.results[0].type.get_element_type()  # type: ignore[attr-defined]
-        padded = partitioner.insert(clone_op(op, partitioner.mapping, [tensor_type(element, shape)]))
+        padded = self._emit_pad(op, operands[0], pads[0], pads[1], partitioner)
         halo = UpdateHaloOp(
-            padded.results[0],
+            padded,
             sharding.grid,
             sharding.split_axes,
             list(sharding.static_halo_sizes) or [0, 0] * len(ordinals),
@@ -653,7 +708,6 @@ class PadSharding(DimensionPreservingSharding):
         """The result split with halos in its source's frame, for a user that wants it
         otherwise (the fallback): each rank's core rows gathered along the padded split
         dimensions, padded there as the op pads, then the planner's resharding."""
-        assert isinstance(op, tensor.PadOp)
         pads = self._padded(op)
         whole = super().splittable_loops(op)
         split = [d for d, axes in enumerate(source.split_axes) if axes and d not in whole]
@@ -673,14 +727,8 @@ class PadSharding(DimensionPreservingSharding):
         gathered = reshard(plain, whole_split, tensor_type(element, source_shape), core)
         low = [pads[0][d] if d in split else 0 for d in range(len(global_shape))]
         high = [pads[1][d] if d in split else 0 for d in range(len(global_shape))]
-        padded_shape = [s + lo + hi for s, lo, hi in zip(_shape(gathered), low, high)]
-        mapping = dict(partitioner.mapping)
-        mapping[op.source] = gathered
-        padded = clone_op(op, mapping, [tensor_type(element, padded_shape)])
-        padded.properties["static_low"] = DenseArrayBase.from_list(i64, low)
-        padded.properties["static_high"] = DenseArrayBase.from_list(i64, high)
-        partitioner.insert(padded)
-        return reshard(whole_split, target, op.results[0].type, padded.results[0])
+        padded = self._emit_pad(op, gathered, low, high, partitioner)
+        return reshard(whole_split, target, op.results[0].type, padded)
 
 
 def register() -> None:
@@ -691,4 +739,6 @@ def register() -> None:
     # Every structured op: a conv or pooling op of any class (xDSL's, or a dialect
     # overlay's), a generic with window maps; the others behave as StructuredOpSharding.
     register_sharding_interface(LinalgStructuredOperation, ConvSharding())
-    register_sharding_interface(tensor.PadOp, PadSharding())
+    pad = PadSharding()
+    register_sharding_interface(tensor.PadOp, pad)
+    register_sharding_interface(tensor.InsertSliceOp, pad)

@@ -221,3 +221,26 @@ func.func @weight_gradient(%xt: tensor<3x2x16x16xf32>, %gt: tensor<8x2x16x16xf32
   %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%p, %gs : tensor<3x2x18x18xf32>, tensor<8x2x16x16xf32>) outs(%f : tensor<3x8x3x3xf32>) -> tensor<3x8x3x3xf32>
   return %y : tensor<3x8x3x3xf32>
 }
+
+// torch-mlir pads a gradient by inserting it into a filled tensor: a pad like tensor.pad.
+// The filled tensor is read whole on every rank (a fill: nothing moves); each rank pads
+// its own rows and exchanges halos.
+// CHECK-LABEL: func.func @insert_slice_pad
+// CHECK-SAME: (%arg0: tensor<1x4x2x4xf32>, %arg1: tensor<8x4x3x3xf32>) -> tensor<1x8x2x4xf32>
+// CHECK: [[F:%\w+]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<1x4x4x6xf32>)
+// CHECK-NEXT: [[I:%\w+]] = tensor.insert_slice %arg0 into [[F]][0, 0, 1, 1] [1, 4, 2, 4] [1, 1, 1, 1] : tensor<1x4x2x4xf32> into tensor<1x4x4x6xf32>
+// CHECK-NEXT: [[H:%\w+]] = shard.update_halo [[I]] on @g2 split_axes = {{\[\[}}], [], [0]] halo_sizes = [1, 1] : tensor<1x4x4x6xf32>
+// CHECK: linalg.conv_2d_nchw_fchw {{.*}} ins([[H]], %arg1 : tensor<1x4x4x6xf32>, tensor<8x4x3x3xf32>) outs(%{{.*}} : tensor<1x8x2x4xf32>)
+// CHECK-NOT: all_gather
+func.func @insert_slice_pad(%g: tensor<1x4x4x4xf32>, %w: tensor<8x4x3x3xf32>) -> tensor<1x8x4x4xf32> {
+  %s = shard.sharding @g2 split_axes = [[], [], [0]] : !shard.sharding
+  %gs = shard.shard %g to %s : tensor<1x4x4x4xf32>
+  %cst = arith.constant 0.000000e+00 : f32
+  %z = tensor.empty() : tensor<1x4x6x6xf32>
+  %zf = linalg.fill ins(%cst : f32) outs(%z : tensor<1x4x6x6xf32>) -> tensor<1x4x6x6xf32>
+  %p = tensor.insert_slice %gs into %zf[0, 0, 1, 1] [1, 4, 4, 4] [1, 1, 1, 1] : tensor<1x4x4x4xf32> into tensor<1x4x6x6xf32>
+  %e = tensor.empty() : tensor<1x8x4x4xf32>
+  %f = linalg.fill ins(%cst : f32) outs(%e : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%p, %w : tensor<1x4x6x6xf32>, tensor<8x4x3x3xf32>) outs(%f : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  return %y : tensor<1x8x4x4xf32>
+}

@@ -177,8 +177,8 @@ def test_window_op_split_with_halos_equals_pytorch(name: str) -> None:
 # The training step (forward and backward, through the training import) with the image
 # split by height: PyTorch's loss and gradients. The forward's padded convs and the
 # stride-1 weight gradients exchange halos; the backward still gathers where its ops have
-# no halo plan yet (the max pool's argmax, the stride-2 conv's gradients, an input
-# gradient padded by insert_slice).
+# no halo plan yet (the max pool's argmax and its gradient's scatter, the stride-2 conv's
+# weight gradient).
 # -----------------------------------------------------------------------------------------
 
 
@@ -200,8 +200,9 @@ def test_height_split_training_step_equals_pytorch(ranks: int) -> None:
 
     partitioned, _, _ = _compiled(program.replace("@train_step", "@cnn"))
     # conv1, conv2, conv3 forward; the weight gradients of conv1 and conv3 (stride 1): their
-    # image loop is a reduction split with halos, the sum an all_reduce of the gradient
-    assert partitioned["shard.update_halo"] == 5
+    # image loop is a reduction split with halos, the sum an all_reduce of the gradient;
+    # conv3's input gradient (its gradient padded by an insert_slice into zeros)
+    assert partitioned["shard.update_halo"] == 6
 
     args = [x.numpy(), target.numpy(), *[p.detach().numpy() for p in model.parameters()]]
     got = run_program(program, args, ranks=ranks)
