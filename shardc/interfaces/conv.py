@@ -496,17 +496,15 @@ class ConvSharding(StructuredOpSharding):
                     f"axes {list(axes)} with halos: {problem}",
                 )
             low, high = padding_of(op.operands[w.operand], w.dim)
-            wanted_halos = _with_halos(ShardingInfo(Sharding(sharding.grid, sharding.split_axes), sharding.split_axes), {w.dim: (low, high)})
             ordinal = sum(1 for sub in sharding.split_axes[: w.dim] if sub)
             halos = sharding.static_halo_sizes
             got = tuple(halos[2 * ordinal : 2 * ordinal + 2]) if halos else (0, 0)
             if got != (low, high):
-                assert wanted_halos is not None
                 raise diagnostics.error(
                     op,
                     f"Cannot partition: {what} has sharding {describe_sharding(sharding)}; "
                     f"its window needs halo sizes ({low}, {high}) there (the padding of "
-                    "the tensor.pad that produces it, or none)",
+                    "the pad that produces it, or none)",
                 )
         partition_structured(
             self, op, operands, operand_shardings, result_shardings, partitioner,

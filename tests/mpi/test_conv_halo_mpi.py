@@ -4,7 +4,6 @@ neighbour send/recv). The result must equal PyTorch's."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np

@@ -55,7 +55,7 @@ func.func @halos_without_pad(%x: tensor<1x3x8x8xf32>, %k: tensor<2x2xf32>, %o: t
   %k1 = shard.shard %k0 to %r annotate_for_users : tensor<2x2xf32>
   %o0 = shard.shard %o to %s : tensor<1x3x4x4xf32>
   %o1 = shard.shard %o0 to %s annotate_for_users : tensor<1x3x4x4xf32>
-  // expected-error @+1 {{its window needs halo sizes (0, 0) there}}
+  // expected-error @+1 {{its window needs halo sizes (0, 0) there (the padding of the pad that produces it, or none)}}
   %y = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%x1, %k1 : tensor<1x3x8x8xf32>, tensor<2x2xf32>) outs(%o1 : tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
   %y0 = shard.shard %y to %s : tensor<1x3x4x4xf32>
   return %y0 : tensor<1x3x4x4xf32>
