@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from shardc.frontends.torch import require_torch
+from shardc.frontends.torch_decomp import training_decompositions
 from shardc.frontends.torch_rewrite import scatters_by_position, split_shared_fills, uncollapse_batch_matmuls
 from shardc.training.axis import (
     ParamLayouts,
@@ -134,7 +135,6 @@ def export_train_step(
     torch, fx = require_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     inputs, targets = tuple(inputs), tuple(targets)
     params = {k: v.detach() for k, v in model.named_parameters()}
@@ -161,7 +161,7 @@ def export_train_step(
     try:
         with sdpa_kernel([SDPBackend.MATH]), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            gm = make_fx(torch.func.functionalize(step), decomposition_table=get_decomposition_table())(*example)
+            gm = make_fx(torch.func.functionalize(step), decomposition_table=training_decompositions())(*example)
     except Exception as e:  # noqa: BLE001 - torch refused to trace the module: say why
         raise TorchTrainError(f"torch-mlir cannot import the training step of {type(model).__name__}: {_reason(diags, e)}") from None
     try:

@@ -95,7 +95,7 @@ class Unaligner:
 class StructuredSpec:
     """Everything about one structured op that does not depend on runtime shapes."""
 
-    kind: str  # elementwise | contraction | reduction | argreduce | general
+    kind: str  # elementwise | contraction | reduction | argreduce | firstmatch | general
     n_loops: int
     red_dims: tuple[int, ...]
     size_src: tuple[tuple[int, int], ...]  # per loop dim: (operand, axis)
@@ -121,6 +121,7 @@ class StructuredSpec:
     fused: FusedKernel | None = None  # the body as compiled loop nests (kernels/fused.py)
     inplace: tuple[tuple[int, int], ...] = ()  # (result, input) written over a donated input (runtime/donation.py)
     out_layout: tuple[int, ...] | None = None  # contraction: memory order of the result's axes
+    sentinel: object = None  # first match: the init value that means "not found yet"
     lead_batch: bool = False  # contraction: see `matmul_plan` (set for windowed operands)
     init_inplace: bool = False  # contraction / reduction: the result is written into its init, a donated buffer (fusion.fuse_accumulations)
 
@@ -205,7 +206,32 @@ def run_structured(
         return _finish(spec, vals, outs, sizes)
     if spec.kind == "argreduce":
         return _run_argreduce(spec, body, aligned_in, outs, sizes)
+    if spec.kind == "firstmatch":
+        return _run_first_match(spec, body(*aligned_in, ix), outs, sizes)
     return _run_general(spec, body, aligned_in, outs, sizes)
+
+
+def _run_first_match(spec: StructuredSpec, found: Sequence[object], outs: Sequence[np.ndarray], sizes: Sequence[int]) -> tuple[np.ndarray, ...]:
+    """`select(out == C, select(cond, e, out), out)` over the reduction points in loop
+    order: where the init is C, `e` at the first point where cond holds and `e` is not C
+    (one that is C leaves the output C, so the search goes on), else C."""
+    dt = spec.out_dtypes[0]
+    full = tuple(sizes)
+    cond = np.broadcast_to(np.asarray(found[0], dtype=bool), full)
+    e = np.broadcast_to(np.asarray(found[1], dtype=dt), full)
+    c = dt.type(spec.sentinel)
+    hit = cond & (e != c)
+    n = spec.n_loops
+    par = [d for d in range(n) if d not in spec.red_dims]
+    order = [*par, *spec.red_dims]
+    r = math.prod(sizes[d] for d in spec.red_dims)
+    flat_hit = hit.transpose(order).reshape(*(sizes[d] for d in par), r)
+    flat_e = e.transpose(order).reshape(*(sizes[d] for d in par), r)
+    first = np.argmax(flat_hit, axis=-1)[..., None]
+    value = np.where(np.take_along_axis(flat_hit, first, -1), np.take_along_axis(flat_e, first, -1), c)[..., 0]
+    value = np.expand_dims(value, tuple(spec.red_dims))  # loop order, size 1 on the reduction dims
+    init = spec.out_align[0](outs[0])
+    return _finish(spec, [np.where(init != c, init, value).astype(dt, copy=False)], outs, sizes)
 
 
 def _inner_axis(e: np.ndarray, axes: Sequence[int]) -> bool:
