@@ -515,7 +515,7 @@ def emit_structured(
         spec.out_map = maps[n_ins]
         spec.factor_inputs = [i for _, i in leaves]
         spec.plan = build_contraction_plan(spec, _constant_leaves(block, ins, leaves))
-        spec.lead_batch = windows is not None
+        spec.windowed = windows is not None
         spec.init_inplace = 0 in inplace_inits(op) and spec.out_is_tensor[0]
         if op.results and _free_layout(spec):
             spec.out_layout = _consumer_layout(op.results[0])

@@ -122,7 +122,7 @@ class StructuredSpec:
     inplace: tuple[tuple[int, int], ...] = ()  # (result, input) written over a donated input (runtime/donation.py)
     out_layout: tuple[int, ...] | None = None  # contraction: memory order of the result's axes
     sentinel: object = None  # first match: the init value that means "not found yet"
-    lead_batch: bool = False  # contraction: see `matmul_plan` (set for windowed operands)
+    windowed: bool = False  # contraction: an input is a window view (see `contract2`)
     init_inplace: bool = False  # contraction / reduction: the result is written into its init, a donated buffer (fusion.fuse_accumulations)
 
     # -- shapes ----------------------------------------------------------------------
@@ -529,7 +529,7 @@ def matmul_plan(sa: Map, sb: Map, so: tuple[int, ...], lead_batch: bool = False)
 
 def contract2(
     a: np.ndarray, sa: Map, b: np.ndarray, sb: Map, so: Sequence[int], sizes: Sequence[int], dt: np.dtype | None = None,
-    layout: Sequence[int] | None = None, acc: np.ndarray | None = None, alpha: float = 1.0, lead_batch: bool = False,
+    layout: Sequence[int] | None = None, acc: np.ndarray | None = None, alpha: float = 1.0, windowed: bool = False,
 ) -> tuple[np.ndarray, bool]:
     """Contract two operands (axes labelled by loop dims) into the output dims `so` that
     either has, through one (batched) matmul; the result's axes follow `so`. With `dt`,
@@ -540,9 +540,19 @@ def contract2(
     `acc` itself is returned; otherwise the product alone, for the caller to add. The
     product is scaled by `alpha` (BLAS's own factor on the matmul paths, so a constant
     factor of the contraction costs no pass over the result; a pass on the others).
-    Returns (result, whether it is a fresh array the caller owns). `lead_batch`: see
-    `matmul_plan`."""
-    plan = matmul_plan(tuple(sa), tuple(sb), tuple(so), lead_batch)
+    Returns (result, whether it is a fresh array the caller owns).
+
+    `windowed` (an operand is a strided window view, `window_run.py`): the result comes
+    from a batch of matmuls over the output's leading dims (`matmul_plan`'s
+    `lead_batch`) where each matmul's columns are many enough (a convolution's
+    forward, not its weight gradient: a small result is better transposed once), and
+    an operand copied into matmul order (im2col) is copied along its longest unit-stride
+    run (`_matrix`)."""
+    plan = matmul_plan(tuple(sa), tuple(sb), tuple(so))
+    if windowed:
+        lead = matmul_plan(tuple(sa), tuple(sb), tuple(so), True)
+        if lead != plan and math.prod(sizes[d] for d in lead.ndims) >= MIN_LEAD_BATCH_COLUMNS:
+            plan = lead
     if plan.sum_a:
         a = a.sum(axis=plan.sum_a)
     if plan.sum_b:
@@ -593,8 +603,11 @@ def contract2(
                 return res, True
         C = _matmul(A2, B2, None, alpha).reshape(present_shape)
         return (C if plan.out_identity else C.transpose(plan.out_perm)), True
-    A = At.reshape(sh.amk)
-    B = Bt.reshape(sh.bkn)
+    if windowed:
+        A, B = _matrix(At, sh.amk), _matrix(Bt, sh.bkn)
+    else:
+        A = At.reshape(sh.amk)
+        B = Bt.reshape(sh.bkn)
     if acc is not None and A.dtype == dt and B.dtype == dt and acc.dtype == dt:
         target = _view(acc.transpose(plan.inv_perm), sh.bmn)
         if target is not None and _blas_writable(target):
@@ -615,6 +628,43 @@ def contract2(
     if not plan.out_identity:
         C = C.transpose(plan.out_perm)
     return C, True
+
+
+MIN_LEAD_BATCH_COLUMNS = 64
+"""A windowed contraction runs as a batch of matmuls over the output's leading dims
+when each has at least this many columns (a 32x32 image: 1024); fewer (a weight
+gradient's 3x3 kernel positions): one matmul, its small result transposed."""
+
+
+def _matrix(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`x` (batch axes, then the axes of the rows, then those of the columns) as the
+    matrices `shape` (*batch, rows, cols): a view where the strides allow; else a copy
+    made along whichever of the two groups' last axes is the longer unit-stride run
+    (an im2col copy of a weight gradient's window view runs along the image's rows, not
+    along the 3 kernel positions), returned transposed if that is the columns'."""
+    view = _view(x, shape)
+    if view is not None:
+        return view
+    nb = len(shape) - 2
+    rows, cols = shape[-2:]
+    # split the non-batch axes into the rows' and the columns' (by their sizes' products)
+    rest = x.shape[nb:]
+    split, acc = 0, 1
+    while split < len(rest) and acc < rows:
+        acc *= rest[split]
+        split += 1
+    while split < len(rest) and rest[split] == 1:
+        split += 1
+    if acc != rows or split == 0 or split == len(rest):
+        return x.reshape(shape)
+
+    def run(axis: int) -> tuple[int, int]:  # smaller is better: unit stride first, then longer
+        return (abs(x.strides[axis]), -x.shape[axis])
+
+    if run(nb + split - 1) < run(x.ndim - 1):  # the rows' last axis is the better inner loop
+        order = [*range(nb), *range(nb + split, x.ndim), *range(nb, nb + split)]
+        return np.ascontiguousarray(x.transpose(order)).reshape(*shape[:nb], cols, rows).swapaxes(-1, -2)
+    return x.reshape(shape)
 
 
 def _is_matmul(sa: Map, sb: Map, so: Sequence[int]) -> bool:
@@ -889,7 +939,7 @@ def _run_contraction(
         elif plain and spec.out_layout is None and a.dtype == b.dtype == dt and _is_matmul(ma, mb, so):
             acc = np.empty(init.shape, dt)  # a copy of the init (a broadcast bias), BLAS adding into it:
             np.copyto(acc, init)  # one pass over the result where a product then `+ init` takes two
-        r, fresh = contract2(a, ma, b, mb, so, sizes, dt, spec.out_layout, acc, alpha, spec.lead_batch)
+        r, fresh = contract2(a, ma, b, mb, so, sizes, dt, spec.out_layout, acc, alpha, spec.windowed)
         if acc is not None and r is acc:
             return (acc,)
     else:
