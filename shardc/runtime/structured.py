@@ -528,6 +528,7 @@ def emit_structured(
         params = ["ins"]
     elif reduction is not None:
         spec.kind = "reduction"
+        spec.windowed = windows is not None
         spec.combiners = [_REDUCERS[type(c)] for c, _ in reduction]  # type: ignore[misc]
         spec.init_inplace = 0 in inplace_inits(op) and len(outs) == 1 and spec.out_is_tensor[0]
         body_values = [e for _, e in reduction]

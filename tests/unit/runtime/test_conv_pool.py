@@ -261,3 +261,15 @@ def test_im2col_copy_runs_along_the_longer_axis() -> None:
     np.testing.assert_array_equal(m, x.reshape(2 * 32 * 32, 9))
     y = x.transpose(3, 4, 0, 1, 2)  # columns first: a plain C-order copy already runs along them
     assert _matrix(y, (9, 2 * 32 * 32)).strides[-1] == x.itemsize
+
+
+@pytest.mark.parametrize("points", [0, 10**6], ids=["numpy-reduce", "one-slice-per-position"])
+@pytest.mark.parametrize("name", ["pooling_nchw_max", "pooling_nhwc_sum", "pooling_ndhwc_min"])
+def test_both_pooling_paths_match_torch(name: str, points: int, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pooling reduces the window axes with numpy's reduce, or (up to
+    `MAX_WINDOW_POINTS` positions) combines one whole-array slice per window position
+    into the init: both give PyTorch's numbers."""
+    from shardc.runtime import structured_run
+
+    monkeypatch.setattr(structured_run, "MAX_WINDOW_POINTS", points)
+    test_pooling_matches_torch(next(s for s in SPECS if s.name == name), "both", rng)
