@@ -58,7 +58,6 @@ from typing import Any
 import numpy as np
 
 from shardc.frontends.torch import require_torch
-from shardc.frontends.torch_decomp import training_decompositions
 from shardc.frontends.torch_rewrite import scatters_by_position, split_shared_fills, uncollapse_batch_matmuls
 from shardc.training.axis import (
     ParamLayouts,
@@ -135,6 +134,8 @@ def export_train_step(
     torch, fx = require_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from shardc.frontends.torch_decomp import training_decompositions
 
     inputs, targets = tuple(inputs), tuple(targets)
     params = {k: v.detach() for k, v in model.named_parameters()}
