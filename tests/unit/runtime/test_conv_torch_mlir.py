@@ -126,6 +126,21 @@ def test_vit_patch_embedding_equals_pytorch() -> None:
     np.testing.assert_allclose(_run(text, x.numpy()), want, rtol=1e-5, atol=1e-5)
 
 
+def test_convnext_forward_equals_pytorch() -> None:
+    """transformers' ConvNeXt as built from a small config (its patchify conv, 7x7
+    depthwise convolutions, channels-last layer norms): the logits."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.ConvNextConfig(num_channels=3, hidden_sizes=[8, 16], depths=[1, 1], num_stages=2, patch_size=4, image_size=32, num_labels=4)
+    torch.manual_seed(0)
+    model = transformers.ConvNextForImageClassification(cfg).eval()
+    x = torch.randn(2, 3, 32, 32)
+    text = _import(model, x)
+    assert "linalg.depthwise_conv_2d_nchw_chw" in text
+    with torch.no_grad():
+        want = model(x).logits.numpy()
+    np.testing.assert_allclose(_run(text, x.numpy()), want, rtol=1e-4, atol=1e-5)
+
+
 class TrainCNN(nn.Module):
     """conv + relu + max pool, a strided dilated conv, average pool, linear."""
 
