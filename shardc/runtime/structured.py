@@ -15,6 +15,9 @@ The body is classified once, at compile time:
   out_i)` (torch's max with indices, `argmax`) -> `argmax`/`argmin` along the one
   reduction dim d, merged with the inits by the same comparison (when no one reads the
   position, the extremum alone);
+- *first match*: `yield select(out == C, select(cond, e, out), out)` -> `e` at the
+  first reduction point where `cond` holds (`argmax` of cond over the flattened
+  reduction dims), where the init is still C (torch-mlir's max-pool indices);
 - *elementwise* (no reduction dims): the body once, on whole arrays, each block argument
   bound to its operand transposed/broadcast into loop order by its indexing map;
 - anything else: the general path, the body evaluated on whole arrays over the parallel
@@ -23,7 +26,9 @@ The body is classified once, at compile time:
 
 `linalg.index` reads broadcast index grids; `tensor.extract` with such indices is a numpy
 gather (`kernels/tensor.py`); `cf.assert` in a body checks the whole array at once.
-Indexing maps must be projected permutations (dims, or the constant 0 on size-1 dims).
+Indexing maps are projected permutations (dims, or the constant 0 on size-1 dims); an
+input read through affine sums of dims (a convolution's image) is given as a strided
+view whose axes are those dims (`window.py`).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from shardc.runtime.compile import FunctionBuilder, compile_error, describe, tar
 from shardc.runtime.dtypes import elem_type, is_shaped, np_dtype
 from shardc.runtime.donation import inplace_inits, inplace_pairs
 from shardc.runtime.kernels.fused import build_kernel
+from shardc.runtime.window_run import WindowPlan
 from shardc.runtime import horizontal  # noqa: F401  (loaded wherever specs are: the compile cache names its groups)
 
 from shardc.runtime.structured_run import (  # noqa: F401  (the run time, re-exported)
@@ -294,6 +300,29 @@ def _classify_argreduce(
     return None
 
 
+def _classify_first_match(block: Block, n_ins: int, yields: Sequence[SSAValue], memo: dict[SSAValue, frozenset[int]]) -> tuple[SSAValue, SSAValue, object] | None:
+    """(cond, value, sentinel) for `yield select(out == sentinel, select(cond, value, out),
+    out)`, cond and value free of the output: the value at the first reduction point (in
+    loop order) where cond holds, kept from there on (torch-mlir's max-pool indices)."""
+    if len(yields) != 1 or len(block.args) != n_ins + 1:
+        return None
+    out = block.args[n_ins]
+    outer = yields[0].owner
+    if not isinstance(outer, arith.SelectOp) or not _inside(outer, block) or outer.rhs is not out:
+        return None
+    test, inner = outer.cond.owner, outer.lhs.owner
+    if not isinstance(test, arith.CmpiOp) or test.predicate.value.data != 0 or not _inside(test, block):
+        return None
+    a, b = test.operands
+    other = b if a is out else a if b is out else None
+    sentinel = _scalar_constant(other) if other is not None else None
+    if sentinel is None or not isinstance(inner, arith.SelectOp) or not _inside(inner, block) or inner.rhs is not out:
+        return None
+    if any(i >= n_ins for v in (inner.cond, inner.lhs) for i in _deps(v, block, memo)):
+        return None
+    return inner.cond, inner.lhs, sentinel
+
+
 @dataclass(frozen=True)
 class _OneHotSrc:
     """A linalg.generic computing `select(cmpi eq(tok, ids), 1, 0)` elementwise."""
@@ -420,9 +449,11 @@ def emit_structured(
     iter_types: Sequence[str],
     block: Block,
     collect: bool = False,
+    windows: WindowPlan | None = None,
 ) -> tuple[StructuredSpec, str] | None:
     """Emit a call to `run_structured` for a structured op with the given maps and body.
-    A member of a horizontal group (`shardc.runtime.horizontal`) emits its whole group
+    With `windows`, the inputs it names are read as strided views (`window.py`), whose
+    maps `maps` holds. A member of a horizontal group (`shardc.runtime.horizontal`) emits its whole group
     where the first member comes; with `collect`, only the body is emitted and the spec
     and the call's argument tuple are returned, for the group's call."""
     if not collect and (group := g.cg.hgroups.get(op)) is not None:
@@ -477,12 +508,14 @@ def emit_structured(
     leaves = _classify_contraction(block, n_ins, yields, memo) if red_dims and len(outs) == 1 and not effects else None
     reduction = None if leaves is not None or not by_ins else _classify_reduction(block, n_ins, yields, memo)
     arg = None if leaves is not None or reduction is not None or not by_ins else _classify_argreduce(block, n_ins, yields, red_dims, memo)
+    first = None if leaves is not None or reduction is not None or arg is not None or not by_ins else _classify_first_match(block, n_ins, yields, memo)
     if leaves is not None and all(is_shaped(ins[i].type) for _, i in leaves if i >= 0):
         spec.kind = "contraction"
         spec.zero_init = _is_zero_fill(outs[0])
         spec.out_map = maps[n_ins]
         spec.factor_inputs = [i for _, i in leaves]
         spec.plan = build_contraction_plan(spec, _constant_leaves(block, ins, leaves))
+        spec.windowed = windows is not None
         spec.init_inplace = 0 in inplace_inits(op) and spec.out_is_tensor[0]
         if op.results and _free_layout(spec):
             spec.out_layout = _consumer_layout(op.results[0])
@@ -495,6 +528,7 @@ def emit_structured(
         params = ["ins"]
     elif reduction is not None:
         spec.kind = "reduction"
+        spec.windowed = windows is not None
         spec.combiners = [_REDUCERS[type(c)] for c, _ in reduction]  # type: ignore[misc]
         spec.init_inplace = 0 in inplace_inits(op) and len(outs) == 1 and spec.out_is_tensor[0]
         body_values = [e for _, e in reduction]
@@ -506,6 +540,11 @@ def emit_structured(
             spec.arg = replace(spec.arg, index_dead=True)
         spec.uses_index = False  # the positions come from argmax, not from index grids
         body_values = [e]
+        params = ["ins"]
+    elif first is not None:
+        spec.kind = "firstmatch"
+        cond, value, spec.sentinel = first
+        body_values = [cond, value]
         params = ["ins"]
     else:
         if red_dims:
@@ -527,13 +566,16 @@ def emit_structured(
         params = ["ins", "outs"]
     body_name = _emit_body_fn(g, block, n_ins, body_values, with_outs="outs" in params)
     spec_name = g.const(spec, "spec")
-    in_names = g.vs(ins) if onehot_args is None else [
+    in_names = list(g.vs(ins)) if onehot_args is None else [
         "None" if k == onehot_args[0] and _onehot_elided(v.owner) else g.v(v) for k, v in enumerate(ins)  # type: ignore[arg-type]
     ]
     aux = "" if onehot_args is None else f", ({g.v(onehot_args[1].tok)}, {g.v(onehot_args[1].ids)})"
+    in_expr = tuple_expr(in_names) if ins else "()"
+    if windows is not None:
+        in_expr = f"{g.const(windows, 'windows')}({in_expr}, {tuple_expr(g.vs(outs))})"
     if collect:
-        return spec, f"({spec_name}, {body_name}, {tuple_expr(in_names) if ins else '()'}, {tuple_expr(g.vs(outs))})"
-    call = f"{g.const(run_structured, 'run_structured')}({spec_name}, {body_name}, {tuple_expr(in_names) if ins else '()'}, {tuple_expr(g.vs(outs))}{aux})"
+        return spec, f"({spec_name}, {body_name}, {in_expr}, {tuple_expr(g.vs(outs))})"
+    call = f"{g.const(run_structured, 'run_structured')}({spec_name}, {body_name}, {in_expr}, {tuple_expr(g.vs(outs))}{aux})"
     tensor_results = list(op.results)
     if tensor_results:
         names = [g.res(op, i, vec=False) for i in range(len(tensor_results))]
