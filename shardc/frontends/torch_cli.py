@@ -97,6 +97,7 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
         evals = [tuple(x.astype(np.int64) for x in next(held_out)) for _ in range(2)]
         sched = TrainConfig(a.per_device_batch, a.accum, a.steps, a.lr, a.lr / 10, 10, a.seed)
         opts, where = _checkpoints(a, tok)
+        opts = _claim_directories(a, opts, where, mpi, rank)
         set_blas_threads(1)
         t0 = time.perf_counter()
         job = TorchTraining.prepare(
@@ -135,6 +136,27 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
         if a.sample:
             _sample(a, task, result, tok)
     return 0
+
+
+def _claim_directories(a: argparse.Namespace, opts: Any, where: Any, mpi: bool, rank: int) -> Any:
+    """Rank 0 makes, tests and locks `--out` and the checkpoint directory, and a fresh
+    run refuses another run's checkpoints (`shardc.tools.train.claim_checkpoints`); under
+    MPI every rank raises the UserError rank 0 found, and takes rank 0's run."""
+    from shardc.tools.train import claim_checkpoints, hold_directories
+
+    error, claimed = None, opts
+    if rank == 0:
+        try:
+            hold_directories(a, opts)
+            if where is None:
+                claimed = claim_checkpoints(a, opts, None)
+        except UserError as e:
+            error = str(e)
+    if mpi:
+        error, claimed = _comm().bcast((error, claimed), root=0)
+    if error is not None:
+        raise UserError(error)
+    return claimed
 
 
 def show_torch_layouts(a: argparse.Namespace) -> int:

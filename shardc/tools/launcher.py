@@ -232,7 +232,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 REPORT_ENV = "SHARDC_JOB_REPORT"
 RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 # how long a stopped job may take to end before the rest of it is SIGKILLed
-STOP_GRACE_S = 10.0
+STOP_GRACE_S = 3.0
 
 
 def cpu_slots() -> int:
@@ -365,7 +365,7 @@ class Job:
                 except subprocess.TimeoutExpired:
                     self._map_ranks()
             for t in pumps:
-                t.join(timeout=5)
+                t.join(timeout=2)
             return status
         finally:
             for s, h in previous.items():
@@ -403,8 +403,9 @@ class Job:
 
         first = self.stopped_by is None
         self.stopped_by = self.stopped_by or sig
-        # srun passes SIGTERM and SIGINT on to its tasks on every node; not SIGHUP
-        send = signal.SIGTERM if self.kind == "srun" and sig == signal.SIGHUP else sig
+        # a SIGHUP goes on as SIGTERM: MPICH's ranks catch SIGHUP, and srun passes only
+        # SIGTERM and SIGINT on to its tasks on every node
+        send = signal.SIGTERM if sig == signal.SIGHUP else sig
         procs = self.tree()
         for p in procs:
             with _quiet(psutil.Error):
@@ -508,6 +509,7 @@ def guard_rank(environ: Mapping[str, str] | None = None) -> None:
     env = os.environ if environ is None else environ
     for s in STOP_SIGNALS:
         signal.signal(s, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # an MPI launcher may start its ranks with some blocked
     host, _, rest = env.get(LAUNCHER_ENV, "").partition(":")
     pid, _, start = rest.partition(":")
     ours = pid.isdigit() and host == socket.gethostname()  # on another host: only its parent is watched
@@ -542,8 +544,12 @@ def _fork_watcher(report: Path, rank: str) -> None:
     child = os.fork()
     if child == 0:
         return
+    def forward(sig: int, _frame: Any) -> None:
+        with _quiet(ProcessLookupError):  # the rank may have ended already
+            os.kill(child, sig)
+
     for s in STOP_SIGNALS:
-        signal.signal(s, lambda sig, _frame: os.kill(child, sig))
+        signal.signal(s, forward)
     while True:
         try:
             _, status = os.waitpid(child, 0)

@@ -48,7 +48,9 @@ shared out among the new ranks so no rank reads the whole model.
 Test hook (test-only): `SHARDC_TEST_CRASH_AT=RANK:STEP:PHASE` makes that rank SIGKILL
 itself at step STEP, PHASE one of `step` (before the step's compute, the other ranks
 then wait in its collectives), `save` (its shard file written, the manifest not) or
-`manifest` (rank 0: the manifest written, the directory not yet renamed).
+`manifest` (rank 0: the manifest written, the directory not yet renamed);
+`RANK:STEP:PHASE:pause` makes it sleep there for a minute instead (a test stops the job
+while it waits: in the middle of a save).
 """
 
 from __future__ import annotations
@@ -264,8 +266,13 @@ def _free(directory: Path) -> int:
 
 def crash_point(rank: int, step: int, phase: str) -> None:
     """The test-only hook of `CRASH_ENV` (see the module docstring)."""
-    if os.environ.get(CRASH_ENV) == f"{rank}:{step}:{phase}":
+    hook = os.environ.get(CRASH_ENV, "")
+    if hook == f"{rank}:{step}:{phase}":
         os.kill(os.getpid(), signal.SIGKILL)
+    elif hook == f"{rank}:{step}:{phase}:pause":
+        import time
+
+        time.sleep(60)
 
 
 def step_dir(root: Path, step: int) -> Path:
