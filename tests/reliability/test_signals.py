@@ -33,8 +33,10 @@ def reference(tmp_path_factory) -> Path:
     return out
 
 
-def _start(out: Path, pause_save_at: int | None = None) -> subprocess.Popen:
+def _start(out: Path, pause_save_at: int | None = None, mpiexec: str | None = None) -> subprocess.Popen:
     e = env()
+    if mpiexec is not None:  # the launcher shardc-train uses (SHARDC_MPIEXEC)
+        e["SHARDC_MPIEXEC"] = mpiexec
     if pause_save_at is not None:  # rank 1 waits in the save of that step, its shard written
         e[CRASH_ENV] = f"1:{pause_save_at}:save:pause"
     return subprocess.Popen(launched(out, *STEPS), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
@@ -127,4 +129,33 @@ def test_killed_rank_is_named(tmp_path, reference):
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"shardc-train: rank 2 (pid {victim.pid} on "), err
     assert "was killed by SIGKILL; the job ended; --resume continues from step " in last, err
+    _resume_equals(tmp_path, reference, last)
+
+
+OPEN_MPI = "/usr/bin/mpiexec.openmpi"  # Debian's Open MPI (.ci/system-deps)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "rank", "SIGKILL"])
+def test_open_mpi_job_stops(tmp_path, reference, how):
+    """The same under Open MPI's mpiexec: its ranks are the launcher's children, not a
+    proxy's; `--oversubscribe` becomes its flag."""
+    if not os.path.exists(OPEN_MPI):
+        pytest.skip(f"{OPEN_MPI} is absent (apt-get install openmpi-bin libopenmpi-dev)")
+    job = _start(tmp_path, mpiexec=OPEN_MPI)
+    wait_for(lambda: (step_dir(tmp_path / "checkpoints", 10) / MANIFEST).exists(), job, what="the checkpoint of step 10")
+    assert any("--oversubscribe" in p.cmdline() for p in job_processes(job.pid))
+    if how == "rank":
+        victim = _rank_process(job, 1)
+        status, _, err = _stopped(job, signal.SIGKILL, target=victim)
+        last = err.strip().splitlines()[-1]
+        assert last.startswith(f"shardc-train: rank 1 (pid {victim.pid} on ") and "was killed by SIGKILL; the job ended; --resume continues from step " in last, err
+    elif how == "SIGTERM":
+        status, _, err = _stopped(job, signal.SIGTERM)
+        last = err.strip().splitlines()[-1]
+        assert status == 128 + signal.SIGTERM and last.startswith("shardc-train: stopped by SIGTERM: the job's 4 ranks ended; --resume continues from step "), err
+    else:
+        status, _, _ = _stopped(job, signal.SIGKILL)
+        newest = complete_checkpoints(tmp_path / "checkpoints")[-1]
+        last = f"--resume continues from step {newest[0]} ({newest[1]})"
+    assert status != 0
     _resume_equals(tmp_path, reference, last)
