@@ -97,7 +97,6 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
         evals = [tuple(x.astype(np.int64) for x in next(held_out)) for _ in range(2)]
         sched = TrainConfig(a.per_device_batch, a.accum, a.steps, a.lr, a.lr / 10, 10, a.seed)
         opts, where = _checkpoints(a, tok)
-        opts = _claim_directories(a, opts, where, mpi, rank)
         set_blas_threads(1)
         t0 = time.perf_counter()
         job = TorchTraining.prepare(
@@ -107,6 +106,8 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
             eval_every=a.eval_every, checkpoint=opts, resume=where, keep_text=bool(a.emit_ir) and rank == 0,
         )
         seconds = time.perf_counter() - t0
+        # after the module is imported and checked (a bad one writes nothing), before training
+        job.checkpoint = _claim_directories(a, job.checkpoint, where, mpi, rank)
     except ShardingValidationError as e:
         more = f" (and {len(e.failures) - 1} more)" if len(e.failures) > 1 else ""
         raise UserError(e.failures[0] + more) from None

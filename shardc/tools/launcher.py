@@ -341,8 +341,9 @@ class Job:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def run(self) -> int:
-        previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
-        for s in STOP_SIGNALS:
+        main = threading.current_thread() is threading.main_thread()  # only it may set handlers
+        previous = {s: signal.getsignal(s) for s in STOP_SIGNALS} if main else {}
+        for s in previous:
             signal.signal(s, self._forward)
         try:
             try:
@@ -403,9 +404,9 @@ class Job:
 
         first = self.stopped_by is None
         self.stopped_by = self.stopped_by or sig
-        # a SIGHUP goes on as SIGTERM: MPICH's ranks catch SIGHUP, and srun passes only
-        # SIGTERM and SIGINT on to its tasks on every node
-        send = signal.SIGTERM if sig == signal.SIGHUP else sig
+        # a SIGHUP goes on as SIGTERM (MPICH's ranks catch SIGHUP); so does a SIGINT to srun,
+        # which takes one SIGINT for a status report and a second to cancel the step
+        send = signal.SIGTERM if sig == signal.SIGHUP or (self.kind == "srun" and sig == signal.SIGINT) else sig
         procs = self.tree()
         for p in procs:
             with _quiet(psutil.Error):

@@ -403,7 +403,7 @@ def _say_resumed(ck, cfg, grid) -> None:
     for skipped in ck.skipped:
         print(f"{TOOL}: note: {skipped}: passed over for the newest intact checkpoint", flush=True)
     whose = ck.run.describe() if ck.run is not None else "a run saved before checkpoints named their run"
-    print(f"{TOOL}: resuming from {ck.directory} (step {ck.step}, saved on {m['world']} rank{'s' if m['world'] != 1 else ''}, grid (batch={m['grid']['batch']}, shard={m['grid']['shard']}); {whose})", flush=True)
+    print(f"{TOOL}: resuming from {ck.directory} (step {ck.step}, saved on {m['world']} rank{'s' if m['world'] != 1 else ''}, grid (batch={m['grid']['batch']}, shard={m['grid']['shard']})) of {whose}", flush=True)
     saved = m["training"]["per_device_batch"] * m["grid"]["batch"] * m["training"]["accum"]
     if saved != cfg.global_batch(grid):
         print(f"{TOOL}: note: the global batch is {cfg.global_batch(grid)}, the checkpoint's run had {saved} (--per-device-batch, --accum)", flush=True)

@@ -58,7 +58,7 @@ def test_another_runs_checkpoints(tmp_path, finished):
     # --resume says whose run it continues, and keeps it
     p = run(under_mpiexec(out, "--steps", "15", "--checkpoint-every", "5", "--keep", "2", "--resume", n=2))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert f"; run {mine[0][1].id} (started {mine[0][1].started} on {mine[0][1].host}))" in p.stdout
+    assert f"(step 10, saved on 2 ranks, grid (batch=1, shard=2)) of run {mine[0][1].id} (started {mine[0][1].started} on {mine[0][1].host})\n" in p.stdout
     assert run_of(step_dir(out / "checkpoints", 15)) == mine[0][1]
     # pruning counts only the saving run's checkpoints: older steps of this run go, another run's newer ones stay
     shutil.copytree(finished / "checkpoints" / "step-00000020", out / "checkpoints" / "step-00000020")
