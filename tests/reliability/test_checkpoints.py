@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _cluster_jobs import no_traceback, run, same_params, under_mpiexec
+from _cluster_jobs import MODEL, TRAIN, no_traceback, run, same_params, under_mpiexec
 
 from shardc.training.checkpoint import MANIFEST, complete_checkpoints, open_checkpoint, prune, run_of, step_dir
 
@@ -122,8 +122,10 @@ def test_steps_below_the_checkpoint(tmp_path, finished):
     assert msg == f"checkpoint {step_dir(out / 'checkpoints', 20)}: it is at step 20, past this run's last step 12 (--steps): train to step 20 or beyond to continue it"
 
 
-def test_disk_full_during_a_save(tmp_path):
-    """A small tmpfs as the checkpoint directory fills up after a few checkpoints."""
+@pytest.mark.parametrize("ranks", ["mpiexec", "simulate"])
+def test_disk_full_during_a_save(tmp_path, ranks):
+    """A small tmpfs as the checkpoint directory fills up after a few checkpoints (4 ranks
+    under mpiexec, or as threads of one process)."""
     full = tmp_path / "small"
     full.mkdir()
     if os.geteuid() != 0:
@@ -132,7 +134,11 @@ def test_disk_full_during_a_save(tmp_path):
     if m.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {m.stderr.strip()}")
     try:
-        p = run(under_mpiexec(tmp_path / "out", "--steps", "200", "--checkpoint-every", "5", "--keep", "100", "--checkpoint-dir", str(full)))
+        args = ["--steps", "200", "--checkpoint-every", "5", "--keep", "100", "--checkpoint-dir", str(full)]
+        if ranks == "mpiexec":
+            p = run(under_mpiexec(tmp_path / "out", *args))
+        else:
+            p = run([*TRAIN, *MODEL, "--simulate", "4", "--out", str(tmp_path / "out"), *args])
         assert p.returncode == 1, p.stdout + p.stderr
         no_traceback(p)
         lines = p.stderr.strip().splitlines()
