@@ -281,3 +281,29 @@ def test_mpi_library_that_cannot_load_is_one_line(tmp_path):
 def test_default_mpi_is_what_mpi4py_would_load(tmp_path):
     assert L.default_mpi() == "mpich"  # shardc's own dependency: the mpich wheel
     assert L.default_mpi(str(tmp_path / "libmpi.so")) is None
+
+
+# ---------------------------------------------------------------------------------------
+# what ended a job: the launchers' own reports of a dead rank, a watcher's report
+# ---------------------------------------------------------------------------------------
+
+
+def test_dead_rank_from_the_launchers_output(tmp_path):
+    job = L.Job(["mpiexec"], {L.LAUNCHER_ENV: "h:1:2"}, "mpich")
+    job.ranks = {4242: 3}
+    for line in (b"=   PID 4242 RUNNING AT node7", b"=   EXIT CODE: 9", b"YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)"):
+        job._read_line(line)
+    assert job.ending("shardc-train") == "shardc-train: rank 3 (pid 4242 on node7) was killed by SIGKILL; the job ended"
+    ompi = L.Job(["mpiexec"], {}, "openmpi")
+    ompi._read_line(b"prterun noticed that process rank 2 with PID 77 on node vm exited on signal 11 (Segmentation fault).")
+    assert ompi.ending("t") == "t: rank 2 (pid 77 on vm) was killed by SIGSEGV; the job ended"
+    srun = L.Job(["srun"], {}, "srun")
+    srun._read_line(b"srun: error: node3: task 1: Killed")
+    assert srun.ending("t") == "t: rank 1 (on node3) was killed by SIGKILL; the job ended"
+    # a watcher's report wins over the launcher's banner (which names whichever process it lists first)
+    (tmp_path / "rank-0").write_text("0 555 vm 15\n")
+    job.read_reports(tmp_path)
+    assert job.ending("t") == "t: rank 0 (pid 555 on vm) was killed by SIGTERM; the job ended"
+    job.stopped_by = 1
+    assert job.ending("t") == "t: stopped by SIGHUP: the job's 1 rank ended"
+    assert L.Job(["x"], {}, "mpich").ending("t") is None  # a job that ended by itself: nothing to add
