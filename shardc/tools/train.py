@@ -365,7 +365,10 @@ def claim_checkpoints(a: argparse.Namespace, opts, ck):
 
     run = ck.run if ck is not None and ck.run is not None else RunInfo.new()
     mine = run.id if ck is None or ck.run is not None else None  # an unnamed checkpoint's run: the unnamed ones
-    found = [(s, d, r) for s, d, r in foreign_checkpoints(opts.directory, None) if (r.id if r else None) != mine]
+    found = [
+        (s, d, r) for s, d, r in foreign_checkpoints(opts.directory, None)
+        if (r.id if r else None) != mine and not (r is None and ck is not None)  # resuming: unreadable ones were passed over
+    ]
     if found and not a.overwrite:
         what = "continue" if ck is not None else "start"
         raise UserError(

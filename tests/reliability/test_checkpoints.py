@@ -66,17 +66,23 @@ def test_another_runs_checkpoints(tmp_path, finished):
     assert [s for s, _ in complete_checkpoints(out / "checkpoints")] == [15, 20]
 
 
-def test_corrupt_newest_falls_back(tmp_path, finished):
+@pytest.mark.parametrize("damage", ["checksum", "manifest"])
+def test_corrupt_newest_falls_back(tmp_path, finished, damage):
     out = tmp_path / "out"
     shutil.copytree(finished / "checkpoints", out / "checkpoints")
     newest = step_dir(out / "checkpoints", 20)
-    f = newest / "rank-00002.safetensors"
-    raw = bytearray(f.read_bytes())
-    raw[-1] ^= 0x01
-    f.write_bytes(bytes(raw))
+    if damage == "checksum":
+        f = newest / "rank-00002.safetensors"
+        raw = bytearray(f.read_bytes())
+        raw[-1] ^= 0x01
+        f.write_bytes(bytes(raw))
+        said = f"shardc-train: note: checkpoint {newest}: checksum mismatch in rank-00002.safetensors ("
+    else:  # a manifest cut short: whose run it was cannot be read either
+        (newest / MANIFEST).write_text((newest / MANIFEST).read_text()[:100])
+        said = f"shardc-train: note: checkpoint {newest}: manifest.json is unreadable or corrupt ("
     p = run(under_mpiexec(out, "--steps", "20", "--checkpoint-every", "5", "--keep", "3", "--resume"))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert f"shardc-train: note: checkpoint {newest}: checksum mismatch in rank-00002.safetensors (" in p.stdout
+    assert said in p.stdout, p.stdout
     assert "passed over for the newest intact checkpoint" in p.stdout
     assert f"resuming from {step_dir(out / 'checkpoints', 15)} (step 15," in p.stdout
     assert same_params(out, finished)  # steps 16..20 again: the same model, bitwise
