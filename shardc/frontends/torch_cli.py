@@ -128,6 +128,8 @@ def _train(a: argparse.Namespace, mpi: bool) -> int:
             eval_every=a.eval_every, checkpoint=opts, resume=where, keep_text=bool(a.emit_ir) and rank == 0,
         )
         seconds = time.perf_counter() - t0
+        # after the module is imported and checked (a bad one writes nothing), before training
+        job.checkpoint = _claim_directories(a, job.checkpoint, where, mpi, rank)
     except ShardingValidationError as e:
         more = f" (and {len(e.failures) - 1} more)" if len(e.failures) > 1 else ""
         raise UserError(e.failures[0] + more) from None
@@ -178,6 +180,27 @@ def _finish_pretrained(a: argparse.Namespace, result: Any, tok: Any, progress: A
     except OSError as e:
         raise UserError(f"cannot write to '{a.out}': {e.strerror}") from None
     print(f"{TOOL}: wrote {path} ({type(model).__name__}.from_pretrained('{a.out}') loads the trained model)")
+
+
+def _claim_directories(a: argparse.Namespace, opts: Any, where: Any, mpi: bool, rank: int) -> Any:
+    """Rank 0 makes, tests and locks `--out` and the checkpoint directory, and a fresh
+    run refuses another run's checkpoints (`shardc.tools.train.claim_checkpoints`); under
+    MPI every rank raises the UserError rank 0 found, and takes rank 0's run."""
+    from shardc.tools.train import claim_checkpoints, hold_directories
+
+    error, claimed = None, opts
+    if rank == 0:
+        try:
+            hold_directories(a, opts)
+            if where is None:
+                claimed = claim_checkpoints(a, opts, None)
+        except UserError as e:
+            error = str(e)
+    if mpi:
+        error, claimed = _comm().bcast((error, claimed), root=0)
+    if error is not None:
+        raise UserError(error)
+    return claimed
 
 
 def show_torch_layouts(a: argparse.Namespace) -> int:

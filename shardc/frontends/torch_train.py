@@ -77,7 +77,7 @@ from shardc.training.axis import (
     validate_layouts,
     validate_state,
 )
-from shardc.training.checkpoint import Checkpoint, CheckpointOptions
+from shardc.training.checkpoint import Checkpoint, CheckpointOptions, run_options
 from shardc.training.mesh import BATCH, Grid, make_grid
 from shardc.training.optimizer import AdamWConfig
 from shardc.training.train import TrainConfig
@@ -962,6 +962,7 @@ class TorchTraining:
         ck = None
         if resume is not None:
             ck = resume if isinstance(resume, Checkpoint) else _open_resume(resume, cfg, checkpoint, mpi)
+        checkpoint = run_options(checkpoint, ck, comm.bcast if mpi and comm is not None else None)
         tokens = int(first[0].size) if np.issubdtype(first[0].dtype, np.integer) else micro
         init = {n: _np(p) for n, p in model.named_parameters()}
         bufs = {n: _np(b) for n, b in model.named_buffers()}

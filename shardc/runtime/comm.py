@@ -849,10 +849,14 @@ def _dtype_name(num: int) -> str:
 @contextlib.contextmanager
 def abort_on_error(comm: Any = None) -> Iterator[None]:
     """Under MPI: on an exception, print it on stderr naming the rank and Abort(1) the
-    job, so no rank hangs in a collective waiting for the failed one."""
+    job, so no rank hangs in a collective waiting for the failed one. An exception whose
+    `agreed` is true is raised on every rank together (a checkpoint's full disk) and
+    passes through for the tool to say in one line."""
     try:
         yield
     except BaseException as e:  # noqa: BLE001
+        if getattr(e, "agreed", False):  # every rank raises it together: no rank waits, no abort
+            raise
         MPI = _mpi()
         world = comm if comm is not None else MPI.COMM_WORLD
         msg = f"shardc: rank {world.Get_rank()}: {display(f'{type(e).__name__}: {e}')}\n"

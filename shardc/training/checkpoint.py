@@ -19,11 +19,25 @@ The manifest names, per array, its global shape, dtype, partition spec and the p
 config, the training configuration and its fingerprint, the step, the data position
 (the batch RNG's state) and the loss history.
 
-Atomic: the ranks write into `.tmp-step-NNNNNNNN/` (each file fsynced and renamed into
-place), then, after a barrier, rank 0 writes the manifest there, fsyncs, and renames the
-directory to `step-NNNNNNNN/`; a kill at any point leaves either the new checkpoint
-complete or only a temporary directory, which loading never looks at. The last `keep`
-checkpoints are kept.
+Atomic: the ranks write into `.tmp-step-NNNNNNNN-RUN/` (each file fsynced and renamed
+into place), then, after the ranks agree that every write succeeded, rank 0 writes the
+manifest there, fsyncs, and renames the directory to `step-NNNNNNNN/`; a kill at any point
+leaves either the new checkpoint complete or only a temporary directory, which loading
+never looks at. A write that fails (a full disk: `CheckpointDiskFull` names the path and
+the bytes needed and free) removes the temporary directory and every rank raises the same
+error; the previous checkpoints stay as they were.
+
+Runs: each checkpoint's manifest names the run that wrote it (`RunInfo`: an id, where and
+when it started); a resumed run keeps its checkpoint's run. The newest `keep` checkpoints
+of the saving run are kept, those of other runs never touched (`foreign_checkpoints`
+finds them, so a fresh run can refuse a directory that holds another's).
+
+Checked before anything loads: `open_checkpoint` validates the manifest's whole schema
+(step against the directory's name, world against the grid, every piece inside its array
+and the pieces covering it exactly, the history and the batch RNG's state) and
+`check_compatible` the model, the arrays' shapes and the training configuration, so
+loading cannot fail halfway. Resuming from a directory of checkpoints skips a corrupt
+newest one for the newest intact one (`Checkpoint.skipped` says which and why).
 
 Loading on any grid and policy: each rank computes the slice it holds of every array in
 its new layout and reads, from the files holding them, only the overlapping parts of the
@@ -34,21 +48,27 @@ shared out among the new ranks so no rank reads the whole model.
 Test hook (test-only): `SHARDC_TEST_CRASH_AT=RANK:STEP:PHASE` makes that rank SIGKILL
 itself at step STEP, PHASE one of `step` (before the step's compute, the other ranks
 then wait in its collectives), `save` (its shard file written, the manifest not) or
-`manifest` (rank 0: the manifest written, the directory not yet renamed).
+`manifest` (rank 0: the manifest written, the directory not yet renamed);
+`RANK:STEP:PHASE:pause` makes it sleep there for a minute instead (a test stops the job
+while it waits: in the middle of a save).
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
+import errno
 import hashlib
 import json
 import os
 import re
 import shutil
 import signal
+import socket
+import uuid
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,19 +88,54 @@ TRAJECTORY_FIELDS = ("lr", "min_lr", "warmup_steps", "seed", "dtype", "opt")
 
 
 class CheckpointError(Exception):
-    """A missing, incomplete, corrupt or incompatible checkpoint (one line)."""
+    """A missing, incomplete, corrupt or incompatible checkpoint (one line). `agreed`:
+    every rank raises it together (no rank waits in a collective), so the job can end
+    with one line instead of an abort."""
+
+    agreed = False
+
+
+class CheckpointCorrupt(CheckpointError):
+    """A checkpoint whose own contents are damaged (not one that is merely incompatible
+    with this run): resuming from a directory falls back past it."""
+
+
+class CheckpointDiskFull(CheckpointError):
+    """A save that ran out of space (raised on every rank, the partial files removed)."""
+
+    agreed = True
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Which run wrote a checkpoint: a random id, the host and UTC time it started."""
+
+    id: str
+    host: str = ""
+    started: str = ""
+
+    @staticmethod
+    def new() -> RunInfo:
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return RunInfo(uuid.uuid4().hex[:12], socket.gethostname(), now)
+
+    def describe(self) -> str:
+        where = f" on {self.host}" if self.host else ""
+        return f"run {self.id} (started {self.started or 'at an unknown time'}{where})"
 
 
 @dataclass(frozen=True)
 class CheckpointOptions:
     """Where and how often to save: every `every` steps (0: only at the end) and at the
-    end, keeping the newest `keep`. `meta` is recorded and must match on resume (the CLI
-    puts its tokenizer's fingerprint there)."""
+    end, keeping the newest `keep` of this run. `meta` is recorded and must match on
+    resume (the CLI puts its tokenizer's fingerprint there); `run` names the run in each
+    manifest (a resumed run passes its checkpoint's)."""
 
     directory: Path
     every: int = 0
     keep: int = 2
     meta: Mapping[str, str] = field(default_factory=dict)
+    run: RunInfo = field(default_factory=RunInfo.new)
 
     def due(self, step: int, last: int) -> bool:
         return step == last or (self.every > 0 and step % self.every == 0)
@@ -185,22 +240,62 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a `.part` file (fsynced, renamed); a full disk is a
+    CheckpointDiskFull naming the path and the bytes needed and free, the part removed."""
     part = path.with_name(path.name + ".part")
-    with open(part, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(part, path)
+    try:
+        with open(part, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            part.unlink()
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise CheckpointDiskFull(f"no space left on the device of {path}: the file needs {len(data):,} bytes, {_free(path.parent):,} are free") from None
+        raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _free(directory: Path) -> int:
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return 0
 
 
 def crash_point(rank: int, step: int, phase: str) -> None:
     """The test-only hook of `CRASH_ENV` (see the module docstring)."""
-    if os.environ.get(CRASH_ENV) == f"{rank}:{step}:{phase}":
+    hook = os.environ.get(CRASH_ENV, "")
+    if hook == f"{rank}:{step}:{phase}":
         os.kill(os.getpid(), signal.SIGKILL)
+    elif hook == f"{rank}:{step}:{phase}:pause":
+        import time
+
+        time.sleep(60)
 
 
 def step_dir(root: Path, step: int) -> Path:
     return Path(root) / f"step-{step:08d}"
+
+
+def temp_dir(root: Path, step: int, run: RunInfo) -> Path:
+    """Where a save of `step` by `run` is written before it is complete: unique per run,
+    so two jobs never share one."""
+    return Path(root) / f".tmp-step-{step:08d}-{run.id}"
+
+
+def remove_interrupted(root: Path) -> list[Path]:
+    """Remove the temporary directories interrupted saves left (any run's). Only for a
+    job that holds the directory (`shardc.training.outdir.DirectoryLock`): another job's
+    save in progress looks the same."""
+    gone = []
+    if Path(root).is_dir():
+        for d in Path(root).iterdir():
+            if d.name.startswith((".tmp-step-", ".old-step-")):
+                shutil.rmtree(d, ignore_errors=True)
+                gone.append(d)
+    return gone
 
 
 def _rank_file(rank: int) -> str:
@@ -245,15 +340,17 @@ def save_rank(
 
     program, rank, step = state.p, state.rank, state.step
     root = Path(opts.directory)
-    tmp, final = root / f".tmp-step-{step:08d}", step_dir(root, step)
+    tmp, final = temp_dir(root, step, opts.run), step_dir(root, step)
     comm.barrier()
+    error = ""
     if rank == 0:
-        root.mkdir(parents=True, exist_ok=True)
-        for stale in root.iterdir():  # interrupted saves, by any earlier run
-            if stale.name.startswith((".tmp-step-", ".old-step-")):
-                shutil.rmtree(stale, ignore_errors=True)
-        tmp.mkdir(exist_ok=True)  # what a failed removal left is overwritten or ignored
-    comm.barrier()
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)  # this run's own interrupted save of this step
+            tmp.mkdir()
+        except OSError as e:
+            error = _save_error(e, tmp)
+    _agree(comm, program.grid, error, tmp, rank)
     tensors: dict[str, np.ndarray] = {}
     pieces: dict[str, dict[str, Any]] = {}
     for (path, shape, spec), local in zip(state_arrays(program), state_of(state)):
@@ -265,30 +362,64 @@ def save_rank(
         tensors[path] = piece
         pieces[path] = {"offset": [s.start for s in sl], "shape": list(piece.shape), "crc32": zlib.crc32(piece.data)}
     name = _rank_file(rank)
-    blob = st_save(tensors, metadata={"format": FORMAT, "rank": str(rank), "step": str(step)}) if tensors else b""
-    if tensors:
-        _write_atomic(tmp / name, blob)
-    index = {"file": name if tensors else None, "size": len(blob), "pieces": pieces}
-    _write_atomic(tmp / f"rank-{rank:05d}.json", json.dumps(index).encode())
+    try:
+        blob = st_save(tensors, metadata={"format": FORMAT, "rank": str(rank), "step": str(step)}) if tensors else b""
+        if tensors:
+            _write_atomic(tmp / name, blob)
+        index = {"file": name if tensors else None, "size": len(blob), "pieces": pieces}
+        _write_atomic(tmp / f"rank-{rank:05d}.json", json.dumps(index).encode())
+    except CheckpointError as e:
+        error = str(e)
     crash_point(rank, step, "save")
-    comm.barrier()
+    _agree(comm, program.grid, error, tmp, rank)
     if rank == 0:
-        _write_manifest(tmp, cfg, program, step, stream, history, opts.meta)
+        try:
+            _write_manifest(tmp, cfg, program, step, stream, history, opts.meta, opts.run)
+        except CheckpointError as e:
+            error = str(e)
+    _agree(comm, program.grid, error, tmp, rank)
+    if rank == 0:
         crash_point(rank, step, "manifest")
-        if final.exists():  # an older run's checkpoint of this step: replace it
-            old = root / f".old-step-{step:08d}"
+        if final.exists():  # a checkpoint of this step already (a corrupt one resumed past): replace it
+            old = root / f".old-step-{step:08d}-{opts.run.id}"
             os.rename(final, old)
             os.rename(tmp, final)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(tmp, final)
         _fsync_dir(root)
-        prune(root, opts.keep)
+        prune(root, opts.keep, opts.run.id)
     comm.barrier()
     return final
 
 
-def _write_manifest(tmp: Path, cfg: Any, program: Any, step: int, stream: BatchStream, history: Sequence[Mapping[str, Any]], meta: Mapping[str, str]) -> None:
+def _save_error(e: OSError, path: Path) -> str:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"no space left on the device of {path} ({_free(path.parent):,} bytes free)"
+    return f"cannot write {path}: {e.strerror or e}"
+
+
+_MESSAGE_BYTES = 1024
+
+
+def _agree(comm: Any, grid: Grid, error: str, tmp: Path, rank: int) -> None:
+    """Every rank learns whether any rank's write failed; if one did, rank 0 removes the
+    partial checkpoint and every rank raises the first failing rank's message (a
+    CheckpointDiskFull: the job ends with that one line, the last checkpoint intact)."""
+    mine = np.zeros(_MESSAGE_BYTES, np.uint8)
+    raw = error.encode()[: _MESSAGE_BYTES - 1]
+    mine[: len(raw)] = np.frombuffer(raw, np.uint8)
+    everyone = np.asarray(comm.all_gather(mine, grid.shape, (0, 1), 0)).reshape(-1, _MESSAGE_BYTES)
+    failed = [bytes(m).rstrip(b"\0").decode(errors="replace") for m in everyone if m[0]]
+    if not failed:
+        return
+    if rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+    comm.barrier()
+    raise CheckpointDiskFull(f"checkpoint not saved: {failed[0]}; the partial files are removed and the earlier checkpoints are intact")
+
+
+def _write_manifest(tmp: Path, cfg: Any, program: Any, step: int, stream: BatchStream, history: Sequence[Mapping[str, Any]], meta: Mapping[str, str], run: RunInfo) -> None:
     grid = program.grid
     indexes = [json.loads((tmp / f"rank-{r:05d}.json").read_text()) for r in range(grid.size)]
     arrays: dict[str, Any] = {}
@@ -299,6 +430,7 @@ def _write_manifest(tmp: Path, cfg: Any, program: Any, step: int, stream: BatchS
         arrays[path] = {"shape": list(shape), "dtype": program.dtype, "spec": [list(d) if d else None for d in spec], "pieces": chunks}
     manifest = {
         "format": FORMAT,
+        "run": asdict(run),
         "step": step,
         "world": grid.size,
         "grid": {"batch": grid.batch, "shard": grid.shard},
@@ -325,9 +457,50 @@ def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def prune(root: Path, keep: int) -> None:
-    for _, d in complete_checkpoints(root)[: -keep if keep > 0 else None]:
+def run_of(directory: Path) -> RunInfo | None:
+    """The run a checkpoint names in its manifest (None: unreadable, or saved before
+    manifests named runs)."""
+    try:
+        run = json.loads((Path(directory) / MANIFEST).read_text()).get("run")
+        return RunInfo(str(run["id"]), str(run.get("host", "")), str(run.get("started", "")))
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return None
+
+
+def prune(root: Path, keep: int, run_id: str | None = None) -> None:
+    """Keep the newest `keep` checkpoints of run `run_id` (by step); other runs' are never
+    touched (`run_id` None: every checkpoint counts)."""
+    mine = [(s, d) for s, d in complete_checkpoints(root) if run_id is None or getattr(run_of(d), "id", None) == run_id]
+    for _, d in mine[: -keep if keep > 0 else None]:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def foreign_checkpoints(root: Path, run_id: str | None) -> list[tuple[int, Path, RunInfo | None]]:
+    """(step, directory, run) of the complete checkpoints under `root` that run `run_id`
+    did not write (None: every one)."""
+    out = []
+    for step, d in complete_checkpoints(root):
+        run = run_of(d)
+        if run_id is None or run is None or run.id != run_id:
+            out.append((step, d, run))
+    return out
+
+
+def describe_foreign(found: Sequence[tuple[int, Path, RunInfo | None]]) -> str:
+    """"run X (started ...): steps 35, 40" for each run among `found`."""
+    by_run: dict[str, list[int]] = {}
+    for step, _, run in found:
+        by_run.setdefault(run.describe() if run else "an unnamed run", []).append(step)
+    return "; ".join(f"{who}: step{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps))}" for who, steps in by_run.items())
+
+
+def resume_hint(root: Path) -> str:
+    """Where `--resume` would continue from, for the line that says a job stopped."""
+    found = complete_checkpoints(Path(root))
+    if not found:
+        return "no checkpoint was saved yet: --resume would start over"
+    step, d = found[-1]
+    return f"--resume continues from step {step} ({d})"
 
 
 def export_safetensors(params: Mapping[str, np.ndarray], path: str | Path) -> None:
@@ -349,6 +522,12 @@ class Checkpoint:
 
     directory: Path
     manifest: dict[str, Any]
+    skipped: list[str] = field(default_factory=list)  # corrupt newer checkpoints passed over, one line each
+
+    @property
+    def run(self) -> RunInfo | None:
+        r = self.manifest.get("run")
+        return RunInfo(r["id"], r.get("host", ""), r.get("started", "")) if isinstance(r, dict) else None
 
     @property
     def step(self) -> int:
@@ -360,6 +539,9 @@ class Checkpoint:
 
     def fail(self, what: str) -> CheckpointError:
         return CheckpointError(f"checkpoint {self.directory}: {what}")
+
+    def corrupt(self, what: str) -> CheckpointCorrupt:
+        return CheckpointCorrupt(f"checkpoint {self.directory}: {what}")
 
     @property
     def files(self) -> list[str]:
@@ -383,34 +565,144 @@ def find(path: str | Path) -> Path:
 
 
 def open_checkpoint(path: str | Path) -> Checkpoint:
-    """Read and check the manifest of the checkpoint `path` names (see `find`)."""
-    d = find(path)
+    """Read and validate the manifest of the checkpoint `path` names (see `find`)."""
+    return read_checkpoint(find(path))
+
+
+def read_checkpoint(d: Path) -> Checkpoint:
+    """Read and validate the manifest of checkpoint directory `d` (CheckpointCorrupt
+    naming the first problem)."""
     try:
         manifest = json.loads((d / MANIFEST).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"checkpoint {d}: {MANIFEST} is unreadable or corrupt ({e})") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise CheckpointCorrupt(f"checkpoint {d}: {MANIFEST} is unreadable or corrupt ({e})") from None
     ck = Checkpoint(d, manifest)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ck.fail(f"{MANIFEST} is not a {FORMAT} manifest")
-    for key, kind in (("step", int), ("world", int), ("grid", dict), ("model", dict), ("training", dict), ("fingerprint", str), ("progress", dict), ("files", dict), ("arrays", dict), ("meta", dict)):
-        if not isinstance(manifest.get(key), kind):
-            raise ck.fail(f"{MANIFEST} is corrupt: {key!r} is missing or not a {kind.__name__}")
-    # A checkpoint is data: the files it names stay inside its directory (rank files only).
-    named = [p.get("file") for a in manifest["arrays"].values() if isinstance(a, dict) for p in a.get("pieces", []) if isinstance(p, dict)]
-    for name in [*manifest["files"], *named]:
-        if not (isinstance(name, str) and re.fullmatch(r"rank-\d{5}\.safetensors", name) and name in manifest["files"]):
-            raise ck.fail(f"{MANIFEST} is corrupt: {ascii(name)} is not one of its rank files")
+        raise ck.corrupt(f"{MANIFEST} is not a {FORMAT} manifest")
+    validate_manifest(ck)
     return ck
 
 
-def check_compatible(ck: Checkpoint, cfg: Any, meta: Mapping[str, str] | None = None) -> None:
+def _int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def validate_manifest(ck: Checkpoint) -> None:
+    """The manifest's schema and its internal consistency: anything loading relies on."""
+    m = ck.manifest
+    for key, kind in (("step", int), ("world", int), ("grid", dict), ("model", dict), ("training", dict), ("fingerprint", str), ("progress", dict), ("files", dict), ("arrays", dict), ("meta", dict)):
+        if not isinstance(m.get(key), kind) or (kind is int and isinstance(m[key], bool)):
+            raise ck.corrupt(f"{MANIFEST} is corrupt: {key!r} is missing or not a{'n' if kind is int else ''} {kind.__name__}")
+    if "run" in m and not (isinstance(m["run"], dict) and isinstance(m["run"].get("id"), str) and m["run"]["id"]):
+        raise ck.corrupt(f"{MANIFEST} is corrupt: 'run' has no id")
+    step = m["step"]
+    named = _STEP_DIR.match(ck.directory.name)
+    if step < 0 or (named and int(named.group(1)) != step):
+        raise ck.corrupt(f"{MANIFEST} says step {step}, the directory's name says {int(named.group(1)) if named else '?'}")
+    grid = m["grid"]
+    if not all(_int(grid.get(a)) and grid[a] >= 1 for a in MESH_AXES):
+        raise ck.corrupt(f"{MANIFEST} is corrupt: grid {grid} is not a (batch, shard) grid of positive sizes")
+    if m["world"] != grid["batch"] * grid["shard"]:
+        raise ck.corrupt(f"{MANIFEST} says world {m['world']}, its grid (batch={grid['batch']}, shard={grid['shard']}) has {grid['batch'] * grid['shard']} ranks")
+    # A checkpoint is data: the files it names stay inside its directory (rank files only).
+    for name, size in m["files"].items():
+        if not re.fullmatch(r"rank-\d{5}\.safetensors", name) or int(name[5:10]) >= m["world"]:
+            raise ck.corrupt(f"{MANIFEST} is corrupt: {ascii(name)} is not one of its rank files")
+        if not _int(size) or size < 0:
+            raise ck.corrupt(f"{MANIFEST} is corrupt: the size of {name} is {size!r}")
+    for path, a in m["arrays"].items():
+        _validate_array(ck, path, a)
+    _validate_progress(ck)
+
+
+def _validate_array(ck: Checkpoint, path: str, a: Any) -> None:
+    files = ck.manifest["files"]
+    if not isinstance(a, dict) or not isinstance(a.get("shape"), list) or not all(_int(n) and n >= 0 for n in a["shape"]):
+        raise ck.corrupt(f"{MANIFEST} is corrupt: array {path} has no valid shape")
+    shape = a["shape"]
+    if a.get("dtype") not in ("float32", "float64", "float16", "bfloat16"):
+        raise ck.corrupt(f"{MANIFEST} is corrupt: array {path} has dtype {a.get('dtype')!r}")
+    spec = a.get("spec")
+    if not isinstance(spec, list) or len(spec) != len(shape) or not all(d is None or (isinstance(d, list) and all(x in MESH_AXES for x in d)) for d in spec):
+        raise ck.corrupt(f"{MANIFEST} is corrupt: array {path} has partition spec {spec!r}")
+    pieces = a.get("pieces")
+    if not isinstance(pieces, list):
+        raise ck.corrupt(f"{MANIFEST} is corrupt: array {path} lists no pieces")
+    boxes = []
+    for p in pieces:
+        ok = (
+            isinstance(p, dict) and isinstance(p.get("file"), str) and p["file"] in files
+            and isinstance(p.get("offset"), list) and isinstance(p.get("shape"), list)
+            and len(p["offset"]) == len(shape) == len(p["shape"]) and _int(p.get("crc32"))
+            and all(_int(o) and _int(n) and o >= 0 and n >= 0 and o + n <= full for o, n, full in zip(p["offset"], p["shape"], shape))
+        )
+        if not ok:
+            raise ck.corrupt(f"{MANIFEST} is corrupt: a piece of {path} ({_short(p)}) does not fit its shape {shape} or names no rank file")
+        boxes.append((p["offset"], p["shape"]))
+    covered = sum(int(np.prod(n)) for _, n in boxes)
+    if covered != int(np.prod(shape)) or _overlap(boxes):
+        raise ck.corrupt(f"{MANIFEST} is corrupt: the pieces of {path} do not cover its shape {shape} exactly once")
+
+
+def _short(x: Any) -> str:
+    text = json.dumps(x)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _overlap(boxes: Sequence[tuple[Sequence[int], Sequence[int]]]) -> bool:
+    for i, (o1, n1) in enumerate(boxes):
+        for o2, n2 in boxes[i + 1 :]:
+            if all(max(a, b) < min(a + m, b + k) for a, m, b, k in zip(o1, n1, o2, n2)) and all(n1) and all(n2):
+                return True
+    return False
+
+
+def _validate_progress(ck: Checkpoint) -> None:
+    """The data position, the loss history (steps 1..step) and the batch RNG's state."""
+    prog, step = ck.manifest["progress"], ck.manifest["step"]
+    history = prog.get("history")
+    if not isinstance(history, list) or len(history) != step:
+        raise ck.corrupt(f"{MANIFEST} is corrupt: the loss history has {len(history) if isinstance(history, list) else 'no'} entries for step {step}")
+    for i, e in enumerate(history, 1):
+        ok = isinstance(e, dict) and e.get("step") == i and all(_number(e.get(k)) for k in ("loss", "lr", "seconds", "tokens_per_s"))
+        ok = ok and (e.get("eval_loss") is None or _number(e["eval_loss"])) and set(e) <= {"step", "loss", "lr", "seconds", "tokens_per_s", "eval_loss"}
+        if not ok:
+            raise ck.corrupt(f"{MANIFEST} is corrupt: entry {i} of the loss history is {_short(e)}")
+    data = prog.get("data")
+    if not isinstance(data, dict) or not _int(data.get("position")) or data["position"] < 0:
+        raise ck.corrupt(f"{MANIFEST} is corrupt: the data position is {_short(data)}")
+    if "rng" in data:
+        try:
+            np.random.default_rng().bit_generator.state = dict(data["rng"])
+        except (TypeError, ValueError, KeyError, OverflowError) as e:
+            raise ck.corrupt(f"{MANIFEST} is corrupt: the batch RNG's state is not a generator's state ({e})") from None
+
+
+def check_compatible(ck: Checkpoint, cfg: Any, meta: Mapping[str, str] | None = None, arrays: Sequence[tuple[str, Sequence[int]]] | None = None) -> None:
     """Raise CheckpointError naming the first field where the run differs from the
-    checkpoint: the model config, the vocabulary (meta), the trajectory fields."""
+    checkpoint: the model config, the vocabulary (meta), the trajectory fields, the
+    arrays (`arrays`: this model's state paths and shapes), a step past `cfg.steps`."""
+    if ck.step > cfg.steps:
+        raise ck.fail(f"it is at step {ck.step}, past this run's last step {cfg.steps} (--steps): train to step {ck.step} or beyond to continue it")
     mine = describe(cfg)
     for k, theirs in ck.manifest["model"].items():
         here = mine["model"].get(k)
         if here != theirs:
             raise ck.fail(f"saved for a different model: {k} is {theirs} there, {here} here")
+    if arrays is not None:  # the same model: arrays that disagree with it are damage
+        saved = ck.manifest["arrays"]
+        for path, shape in arrays:
+            if path not in saved:
+                raise ck.corrupt(f"{MANIFEST} is corrupt: it holds no array {path}")
+            if saved[path]["shape"] != list(shape):
+                raise ck.corrupt(f"{MANIFEST} is corrupt: array {path} has shape {saved[path]['shape']}, this model's is {list(shape)}")
+        extra = sorted(set(saved) - {p for p, _ in arrays})
+        if extra:
+            raise ck.corrupt(f"{MANIFEST} is corrupt: it holds array {extra[0]}, which this model does not have")
     for k, v in (meta or {}).items():
         if ck.manifest["meta"].get(k) != v:
             raise ck.fail(f"saved with a different {k} (this run's does not match the checkpoint's)")
@@ -427,10 +719,10 @@ def check_files(ck: Checkpoint) -> None:
     for name, size in ck.manifest["files"].items():
         f = ck.directory / name
         if not f.is_file():
-            raise ck.fail(f"{name} is missing")
+            raise ck.corrupt(f"{name} is missing")
         got = f.stat().st_size
         if got != size:
-            raise ck.fail(f"{name} is truncated ({got} of {size} bytes)" if got < size else f"{name} has {got} bytes, the manifest says {size}")
+            raise ck.corrupt(f"{name} is truncated ({got} of {size} bytes)" if got < size else f"{name} has {got} bytes, the manifest says {size}")
 
 
 def verify_share(ck: Checkpoint, rank: int, world: int) -> int:
@@ -445,9 +737,9 @@ def verify_share(ck: Checkpoint, rank: int, world: int) -> int:
             x = _read(ck, p["file"], path, None)
             read += x.nbytes
             if list(x.shape) != p["shape"] or str(x.dtype) != a["dtype"]:
-                raise ck.fail(f"{p['file']}: {path} is {x.dtype}{list(x.shape)}, the manifest says {a['dtype']}{p['shape']}")
+                raise ck.corrupt(f"{p['file']}: {path} is {x.dtype}{list(x.shape)}, the manifest says {a['dtype']}{p['shape']}")
             if zlib.crc32(np.ascontiguousarray(x).data) != p["crc32"]:
-                raise ck.fail(f"checksum mismatch in {p['file']} ({path})")
+                raise ck.corrupt(f"checksum mismatch in {p['file']} ({path})")
     return read
 
 
@@ -458,7 +750,7 @@ def _read(ck: Checkpoint, file: str, key: str, sl: tuple[slice, ...] | None) -> 
         with safe_open(str(ck.directory / file), framework="numpy") as f:
             return f.get_tensor(key) if sl is None else f.get_slice(key)[sl]
     except Exception as e:  # noqa: BLE001 - safetensors' errors: a corrupt or foreign file
-        raise ck.fail(f"{file} is corrupt ({e})") from None
+        raise ck.corrupt(f"{file} is corrupt ({e})") from None
 
 
 @dataclass
@@ -532,6 +824,26 @@ def _load_rank(ck: Checkpoint, program: Any, rank: int, files: _Files) -> Loaded
     return LoadedState(out[:n], out[n : 2 * n], out[2 * n :], ck.step, read)
 
 
+def run_options(opts: CheckpointOptions | None, ck: Checkpoint | None, bcast: Callable[[Any], Any] | None = None) -> CheckpointOptions | None:
+    """The options a job saves with: a resumed run keeps its checkpoint's run, and under
+    MPI (`bcast`: rank 0's value to every rank) every rank takes rank 0's, so all write
+    into the same temporary directory."""
+    if opts is None:
+        return None
+    run = ck.run if ck is not None and ck.run is not None else opts.run
+    if bcast is not None:
+        run = bcast(run)
+    return replace(opts, run=run)
+
+
+def model_arrays(model: Any) -> list[tuple[str, tuple[int, ...]]]:
+    """The state paths and global shapes a checkpoint of the built-in GPT `model` holds."""
+    from shardc.training.gpt import param_specs
+
+    specs = param_specs(model)
+    return [(f"{kind}/{s.path}", tuple(s.shape)) for kind in ("params", "opt_state/mu", "opt_state/nu") for s in specs]
+
+
 def open_for_resume(
     path: str | Path,
     cfg: Any,
@@ -539,26 +851,44 @@ def open_for_resume(
     rank: int = 0,
     world: int = 1,
     allgather: Callable[[Any], list[Any]] | None = None,
+    arrays: Sequence[tuple[str, Sequence[int]]] | None = None,
 ) -> Checkpoint:
     """Open the checkpoint to resume from and check it before anything trains: the
-    manifest against `cfg` and `meta`, every file's size, and this rank's share of the
-    checksums (all of them when world is 1). With `allgather` (under MPI), the ranks
-    agree: each raises the first problem any of them found."""
-    error: str | None = None
-    ck: Checkpoint | None = None
-    try:
-        ck = open_checkpoint(path)
-        check_compatible(ck, cfg, meta)
-        check_files(ck)
-        verify_share(ck, rank, world)
-    except CheckpointError as e:
-        error = str(e)
-    if allgather is not None:
-        error = next((e for e in allgather(error) if e is not None), None)
-    if error is not None:
-        raise CheckpointError(error)
-    assert ck is not None
-    return ck
+    manifest (`validate_manifest`) and against `cfg`, `meta` and `arrays`, every file's
+    size, and this rank's share of the checksums (all of them when world is 1). With
+    `allgather` (under MPI), the ranks agree: each raises the first problem any of them
+    found. `path` a directory of checkpoints: a corrupt newest one is passed over for the
+    newest intact one (`Checkpoint.skipped` says so); one that is merely incompatible
+    with this run is an error."""
+    p = Path(path)
+    if (p / MANIFEST).is_file() or _STEP_DIR.match(p.name) or not p.is_dir():
+        candidates = [find(p)]
+    else:
+        candidates = [d for _, d in reversed(complete_checkpoints(p))]
+        if not candidates:
+            raise CheckpointError(f"no complete checkpoint in {p}")
+    skipped: list[str] = []
+    for i, d in enumerate(candidates):
+        error: tuple[bool, str] | None = None
+        ck: Checkpoint | None = None
+        try:
+            ck = read_checkpoint(d)
+            check_compatible(ck, cfg, meta, arrays)
+            check_files(ck)
+            verify_share(ck, rank, world)
+        except CheckpointError as e:
+            error = (isinstance(e, CheckpointCorrupt), str(e))
+        if allgather is not None:
+            error = next((e for e in allgather(error) if e is not None), None)
+        if error is None:
+            assert ck is not None
+            ck.skipped = skipped
+            return ck
+        corrupt, message = error
+        if not corrupt or i == len(candidates) - 1:
+            raise (CheckpointCorrupt if corrupt else CheckpointError)(message)
+        skipped.append(message)
+    raise AssertionError("unreachable")
 
 
 __all__ = [
@@ -566,22 +896,35 @@ __all__ = [
     "MANIFEST",
     "BatchStream",
     "Checkpoint",
+    "CheckpointCorrupt",
+    "CheckpointDiskFull",
     "CheckpointError",
     "CheckpointOptions",
     "LoadedState",
+    "RunInfo",
     "check_compatible",
     "check_files",
     "complete_checkpoints",
     "crash_point",
     "describe",
+    "describe_foreign",
     "export_safetensors",
     "find",
     "fingerprint",
+    "foreign_checkpoints",
     "held_slice",
     "load_rank",
+    "model_arrays",
     "open_checkpoint",
     "open_for_resume",
     "prune",
+    "read_checkpoint",
+    "remove_interrupted",
+    "resume_hint",
+    "run_of",
+    "run_options",
+    "temp_dir",
+    "validate_manifest",
     "save_rank",
     "state_arrays",
     "state_of",

@@ -32,7 +32,9 @@ from shardc.training.checkpoint import (
     CheckpointOptions,
     crash_point,
     load_rank,
+    model_arrays,
     open_for_resume,
+    run_options,
     save_rank,
 )
 from shardc.training.data import batches
@@ -215,7 +217,8 @@ def train_simulated(
     from shardc.runtime.comm import run_simulated
 
     grid = cfg.grid(world, ranks_per_host)
-    ck = resume if isinstance(resume, Checkpoint) or resume is None else open_for_resume(resume, cfg, checkpoint.meta if checkpoint else None)
+    ck = resume if isinstance(resume, Checkpoint) or resume is None else open_for_resume(resume, cfg, checkpoint.meta if checkpoint else None, arrays=model_arrays(cfg.model))
+    checkpoint = run_options(checkpoint, ck)
     program = program or compile_program(cfg, grid)
     outs = run_simulated(
         world,
@@ -262,7 +265,8 @@ def train_mpi(
     grid = cfg.grid(world.Get_size(), ranks_per_host(world))
     ck = resume if isinstance(resume, Checkpoint) else None
     if resume is not None and ck is None:
-        ck = open_for_resume(resume, cfg, checkpoint.meta if checkpoint else None, rank, world.Get_size(), world.allgather)
+        ck = open_for_resume(resume, cfg, checkpoint.meta if checkpoint else None, rank, world.Get_size(), world.allgather, model_arrays(cfg.model))
+    checkpoint = run_options(checkpoint, ck, lambda run: world.bcast(run, root=0))
     program = program or compile_program(cfg, grid, world=world)
     blas.agree(world)
     with abort_on_error(world), use_comm(MPIComm(world)):

@@ -16,6 +16,7 @@ import argparse
 import csv
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -183,6 +184,32 @@ def test_np_over_the_allocation_is_one_line(cluster: Cluster, tmp_path: Path) ->
     errors = [line for line in p.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and errors[0].startswith("shardc-train: error: --np 4 is more than the 2 tasks of Slurm job "), p.stderr
     assert errors[0].endswith("(SLURM_NTASKS): allocate more (salloc/sbatch -n 4) or pass --np 2"), p.stderr
+
+
+def test_sigterm_stops_an_srun_job(cluster: Cluster, tmp_path: Path) -> None:
+    """`scancel`'s SIGTERM to `shardc-train --np 2` inside an allocation: srun and its tasks
+    end, one line says where --resume continues (issue 32)."""
+    import psutil
+
+    out = tmp_path / "run"
+    args = ["salloc", "-n", "2", *TRAIN, "--np", "2", *MODEL, "--steps", "100000", "--checkpoint-every", "5", "--out", str(out)]
+    job = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cluster.env())
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "checkpoints" / "step-00000010" / "manifest.json").exists():
+            assert job.poll() is None and time.monotonic() < deadline, cluster.log_tail()
+            time.sleep(0.01)
+        launcher = next(p for p in psutil.Process(job.pid).children(recursive=True) if "shardc.tools.train" in " ".join(p.cmdline()))
+        launcher.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    time.sleep(2)
+    left = [p for p in psutil.process_iter(["cmdline", "status"]) if str(out) in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
+    assert not left, [p.info["cmdline"] for p in left]
+    # srun's tasks are slurmstepd's children, not the launcher's: it does not count them
+    assert "shardc-train: stopped by SIGTERM: the job's ranks ended; --resume continues from step " in err, err + cluster.log_tail()
 
 
 def test_srun_without_an_mpi_plugin_is_refused(cluster: Cluster, tmp_path: Path) -> None:

@@ -206,10 +206,46 @@ def _train(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_shardc_train_np_with_hydra_hostfile(tmp_path):
     fake(tmp_path, "mpiexec", HYDRA)
-    p = _train(env_with(tmp_path), "--np", "3", "--hostfile", "hosts", "--steps", "2", "--tp=1")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:3\n")
+    p = _train(env_with(tmp_path), "--np", "3", "--hostfile", str(hosts), "--steps", "2", "--tp=1")
     assert p.returncode == 0, p.stderr
     args = (tmp_path / "mpiexec.args").read_text().splitlines()
-    assert args == ["-f", "hosts", "-n", "3", sys.executable, "-m", "shardc.tools.train", "--steps", "2", "--tp=1"]
+    assert args == ["-f", str(hosts), "-n", "3", sys.executable, "-m", "shardc.tools.train", "--steps", "2", "--tp=1"]
+    ranks_env = dict(line.split("=", 1) for line in (tmp_path / "mpiexec.env").read_text().splitlines() if "=" in line)
+    assert ranks_env[L.LAUNCHER_ENV].split(":")[1] != str(os.getpid())  # the launching shardc-train, which its ranks watch
+    assert L.REPORT_ENV in ranks_env
+
+
+def test_missing_hostfile_is_one_line(tmp_path):
+    fake(tmp_path, "mpiexec", HYDRA)
+    p = _train(env_with(tmp_path), "--np", "3", "--hostfile", str(tmp_path / "nohosts"), "--steps", "2")
+    assert p.returncode == 1 and not (tmp_path / "mpiexec.args").exists()
+    assert p.stderr == f"shardc-train: error: --hostfile {tmp_path / 'nohosts'}: no such file (one host a line, e.g. `node1:8`)\n"
+
+
+def test_more_ranks_than_cpus_needs_oversubscribe(tmp_path, monkeypatch):
+    """--np above this machine's CPUs (no hostfile, no allocation) is one line asking for
+    --oversubscribe; with it (or SHARDC_OVERSUBSCRIBE=1) the job starts, and Open MPI gets
+    its flag."""
+    fake(tmp_path, "mpiexec", HYDRA)
+    n = L.cpu_slots() + 1
+    env = env_with(tmp_path)
+    p = _train(env, "--np", str(n), "--steps", "2")
+    assert p.returncode == 1 and not (tmp_path / "mpiexec.args").exists()
+    assert p.stderr.startswith(f"shardc-train: error: --np {n} is more than the {L.cpu_slots()} CPU") and "pass --oversubscribe" in p.stderr
+    assert p.stderr.count("\n") == 1
+    p = _train(env, "--np", str(n), "--oversubscribe", "--steps", "2")
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "mpiexec.args").read_text().splitlines() == ["-n", str(n), sys.executable, "-m", "shardc.tools.train", "--steps", "2"]
+    p = _train({**env, L.OVERSUBSCRIBE_ENV: "1"}, "--np", str(n), "--steps", "2")
+    assert p.returncode == 0, p.stderr
+    p = _train(env, "--oversubscribe", "--steps", "2")
+    assert p.stderr == "shardc-train: error: --oversubscribe goes with --np N: under mpiexec or srun, pass the launcher's own flag\n"
+    monkeypatch.setattr(L, "default_mpi", lambda libmpi=None: "openmpi")
+    monkeypatch.setattr(L, "is_root", lambda: False)
+    ompi = L.Launcher("openmpi", "mpiexec", "openmpi")
+    assert ompi.command(2, ["p"], slots=4, oversubscribe=True) == ["mpiexec", "--oversubscribe", "-n", "2", "p"]
 
 
 def test_shardc_train_np_under_slurm(tmp_path):
@@ -245,3 +281,29 @@ def test_mpi_library_that_cannot_load_is_one_line(tmp_path):
 def test_default_mpi_is_what_mpi4py_would_load(tmp_path):
     assert L.default_mpi() == "mpich"  # shardc's own dependency: the mpich wheel
     assert L.default_mpi(str(tmp_path / "libmpi.so")) is None
+
+
+# ---------------------------------------------------------------------------------------
+# what ended a job: the launchers' own reports of a dead rank, a watcher's report
+# ---------------------------------------------------------------------------------------
+
+
+def test_dead_rank_from_the_launchers_output(tmp_path):
+    job = L.Job(["mpiexec"], {L.LAUNCHER_ENV: "h:1:2"}, "mpich")
+    job.ranks = {4242: 3}
+    for line in (b"=   PID 4242 RUNNING AT node7", b"=   EXIT CODE: 9", b"YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)"):
+        job._read_line(line)
+    assert job.ending("shardc-train") == "shardc-train: rank 3 (pid 4242 on node7) was killed by SIGKILL; the job ended"
+    ompi = L.Job(["mpiexec"], {}, "openmpi")
+    ompi._read_line(b"prterun noticed that process rank 2 with PID 77 on node vm exited on signal 11 (Segmentation fault).")
+    assert ompi.ending("t") == "t: rank 2 (pid 77 on vm) was killed by SIGSEGV; the job ended"
+    srun = L.Job(["srun"], {}, "srun")
+    srun._read_line(b"srun: error: node3: task 1: Killed")
+    assert srun.ending("t") == "t: rank 1 (on node3) was killed by SIGKILL; the job ended"
+    # a watcher's report wins over the launcher's banner (which names whichever process it lists first)
+    (tmp_path / "rank-0").write_text("0 555 vm 15\n")
+    job.read_reports(tmp_path)
+    assert job.ending("t") == "t: rank 0 (pid 555 on vm) was killed by SIGTERM; the job ended"
+    job.stopped_by = 1
+    assert job.ending("t") == "t: stopped by SIGHUP: the job's 1 rank ended"
+    assert L.Job(["x"], {}, "mpich").ending("t") is None  # a job that ended by itself: nothing to add

@@ -13,6 +13,7 @@ import pytest
 
 from shardc.training.axis import resolve
 from shardc.training.checkpoint import (
+    remove_interrupted,
     MANIFEST,
     BatchStream,
     CheckpointError,
@@ -164,6 +165,10 @@ def test_keep_and_interrupted_saves(tmp_path):
     (stale / "rank-00000.safetensors").write_bytes(b"partial")
     train((2, 1, True, False), 4, tmp_path, every=1, keep=2)
     assert [s for s, _ in complete_checkpoints(tmp_path)] == [3, 4]
+    # the trainer leaves another job's temporary directory alone (it may be saving now);
+    # the job that holds the directory's lock removes it (shardc-train does at startup)
+    assert sorted(os.listdir(tmp_path)) == [".tmp-step-00000003", "step-00000003", "step-00000004"]
+    assert remove_interrupted(tmp_path) == [stale]
     assert sorted(os.listdir(tmp_path)) == ["step-00000003", "step-00000004"]
     # A save interrupted before its rename is invisible: the previous one is resumed.
     (tmp_path / ".tmp-step-00000005").mkdir()

@@ -61,5 +61,5 @@ def test_shardc_train_progress_in_a_pipe_is_line_based(tmp_path, capsys):
     out = capsys.readouterr().out
     steps = re.findall(r"^step (\d)/6  loss", out, re.M)
     assert steps == ["1", "3", "6"] and "\r" not in out
-    assert main([*args, "--quiet", "--out", str(tmp_path)]) == 0
+    assert main([*args, "--quiet", "--overwrite", "--out", str(tmp_path)]) == 0  # the first run's checkpoints: replaced
     assert "step 1/6" not in capsys.readouterr().out
