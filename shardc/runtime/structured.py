@@ -49,7 +49,7 @@ from shardc.runtime.compile import FunctionBuilder, compile_error, describe, tar
 from shardc.runtime.dtypes import elem_type, is_shaped, np_dtype
 from shardc.runtime.donation import inplace_inits, inplace_pairs
 from shardc.runtime.kernels.fused import build_kernel
-from shardc.runtime.window_run import WindowPlan
+from shardc.runtime.window_run import WindowPlan, run_windowed
 from shardc.runtime import horizontal  # noqa: F401  (loaded wherever specs are: the compile cache names its groups)
 
 from shardc.runtime.structured_run import (  # noqa: F401  (the run time, re-exported)
@@ -571,11 +571,19 @@ def emit_structured(
     ]
     aux = "" if onehot_args is None else f", ({g.v(onehot_args[1].tok)}, {g.v(onehot_args[1].ids)})"
     in_expr = tuple_expr(in_names) if ins else "()"
-    if windows is not None:
+    if windows is not None and collect:
         in_expr = f"{g.const(windows, 'windows')}({in_expr}, {tuple_expr(g.vs(outs))})"
     if collect:
         return spec, f"({spec_name}, {body_name}, {in_expr}, {tuple_expr(g.vs(outs))})"
-    call = f"{g.const(run_structured, 'run_structured')}({spec_name}, {body_name}, {in_expr}, {tuple_expr(g.vs(outs))}{aux})"
+    if windows is not None:
+        if leaves is not None and spec.kind == "contraction":
+            from shardc.runtime.window import depthwise_plan, shift_plan  # (window.py reads this module's map_dims)
+
+            direct = all(v is block.args[i] for v, i in leaves)
+            windows = replace(windows, shift=shift_plan(windows, spec, direct), depthwise=depthwise_plan(windows, spec, direct))
+        call = f"{g.const(run_windowed, 'run_windowed')}({spec_name}, {body_name}, {g.const(windows, 'windows')}, {in_expr}, {tuple_expr(g.vs(outs))})"
+    else:
+        call = f"{g.const(run_structured, 'run_structured')}({spec_name}, {body_name}, {in_expr}, {tuple_expr(g.vs(outs))}{aux})"
     tensor_results = list(op.results)
     if tensor_results:
         names = [g.res(op, i, vec=False) for i in range(len(tensor_results))]

@@ -5,7 +5,8 @@ and pooling read their image, generic or named alike.
 Each such input is read at run time as a strided view whose axes are the loop dims its
 map names (`window_run.WindowView`); the op's maps become projected permutations over
 those views and the structured engine runs it as any other op (contraction on BLAS,
-reduction by its combiner). Outputs must still be projected permutations.
+reduction by its combiner). Outputs must still be projected permutations. A
+convolution with unit strides runs without the view's im2col copy (`shift_plan`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineConstan
 
 from shardc.runtime.compile import compile_error, describe
 from shardc.runtime.structured import map_dims
-from shardc.runtime.structured_run import Map
-from shardc.runtime.window_run import WindowPlan, WindowView
+from shardc.runtime.structured_run import Map, StructuredSpec
+from shardc.runtime.window_run import DepthwisePlan, ShiftPlan, WindowPlan, WindowView
 
 Linear = tuple[dict[int, int], int]  # loop dim -> coefficient, and the constant
 
@@ -90,3 +91,83 @@ def window_maps(op: Operation, attrs: Sequence[AffineMapAttr], n_ins: int) -> tu
             raise compile_error(op, f"loop dimension d{d} is not bound by any operand's shape (a dimension of its own in some indexing map)")
         size_src.append(src)
     return maps, WindowPlan(tuple(size_src), tuple(views), describe(op))
+
+
+def shift_plan(windows: WindowPlan, spec: StructuredSpec, leaves_are_inputs: bool) -> ShiftPlan | None:
+    """The `ShiftPlan` of a contraction `out += x * w` (the two factors its inputs as
+    they are) whose one windowed input reads its last two axes as `oh + kh * dh`,
+    `ow + kw * dw` and whose output ends with (oh, ow); None otherwise."""
+    plan = spec.plan
+    if spec.kind != "contraction" or plan is None or len(windows.views) != 1 or not leaves_are_inputs:
+        return None
+    if plan.dropped or plan.fixed or plan.scale is not None or plan.out_take is not None or spec.onehot is not None:
+        return None
+    if len(spec.factor_inputs) != 2 or not spec.out_is_tensor[0]:
+        return None
+    view = windows.views[0]
+    x = view.input
+    others = [i for i in spec.factor_inputs if i != x]
+    if len(others) != 1 or x not in spec.factor_inputs or others[0] < 0:
+        return None
+    w = others[0]
+    w_map, out = spec.in_maps[w], spec.out_map
+    if None in w_map or None in out or len(out) < 2 or len(view.terms) < 2 or any(view.offsets):
+        return None
+    lead: list[int] = []
+    for terms in view.terms[:-2]:
+        if len(terms) != 1 or terms[0][1] != 1:
+            return None
+        lead.append(view.dims[terms[0][0]])
+    picked: list[tuple[int, int, int]] = []  # (output dim, kernel dim, dilation) per window axis
+    for terms in view.terms[-2:]:
+        if len(terms) != 2:
+            return None
+        (p, cp), (q, cq) = ((view.dims[a], c) for a, c in terms)
+        if q in out and p not in out:
+            (p, cp), (q, cq) = (q, cq), (p, cp)
+        if p not in out or cp != 1 or q in out or q not in w_map or q not in spec.red_dims:
+            return None
+        picked.append((p, q, cq))
+    (oh, kh, dh), (ow, kw, dw) = picked
+    if tuple(out[-2:]) != (oh, ow) or oh in w_map or ow in w_map or oh in lead or ow in lead:
+        return None
+    used = {*lead, *w_map}
+    if any(d not in used for d in spec.red_dims if d not in (kh, kw)):
+        return None
+    return ShiftPlan(x, w, tuple(lead), oh, ow, kh, kw, dh, dw, tuple(w_map), tuple(out[:-2]), spec.n_loops)  # type: ignore[arg-type]
+
+
+def depthwise_plan(windows: WindowPlan, spec: StructuredSpec, leaves_are_inputs: bool) -> DepthwisePlan | None:
+    """The `DepthwisePlan` of a contraction `out[n, c, oh, ow] += x[n, c, oh * sh + kh *
+    dh, ow * sw + kw * dw] * w[c, kh, kw]` (the factors its inputs as they are); None
+    otherwise."""
+    plan = spec.plan
+    if spec.kind != "contraction" or plan is None or len(windows.views) != 1 or not leaves_are_inputs:
+        return None
+    if plan.dropped or plan.fixed or plan.scale is not None or plan.out_take is not None or spec.onehot is not None:
+        return None
+    view = windows.views[0]
+    x = view.input
+    others = [i for i in spec.factor_inputs if i != x]
+    if len(spec.factor_inputs) != 2 or len(others) != 1 or others[0] < 0 or len(view.terms) != 4 or any(view.offsets):
+        return None
+    if not spec.out_is_tensor[0]:
+        return None
+    w = others[0]
+    out = tuple(spec.out_map)
+    plain = [view.terms[0], view.terms[1]]
+    if any(len(t) != 1 or t[0][1] != 1 for t in plain):
+        return None
+    n, c = (view.dims[t[0][0]] for t in plain)
+    factors: list[tuple[int, int, int, int]] = []  # (output dim, kernel dim, stride, dilation)
+    for terms in view.terms[2:]:
+        if len(terms) != 2:
+            return None
+        (p, cp), (q, cq) = ((view.dims[a], k) for a, k in terms)
+        if q in out and p not in out:
+            (p, cp), (q, cq) = (q, cq), (p, cp)
+        factors.append((p, q, cp, cq))
+    (oh, kh, sh, dh), (ow, kw, sw, dw) = factors
+    if out != (n, c, oh, ow) or tuple(spec.in_maps[w]) != (c, kh, kw) or set(spec.red_dims) != {kh, kw}:
+        return None
+    return DepthwisePlan(x, w, (sh, sw), (dh, dw))

@@ -273,3 +273,63 @@ def test_both_pooling_paths_match_torch(name: str, points: int, rng: np.random.G
 
     monkeypatch.setattr(structured_run, "MAX_WINDOW_POINTS", points)
     test_pooling_matches_torch(next(s for s in SPECS if s.name == name), "both", rng)
+
+
+SHIFTED = [pytest.param(s, a, id=f"{s.name}-{a}") for s in CONVS for a in ("plain", "dilated") if s.strided or a == "plain"]
+
+
+@pytest.mark.parametrize(("spec", "attrs"), SHIFTED)
+def test_shifted_matmuls_match_torch(spec: WindowOpSpec, attrs: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit-stride convolutions whose image's axes are plain but for the last two
+    windows, and whose output ends with (oh, ow), run as one matmul per kernel position on the image read in
+    place (`ShiftPlan`), taken here for every such op (even small images): PyTorch's
+    numbers, and the path is taken exactly for those ops."""
+    from shardc.runtime import window_run
+
+    monkeypatch.setattr(window_run, "MIN_SHIFT_COLUMNS", 0)
+    taken: list[bool] = []
+    run = window_run.ShiftPlan.run
+
+    def counted(self, *args):  # noqa: ANN001, ANN202
+        r = run(self, *args)
+        taken.append(r is not None)
+        return r
+
+    monkeypatch.setattr(window_run.ShiftPlan, "run", counted)
+    n = spec.n_spatial
+    strides, dilations = (tuple(v[:n]) for v in ATTRS[attrs])
+    ins, init, expected = _conv_case(spec, strides, dilations, rng)
+    np.testing.assert_allclose(_run(spec, ins, init, strides, dilations), expected, rtol=1e-4, atol=1e-4)
+    image = spec.operands[0]
+    # two windows, the image's last axes (not nhwc's channels, not a 3-D conv's depth)
+    applies = n == 2 and "+" in image[-1] and "+" in image[-2]
+    assert taken == ([True] if applies else [])
+
+
+@pytest.mark.parametrize("attrs", list(ATTRS))
+def test_depthwise_loop_nest_matches_torch(attrs: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """depthwise_conv_2d_nchw_chw (no channel sum: no BLAS) runs as a compiled loop
+    nest (`DepthwisePlan`, numba) at any strides and dilations, taken here even for a
+    small image: PyTorch's numbers; `SHARDC_KERNELS=numpy` takes the windowed path."""
+    pytest.importorskip("numba")
+    from shardc.runtime import window_run
+    from shardc.runtime.kernels import fused_run
+
+    monkeypatch.setattr(fused_run, "MIN_ELEMENTS", 0)
+    taken: list[bool] = []
+    run = window_run.DepthwisePlan.run
+
+    def counted(self, *args):  # noqa: ANN001, ANN202
+        r = run(self, *args)
+        taken.append(r is not None)
+        return r
+
+    monkeypatch.setattr(window_run.DepthwisePlan, "run", counted)
+    spec = next(s for s in SPECS if s.name == "depthwise_conv_2d_nchw_chw")
+    strides, dilations = (tuple(v[:2]) for v in ATTRS[attrs])
+    ins, init, expected = _conv_case(spec, strides, dilations, rng)
+    np.testing.assert_allclose(_run(spec, ins, init, strides, dilations), expected, rtol=1e-5, atol=1e-5)
+    assert taken == [True]
+    monkeypatch.setenv("SHARDC_KERNELS", "numpy")
+    np.testing.assert_allclose(_run(spec, ins, init, strides, dilations), expected, rtol=1e-5, atol=1e-5)
+    assert taken == [True, False]
