@@ -180,16 +180,6 @@ def test_cnn_step_gradients_equal_pytorch() -> None:
         np.testing.assert_allclose(got, p.grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
 
 
-def _conv_sharding_interface() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("shardc.interfaces.conv") is not None
-
-
-@pytest.mark.xfail(
-    not _conv_sharding_interface(), strict=True,
-    reason="train_module runs shard-partition, which refuses conv ops until the conv ShardingInterface (branch conv-shard, shardc/interfaces/conv.py) is merged",
-)
 def test_cnn_training_equals_torch_adamw() -> None:
     from shardc.frontends.torch_train import train_module
 
