@@ -10,10 +10,10 @@ PyTorch's own autograd, the layouts from logical axes named by parameter FQN.
     model.load_state_dict(result.state_dict(model))
 
 Import (`export_train_step`): `torch.func.grad_and_value` of `loss_fn(model(*inputs),
-*targets)` over the parameters, traced with `make_fx` (functionalized, torch-mlir's
-decomposition table, SDPA in its math form: torch-mlir has no CPU backward for the
-fused kernel; libraries see tracing as under torch.export, `torch.traced_as_export`, so
-transformers skips its data-dependent mask checks) and imported by
+*targets)` over the parameters, traced with `make_fx` (functionalized, decomposed by
+`torch.decomposition_table`, SDPA in its math form: torch-mlir has no CPU backward for
+the fused kernel; libraries see tracing as under torch.export, `torch.traced_as_export`,
+so transformers skips its data-dependent mask checks) and imported by
 `torch_mlir.fx.stateless_fx_import` as linalg-on-tensors:
 
     @train_step(inputs..., targets..., params(FQN)..., buffers(FQN)...) -> (loss, grads(FQN)...)
@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from shardc.frontends.torch import require_torch, traced_as_export
+from shardc.frontends.torch import decomposition_table, require_torch, traced_as_export
 from shardc.frontends.torch_rewrite import scatters_by_position, split_shared_fills, uncollapse_batch_matmuls
 from shardc.training.axis import (
     ParamLayouts,
@@ -139,7 +139,6 @@ def export_train_step(
     torch, fx = require_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     inputs, targets = tuple(inputs), tuple(targets)
     params = {k: v.detach() for k, v in model.named_parameters()}
@@ -166,7 +165,7 @@ def export_train_step(
     try:
         with sdpa_kernel([SDPBackend.MATH]), traced_as_export(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            gm = make_fx(torch.func.functionalize(step), decomposition_table=get_decomposition_table())(*example)
+            gm = make_fx(torch.func.functionalize(step), decomposition_table=decomposition_table())(*example)
     except Exception as e:  # noqa: BLE001 - torch refused to trace the module: say why
         raise TorchTrainError(f"torch-mlir cannot import the training step of {type(model).__name__}: {_reason(diags, e)}") from None
     try:
