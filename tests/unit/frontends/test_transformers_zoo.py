@@ -359,6 +359,29 @@ def _reference(name: str) -> tuple[list[float], dict[str, np.ndarray]]:
     return _references[name]
 
 
+EAGER_STEPS = [name for name in TRAINED if "eager" in FAMILIES[name].attn_implementations]
+
+
+@pytest.mark.parametrize("name", EAGER_STEPS)
+def test_training_step_with_eager_attention(name):
+    """The training runs below use the class default (SDPA); the imported step of the
+    eager attention gives PyTorch's loss and gradients too (float32, relative to each
+    gradient's magnitude)."""
+    from shardc.runtime.launch import run_program
+
+    model = _built(name, "eager")
+    ids, targets = _batches(FAMILIES[name].vocab)[0]
+    step = export_train_step(model, [ids], [targets], _causal_lm_loss)
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    loss, *grads = run_program(step.text, [ids.numpy(), targets.numpy(), *(state[n].detach().numpy() for n in step.param_names + step.buffer_names)], ranks=1)
+    want = _causal_lm_loss(model(ids), targets)
+    want.backward()
+    assert abs(float(loss) - want.item()) < LOSS_RTOL * abs(want.item())
+    for n, g in zip(step.param_names, grads):
+        w = state[n].grad.numpy()
+        assert float(np.abs(g - w).max()) < 1e-5 * float(np.abs(w).max()), n
+
+
 @pytest.mark.parametrize("world", [1, 2], ids=["1rank", "dp2"])
 @pytest.mark.parametrize("name", TRAINED)
 def test_training_equals_torch_adamw(name, world):
