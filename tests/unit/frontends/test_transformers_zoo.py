@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +39,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from shardc.frontends.torch import export_module  # noqa: E402
-from shardc.frontends.torch_train import TorchTrainError, export_train_step, forward_module, train_module  # noqa: E402
+from shardc.frontends.torch_train import TorchTrainError, export_train_step, forward_module, sharded_forward, train_module  # noqa: E402
 from shardc.training.axis import ShardingPlan, ShardingPolicy  # noqa: E402
 from shardc.training.optimizer import AdamWConfig  # noqa: E402
 
@@ -87,6 +88,8 @@ class Family:
     axes: dict[str, tuple]
     split_weights: int
     """How many weights the axes split (every attention and MLP projection)."""
+    row_parallel: int
+    """How many of them are split by input features (a partial sum: one all_reduce each)."""
     vocab: int
     trains: bool = True
     attn_implementations: tuple[str | None, ...] = (None,)
@@ -143,12 +146,12 @@ def _bart(attn):
 
 ATTN_ALL = (None, "eager", "sdpa")
 FAMILIES = {
-    "llama": Family(_llama, LLAMA_AXES, 2 * 7, 64, attn_implementations=ATTN_ALL),  # GQA: 4 heads, 2 kv heads
-    "qwen2": Family(_qwen2, QWEN2_AXES, 2 * 7, 96),  # q/k/v biases
-    "gemma": Family(_gemma, LLAMA_AXES, 2 * 7, 64),  # 0-d embed_scale buffer, gelu(approximate="tanh")
-    "gpt2": Family(_gpt2, GPT2_AXES, 2 * 4, 64, attn_implementations=ATTN_ALL),  # fused Conv1D c_attn
-    "bert": Family(_bert, BERT_AXES, 2 * 6, 64, trains=False),  # masked LM, encoder; training: zoo-scan's scatter fix
-    "bart": Family(_bart, BART_AXES, 6 + 10, 64, trains=False),  # encoder-decoder: decoder inputs shifted from input_ids
+    "llama": Family(_llama, LLAMA_AXES, 2 * 7, 2 * 2, 64, attn_implementations=ATTN_ALL),  # GQA: 4 heads, 2 kv heads
+    "qwen2": Family(_qwen2, QWEN2_AXES, 2 * 7, 2 * 2, 96),  # q/k/v biases
+    "gemma": Family(_gemma, LLAMA_AXES, 2 * 7, 2 * 2, 64),  # 0-d embed_scale buffer, gelu(approximate="tanh")
+    "gpt2": Family(_gpt2, GPT2_AXES, 2 * 4, 2 * 2, 64, attn_implementations=ATTN_ALL),  # fused Conv1D c_attn
+    "bert": Family(_bert, BERT_AXES, 2 * 6, 2 * 2, 64, trains=False),  # masked LM, encoder; training: zoo-scan's scatter fix
+    "bart": Family(_bart, BART_AXES, 6 + 10, 2 + 3, 64, trains=False),  # encoder-decoder: decoder inputs shifted from input_ids
 }
 TRAINED = [name for name, f in FAMILIES.items() if f.trains]
 FORWARD_CASES = [(name, attn) for name, f in FAMILIES.items() for attn in f.attn_implementations]
@@ -228,6 +231,21 @@ def test_forward_sharded(name, grid):
     if megatron:
         layout |= {"axes": FAMILIES[name].axes, "plan": MEGATRON_PLAN}
     _assert_forward(case, forward_module(case.model, [case.ids], world=world, exported=case.exported, **layout))
+    if megatron:  # tensor parallel for real: each row-parallel product's partial sums all-reduced over `shard`
+        counts = _collectives(case, world, layout)
+        assert counts["shard.all_reduce[1]"] == FAMILIES[name].row_parallel, counts
+
+
+def _collectives(case: ForwardCase, world: int, layout: dict[str, Any]) -> Counter[str]:
+    """The forward's shard collectives after partitioning, keyed with their grid axes."""
+    from shardc.context import make_context
+    from shardc.ir.locations import LocatingParser
+    from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline
+
+    text, _ = sharded_forward(case.model, [case.ids], world=world, exported=case.exported, **layout)
+    module = LocatingParser(make_context(), text, "<forward>").parse_module()
+    run_pipeline(module, PIPELINE[: PIPELINE.index("convert-shard-to-mpi")])
+    return count_collectives(module, by_axes=True)[case.exported.func_name]
 
 
 def test_megatron_axes_split_every_projection():
