@@ -317,6 +317,20 @@ def test_dropout_in_training_mode_is_refused_in_one_line():
         export_train_step(model, [ids], [ids], _causal_lm_loss)
 
 
+def test_op_shardc_cannot_read_is_one_line():
+    """An op torch-mlir emits that shardc does not know (OPT's cumsum was one) is one
+    line naming it and where it stands, not a parser traceback."""
+    import dataclasses
+
+    model = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    exported = export_module(model, (x,))
+    assert "linalg.generic" in exported.text
+    broken = dataclasses.replace(exported, text=exported.text.replace("linalg.generic", "tm_tensor.no_such_op", 1))
+    with pytest.raises(TorchTrainError, match=r"^shardc cannot read torch-mlir's import of @forward: <torch-mlir>:\d+:\d+: error: custom op 'tm_tensor.no_such_op' is unknown$"):
+        forward_module(model, [x], world=1, exported=broken)
+
+
 def test_gelu_tanh_is_exact():
     """`gelu(approximate="tanh")` (Gemma's activation) imports with sqrt(2/pi) itself:
     torch-mlir's own lowering takes pi as 22/7, 5e-5 off at |x| = 4. Float64, forward
