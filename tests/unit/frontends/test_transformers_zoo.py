@@ -4,19 +4,22 @@ attention mask, through shardc's torch frontend, against PyTorch's own numbers (
 
 - forward: unsharded, data parallel on 2 and 4 simulated ranks, Megatron tensor
   parallel on a 2x2 grid (attention and MLP input projections split by output features,
-  their output projections by input features, over `shard`); error relative to the
-  output's magnitude;
-- training (the decoders): 3 AdamW steps on 1 rank and on 2 data-parallel ranks equal to
-  `torch.optim.AdamW` (losses and parameters);
+  their output projections by input features, over `shard`: one all_reduce per
+  row-parallel projection); error relative to the output's magnitude;
+- training (the decoders and BART): 3 AdamW steps on 1 rank and on 2 data-parallel ranks
+  equal to `torch.optim.AdamW` (losses and parameters); the eager attention's imported
+  step equal to PyTorch's loss and gradients;
 - what the import had to learn: non-persistent buffers (rotary `inv_freq`, BERT's
   `position_ids`), a `ModelOutput` with a cache in it, every `attn_implementation`,
-  Gemma's 0-d `embed_scale` buffer, transformers' data-dependent mask checks under the
-  training import's `make_fx`.
+  Gemma's 0-d `embed_scale` buffer and its `gelu(approximate="tanh")`, transformers'
+  data-dependent mask checks under the training import's `make_fx`, dropout (refused in
+  one line), an op shardc cannot read (one line).
 
 A family is one row of FAMILIES. Left out, for reasons other engineers own: OPT and
 RoBERTa (`cumsum` position ids: `tm_tensor.scan`), BERT's training step (the
 `tm_tensor.scatter` of its token-type embedding's gradient in propagation), ViT and
-ResNet (convolutions).
+ResNet (convolutions). T5 is not called as `model(input_ids)` (it needs
+`decoder_input_ids` or `labels` as keywords).
 """
 
 from __future__ import annotations
@@ -151,7 +154,7 @@ FAMILIES = {
     "gemma": Family(_gemma, LLAMA_AXES, 2 * 7, 2 * 2, 64),  # 0-d embed_scale buffer, gelu(approximate="tanh")
     "gpt2": Family(_gpt2, GPT2_AXES, 2 * 4, 2 * 2, 64, attn_implementations=ATTN_ALL),  # fused Conv1D c_attn
     "bert": Family(_bert, BERT_AXES, 2 * 6, 2 * 2, 64, trains=False),  # masked LM, encoder; training: zoo-scan's scatter fix
-    "bart": Family(_bart, BART_AXES, 6 + 10, 2 + 3, 64, trains=False),  # encoder-decoder: decoder inputs shifted from input_ids
+    "bart": Family(_bart, BART_AXES, 6 + 10, 2 + 3, 64),  # encoder-decoder: decoder inputs shifted from input_ids
 }
 TRAINED = [name for name, f in FAMILIES.items() if f.trains]
 FORWARD_CASES = [(name, attn) for name, f in FAMILIES.items() for attn in f.attn_implementations]
@@ -300,7 +303,7 @@ def test_training_import_sees_tracing_like_torch_export():
         num_key_value_heads=2, use_cache=False,
     ))
     ids = _ids(64)
-    step = export_train_step(model, [ids], [ids], _causal_lm_loss)
+    step = export_train_step(model, [ids], [ids], _token_loss)
     assert "_local_scalar_dense" not in step.text and step.result_names[0] == "loss"
     assert not torch.compiler.is_compiling() and not torch.compiler.is_exporting()
 
@@ -314,7 +317,7 @@ def test_dropout_in_training_mode_is_refused_in_one_line():
     with pytest.raises(TorchTrainError, match=r"the forward of GPT2LMHeadModel draws random numbers .* model\.eval\(\)"):
         forward_module(model, [ids], world=1)
     with pytest.raises(TorchTrainError, match=r"the training step of GPT2LMHeadModel draws random numbers .* dropout probabilities to 0"):
-        export_train_step(model, [ids], [ids], _causal_lm_loss)
+        export_train_step(model, [ids], [ids], _token_loss)
 
 
 def test_op_shardc_cannot_read_is_one_line():
@@ -364,7 +367,9 @@ OPT = AdamWConfig(beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.01)
 LOSS_RTOL, PARAM_TOL = 1e-5, LR / 500
 
 
-def _causal_lm_loss(out, targets):
+def _token_loss(out, targets):
+    """Cross-entropy of the output's logits against target tokens (a causal LM's next
+    tokens; BART's decoder reads input_ids shifted right)."""
     return F.cross_entropy(out.logits.flatten(0, 1), targets.flatten())
 
 
@@ -383,7 +388,7 @@ def _reference(name: str) -> tuple[list[float], dict[str, np.ndarray]]:
         losses = []
         for ids, targets in _batches(FAMILIES[name].vocab):
             opt.zero_grad()
-            loss = _causal_lm_loss(model(ids), targets)
+            loss = _token_loss(model(ids), targets)
             loss.backward()
             opt.step()
             losses.append(loss.item())
@@ -403,10 +408,10 @@ def test_training_step_with_eager_attention(name):
 
     model = _built(name, "eager")
     ids, targets = _batches(FAMILIES[name].vocab)[0]
-    step = export_train_step(model, [ids], [targets], _causal_lm_loss)
+    step = export_train_step(model, [ids], [targets], _token_loss)
     state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     loss, *grads = run_program(step.text, [ids.numpy(), targets.numpy(), *(state[n].detach().numpy() for n in step.param_names + step.buffer_names)], ranks=1)
-    want = _causal_lm_loss(model(ids), targets)
+    want = _token_loss(model(ids), targets)
     want.backward()
     assert abs(float(loss) - want.item()) < LOSS_RTOL * abs(want.item())
     for n, g in zip(step.param_names, grads):
@@ -420,7 +425,7 @@ def test_training_equals_torch_adamw(name, world):
     model = _built(name)  # as built: training mode, use_cache on
     before = copy.deepcopy(model.state_dict())
     result = train_module(
-        model, _batches(FAMILIES[name].vocab), _causal_lm_loss, world=world, policy=ShardingPolicy(tp=1, zero=False),
+        model, _batches(FAMILIES[name].vocab), _token_loss, world=world, policy=ShardingPolicy(tp=1, zero=False),
         steps=STEPS, lr=LR, opt=OPT,
     )
     want_losses, want = _reference(name)
