@@ -26,11 +26,13 @@ from typing import Any
 
 
 def training_decompositions() -> dict[Any, Any]:
-    """torch-mlir's decomposition table and this module's additions."""
+    """The forward export's table (`shardc.frontends.torch.decomposition_table`) and this
+    module's additions."""
     import torch
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    table = dict(get_decomposition_table())
+    from shardc.frontends.torch import decomposition_table
+
+    table = decomposition_table()
     table[torch.ops.aten.avg_pool2d_backward.default] = avg_pool2d_backward
     table[torch.ops.aten.convolution_backward.default] = grouped_convolution_backward
     return table

@@ -10,10 +10,10 @@ PyTorch's own autograd, the layouts from logical axes named by parameter FQN.
     model.load_state_dict(result.state_dict(model))
 
 Import (`export_train_step`): `torch.func.grad_and_value` of `loss_fn(model(*inputs),
-*targets)` over the parameters, traced with `make_fx` (functionalized, torch-mlir's
-decomposition table, SDPA in its math form: torch-mlir has no CPU backward for the
-fused kernel; libraries see tracing as under torch.export, `torch.traced_as_export`, so
-transformers skips its data-dependent mask checks) and imported by
+*targets)` over the parameters, traced with `make_fx` (functionalized, decomposed by
+`torch_decomp.training_decompositions`, SDPA in its math form: torch-mlir has no CPU backward for
+the fused kernel; libraries see tracing as under torch.export, `torch.traced_as_export`,
+so transformers skips its data-dependent mask checks) and imported by
 `torch_mlir.fx.stateless_fx_import` as linalg-on-tensors:
 
     @train_step(inputs..., targets..., params(FQN)..., buffers(FQN)...) -> (loss, grads(FQN)...)
@@ -613,11 +613,19 @@ def _counters(table: Mapping[str, Mapping[str, int]]) -> dict[str, Counter[str]]
 
 
 def _parse(exported: ExportedStep) -> Any:
-    """torch-mlir's text as an xDSL module, with the rewrites sharding needs."""
+    """torch-mlir's text as an xDSL module, with the rewrites sharding needs; an op shardc
+    does not know is one line naming it and where torch-mlir emitted it."""
+    from xdsl.utils.exceptions import ParseError
+
     from shardc.context import make_context
     from shardc.ir.locations import LocatingParser
 
-    module = LocatingParser(make_context(), exported.text, "<torch-mlir>").parse_module()
+    try:
+        module = LocatingParser(make_context(), exported.text, "<torch-mlir>").parse_module()
+    except ParseError as e:
+        where = str(e).splitlines()[0] if str(e) else "<torch-mlir>"
+        message = e.args[1] if len(e.args) > 1 else str(e)
+        raise TorchTrainError(f"shardc cannot read torch-mlir's import of @{exported.func_name}: {where}: error: {message}") from None
     uncollapse_batch_matmuls(module)
     scatters_by_position(module)
     split_shared_fills(module)

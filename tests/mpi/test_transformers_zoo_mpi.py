@@ -1,0 +1,23 @@
+"""transformers decoders as their classes build them, under `mpiexec -n 2`: forward data
+parallel and Megatron tensor parallel, and 3 AdamW steps data parallel, equal to PyTorch
+(see transformers_zoo_main.py)."""
+
+from pathlib import Path
+
+import pytest
+from _mpiexec import run_ranks
+
+pytest.importorskip("torch", reason="needs the [torch] extra: pip install -e '.[torch]'")
+pytest.importorskip("torch_mlir", reason="needs the [torch] extra: pip install -e '.[torch]'")
+pytest.importorskip("transformers", reason="needs transformers (the [torch] extra)")
+
+MAIN = Path(__file__).resolve().parent / "transformers_zoo_main.py"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_decoder_forward_and_training_under_mpiexec(name):
+    p = run_ranks(2, [str(MAIN), name], 600.0)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    for check in ("forward dp", "forward megatron", "training losses", "training parameters"):
+        assert p.stdout.count(f"{check}: OK") == 2, p.stdout[-3000:]
