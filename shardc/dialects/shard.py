@@ -1740,7 +1740,8 @@ class _RootedOp(CollectiveOp, ABC):
 
 @_shard_op
 class AllGatherOp(CollectiveOp):
-    """Concatenates the group's tensors along `gather_axis`, on every device."""
+    """Concatenates the group's tensors along `gather_axis`, on every device. Takes
+    memrefs as well as tensors, as trunk does (its ShardToMPI lowers both)."""
 
     name = "shard.all_gather"
 
@@ -1748,13 +1749,15 @@ class AllGatherOp(CollectiveOp):
     gather_axis = prop_def(IntegerAttr[IndexType])
     result = result_def(AnyAttr())
 
+    INPUT: ClassVar = NON0_MEMREF_OR_TENSOR
+    RESULT: ClassVar = NON0_MEMREF_OR_TENSOR
     SAME: ClassVar = ("element_type", "rank")
     ASM_NAME: ClassVar = "all_gather"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
         f"$input `on` custom<GridRef>($grid) {_GRID_AXES} `gather_axis` `=` custom<IntegerProperty>($gather_axis) "
-        "attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<TensorTypeOf>(type($result))"
+        "attr-dict `:` type($input) `->` type($result)"
     )
 
     def verify_with_grid(self, grid: GridOp) -> None:
@@ -1960,7 +1963,7 @@ class ReduceOp(_RootedOp):
 @_shard_op
 class ReduceScatterOp(_RenamedProperties, CollectiveOp):
     """Reduction over the group, then each device keeps its slice along
-    `scatter_dim`."""
+    `scatter_dim`. Takes memrefs as well as tensors, as trunk does."""
 
     name = "shard.reduce_scatter"
 
@@ -1969,14 +1972,15 @@ class ReduceScatterOp(_RenamedProperties, CollectiveOp):
     scatter_dim = prop_def(IntegerAttr[IndexType])
     result = result_def(AnyAttr())
 
-    RESULT: ClassVar = RANKED_TENSOR
+    INPUT: ClassVar = NON0_MEMREF_OR_TENSOR
+    RESULT: ClassVar = MEMREF_OR_RANKED_TENSOR
     SAME: ClassVar = ("rank",)
     ASM_NAME: ClassVar = "reduce_scatter"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
         f"$input `on` custom<GridRef>($grid) {_GRID_AXES} (`reduction` `=` $reduction^)? "
-        "custom<ScatterDim>($scatter_dim) attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<RankedTensorTypeOf>(type($result))"
+        "custom<ScatterDim>($scatter_dim) attr-dict `:` type($input) `->` type($result)"
     )
 
     def verify_with_grid(self, grid: GridOp) -> None:

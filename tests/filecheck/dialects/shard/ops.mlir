@@ -244,11 +244,20 @@ func.func @halos(%arg0: tensor<6x6xf32>, %m: memref<6x6xf32>, %h: i64) -> tensor
 // CHECK: shard.all_reduce %{{.*}} on @g : memref<f32> -> memref<f32>
 // CHECK: shard.update_halo %{{.*}} on @g split_axes = {{\[\[}}0]] halo_sizes = [1, 1] : memref<6xf32>
 // CHECK: shard.shift %{{.*}} on @g grid_axes = [0] shift_axis = 0 offset = -1 rotate : tensor<?xf32> -> tensor<4xf32>
+// Trunk's all_gather and reduce_scatter take memrefs too (and a memref in, a tensor out).
+// CHECK: %all_gather = shard.all_gather %{{.*}} on @g grid_axes = [1] gather_axis = 0 : memref<2x5xi8> -> memref<6x5xi8>
+// CHECK: %reduce_scatter = shard.reduce_scatter %{{.*}} on @g grid_axes = [0] reduction = min scatter_dim = 1 : memref<2x6xi8> -> memref<2x3xi8>
+// CHECK: shard.reduce_scatter %{{.*}} on @g grid_axes = [1] scatter_dim = 0 : memref<6x5xi8> -> tensor<2x5xi8>
+// GENERIC-LABEL: sym_name = "memref_collectives"
+// GENERIC: "shard.all_gather"(%{{.*}}) <{gather_axis = 0 : index, grid = @g, grid_axes = array<i16: 1>}> : (memref<2x5xi8>) -> memref<6x5xi8>
 shard.grid @g(shape = 2x3)
-func.func @memref_collectives(%m: memref<4x?xf32>, %s: memref<f32>, %h: memref<6xf32>, %t: tensor<?xf32>) {
+func.func @memref_collectives(%m: memref<4x?xf32>, %s: memref<f32>, %h: memref<6xf32>, %t: tensor<?xf32>, %b: memref<2x5xi8>, %c: memref<2x6xi8>, %d: memref<6x5xi8>) {
   %0 = shard.all_reduce %m on @g grid_axes = [1] : memref<4x?xf32> -> memref<4x?xf64>
   %1 = shard.all_reduce %s on @g : memref<f32> -> memref<f32>
   %2 = shard.update_halo %h on @g split_axes = [[0]] halo_sizes = [1, 1] : memref<6xf32>
   %3 = shard.shift %t on @g grid_axes = [0] shift_axis = 0 offset = -1 rotate : tensor<?xf32> -> tensor<4xf32>
+  %4 = shard.all_gather %b on @g grid_axes = [1] gather_axis = 0 : memref<2x5xi8> -> memref<6x5xi8>
+  %5 = shard.reduce_scatter %c on @g grid_axes = [0] reduction = min scatter_dim = 1 : memref<2x6xi8> -> memref<2x3xi8>
+  %6 = shard.reduce_scatter %d on @g grid_axes = [1] scatter_dim = 0 : memref<6x5xi8> -> tensor<2x5xi8>
   return
 }

@@ -145,24 +145,6 @@ shard.grid @g(shape = 4x99999999999999999999)
 // -----
 
 shard.grid @g(shape = 2x3)
-func.func @all_gather_memref(%a: memref<4xf32>) {
-  // expected-error @+1 {{custom op 'shard.all_gather' invalid kind of type specified}}
-  %0 = shard.all_gather %a on @g grid_axes = [0] gather_axis = 0 : memref<4xf32> -> tensor<8xf32>
-  return
-}
-
-// -----
-
-shard.grid @g(shape = 2x3)
-func.func @reduce_scatter_memref_result(%a: tensor<4xf32>) {
-  // expected-error @+1 {{custom op 'shard.reduce_scatter' invalid kind of type specified: expected builtin.tensor, but found 'memref<2xf32>'}}
-  %0 = shard.reduce_scatter %a on @g grid_axes = [0] scatter_axis = 0 : tensor<4xf32> -> memref<2xf32>
-  return
-}
-
-// -----
-
-shard.grid @g(shape = 2x3)
 func.func @shard_memref(%a: memref<4xf32>, %s: !shard.sharding) {
   // expected-error @+1 {{custom op 'shard.shard' invalid kind of type specified: expected builtin.tensor, but found 'memref<4xf32>'}}
   %0 = shard.shard %a to %s : memref<4xf32>
