@@ -1642,7 +1642,8 @@ class ShardOp(IRDLOperation):
         return self.properties.get("annotate_for_users") is not None
 
     def get_asm_result_names(self) -> Sequence[str | None]:
-        return ["sharding_annotated"]
+        # trunk's name (MLIR 22.1.8 printed `%sharding_annotated`)
+        return ["sharded"]
 
     def verify_(self) -> None:
         _check_type(self, "operand", 0, self.src.type, RANKED_TENSOR)

@@ -235,7 +235,7 @@ func.func @f(%a: tensor<4x4xf32>, %i: index) {
 
 EXPECTED_NAMES = {
     "shard.sharding": ["sharding"],
-    "shard.shard": ["sharding_annotated"],
+    "shard.shard": ["sharded"],
     "shard.grid_shape": ["grid_shape", None],
     "shard.process_multi_index": ["proc_linear_idx", None],
     "shard.process_linear_index": ["proc_linear_idx"],
