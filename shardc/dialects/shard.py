@@ -160,8 +160,15 @@ class GridAxesArrayAttr(ParametrizedAttribute, OpaqueSyntaxAttribute):
     def __init__(self, axes: Iterable[Iterable[int]] | ArrayAttr[GridAxesAttr]):
         if not isinstance(axes, ArrayAttr):
             axes = ArrayAttr(grid_axes_attr(sub) for sub in axes)
-        # MLIR's syntax has at least one sub-array: a replicated value is `[[]]`, never `[]`.
+        # MLIR's syntax has at least one sub-array: a replicated value is `[[]]`; only a
+        # 0-d value's sharding is `[]` (see `for_scalar`).
         super().__init__(axes if axes.data else ArrayAttr((grid_axes_attr(),)))
+
+    @classmethod
+    def for_scalar(cls) -> GridAxesArrayAttr:
+        """`[]`: what trunk's propagation gives a 0-d tensor (no dimension to split), and
+        prints; mlir-opt does not read it back, shardc does."""
+        return cls.new((ArrayAttr(()),))
 
     def as_tuple(self) -> tuple[tuple[int, ...], ...]:
         cached = self.__dict__.get("_shardc_tuple")
@@ -702,11 +709,13 @@ def _parse_grid_axes(parser: AttrParser, prefix: str) -> tuple[list[int], _Parse
 
 
 def _parse_split_axes(parser: AttrParser, prefix: str) -> list[GridAxesAttr]:
-    """`[[0], [], [1, 2]]`, MLIR's `[` $axes `]` for GridAxesArrayAttr: at least one
-    sub-array, so `[]` is rejected as mlir-opt rejects it."""
+    """`[[0], [], [1, 2]]`, MLIR's `[` $axes `]` for GridAxesArrayAttr; also `[]`, which
+    mlir-opt prints for a 0-d value's sharding but does not read back."""
     if parser.parse_optional_punctuation("[") is None:
         _fail(parser, [(_after_previous_token(parser), "expected '['")])
     subs: list[GridAxesAttr] = []
+    if parser.parse_optional_punctuation("]") is not None:
+        return subs
     while True:
         axes, errors = _parse_grid_axes(parser, prefix)
         if errors:
@@ -762,7 +771,8 @@ class SplitAxes(CustomDirective):
     axes: AttributeVariable
 
     def parse(self, parser: Parser, state: ParsingState) -> None:
-        self.axes.set(state, GridAxesArrayAttr(ArrayAttr(_parse_split_axes(parser, _custom_op(state)))))
+        subs = _parse_split_axes(parser, _custom_op(state))
+        self.axes.set(state, GridAxesArrayAttr(ArrayAttr(subs)) if subs else GridAxesArrayAttr.for_scalar())
 
     def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
         state.print_whitespace(printer)

@@ -111,6 +111,7 @@ from shardc.interfaces.sharding import (
     operand_annotation,
     pass_cache,
     result_annotation,
+    split_axes_attr_for,
     verify_sharding_interface_impl,
 )
 
@@ -1070,7 +1071,7 @@ def _point_after(value: SSAValue) -> InsertPoint:
 
 
 def _build_annotation(sharding: ShardingInfo, value: SSAValue) -> ShardingOp:
-    op = ShardingOp(sharding.grid, sharding.split_axes)
+    op = ShardingOp(sharding.grid, split_axes_attr_for(sharding, value))
     if isinstance(value, OpResult):
         op.location = value.op.location
     return op

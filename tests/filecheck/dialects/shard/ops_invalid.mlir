@@ -225,6 +225,7 @@ func.func @shard_shape_result(%s: !shard.sharding) {
 
 // -----
 
+// ORACLE-SKIP: trunk's all_gather/reduce_scatter take memrefs (MLIR 22.1.8's: tensors only).
 shard.grid @g(shape = 2x3)
 func.func @all_gather_scalar(%arg0: tensor<f32>) -> tensor<2xf32> {
   // expected-error @+1 {{'shard.all_gather' op operand #0 must be non-0-ranked.memref of any type values or non-0-ranked.tensor of any type values, but got 'tensor<f32>'}}
@@ -665,6 +666,7 @@ func.func @gather_axis_type(%arg0: tensor<4xf32>) -> tensor<8xf32> {
 
 // -----
 
+// ORACLE-SKIP: trunk's all_gather/reduce_scatter take memrefs (MLIR 22.1.8's: tensors only).
 shard.grid @g(shape = 2x3)
 func.func @all_gather_vector(%arg0: vector<4xf32>) -> memref<8xf32> {
   // Memrefs and tensors only (trunk lowers both), never vectors.
@@ -675,6 +677,7 @@ func.func @all_gather_vector(%arg0: vector<4xf32>) -> memref<8xf32> {
 
 // -----
 
+// ORACLE-SKIP: trunk's all_gather/reduce_scatter take memrefs (MLIR 22.1.8's: tensors only).
 shard.grid @g(shape = 2x3)
 func.func @reduce_scatter_scalar_memref(%arg0: memref<f32>) -> memref<f32> {
   // expected-error @+1 {{'shard.reduce_scatter' op operand #0 must be non-0-ranked.memref of any type values or non-0-ranked.tensor of any type values, but got 'memref<f32>'}}
@@ -684,6 +687,7 @@ func.func @reduce_scatter_scalar_memref(%arg0: memref<f32>) -> memref<f32> {
 
 // -----
 
+// ORACLE-SKIP: trunk's all_gather/reduce_scatter take memrefs (MLIR 22.1.8's: tensors only).
 shard.grid @g(shape = 2x3)
 func.func @reduce_scatter_memref_shape(%arg0: memref<4x3xf32>) -> memref<3x3xf32> {
   // expected-error @+1 {{Dimension size mismatch for result axis 0. Expected 2, but got 3.}}

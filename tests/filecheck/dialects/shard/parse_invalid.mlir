@@ -69,36 +69,6 @@ func.func @split_axes_overflow_generic() {
 // -----
 
 shard.grid @g(shape = 2x3)
-func.func @split_axes_empty() {
-  // expected-error @+2 {{expected '['}}
-  // expected-error @+1 {{custom op 'shard.sharding' failed to parse Shard_GridAxesArrayAttr parameter 'axes' which is to be a `::llvm::ArrayRef<GridAxesAttr>`}}
-  %s = shard.sharding @g split_axes = [] : !shard.sharding
-  return
-}
-
-// -----
-
-shard.grid @g(shape = 2x3)
-func.func @split_axes_empty_generic() {
-  // expected-error @+2 {{expected '['}}
-  // expected-error @+1 {{failed to parse Shard_GridAxesArrayAttr parameter 'axes' which is to be a `::llvm::ArrayRef<GridAxesAttr>`}}
-  %s = "shard.sharding"() <{grid = @g, operandSegmentSizes = array<i32: 0, 0>, split_axes = #shard<axisarray[]>}> : () -> !shard.sharding
-  return
-}
-
-// -----
-
-shard.grid @g(shape = 2x3)
-func.func @halo_split_axes_empty(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+2 {{expected '['}}
-  // expected-error @+1 {{custom op 'shard.update_halo' failed to parse Shard_GridAxesArrayAttr parameter 'axes' which is to be a `::llvm::ArrayRef<GridAxesAttr>`}}
-  %0 = shard.update_halo %a on @g split_axes = [] : tensor<4xf32>
-  return %0 : tensor<4xf32>
-}
-
-// -----
-
-shard.grid @g(shape = 2x3)
 func.func @root_overflow(%a: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+2 {{custom op 'shard.broadcast' integer value too large}}
   // expected-error @+1 {{custom op 'shard.broadcast' expected SSA value or integer}}
