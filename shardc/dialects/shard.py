@@ -160,8 +160,15 @@ class GridAxesArrayAttr(ParametrizedAttribute, OpaqueSyntaxAttribute):
     def __init__(self, axes: Iterable[Iterable[int]] | ArrayAttr[GridAxesAttr]):
         if not isinstance(axes, ArrayAttr):
             axes = ArrayAttr(grid_axes_attr(sub) for sub in axes)
-        # MLIR's syntax has at least one sub-array: a replicated value is `[[]]`, never `[]`.
+        # MLIR's syntax has at least one sub-array: a replicated value is `[[]]`; only a
+        # 0-d value's sharding is `[]` (see `for_scalar`).
         super().__init__(axes if axes.data else ArrayAttr((grid_axes_attr(),)))
+
+    @classmethod
+    def for_scalar(cls) -> GridAxesArrayAttr:
+        """`[]`: what trunk's propagation gives a 0-d tensor (no dimension to split), and
+        prints; mlir-opt does not read it back, shardc does."""
+        return cls.new((ArrayAttr(()),))
 
     def as_tuple(self) -> tuple[tuple[int, ...], ...]:
         cached = self.__dict__.get("_shardc_tuple")
@@ -702,11 +709,13 @@ def _parse_grid_axes(parser: AttrParser, prefix: str) -> tuple[list[int], _Parse
 
 
 def _parse_split_axes(parser: AttrParser, prefix: str) -> list[GridAxesAttr]:
-    """`[[0], [], [1, 2]]`, MLIR's `[` $axes `]` for GridAxesArrayAttr: at least one
-    sub-array, so `[]` is rejected as mlir-opt rejects it."""
+    """`[[0], [], [1, 2]]`, MLIR's `[` $axes `]` for GridAxesArrayAttr; also `[]`, which
+    mlir-opt prints for a 0-d value's sharding but does not read back."""
     if parser.parse_optional_punctuation("[") is None:
         _fail(parser, [(_after_previous_token(parser), "expected '['")])
     subs: list[GridAxesAttr] = []
+    if parser.parse_optional_punctuation("]") is not None:
+        return subs
     while True:
         axes, errors = _parse_grid_axes(parser, prefix)
         if errors:
@@ -762,7 +771,8 @@ class SplitAxes(CustomDirective):
     axes: AttributeVariable
 
     def parse(self, parser: Parser, state: ParsingState) -> None:
-        self.axes.set(state, GridAxesArrayAttr(ArrayAttr(_parse_split_axes(parser, _custom_op(state)))))
+        subs = _parse_split_axes(parser, _custom_op(state))
+        self.axes.set(state, GridAxesArrayAttr(ArrayAttr(subs)) if subs else GridAxesArrayAttr.for_scalar())
 
     def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
         state.print_whitespace(printer)
@@ -1642,7 +1652,8 @@ class ShardOp(IRDLOperation):
         return self.properties.get("annotate_for_users") is not None
 
     def get_asm_result_names(self) -> Sequence[str | None]:
-        return ["sharding_annotated"]
+        # trunk's name (MLIR 22.1.8 printed `%sharding_annotated`)
+        return ["sharded"]
 
     def verify_(self) -> None:
         _check_type(self, "operand", 0, self.src.type, RANKED_TENSOR)
@@ -1740,7 +1751,8 @@ class _RootedOp(CollectiveOp, ABC):
 
 @_shard_op
 class AllGatherOp(CollectiveOp):
-    """Concatenates the group's tensors along `gather_axis`, on every device."""
+    """Concatenates the group's tensors along `gather_axis`, on every device. Takes
+    memrefs as well as tensors, as trunk does (its ShardToMPI lowers both)."""
 
     name = "shard.all_gather"
 
@@ -1748,13 +1760,15 @@ class AllGatherOp(CollectiveOp):
     gather_axis = prop_def(IntegerAttr[IndexType])
     result = result_def(AnyAttr())
 
+    INPUT: ClassVar = NON0_MEMREF_OR_TENSOR
+    RESULT: ClassVar = NON0_MEMREF_OR_TENSOR
     SAME: ClassVar = ("element_type", "rank")
     ASM_NAME: ClassVar = "all_gather"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
         f"$input `on` custom<GridRef>($grid) {_GRID_AXES} `gather_axis` `=` custom<IntegerProperty>($gather_axis) "
-        "attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<TensorTypeOf>(type($result))"
+        "attr-dict `:` type($input) `->` type($result)"
     )
 
     def verify_with_grid(self, grid: GridOp) -> None:
@@ -1960,7 +1974,7 @@ class ReduceOp(_RootedOp):
 @_shard_op
 class ReduceScatterOp(_RenamedProperties, CollectiveOp):
     """Reduction over the group, then each device keeps its slice along
-    `scatter_dim`."""
+    `scatter_dim`. Takes memrefs as well as tensors, as trunk does."""
 
     name = "shard.reduce_scatter"
 
@@ -1969,14 +1983,15 @@ class ReduceScatterOp(_RenamedProperties, CollectiveOp):
     scatter_dim = prop_def(IntegerAttr[IndexType])
     result = result_def(AnyAttr())
 
-    RESULT: ClassVar = RANKED_TENSOR
+    INPUT: ClassVar = NON0_MEMREF_OR_TENSOR
+    RESULT: ClassVar = MEMREF_OR_RANKED_TENSOR
     SAME: ClassVar = ("rank",)
     ASM_NAME: ClassVar = "reduce_scatter"
     traits = traits_def(Pure(), _EmptyGridAxesCanonicalization())
     custom_directives = _DIRECTIVES
     assembly_format = (
         f"$input `on` custom<GridRef>($grid) {_GRID_AXES} (`reduction` `=` $reduction^)? "
-        "custom<ScatterDim>($scatter_dim) attr-dict `:` custom<TensorTypeOf>(type($input)) `->` custom<RankedTensorTypeOf>(type($result))"
+        "custom<ScatterDim>($scatter_dim) attr-dict `:` type($input) `->` type($result)"
     )
 
     def verify_with_grid(self, grid: GridOp) -> None:

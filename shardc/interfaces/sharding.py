@@ -55,6 +55,7 @@ from xdsl.traits import ConstantLike
 from shardc.dialects.shard import (
     DYNAMIC,
     GetShardingOp,
+    GridAxesArrayAttr,
     GridOp,
     ReductionKind,
     Sharding,
@@ -864,9 +865,19 @@ def _insertion_after_value(value: SSAValue) -> InsertPoint:
 
 
 def _build_sharding(sharding: ShardingInfo, value: SSAValue) -> ShardingOp:
-    op = ShardingOp(sharding.grid, sharding.split_axes, halo_sizes=sharding.sharding.static_halo_sizes)
+    op = ShardingOp(sharding.grid, split_axes_attr_for(sharding, value), halo_sizes=sharding.sharding.static_halo_sizes)
     op.location = _location_of(value)
     return op
+
+
+def split_axes_attr_for(
+    sharding: ShardingInfo, value: SSAValue
+) -> GridAxesArrayAttr | tuple[tuple[int, ...], ...]:
+    """The split axes to write for `value`: trunk's `[]` for a 0-d tensor not split (it
+    has no dimension), the sharding's own otherwise (`[[]]` at least)."""
+    if ranked_tensor_rank(value.type) == 0 and not any(sharding.split_axes):
+        return GridAxesArrayAttr.for_scalar()
+    return sharding.split_axes
 
 
 def _location_of(value: SSAValue):

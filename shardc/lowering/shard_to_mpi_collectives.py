@@ -112,6 +112,14 @@ class _Collective:
         return self.e.linearize_in_group(index, group_shape(self.shape, self.axes))
 
 
+def _static_shape(value: SSAValue) -> tuple[int, ...] | None:
+    """The shape of a tensor or memref value when every size is static."""
+    t = value.type
+    if not isinstance(t, TensorType | MemRefType) or any(d < 0 for d in t.get_shape()):
+        return None
+    return tuple(t.get_shape())
+
+
 def _check_kind(op: Operation, kind: ReductionKind) -> mpi.ReductionOp:
     if kind not in _MPI_REDUCTION:
         raise fail(
@@ -234,8 +242,9 @@ def lower_all_gather(op: shard.AllGatherOp | shard.GatherOp, rewriter: PatternRe
     axis and merge. shard.gather computes the root's result on every process."""
     c = _Collective(op, rewriter)
     axis = op.gather_axis.value.data
-    in_shape, _ = c.static_type(op.input)
-    out_shape, _ = c.static_type(op.result)
+    in_shape, out_shape = _static_shape(op.input), _static_shape(op.result)
+    if in_shape is None or out_shape is None:
+        raise fail(op, "Input/result must be statically shaped memrefs in contiguous row-major layout.")
     n = _axis_factor(op, in_shape, out_shape, axis, "gather", ("input", "result"))
     if n == 1:
         rewriter.replace(op, [], [op.input])
@@ -269,8 +278,13 @@ def lower_reduce_scatter(op: shard.ReduceScatterOp, rewriter: PatternRewriter) -
     c = _Collective(op, rewriter)
     axis = op.scatter_dim.value.data
     reduction = _check_kind(op, ReductionKind(op.reduction.data))
-    in_shape, elem = c.static_type(op.input)
-    out_shape, _ = c.static_type(op.result)
+    out_shape = _static_shape(op.result)
+    if out_shape is None:
+        raise fail(op, "Result must be a statically shaped memref in contiguous row-major layout.")
+    in_shape = _static_shape(op.input)
+    if in_shape is None:
+        raise fail(op, "Input must be a statically shaped memref in contiguous row-major layout.")
+    elem = op.result.type.get_element_type()  # pyright: ignore[reportAttributeAccessIssue]
     n = _axis_factor(op, out_shape, in_shape, axis, "scatter", ("output", "input"))
     if n != c.size:
         raise fail(

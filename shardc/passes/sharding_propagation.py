@@ -60,7 +60,8 @@ than one block, an op with no sharding implementation (not a terminator, not a c
 not an annotation), options that cannot be computed. Like mlir-opt, a failed traversal
 does not stop the next one, and errors the interface reports while options are tried do
 not fail the pass by themselves. Completing, only a function of several blocks is an
-error; declarations are skipped.
+error, and so is a declaration
+(trunk's `'func.func' op only one block is supported!`).
 
 With `explain=true`, every annotation the traversals insert says which user annotations
 its sharding came from and through which ops, and every op and argument the completion
@@ -110,6 +111,7 @@ from shardc.interfaces.sharding import (
     operand_annotation,
     pass_cache,
     result_annotation,
+    split_axes_attr_for,
     verify_sharding_interface_impl,
 )
 
@@ -981,6 +983,8 @@ class Completion:
                 op.operands[index] = shard.result
 
     def normalize_value(self, value: SSAValue) -> None:
+        if isinstance(value, BlockArgument) and self.merge_agreeing_annotations(value):
+            return
         only = value.get_unique_use()
         if only is not None and isinstance(only.operation, ShardOp) and only.index == 0:
             # Partition reads an argument through any one annotation, a result through
@@ -1030,6 +1034,41 @@ class Completion:
             return a.is_before_in_block(b)
         return i < j
 
+    def merge_agreeing_annotations(self, arg: BlockArgument) -> bool:
+        """An argument read only through annotations for users that agree (what the
+        traversals leave on an unannotated argument with several uses): those become
+        one, the first, which partition and shardc-run read. That is upstream's result
+        after cse, with no producer annotation added. False (nothing done) otherwise."""
+        uses = list(arg.uses)
+        if len(uses) < 2:
+            return False
+        annotations: list[ShardOp] = []
+        for use in uses:
+            user = use.operation
+            if not (isinstance(user, ShardOp) and user.for_users and use.index == 0):
+                return False
+            if user.parent_block() is not self.block:
+                return False
+            annotations.append(user)
+        first = annotations[0]
+        for a in annotations[1:]:
+            if self.before(a, first):
+                first = a
+        sharding = ShardingInfo.of(first.sharding)
+        if not all(sharding.same_as(ShardingInfo.of(a.sharding)) for a in annotations):
+            return False
+        for other in annotations:
+            if other is first:
+                continue
+            other.result.replace_all_uses_with(first.result)
+            sharding_op = other.sharding.owner
+            other.detach()
+            other.erase()
+            if isinstance(sharding_op, ShardingOp) and not sharding_op.result.uses:
+                sharding_op.detach()
+                sharding_op.erase()
+        return True
+
     def sharding_of_value(self, value: SSAValue) -> ShardingInfo | None:
         if isinstance(value, BlockArgument):
             return self.args.get(value)
@@ -1078,7 +1117,7 @@ def _point_after(value: SSAValue) -> InsertPoint:
 
 
 def _build_annotation(sharding: ShardingInfo, value: SSAValue) -> ShardingOp:
-    op = ShardingOp(sharding.grid, sharding.split_axes, halo_sizes=sharding.sharding.static_halo_sizes)
+    op = ShardingOp(sharding.grid, split_axes_attr_for(sharding, value), halo_sizes=sharding.sharding.static_halo_sizes)
     if isinstance(value, OpResult):
         op.location = value.op.location
     return op
@@ -1170,8 +1209,7 @@ def propagate_function(
 ) -> bool:
     """Run the traversals on one function, then (`complete`) the completion; False if
     the function cannot be propagated (upstream's failures when not `complete`)."""
-    if complete and not function.body.blocks:
-        return True  # a declaration: nothing to annotate
+    # A declaration (no block) is refused too, as trunk does, completing or not.
     if len(function.body.blocks) != 1:
         emit_op_error(function, "only one block is supported!")
         return False

@@ -48,6 +48,8 @@ def sample(m, grid: tuple[int, ...]) -> list:
             picked = group if name == "update_halo" else group[:: max(1, len(group) // 6)]
         else:
             picked = [group[0], group[len(group) // 2], group[-1]]
+        if name in ("all_gather", "reduce_scatter"):  # trunk's memref forms, over the widest group
+            picked.append([c for c in group if "-memref-" in c.id][-1])
         out += [c for i, c in enumerate(picked) if c not in picked[:i]]
     return out + m.halo_cases(grid, big=True)
 

@@ -46,6 +46,9 @@ class Chunk:
 _TRUNK_SPELLINGS = (
     # shard.reduce_scatter / shard.scatter: trunk renamed the property.
     (re.compile(r"\bscatter_axis = "), "scatter_dim = "),
+    # shard.shard's result: trunk names it `%sharded` (same numbering).
+    (re.compile(r"%sharding_annotated\b"), "%sharded"),
+    (re.compile(r"%sharding_annotated_(\d+)\b"), r"%sharded_\1"),
     # shard.grid visibility: trunk writes it before the name.
     (
         re.compile(r'shard\.grid @([\w$.-]+)\((shape = [^)]*)\) \{sym_visibility = ("\w+")\}'),

@@ -44,3 +44,22 @@ func.func @recv_any_source(%arg0: tensor<4xf32>) -> tensor<4xf32> {
   %0 = shard.recv %arg0 on @grid grid_axes = [0] : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// Trunk's messages for the memref forms of all_gather and reduce_scatter.
+shard.grid @grid(shape = 2x2)
+func.func @all_gather_dynamic_memref(%arg0: memref<?x4xf32>) -> memref<?x4xf32> {
+  // expected-error @+1 {{Input/result must be statically shaped memrefs in contiguous row-major layout.}}
+  %0 = shard.all_gather %arg0 on @grid grid_axes = [0] gather_axis = 0 : memref<?x4xf32> -> memref<?x4xf32>
+  return %0 : memref<?x4xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 2x2)
+func.func @reduce_scatter_dynamic_result(%arg0: memref<4x3xf32>) -> memref<?x3xf32> {
+  // expected-error @+1 {{Result must be a statically shaped memref in contiguous row-major layout.}}
+  %0 = shard.reduce_scatter %arg0 on @grid grid_axes = [1] scatter_dim = 0 : memref<4x3xf32> -> memref<?x3xf32>
+  return %0 : memref<?x3xf32>
+}

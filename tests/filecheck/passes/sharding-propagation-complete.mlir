@@ -30,12 +30,17 @@ func.func @two_users(%x: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) 
   return %r0, %r1 : tensor<8x8xf32>, tensor<8x8xf32>
 }
 
-// An argument without annotation, read by two ops that want [[0], [1]]: it takes that
-// sharding (a producer annotation of the argument, which shardc-run scatters by).
+// An argument without annotation, read by two ops that both want [[0], [1]]: as in trunk
+// (after cse), one annotation for users serves both, no producer annotation is added;
+// partition and shardc-run read the argument's sharding from it.
 // CHECK-LABEL: func.func @unannotated_argument
 // CHECK-SAME: (%[[X:.*]]: tensor<8x6xf32>, %[[Y:.*]]: tensor<8x6xf32>)
-// CHECK-NEXT: %[[S:.*]] = shard.sharding @g split_axes = {{\[\[}}0], [1]]
-// CHECK-NEXT: shard.shard %[[Y]] to %[[S]] : tensor<8x6xf32>
+// CHECK: %[[S:.*]] = shard.sharding @g split_axes = {{\[\[}}0], [1]]
+// CHECK-NEXT: shard.shard %[[X]] to %[[S]] annotate_for_users
+// CHECK-NEXT: %[[SY:.*]] = shard.sharding @g split_axes = {{\[\[}}0], [1]]
+// CHECK-NEXT: %[[YA:.*]] = shard.shard %[[Y]] to %[[SY]] annotate_for_users : tensor<8x6xf32>
+// CHECK-NOT: shard.shard %[[Y]]
+// CHECK: tosa.exp %[[YA]]
 // PART-LABEL: func.func @unannotated_argument
 // PART-SAME: tensor<4x3xf32>, %{{.*}}: tensor<4x3xf32>) -> tensor<4x3xf32>
 // PART-NOT: shard.all

@@ -2,9 +2,9 @@
 // RUN: not shardc-opt --pass-pipeline="builtin.module(func.func(sharding-propagation))" %s 2>&1 | filecheck %s --check-prefix=OPEN
 
 // Upstream's errors (complete=false). With the completion (the default) shardc does
-// better on two of them: a declaration has nothing to annotate, and an op without a
-// sharding interface runs replicated with a warning; a function of several blocks stays
-// an error.
+// better on one of them: an op without a sharding interface runs replicated with a
+// warning. A function of several blocks, or of none (a declaration), stays an error, as
+// in trunk (whose default run refuses a declaration).
 
 shard.grid @g(shape = 4)
 
@@ -23,7 +23,8 @@ func.func @branches(%x: tensor<8xf32>) -> tensor<8xf32> {
 // CHECK: error: 'func.call' op sharding interface is not implemented.
 // OPEN-NOT: sharding interface is not implemented
 // OPEN: warning: 'func.call' has no sharding interface: it runs fully replicated
-// OPEN: error: 'func.func' op only one block is supported!
+// OPEN: sharding-propagation-failed.mlir:12:1: error: 'func.func' op only one block is supported!
+// OPEN: sharding-propagation-failed.mlir:15:1: error: 'func.func' op only one block is supported!
 // OPEN-NOT: only one block is supported
 func.func @no_model(%x: tensor<8xf32>) -> tensor<8xf32> {
   %s = shard.sharding @g split_axes = [[0]] : !shard.sharding

@@ -137,6 +137,9 @@ def collective_cases(grid: tuple[int, ...]) -> list[Case]:
             out.append(Case(f"all_slice-{axis}-{g}-{ax}", grid, _unary("f", f"shard.all_slice %x on @g{_ga(axes)} slice_axis = {axis}", _ty("tensor", out_shape, "f64"), _ty("tensor", (2, 3), "f64")), _data(out_shape, "f64", 5)))
             for kind in ("sum", "max"):
                 out.append(Case(f"reduce_scatter-{kind}-{axis}-{g}-{ax}", grid, _unary("f", f"shard.reduce_scatter %x on @g{_ga(axes)} reduction = {kind} scatter_axis = {axis}", _ty("tensor", out_shape, "f64"), _ty("tensor", (2, 3), "f64")), _data(out_shape, "f64", 6)))
+            # trunk's memref forms: a fresh result buffer (the input may be a function argument)
+            out.append(Case(f"all_gather-memref-{axis}-{g}-{ax}", grid, _unary("f", f"shard.all_gather %x on @g{_ga(axes)} gather_axis = {axis}", _ty("memref", (2, 3), "f32"), _ty("memref", out_shape, "f32")), _data((2, 3), "f32", 19)))
+            out.append(Case(f"reduce_scatter-memref-{axis}-{g}-{ax}", grid, _unary("f", f"shard.reduce_scatter %x on @g{_ga(axes)} reduction = max scatter_dim = {axis}", _ty("memref", out_shape, "i32"), _ty("memref", (2, 3), "i32")), _data(out_shape, "i32", 20)))
         for split, concat in ((0, 1), (1, 0), (0, 0)):
             in_shape = [2, 3]
             in_shape[split] *= k

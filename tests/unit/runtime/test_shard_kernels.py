@@ -168,6 +168,34 @@ def test_reduce_scatter(grid, axes, kind):
         np.testing.assert_allclose(y, full[:, 3 * me : 3 * me + 3])
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+def test_reduce_scatter_memref(axis):
+    """Trunk's memref form: the result is a fresh buffer, the input is left as it was."""
+    grid, axes = (2, 3), (1,)
+    shape = (6, 4) if axis == 0 else (2, 6)
+    part = (2, 4) if axis == 0 else (2, 2)
+    text = unary_prog(grid, f"shard.reduce_scatter %x on @g{ga(axes)} scatter_dim = {axis}", f"memref<{shape[0]}x{shape[1]}xf32>", f"memref<{part[0]}x{part[1]}xf32>")
+    X = inputs(grid, shape, np.float32)
+    given = [x.copy() for x in X]
+    for r, y in enumerate(run_prog(text, grid, [(x,) for x in given])):
+        mem = group(r, grid, axes)
+        me = mem.index(r)
+        full = np.sum(np.stack([X[q] for q in mem]), 0)
+        want = np.split(full, 3, axis=axis)[me]
+        np.testing.assert_allclose(y, want, rtol=1e-6)
+        np.testing.assert_array_equal(given[r], X[r])
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_all_gather_memref(axis):
+    grid, axes = (2, 2), (0, 1)
+    out = (8, 3) if axis == 0 else (2, 12)
+    text = unary_prog(grid, f"shard.all_gather %x on @g{ga(axes)} gather_axis = {axis}", "memref<2x3xi32>", f"memref<{out[0]}x{out[1]}xi32>")
+    X = inputs(grid, (2, 3), np.int32)
+    for r, y in enumerate(run_prog(text, grid, [(x,) for x in X])):
+        np.testing.assert_array_equal(y, np.concatenate([X[q] for q in group(r, grid, axes)], axis=axis))
+
+
 def root_of(grid, axes):
     """The last in-group device, as multi-index over axes."""
     return [grid[a] - 1 for a in axes]

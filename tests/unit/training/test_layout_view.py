@@ -98,8 +98,8 @@ def test_shardc_view_after_propagation(tmp_path, capsys):
     assert out.startswith("grid @g 2x2\n           axis1=0  axis1=1\n  axis0=0        0        1\n  axis0=1        2        3\n")
     # propagation annotates the abs's operand and result too
     assert "@f: 3 annotated values\n" in out
-    assert "%sharding_annotated_3 = shard.shard %0 to %sharding_2 : tensor<4x6xf32>\n  grid @g, split (0, 1)" in out
-    assert "%sharding_annotated = shard.shard %arg0 to %sharding : tensor<4x6xf32>\n  grid @g, split (0, 1), rank 0 holds [2, 3] of [4, 6]\n" in out
+    assert "%sharded_3 = shard.shard %0 to %sharding_2 : tensor<4x6xf32>\n  grid @g, split (0, 1)" in out
+    assert "%sharded = shard.shard %arg0 to %sharding : tensor<4x6xf32>\n  grid @g, split (0, 1), rank 0 holds [2, 3] of [4, 6]\n" in out
     assert "  │ [2:4, 0:3] │ [2:4, 3:6] │\n  │   rank 2   │   rank 3   │\n" in out
     assert main([str(p), "--pipeline", "none"]) == 0
     assert "@f: 1 annotated value\n" in capsys.readouterr().out

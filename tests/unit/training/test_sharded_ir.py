@@ -86,4 +86,5 @@ def test_mlir_opt_reads_the_sharded_module_as_printed(tmp_path):
     path.write_text(text)
     out = run_mlir_opt(str(path))
     assert out.returncode == 0, out.stderr
-    assert out.stdout == text
+    # 22.1.8 names shard.shard results `%sharding_annotated`, trunk (and shardc) `%sharded`
+    assert out.stdout.replace("%sharding_annotated", "%sharded") == text

@@ -252,3 +252,38 @@ func.func @memref_collectives(%m: memref<4x?xf32>, %s: memref<f32>, %h: memref<6
   %3 = shard.shift %t on @g grid_axes = [0] shift_axis = 0 offset = -1 rotate : tensor<?xf32> -> tensor<4xf32>
   return
 }
+
+// -----
+
+// ORACLE-SKIP: trunk's all_gather/reduce_scatter take memrefs (MLIR 22.1.8's: tensors only).
+// Trunk's all_gather and reduce_scatter take memrefs too (and a memref in, a tensor out).
+// CHECK-LABEL: func @trunk_memref_collectives
+// CHECK: %all_gather = shard.all_gather %{{.*}} on @g grid_axes = [1] gather_axis = 0 : memref<2x5xi8> -> memref<6x5xi8>
+// CHECK: %reduce_scatter = shard.reduce_scatter %{{.*}} on @g grid_axes = [0] reduction = min scatter_dim = 1 : memref<2x6xi8> -> memref<2x3xi8>
+// CHECK: shard.reduce_scatter %{{.*}} on @g grid_axes = [1] scatter_dim = 0 : memref<6x5xi8> -> tensor<2x5xi8>
+// GENERIC-LABEL: sym_name = "trunk_memref_collectives"
+// GENERIC: "shard.all_gather"(%{{.*}}) <{gather_axis = 0 : index, grid = @g, grid_axes = array<i16: 1>}> : (memref<2x5xi8>) -> memref<6x5xi8>
+shard.grid @g(shape = 2x3)
+func.func @trunk_memref_collectives(%b: memref<2x5xi8>, %c: memref<2x6xi8>, %d: memref<6x5xi8>) {
+  %4 = shard.all_gather %b on @g grid_axes = [1] gather_axis = 0 : memref<2x5xi8> -> memref<6x5xi8>
+  %5 = shard.reduce_scatter %c on @g grid_axes = [0] reduction = min scatter_dim = 1 : memref<2x6xi8> -> memref<2x3xi8>
+  %6 = shard.reduce_scatter %d on @g grid_axes = [1] scatter_dim = 0 : memref<6x5xi8> -> tensor<2x5xi8>
+  return
+}
+
+// -----
+
+// ORACLE-SKIP: mlir-opt prints `split_axes = []` but does not read it.
+// A 0-d tensor's sharding: trunk's propagation prints `split_axes = []` (mlir-opt's parser
+// rejects what its printer writes there; shardc reads it back).
+// CHECK-LABEL: func @scalar_sharding
+// CHECK: %[[S:.*]] = shard.sharding @g split_axes = [] : !shard.sharding
+// CHECK: shard.shard %{{.*}} to %[[S]] : tensor<f32>
+// GENERIC-LABEL: sym_name = "scalar_sharding"
+// GENERIC: split_axes = #shard<axisarray[]>
+shard.grid @g(shape = 2x3)
+func.func @scalar_sharding(%x: tensor<f32>) -> tensor<f32> {
+  %s = shard.sharding @g split_axes = [] : !shard.sharding
+  %0 = shard.shard %x to %s : tensor<f32>
+  return %0 : tensor<f32>
+}

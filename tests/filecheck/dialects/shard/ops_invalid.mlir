@@ -225,9 +225,10 @@ func.func @shard_shape_result(%s: !shard.sharding) {
 
 // -----
 
+// ORACLE-SKIP: trunk's all_gather/reduce_scatter take memrefs (MLIR 22.1.8's: tensors only).
 shard.grid @g(shape = 2x3)
 func.func @all_gather_scalar(%arg0: tensor<f32>) -> tensor<2xf32> {
-  // expected-error @+1 {{'shard.all_gather' op operand #0 must be non-0-ranked.tensor of any type values, but got 'tensor<f32>'}}
+  // expected-error @+1 {{'shard.all_gather' op operand #0 must be non-0-ranked.memref of any type values or non-0-ranked.tensor of any type values, but got 'tensor<f32>'}}
   %0 = shard.all_gather %arg0 on @g grid_axes = [0] gather_axis = 0 : tensor<f32> -> tensor<2xf32>
   return %0 : tensor<2xf32>
 }
@@ -665,12 +666,33 @@ func.func @gather_axis_type(%arg0: tensor<4xf32>) -> tensor<8xf32> {
 
 // -----
 
+// ORACLE-SKIP: trunk's all_gather/reduce_scatter take memrefs (MLIR 22.1.8's: tensors only).
 shard.grid @g(shape = 2x3)
-func.func @all_gather_memref(%arg0: memref<4xf32>) -> memref<8xf32> {
-  // Only all_reduce and update_halo take memrefs.
-  // expected-error @+1 {{'shard.all_gather' op operand #0 must be non-0-ranked.tensor of any type values, but got 'memref<4xf32>'}}
-  %0 = "shard.all_gather"(%arg0) <{gather_axis = 0 : index, grid = @g, grid_axes = array<i16: 0>}> : (memref<4xf32>) -> memref<8xf32>
+func.func @all_gather_vector(%arg0: vector<4xf32>) -> memref<8xf32> {
+  // Memrefs and tensors only (trunk lowers both), never vectors.
+  // expected-error @+1 {{'shard.all_gather' op operand #0 must be non-0-ranked.memref of any type values or non-0-ranked.tensor of any type values, but got 'vector<4xf32>'}}
+  %0 = shard.all_gather %arg0 on @g grid_axes = [0] gather_axis = 0 : vector<4xf32> -> memref<8xf32>
   return %0 : memref<8xf32>
+}
+
+// -----
+
+// ORACLE-SKIP: trunk's all_gather/reduce_scatter take memrefs (MLIR 22.1.8's: tensors only).
+shard.grid @g(shape = 2x3)
+func.func @reduce_scatter_scalar_memref(%arg0: memref<f32>) -> memref<f32> {
+  // expected-error @+1 {{'shard.reduce_scatter' op operand #0 must be non-0-ranked.memref of any type values or non-0-ranked.tensor of any type values, but got 'memref<f32>'}}
+  %0 = shard.reduce_scatter %arg0 on @g grid_axes = [0] scatter_dim = 0 : memref<f32> -> memref<f32>
+  return %0 : memref<f32>
+}
+
+// -----
+
+// ORACLE-SKIP: trunk's all_gather/reduce_scatter take memrefs (MLIR 22.1.8's: tensors only).
+shard.grid @g(shape = 2x3)
+func.func @reduce_scatter_memref_shape(%arg0: memref<4x3xf32>) -> memref<3x3xf32> {
+  // expected-error @+1 {{Dimension size mismatch for result axis 0. Expected 2, but got 3.}}
+  %0 = shard.reduce_scatter %arg0 on @g grid_axes = [0] scatter_dim = 0 : memref<4x3xf32> -> memref<3x3xf32>
+  return %0 : memref<3x3xf32>
 }
 
 // -----

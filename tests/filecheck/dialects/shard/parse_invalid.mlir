@@ -69,36 +69,6 @@ func.func @split_axes_overflow_generic() {
 // -----
 
 shard.grid @g(shape = 2x3)
-func.func @split_axes_empty() {
-  // expected-error @+2 {{expected '['}}
-  // expected-error @+1 {{custom op 'shard.sharding' failed to parse Shard_GridAxesArrayAttr parameter 'axes' which is to be a `::llvm::ArrayRef<GridAxesAttr>`}}
-  %s = shard.sharding @g split_axes = [] : !shard.sharding
-  return
-}
-
-// -----
-
-shard.grid @g(shape = 2x3)
-func.func @split_axes_empty_generic() {
-  // expected-error @+2 {{expected '['}}
-  // expected-error @+1 {{failed to parse Shard_GridAxesArrayAttr parameter 'axes' which is to be a `::llvm::ArrayRef<GridAxesAttr>`}}
-  %s = "shard.sharding"() <{grid = @g, operandSegmentSizes = array<i32: 0, 0>, split_axes = #shard<axisarray[]>}> : () -> !shard.sharding
-  return
-}
-
-// -----
-
-shard.grid @g(shape = 2x3)
-func.func @halo_split_axes_empty(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+2 {{expected '['}}
-  // expected-error @+1 {{custom op 'shard.update_halo' failed to parse Shard_GridAxesArrayAttr parameter 'axes' which is to be a `::llvm::ArrayRef<GridAxesAttr>`}}
-  %0 = shard.update_halo %a on @g split_axes = [] : tensor<4xf32>
-  return %0 : tensor<4xf32>
-}
-
-// -----
-
-shard.grid @g(shape = 2x3)
 func.func @root_overflow(%a: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+2 {{custom op 'shard.broadcast' integer value too large}}
   // expected-error @+1 {{custom op 'shard.broadcast' expected SSA value or integer}}
@@ -141,24 +111,6 @@ shard.grid @g(shape = x2)
 // expected-error @+2 {{invalid dimension}}
 // expected-error @+1 {{custom op 'shard.grid' Failed parsing dimension list.}}
 shard.grid @g(shape = 4x99999999999999999999)
-
-// -----
-
-shard.grid @g(shape = 2x3)
-func.func @all_gather_memref(%a: memref<4xf32>) {
-  // expected-error @+1 {{custom op 'shard.all_gather' invalid kind of type specified}}
-  %0 = shard.all_gather %a on @g grid_axes = [0] gather_axis = 0 : memref<4xf32> -> tensor<8xf32>
-  return
-}
-
-// -----
-
-shard.grid @g(shape = 2x3)
-func.func @reduce_scatter_memref_result(%a: tensor<4xf32>) {
-  // expected-error @+1 {{custom op 'shard.reduce_scatter' invalid kind of type specified: expected builtin.tensor, but found 'memref<2xf32>'}}
-  %0 = shard.reduce_scatter %a on @g grid_axes = [0] scatter_axis = 0 : tensor<4xf32> -> memref<2xf32>
-  return
-}
 
 // -----
 
