@@ -176,9 +176,9 @@ def test_window_op_split_with_halos_equals_pytorch(name: str) -> None:
 # -----------------------------------------------------------------------------------------
 # The training step (forward and backward, through the training import) with the image
 # split by height: PyTorch's loss and gradients. The forward's padded convs and the
-# stride-1 weight gradients exchange halos; the backward still gathers where its ops have
-# no halo plan yet (the max pool's argmax and its gradient's scatter, the stride-2 conv's
-# weight gradient).
+# stride-1 weight gradients exchange halos, the max pool's argmax reads its windows
+# locally; the backward still gathers where its ops have no halo plan yet (the max
+# pool gradient's scatter, the stride-2 conv's weight gradient).
 # -----------------------------------------------------------------------------------------
 
 
@@ -198,11 +198,17 @@ def test_height_split_training_step_equals_pytorch(ranks: int) -> None:
     height = {"input0": [[], [], [0]], "target0": [[], [], [0]]}
     program = annotate_arguments(step.text, (ranks,), height, names=names)
 
-    partitioned, _, _ = _compiled(program.replace("@train_step", "@cnn"))
+    partitioned, _, text = _compiled(program.replace("@train_step", "@cnn"))
     # conv1, conv2, conv3 forward; the weight gradients of conv1 and conv3 (stride 1): their
     # image loop is a reduction split with halos, the sum an all_reduce of the gradient;
     # conv3's input gradient (its gradient padded by an insert_slice into zeros)
     assert partitioned["shard.update_halo"] == 6
+    # the max pool's indices read their windows of conv2's split output locally; what is
+    # still gathered: the pool gradient's scatter (its values and indices) and the input
+    # of conv2's weight gradient
+    gathers = [line for line in text.splitlines() if "shard.all_gather" in line]
+    assert len(gathers) == 3
+    assert not any(line.endswith("-> tensor<2x8x8x8xf32>") for line in gathers)  # conv2's output
 
     args = [x.numpy(), target.numpy(), *[p.detach().numpy() for p in model.parameters()]]
     got = run_program(program, args, ranks=ranks)
@@ -237,3 +243,71 @@ def test_padded_image_wanted_whole_is_gathered_correctly() -> None:
     (got,) = run_program(program, [x.numpy(), w.numpy()], ranks=2)
     want = F.conv2d(x, w, padding=1).numpy()
     assert float(np.abs(got - want).max()) <= 1e-5 * float(np.abs(want).max())
+
+
+# -----------------------------------------------------------------------------------------
+# A body that reads a pooling window of a split tensor with tensor.extract (torch-mlir's
+# max_pool2d_with_indices): the tensor follows the output-row loop with a stride, each
+# rank reads its own rows, nothing is gathered, and the indices stay global.
+# -----------------------------------------------------------------------------------------
+
+_POOL_INDICES = """
+#in = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>
+#win = affine_map<(d0, d1, d2, d3, d4, d5) -> (d4, d5)>
+shard.grid @grid(shape = RANKS)
+func.func @main(%x: tensor<2x3x8x6xf32>) -> (tensor<2x3x4x3xf32>, tensor<2x3x4x3xi64>) {
+  %s = shard.sharding @grid split_axes = [[], [], [0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<2x3x8x6xf32>
+  %c2 = arith.constant 2 : index
+  %c6 = arith.constant 6 : index
+  %ninf = arith.constant 0xFF800000 : f32
+  %none = arith.constant -1 : i64
+  %e = tensor.empty() : tensor<2x3x4x3xf32>
+  %f = linalg.fill ins(%ninf : f32) outs(%e : tensor<2x3x4x3xf32>) -> tensor<2x3x4x3xf32>
+  %k = tensor.empty() : tensor<2x2xf32>
+  %m = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%xs, %k : tensor<2x3x8x6xf32>, tensor<2x2xf32>) outs(%f : tensor<2x3x4x3xf32>) -> tensor<2x3x4x3xf32>
+  %ie = tensor.empty() : tensor<2x3x4x3xi64>
+  %if = linalg.fill ins(%none : i64) outs(%ie : tensor<2x3x4x3xi64>) -> tensor<2x3x4x3xi64>
+  %ki = tensor.empty() : tensor<2x2xi64>
+  %i = linalg.generic {indexing_maps = [#in, #win, #in], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]} ins(%m, %ki : tensor<2x3x4x3xf32>, tensor<2x2xi64>) outs(%if : tensor<2x3x4x3xi64>) {
+  ^bb0(%in: f32, %unused: i64, %out: i64):
+    %n = linalg.index 0 : index
+    %c = linalg.index 1 : index
+    %oh = linalg.index 2 : index
+    %kh = linalg.index 4 : index
+    %h0 = arith.muli %oh, %c2 : index
+    %h = arith.addi %h0, %kh : index
+    %ow = linalg.index 3 : index
+    %kw = linalg.index 5 : index
+    %w0 = arith.muli %ow, %c2 : index
+    %w = arith.addi %w0, %kw : index
+    %v = tensor.extract %xs[%n, %c, %h, %w] : tensor<2x3x8x6xf32>
+    %hit = arith.cmpf oeq, %v, %in : f32
+    %row = arith.muli %h, %c6 : index
+    %flat = arith.addi %w, %row : index
+    %flat64 = arith.index_cast %flat : index to i64
+    %new = arith.select %hit, %flat64, %out : i64
+    %first = arith.cmpi eq, %out, %none : i64
+    %r = arith.select %first, %new, %out : i64
+    linalg.yield %r : i64
+  } -> tensor<2x3x4x3xi64>
+  return %m, %i : tensor<2x3x4x3xf32>, tensor<2x3x4x3xi64>
+}
+"""
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_pool_indices_read_their_window_locally(ranks: int) -> None:
+    from shardc.runtime.launch import run_program
+
+    program = _POOL_INDICES.replace("RANKS", str(ranks))
+    partitioned, _, text = _compiled(program.replace("@main", "@cnn"))
+    assert "shard.all_gather" not in partitioned and "shard.update_halo" not in partitioned
+    # the extract reads the local rows of the split image
+    extract = next(line for line in text.splitlines() if "tensor.extract " in line)
+    assert extract.endswith(f": tensor<2x3x{8 // ranks}x6xf32>")
+    x = torch.randn(2, 3, 8, 6, generator=torch.Generator().manual_seed(3))
+    got_values, got_indices = run_program(program, [x.numpy()], ranks=ranks)
+    want_values, want_indices = torch.nn.functional.max_pool2d(x, 2, return_indices=True)
+    assert np.array_equal(got_values, want_values.numpy())
+    assert np.array_equal(got_indices, want_indices.numpy())
