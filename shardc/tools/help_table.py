@@ -22,6 +22,7 @@ PASS_HELP = """\
   --inline                         Inline calls to single-block functions of the module.
       default-pipeline=<str> (default: canonicalize)
       max-iterations=<int> (default: 4)
+  --scatter-windows                Scatters into non-overlapping pooling windows as elementwise generics.
   --shard-partition                Partition every annotated func.func of the module into SPMD form.
   --shard-simplify                 Applies the Shard simplification patterns (all-reduce endomorphisms, all_slice of
   --shard-to-mpi-pipeline          Annotated global program to mpi: sharding-propagation, shard-partition,
