@@ -64,6 +64,7 @@ import numpy as np
 
 from shardc.frontends.torch import require_torch, traced_as_export
 from shardc.frontends.torch_rewrite import scatters_by_position, split_shared_fills, uncollapse_batch_matmuls
+from shardc.passes.expand_before_pad import expand_shapes_before_pads
 from shardc.passes.scatter_windows import scatters_in_windows
 from shardc.training.axis import (
     ParamLayouts,
@@ -622,6 +623,7 @@ def _parse(exported: ExportedStep) -> Any:
     uncollapse_batch_matmuls(module)
     scatters_by_position(module)
     scatters_in_windows(module)
+    expand_shapes_before_pads(module)
     split_shared_fills(module)
     return module
 

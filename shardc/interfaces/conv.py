@@ -197,9 +197,18 @@ def _fill_of(value: SSAValue) -> FillOp | None:
     return owner if isinstance(owner, FillOp) else None
 
 
+def insert_strides(op: tensor.InsertSliceOp) -> list[int]:
+    """The static strides of an insert_slice (1 where dynamic: `_insert_pads` refuses those)."""
+    return [st if st > 0 else 1 for st in op.properties["static_strides"].get_values()]  # type: ignore[attr-defined]
+
+
 def _insert_pads(op: tensor.InsertSliceOp) -> tuple[list[int], list[int]] | None:
-    """An insert_slice of a whole tensor into a filled one, unit strides, static: a pad
-    (torch-mlir pads a gradient so before its convolution)."""
+    """An insert_slice of a whole tensor into a filled one, static: a pad (torch-mlir
+    pads a gradient so before its convolution). With a stride s along a dimension (the
+    gradient of a strided convolution, dilated into zeros) the padded frame is the
+    source dilated to s*n rows (each row followed by s-1 filled ones), so the high pad
+    is what the destination holds beyond those; a rank's shard of that frame is its
+    own rows dilated, and the split works as a pad's (module docstring)."""
     if op.offsets or op.sizes or op.strides or _fill_of(op.dest) is None:
         return None
     props = op.properties
@@ -207,9 +216,12 @@ def _insert_pads(op: tensor.InsertSliceOp) -> tuple[list[int], list[int]] | None
     sizes = list(props["static_sizes"].get_values())  # type: ignore[attr-defined]
     strides = list(props["static_strides"].get_values())  # type: ignore[attr-defined]
     source, dest = _shape(op.source), _shape(op.dest)
-    if any(st != 1 for st in strides) or tuple(sizes) != source or len(source) != len(dest):
+    if any(st < 1 for st in strides) or tuple(sizes) != source or len(source) != len(dest):
         return None
-    return offsets, [d - o - n for d, o, n in zip(dest, offsets, sizes)]
+    high = [d - o - st * n for d, o, n, st in zip(dest, offsets, sizes, strides)]
+    if any(h < 0 for h in high):
+        return None  # the dilated frame does not fit the destination
+    return offsets, high
 
 
 def pads_of(op: Operation) -> tuple[list[int], list[int]] | None:
@@ -558,11 +570,22 @@ class PadSharding(DimensionPreservingSharding):
         return pads_of(op)
 
     def _emit_pad(
-        self, op: Operation, value: SSAValue, low: list[int], high: list[int], partitioner: Partitioner
+        self,
+        op: Operation,
+        value: SSAValue,
+        low: list[int],
+        high: list[int],
+        partitioner: Partitioner,
+        dilate: bool = True,
     ) -> SSAValue:
-        """`value` padded by `low`/`high` with the op's pad value, on the local side."""
+        """`value` padded by `low`/`high` with the op's pad value, on the local side (an
+        insert_slice's strides dilate it first, unless `dilate` is off: `value` is
+        dilated already)."""
         element = op.results[0].type.get_element_type()  # type: ignore[attr-defined]
-        shape = [size + lo + hi for size, lo, hi in zip(_shape(value), low, high)]
+        strides = [1] * len(low)
+        if isinstance(op, tensor.InsertSliceOp) and dilate:
+            strides = insert_strides(op)
+        shape = [st * size + lo + hi for size, lo, hi, st in zip(_shape(value), low, high, strides)]
         type_ = tensor_type(element, shape)
         if isinstance(op, tensor.PadOp):
             mapping = dict(partitioner.mapping)
@@ -576,7 +599,7 @@ class PadSharding(DimensionPreservingSharding):
         assert fill is not None
         empty = partitioner.insert(tensor_empty([], type_))
         filled = partitioner.insert(fill_op([partitioner.local(fill.inputs[0])], [empty.tensor], [type_]))
-        inserted = tensor.InsertSliceOp.from_static_parameters(value, filled.results[0], low, list(_shape(value)))
+        inserted = tensor.InsertSliceOp.from_static_parameters(value, filled.results[0], low, list(_shape(value)), strides)
         return partitioner.insert(inserted).result
 
     def splittable_loops(self, op: Operation) -> set[int]:
@@ -720,6 +743,7 @@ class PadSharding(DimensionPreservingSharding):
         for dim in split:
             offsets[dim] = pads[0][dim]
             sizes[dim] -= pads[0][dim] + pads[1][dim]
+        # the cores in the padded frame (an insert_slice's source dilated by its strides)
         core = partitioner.insert(tensor.ExtractSliceOp.from_static_parameters(local, offsets, sizes)).result
         element = op.results[0].type.get_element_type()  # type: ignore[attr-defined]
         global_shape = list(_shape(op.results[0]))
@@ -729,7 +753,7 @@ class PadSharding(DimensionPreservingSharding):
         gathered = reshard(plain, whole_split, tensor_type(element, source_shape), core)
         low = [pads[0][d] if d in split else 0 for d in range(len(global_shape))]
         high = [pads[1][d] if d in split else 0 for d in range(len(global_shape))]
-        padded = self._emit_pad(op, gathered, low, high, partitioner)
+        padded = self._emit_pad(op, gathered, low, high, partitioner, dilate=False)
         return reshard(whole_split, target, op.results[0].type, padded)
 
 

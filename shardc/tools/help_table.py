@@ -19,6 +19,7 @@ PASS_HELP = """\
   --convert-shard-to-mpi           Lower the shard dialect to mpi (MLIR's `convert-shard-to-mpi`).
   --cse                            Eliminate common sub-expressions, along the dominator tree in CFG regions.
   --dce
+  --expand-shapes-before-pads      Expand a pad's source instead of the padded tensor, where the padded dimensions
   --inline                         Inline calls to single-block functions of the module.
       default-pipeline=<str> (default: canonicalize)
       max-iterations=<int> (default: 4)

@@ -58,9 +58,11 @@ def test_height_split_training_step_under_mpiexec(tmp_path: Path) -> None:
     arrays = [x.numpy(), target.numpy(), *[p.detach().numpy() for p in model.parameters()]]
     np.savez(tmp_path / "args.npz", **{f"arg{i}": a for i, a in enumerate(arrays)})
     out = tmp_path / "out"
+    # the rewrites that keep the step split by height (no gather), then the lowering
+    pipeline = "scatter-windows,expand-shapes-before-pads,shard-to-mpi-pipeline"
     proc = run_ranks(
         2,
-        ["-m", "shardc.tools.run", str(program), "--pipeline", "shard-to-mpi-pipeline",
+        ["-m", "shardc.tools.run", str(program), "--pipeline", pipeline,
          "--inputs", str(tmp_path / "args.npz"), "--output", str(out), "--quiet"],
         timeout=300,
     )

@@ -177,14 +177,14 @@ def test_window_op_split_with_halos_equals_pytorch(name: str) -> None:
 
 # -----------------------------------------------------------------------------------------
 # The training step (forward and backward, through the training import) with the image
-# split by height: PyTorch's loss and gradients. The forward's padded convs and the
-# stride-1 weight gradients exchange halos, the max pool's argmax reads its windows
-# locally; the backward still gathers where its ops have no halo plan yet (the max
-# pool gradient's scatter, the stride-2 conv's weight gradient).
+# split by height: PyTorch's loss and gradients, with halos and no gather anywhere.
 # -----------------------------------------------------------------------------------------
 
 
-_RUN_PIPELINE = "scatter-windows,sharding-propagation,shard-partition,canonicalize,cse"
+# the rewrites that keep the training step split (shardc/passes/scatter_windows.py,
+# expand_before_pad.py), then run's default pipeline
+_FIRST = ("scatter-windows", "expand-shapes-before-pads")
+_RUN_PIPELINE = ",".join((*_FIRST, "sharding-propagation", "shard-partition", "canonicalize", "cse"))
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
@@ -203,18 +203,30 @@ def test_height_split_training_step_equals_pytorch(ranks: int) -> None:
     height = {"input0": [[], [], [0]], "target0": [[], [], [0]]}
     program = annotate_arguments(step.text, (ranks,), height, names=names)
 
-    partitioned, _, text = _compiled(program.replace("@train_step", "@cnn"), ("scatter-windows",))
-    # conv1, conv2, conv3 forward; the weight gradients of conv1 and conv3 (stride 1): their
+    partitioned, _, text = _compiled(program.replace("@train_step", "@cnn"), _FIRST)
+    # Halos: conv1, conv2, conv3 forward; the weight gradients of conv1, conv2 (stride 2:
+    # a grouped conv of the padded input, the pad after its reshape) and conv3: their
     # image loop is a reduction split with halos, the sum an all_reduce of the gradient;
-    # conv3's input gradient (its gradient padded by an insert_slice into zeros)
-    assert partitioned["shard.update_halo"] == 6
-    # the max pool's indices read their windows of conv2's split output locally, and its
-    # gradient (scatter-windows) writes each rank's rows: neither the pooled values nor
-    # the indices are gathered, and no scatter is left
+    # the input gradients of conv3 and conv2 (the gradient padded, and for stride 2
+    # dilated, by an insert_slice into zeros).
+    assert partitioned["shard.update_halo"] == 8
+    # The max pool's indices read their windows of conv2's split output locally, and its
+    # gradient (scatter-windows) writes each rank's rows: nothing is gathered at all,
+    # and the only other collectives sum parameter gradients and the loss.
     assert "tm_tensor.scatter" not in text
-    gathers = [line for line in text.splitlines() if "shard.all_gather" in line]
-    assert not any("xi64>" in line for line in gathers)
-    assert len(gathers) == 3
+    assert "shard.all_gather" not in partitioned and "shard.all_to_all" not in partitioned
+    # A weight gradient may be summed in its transposed layout (compare sizes); conv2's
+    # (stride 2) is the training import's grouped conv, one 4x4-window gradient per
+    # sample (groups = batch), cropped to 3x3 and summed over the batch after the
+    # all_reduce: [Cin, batch, Cout, 4, 4], a weight-sized value whatever the image size.
+    param_sizes = {p.numel() for p in model.parameters()} | {1}
+    reduced = [line.rsplit("-> ", 1)[1] for line in text.splitlines() if "shard.all_reduce" in line]
+    assert len(reduced) == partitioned["shard.all_reduce"] == 7
+    per_sample = [t for t in reduced if t == "tensor<8x2x8x4x4xf32>"]
+    assert len(per_sample) == 1
+    for type_ in reduced:
+        shape = [int(d) for d in type_.split("<")[1].split(">")[0].split("x")[:-1]]
+        assert int(np.prod(shape)) in param_sizes or type_ in per_sample, type_
 
     args = [x.numpy(), target.numpy(), *[p.detach().numpy() for p in model.parameters()]]
     got = run_program(program, args, ranks=ranks, pipeline=_RUN_PIPELINE)
@@ -317,3 +329,67 @@ def test_pool_indices_read_their_window_locally(ranks: int) -> None:
     want_values, want_indices = torch.nn.functional.max_pool2d(x, 2, return_indices=True)
     assert np.array_equal(got_values, want_values.numpy())
     assert np.array_equal(got_indices, want_indices.numpy())
+
+
+# -----------------------------------------------------------------------------------------
+# A strided insert_slice into zeros (the input gradient of a stride-2 conv: the gradient
+# dilated, padded, convolved) splits by height with halos: a transposed convolution.
+# -----------------------------------------------------------------------------------------
+
+_DILATED_CONV = """
+shard.grid @grid(shape = RANKS)
+func.func @main(%x: tensor<1x2x8x4xf32>, %w: tensor<3x2x3x3xf32>) -> tensor<1x3x16x8xf32> {
+  %s = shard.sharding @grid split_axes = [[], [], [0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<1x2x8x4xf32>
+  %zero = arith.constant 0.000000e+00 : f32
+  %e = tensor.empty() : tensor<1x2x18x10xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x18x10xf32>) -> tensor<1x2x18x10xf32>
+  %d = tensor.insert_slice %xs into %z[0, 0, 1, 1] [1, 2, 8, 4] [1, 1, 2, 2] : tensor<1x2x8x4xf32> into tensor<1x2x18x10xf32>
+  %oe = tensor.empty() : tensor<1x3x16x8xf32>
+  %of = linalg.fill ins(%zero : f32) outs(%oe : tensor<1x3x16x8xf32>) -> tensor<1x3x16x8xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%d, %w : tensor<1x2x18x10xf32>, tensor<3x2x3x3xf32>) outs(%of : tensor<1x3x16x8xf32>) -> tensor<1x3x16x8xf32>
+  return %y : tensor<1x3x16x8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_strided_insert_slice_splits_with_halos(ranks: int) -> None:
+    from shardc.runtime.launch import run_program
+
+    program = _DILATED_CONV.replace("RANKS", str(ranks))
+    partitioned, _, text = _compiled(program.replace("@main", "@cnn"))
+    assert partitioned["shard.update_halo"] == 1 and "shard.all_gather" not in partitioned
+    # each rank dilates its own rows (8 / ranks of them) into its block plus one halo row
+    # on each side
+    assert f"tensor<1x2x{16 // ranks + 2}x10xf32>" in text
+    g = torch.Generator().manual_seed(4)
+    x, wt = torch.randn(1, 2, 8, 4, generator=g), torch.randn(2, 3, 3, 3, generator=g)
+    w = wt.permute(1, 0, 2, 3).flip(2, 3)  # the transposed conv's weight as a conv's
+    (got,) = run_program(program, [x.numpy(), w.contiguous().numpy()], ranks=ranks)
+    want = torch.nn.functional.conv_transpose2d(x, wt, stride=2, padding=1, output_padding=1).numpy()
+    assert got.shape == want.shape
+    assert float(np.abs(got - want).max()) <= 1e-5 * float(np.abs(want).max())
+
+
+def test_strided_insert_slice_wanted_whole_is_gathered_correctly() -> None:
+    """The dilated gradient split with halos, its conv pinned replicated: the cores
+    (already dilated) are gathered and padded, not dilated twice."""
+    from shardc.runtime.launch import run_program
+
+    program = _DILATED_CONV.replace("RANKS", "2").replace(
+        "  return %y : tensor<1x3x16x8xf32>",
+        "  %r = shard.sharding @grid split_axes = [[]] : !shard.sharding\n"
+        "  %d0 = shard.shard %d to %r annotate_for_users : tensor<1x2x18x10xf32>\n"
+        "  %y2 = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%d0, %w : tensor<1x2x18x10xf32>, tensor<3x2x3x3xf32>) outs(%of : tensor<1x3x16x8xf32>) -> tensor<1x3x16x8xf32>\n"
+        "  %sum = arith.addf %y, %y2 : tensor<1x3x16x8xf32>\n"
+        "  return %sum : tensor<1x3x16x8xf32>",
+    )
+    partitioned, _, _ = _compiled(program.replace("@main", "@cnn"))
+    assert partitioned["shard.all_gather"] >= 1
+    g = torch.Generator().manual_seed(5)
+    x, wt = torch.randn(1, 2, 8, 4, generator=g), torch.randn(2, 3, 3, 3, generator=g)
+    w = wt.permute(1, 0, 2, 3).flip(2, 3)
+    (got,) = run_program(program, [x.numpy(), w.contiguous().numpy()], ranks=2)
+    want = 2 * torch.nn.functional.conv_transpose2d(x, wt, stride=2, padding=1, output_padding=1).numpy()
+    assert float(np.abs(got - want).max()) <= 1e-5 * float(np.abs(want).max())
