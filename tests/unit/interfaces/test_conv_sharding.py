@@ -393,3 +393,49 @@ def test_strided_insert_slice_wanted_whole_is_gathered_correctly() -> None:
     (got,) = run_program(program, [x.numpy(), w.contiguous().numpy()], ranks=2)
     want = 2 * torch.nn.functional.conv_transpose2d(x, wt, stride=2, padding=1, output_padding=1).numpy()
     assert float(np.abs(got - want).max()) <= 1e-5 * float(np.abs(want).max())
+
+
+# -----------------------------------------------------------------------------------------
+# Training (train_module, AdamW) with every image split by height over the replicas
+# (data_dim=2): 3 steps equal torch.optim.AdamW, the step exchanging halos only.
+# -----------------------------------------------------------------------------------------
+
+
+def _torch_adamw(model, batches, loss_fn, lr: float = 1e-2):
+    import copy
+
+    m = copy.deepcopy(model)
+    opt = torch.optim.AdamW(m.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    losses = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = loss_fn(m(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return m, losses
+
+
+def check_height_split_training(model, batches, loss_fn, ranks: int, halos: int) -> None:
+    """train_module with the images split by height on `ranks` simulated ranks equals
+    torch.optim.AdamW (losses, parameters) and its step exchanges `halos` halos and
+    gathers nothing."""
+    from shardc.frontends.torch_train import TorchTraining
+
+    job = TorchTraining.prepare(model, batches, loss_fn, world=ranks, steps=len(batches), lr=1e-2, data_dim=2)
+    counts = job.program.shard_collectives["train_step"]
+    assert counts["shard.update_halo"] == halos
+    assert not any(k.startswith(("shard.all_gather", "shard.all_to_all")) for k in counts), counts
+    result = job.run()
+    m, want = _torch_adamw(model, batches, loss_fn)
+    np.testing.assert_allclose(result.losses, want, rtol=1e-5)
+    for k, v in m.named_parameters():
+        np.testing.assert_allclose(result.params[k], v.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_height_split_cnn_trains_like_torch_adamw(ranks: int) -> None:
+    torch.manual_seed(0)
+    model = cm.SmallCNN()
+    batches = [(torch.randn(2, 3, 16, 16), torch.randn(2, 4, 4, 4)) for _ in range(3)]
+    check_height_split_training(model, batches, torch.nn.functional.mse_loss, ranks, halos=8)
