@@ -362,10 +362,12 @@ def _buffer_spec(b: ParamInfo, plan: ShardingPlan, policy: ShardingPolicy) -> Pa
 
 def _data_spec(rank: int, dim: int = 0) -> PartitionSpec:
     """Inputs and targets split over the replicas (the grid's batch axis) along `dim`:
-    the batch (data parallel), or an image dimension (`train_module`'s `data_dim`)."""
+    the batch (data parallel), or an image dimension (`train_module`'s `data_dim`);
+    an array without that dimension (class labels of images split by height) is
+    whole on every replica."""
     if not rank:
         return PartitionSpec()
-    return PartitionSpec(*[BATCH if d == min(dim, rank - 1) else None for d in range(rank)])
+    return PartitionSpec(*[BATCH if d == dim else None for d in range(rank)])
 
 
 def _annotate_step(

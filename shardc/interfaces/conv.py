@@ -608,8 +608,10 @@ class PadSharding(DimensionPreservingSharding):
         if pads is None:
             return whole
         # Which padded dims may split depends on the shard count: `allows_option` and
-        # `get_sharding_option` check that; here every padded dim is a candidate.
-        return whole | {d for d, (lo, hi) in enumerate(zip(*pads)) if lo or hi}
+        # `get_sharding_option` check that; here every padded dim is a candidate, and
+        # every dim an insert_slice dilates (a stride-2 1x1 conv's input gradient, no pad).
+        strides = insert_strides(op) if isinstance(op, tensor.InsertSliceOp) else [1] * len(pads[0])
+        return whole | {d for d, (lo, hi) in enumerate(zip(*pads)) if lo or hi or strides[d] > 1}
 
     def _halo_dims(self, op: Operation, option: ShardingOption) -> dict[int, tuple[int, int]] | None:
         """Halos of the split padded dims (None: some cannot be split so)."""
@@ -623,7 +625,8 @@ class PadSharding(DimensionPreservingSharding):
                 return None
             if not _feeds_windows(op, dim, _shards(op, option.grid, axes)):
                 return None
-            halos[dim] = (pads[0][dim], pads[1][dim])
+            if pads[0][dim] or pads[1][dim]:
+                halos[dim] = (pads[0][dim], pads[1][dim])
         return halos
 
     def get_sharding_option(
@@ -649,9 +652,13 @@ class PadSharding(DimensionPreservingSharding):
     ) -> list[ShardingInfo | None] | None:
         shardings = super().get_sharding_annotations(op, option)
         halos = self._halo_dims(op, option)
-        if shardings is None or not halos:
+        if shardings is None or halos is None:
             return shardings
-        shardings[-1] = _with_halos(shardings[-1], halos)
+        whole = super().splittable_loops(op)
+        if not any(axes and d not in whole for d, axes in enumerate(option.sharding_array)):
+            return shardings
+        if halos:
+            shardings[-1] = _with_halos(shardings[-1], halos)
         if isinstance(op, tensor.InsertSliceOp) and option.grid is not None:
             shardings[1] = ShardingInfo.get(option.grid, [])
         return shardings
@@ -710,6 +717,9 @@ class PadSharding(DimensionPreservingSharding):
                     "reads it as a convolution or pooling window that can be split with halos",
                 )
         padded = self._emit_pad(op, operands[0], pads[0], pads[1], partitioner)
+        if not any(halos):  # only dilated (a strided insert without padding): all local
+            partitioner.mapping[op.results[0]] = padded
+            return
         halo = UpdateHaloOp(
             padded,
             sharding.grid,

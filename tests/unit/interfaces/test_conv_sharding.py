@@ -439,3 +439,45 @@ def test_height_split_cnn_trains_like_torch_adamw(ranks: int) -> None:
     model = cm.SmallCNN()
     batches = [(torch.randn(2, 3, 16, 16), torch.randn(2, 4, 4, 4)) for _ in range(3)]
     check_height_split_training(model, batches, torch.nn.functional.mse_loss, ranks, halos=8)
+
+
+# -----------------------------------------------------------------------------------------
+# A ResNet-style network (conv_models.SmallResNet: residual adds, a stride-2 block with a
+# 1x1 stride-2 shortcut, global average pooling, a linear head) split by height.
+# -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_height_split_resnet_forward_equals_pytorch(ranks: int) -> None:
+    from shardc.frontends.annotate import annotate_arguments
+    from shardc.frontends.torch import export_module
+    from shardc.runtime.launch import run_program
+
+    torch.manual_seed(0)
+    model = cm.SmallResNet()
+    x = torch.randn(2, 3, 16, 16)
+    exported = export_module(model, (x,), func_name="cnn", input_names=["x"])
+    program = annotate_arguments(exported.text, (ranks,), {"x": [[], [], [0]]}, names=exported.arg_names)
+    partitioned, _, text = _compiled(program)
+    # the five 3x3 convs exchange halos (the 1x1 stride-2 shortcut needs none); the
+    # global average pool sums each rank's rows: one all_reduce of [batch, C, 1, 1]
+    assert partitioned["shard.update_halo"] == 5
+    assert "shard.all_gather" not in partitioned and "shard.all_to_all" not in partitioned
+    assert partitioned["shard.all_reduce"] == 1
+    assert [line.rsplit("-> ", 1)[1] for line in text.splitlines() if "shard.all_reduce" in line] == ["tensor<2x8x1x1xf32>"]
+    (got,) = run_program(program, cm.arguments(model, (x,), exported), ranks=ranks)
+    with torch.no_grad():
+        want = model(x).numpy()
+    assert got.shape == want.shape
+    assert float(np.abs(got - want).max()) <= 1e-5 * float(np.abs(want).max())
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_height_split_resnet_trains_like_torch_adamw(ranks: int) -> None:
+    torch.manual_seed(0)
+    model = cm.SmallResNet()
+    batches = [(torch.randn(2, 3, 16, 16), torch.randint(0, 5, (2,))) for _ in range(3)]
+    # forward 5, the weight gradients of the five 3x3 convs 5, the input gradients of
+    # conv2, conv1, down2 and down1 (padded, down1's dilated too) 4; the shortcut's
+    # stride-2 input gradient is dilated without padding: local, no halo
+    check_height_split_training(model, batches, torch.nn.functional.cross_entropy, ranks, halos=14)
