@@ -23,7 +23,9 @@ this model; ops without windows keep the structured-op model it derives from
   the neighbours; the first and last ranks have no neighbour there and keep the pad.
   The op then runs on that local tensor and produces exactly its output rows. An
   insert_slice of the image into a filled tensor (how torch-mlir pads a gradient) is the
-  same pad. Should a user want the padded tensor otherwise (a conv pinned replicated),
+  same pad; with strides (the input gradient of a strided conv: the gradient dilated
+  into zeros) its frame is the source dilated to stride x rows, each rank dilating its
+  own rows, and without padding it needs no halo at all. Should a user want the padded tensor otherwise (a conv pinned replicated),
   the pad's interface moves it (`reshard_result`: cores gathered, then padded), since
   the planner would read the layout as an ordinary halo one.
 
