@@ -46,6 +46,8 @@ def _rewrite(expand: ExpandShapeOp) -> bool:
     source_t, result_t = pad.source.type, expand.result.type
     if pads is None or not isinstance(source_t, TensorType) or not isinstance(result_t, TensorType):
         return False
+    if any(n < 0 for n in (*source_t.get_shape(), *result_t.get_shape())):
+        return False  # dynamic sizes
     low, high = pads
     groups = _groups(expand)
     if any((low[d] or high[d]) and len(g) != 1 for d, g in enumerate(groups)):

@@ -161,7 +161,8 @@ def _argmax_windows(producer: Operation, shape: list[int], out_shape: list[int])
                 sizes[expr.position] = extent
     block = producer.body.block
     terminator = block.last_op
-    assert terminator is not None
+    if terminator is None or len(terminator.operands) != 1:
+        return None
     leaves = _yield_leaves(terminator.operands[0], block.args[-1], set())
     if not leaves:
         return None
@@ -204,6 +205,8 @@ def _columns(generic: Operation, rank: int) -> dict[int, tuple[str, int, int]] |
     `sum_k select(linalg.index last == k, column_k, 0)`."""
     block = generic.body.block  # type: ignore[attr-defined]
     terminator = block.last_op
+    if terminator is None or len(terminator.operands) != 1:
+        return None
     value = _strip_casts(terminator.operands[0])
     terms: list[SSAValue] = []
     stack = [value]
@@ -258,6 +261,8 @@ def _window_scatter(scatter: ScatterOp) -> tuple[SSAValue, SSAValue, dict[int, _
     rank = len(out_shape)
     if list(scatter.dims) != list(range(rank)) or len(upd_t.get_shape()) != 1 or not scatter.results:
         return None
+    if any(n < 0 for n in out_shape):
+        return None  # dynamic sizes: the windows are counted statically
     collapse_u, collapse_g = scatter.updates.owner, scatter.indices.owner
     if not isinstance(collapse_u, tensor.CollapseShapeOp) or not isinstance(collapse_g, tensor.CollapseShapeOp):
         return None
@@ -265,7 +270,7 @@ def _window_scatter(scatter: ScatterOp) -> tuple[SSAValue, SSAValue, dict[int, _
         return None
     updates, columns_value = collapse_u.src, collapse_g.src
     shape = list(updates.type.get_shape())  # type: ignore[attr-defined]
-    if list(columns_value.type.get_shape()) != [*shape, rank]:  # type: ignore[attr-defined]
+    if any(n < 0 for n in shape) or list(columns_value.type.get_shape()) != [*shape, rank]:  # type: ignore[attr-defined]
         return None
     generic = columns_value.owner
     if (
