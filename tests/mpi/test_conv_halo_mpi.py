@@ -86,9 +86,13 @@ from shardc.frontends.torch_train import TorchTraining
 from shardc.testing import conv_models as cm
 
 torch.manual_seed(0)
-model = cm.SmallCNN()
-batches = [(torch.randn(2, 3, 16, 16), torch.randn(2, 4, 4, 4)) for _ in range(3)]
-job = TorchTraining.prepare(model, batches, F.mse_loss, world=None, steps=3, lr=1e-2, data_dim=2)
+if sys.argv[2] == "resnet":
+    model, loss_fn = cm.SmallResNet(), F.cross_entropy
+    batches = [(torch.randn(2, 3, 16, 16), torch.randint(0, 5, (2,))) for _ in range(3)]
+else:
+    model, loss_fn = cm.SmallCNN(), F.mse_loss
+    batches = [(torch.randn(2, 3, 16, 16), torch.randn(2, 4, 4, 4)) for _ in range(3)]
+job = TorchTraining.prepare(model, batches, loss_fn, world=None, steps=3, lr=1e-2, data_dim=2)
 counts = job.program.shard_collectives["train_step"]
 result = job.run()
 if MPI.COMM_WORLD.Get_rank() == 0:
@@ -98,10 +102,11 @@ if MPI.COMM_WORLD.Get_rank() == 0:
 
 
 @pytest.mark.mpi
-def test_height_split_training_with_adamw_under_mpiexec(tmp_path: Path) -> None:
+@pytest.mark.parametrize("net,halos", [("cnn", 8), ("resnet", 14)])
+def test_height_split_training_with_adamw_under_mpiexec(tmp_path: Path, net: str, halos: int) -> None:
     """train_module on 2 MPI ranks, every image split by height (data_dim=2): 3 AdamW
-    steps equal torch.optim.AdamW (losses and parameters); the step exchanges 8 halos and
-    gathers nothing."""
+    steps equal torch.optim.AdamW (losses and parameters); the step exchanges its halos
+    (counted as in tests/unit/interfaces/test_conv_sharding.py) and gathers nothing."""
     import copy
 
     import torch.nn.functional as F
@@ -109,20 +114,24 @@ def test_height_split_training_with_adamw_under_mpiexec(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(_TRAIN)
     out = tmp_path / "result.npz"
-    proc = run_ranks(2, [str(script), str(out)], timeout=400)
+    proc = run_ranks(2, [str(script), str(out), net], timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = dict(np.load(out))
-    assert int(got["halos"]) == 8 and int(got["gathers"]) == 0
+    assert int(got["halos"]) == halos and int(got["gathers"]) == 0
 
     torch.manual_seed(0)
-    model = cm.SmallCNN()
-    batches = [(torch.randn(2, 3, 16, 16), torch.randn(2, 4, 4, 4)) for _ in range(3)]
+    if net == "resnet":
+        model, loss_fn = cm.SmallResNet(), F.cross_entropy
+        batches = [(torch.randn(2, 3, 16, 16), torch.randint(0, 5, (2,))) for _ in range(3)]
+    else:
+        model, loss_fn = cm.SmallCNN(), F.mse_loss
+        batches = [(torch.randn(2, 3, 16, 16), torch.randn(2, 4, 4, 4)) for _ in range(3)]
     m = copy.deepcopy(model)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     want = []
     for x, y in batches:
         opt.zero_grad()
-        loss = F.mse_loss(m(x), y)
+        loss = loss_fn(m(x), y)
         loss.backward()
         opt.step()
         want.append(loss.item())
