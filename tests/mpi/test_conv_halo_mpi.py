@@ -1,6 +1,7 @@
-"""A CNN split by image height under a real `mpiexec -n 2`: torch-mlir's export, the image
+"""CNNs split by image height under a real `mpiexec -n 2`: torch-mlir's export, the image
 argument annotated, `shardc-run --pipeline shard-to-mpi-pipeline` (halos exchanged by
-neighbour send/recv). The result must equal PyTorch's."""
+neighbour send/recv), forward and training step; and `train_module(data_dim=2)` for 3
+AdamW steps. The results must equal PyTorch's."""
 
 from __future__ import annotations
 
