@@ -64,6 +64,8 @@ import numpy as np
 
 from shardc.frontends.torch import require_torch, traced_as_export
 from shardc.frontends.torch_rewrite import scatters_by_position, split_shared_fills, uncollapse_batch_matmuls
+from shardc.passes.expand_before_pad import expand_shapes_before_pads
+from shardc.passes.scatter_windows import scatters_in_windows
 from shardc.training.axis import (
     ParamLayouts,
     PartitionSpec,
@@ -358,8 +360,14 @@ def _buffer_spec(b: ParamInfo, plan: ShardingPlan, policy: ShardingPolicy) -> Pa
 # =========================================================================================
 
 
-def _data_spec(rank: int) -> PartitionSpec:
-    return PartitionSpec(BATCH, *([None] * (rank - 1))) if rank else PartitionSpec()
+def _data_spec(rank: int, dim: int = 0) -> PartitionSpec:
+    """Inputs and targets split over the replicas (the grid's batch axis) along `dim`:
+    the batch (data parallel), or an image dimension (`train_module`'s `data_dim`);
+    an array without that dimension (class labels of images split by height) is
+    whole on every replica."""
+    if not rank:
+        return PartitionSpec()
+    return PartitionSpec(*[BATCH if d == dim else None for d in range(rank)])
 
 
 def _annotate_step(
@@ -369,6 +377,7 @@ def _annotate_step(
     layouts: Sequence[ParamLayouts],
     buffer_specs: Sequence[PartitionSpec] = (),
     results: bool = True,
+    data_dim: int = 0,
 ) -> None:
     """Shard annotations at the boundary of the imported `@train_step` (or forward or
     loss, with `results=False`: its results are left to propagation), in place."""
@@ -397,7 +406,7 @@ def _annotate_step(
         uses = list(arg.uses)
         if k < n_data:
             rank = len(arg.type.get_shape()) if isinstance(arg.type, TensorType) else 0
-            spec = _data_spec(rank)
+            spec = _data_spec(rank, data_dim)
             specs = [(spec, False), (spec, True)]
         elif k < n_data + len(layouts):
             lay = layouts[k - n_data]
@@ -483,6 +492,8 @@ class TorchStepProgram:
     """The pipeline's stages (`spmd.Stage`), texts only when built with keep_text."""
     cached: str = "compiled"
     """Where the program came from: "compiled", "cache" (this rank's disk) or "broadcast"."""
+    data_dim: int = 0
+    """The dimension of the inputs and targets the replicas split (`_data_spec`)."""
 
     @property
     def module(self) -> Any:
@@ -518,6 +529,7 @@ class TorchStepProgram:
         eval_step: ExportedStep | None = None,
         keep_text: bool = False,
         world: Any = None,
+        data_dim: int = 0,
     ) -> TorchStepProgram:
         """Resolve and check every layout (before anything is allocated), annotate the
         step (and `eval_step`, the `grads=False` import of the same loss), add AdamW and
@@ -547,12 +559,12 @@ class TorchStepProgram:
         key = make_key(
             "torch-step", exported=asdict(exported), eval_step=None if eval_step is None else asdict(eval_step),
             axes=sorted((k, list(v)) for k, v in axes.items()), plan=plan, policy=policy, grid=grid, opt=opt,
-            no_decay=list(no_decay), pipeline=PIPELINE, fuse=True,
+            no_decay=list(no_decay), pipeline=PIPELINE, fuse=True, data_dim=data_dim,
         )
         built: list[Stage] = []
 
         def build() -> tuple[Any, dict[str, Any]]:
-            module, shard_level = _step_module(exported, eval_step, grid, params, layouts, buffer_specs, opt, built, keep_text)
+            module, shard_level = _step_module(exported, eval_step, grid, params, layouts, buffer_specs, opt, built, keep_text, data_dim)
             counts = lambda table: {f: dict(c) for f, c in table.items()}  # noqa: E731
             return module, {"stages": [[st.name, st.seconds] for st in built], "shard_collectives": counts(shard_level), "collectives": counts(count_collectives(module))}
 
@@ -573,6 +585,7 @@ class TorchStepProgram:
         prog.buffers, prog.buffer_specs, prog.has_eval, prog.stages = buffers, buffer_specs, eval_step is not None, stages
         prog.compile_seconds = time.perf_counter() - t0
         prog.cached = source
+        prog.data_dim = data_dim
         return prog
 
     def call(self, name: str, *args: object) -> Any:
@@ -581,7 +594,7 @@ class TorchStepProgram:
 
 def _step_module(
     exported: ExportedStep, eval_step: ExportedStep | None, grid: Grid, params: Sequence[ParamInfo], layouts: Sequence[ParamLayouts],
-    buffer_specs: Sequence[PartitionSpec], opt: AdamWConfig, stages: list[Any], keep_text: bool,
+    buffer_specs: Sequence[PartitionSpec], opt: AdamWConfig, stages: list[Any], keep_text: bool, data_dim: int = 0,
 ) -> tuple[Any, dict[str, Counter[str]]]:
     """The annotated step module with `@adamw_step`, run through `spmd.PIPELINE` (its
     stages appended to `stages`), and its collectives at the shard level (before
@@ -589,12 +602,12 @@ def _step_module(
     from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline
 
     module = _parse(exported)
-    _check_data(module, exported, grid)
-    _annotate_step(module, exported, grid, layouts, buffer_specs)
+    _check_data(module, exported, grid, data_dim)
+    _annotate_step(module, exported, grid, layouts, buffer_specs, data_dim=data_dim)
     if eval_step is not None:
         loss_module = _parse(eval_step)
-        _check_data(loss_module, eval_step, grid)
-        _annotate_step(loss_module, eval_step, grid, layouts, buffer_specs, results=False)
+        _check_data(loss_module, eval_step, grid, data_dim)
+        _annotate_step(loss_module, eval_step, grid, layouts, buffer_specs, results=False, data_dim=data_dim)
         for op in list(loss_module.body.block.ops):
             op.detach()
             module.body.block.add_op(op)
@@ -628,11 +641,13 @@ def _parse(exported: ExportedStep) -> Any:
         raise TorchTrainError(f"shardc cannot read torch-mlir's import of @{exported.func_name}: {where}: error: {message}") from None
     uncollapse_batch_matmuls(module)
     scatters_by_position(module)
+    scatters_in_windows(module)
+    expand_shapes_before_pads(module)
     split_shared_fills(module)
     return module
 
 
-def _check_data(module: Any, exported: ExportedStep, grid: Grid) -> None:
+def _check_data(module: Any, exported: ExportedStep, grid: Grid, data_dim: int = 0) -> None:
     from xdsl.dialects import func
     from xdsl.dialects.builtin import TensorType
 
@@ -642,7 +657,7 @@ def _check_data(module: Any, exported: ExportedStep, grid: Grid) -> None:
     for name, arg in zip(names, f.body.blocks[0].args):
         t = arg.type
         shape = tuple(t.get_shape()) if isinstance(t, TensorType) else ()
-        state.append(StateArray(f"data/{name}", shape, _data_spec(len(shape))))
+        state.append(StateArray(f"data/{name}", shape, _data_spec(len(shape), data_dim)))
     validate_state(state, grid)
 
 
@@ -786,7 +801,7 @@ class _Rank:
     def _data(self, mb: Sequence[np.ndarray]) -> list[np.ndarray]:
         from shardc.training.spmd import local_part
 
-        return [local_part(np.asarray(x), _data_spec(np.ndim(x)), self.p.grid, self.rank) for x in mb]
+        return [local_part(np.asarray(x), _data_spec(np.ndim(x), self.p.data_dim), self.p.grid, self.rank) for x in mb]
 
     def train_step(self, microbatches: Sequence[Sequence[np.ndarray]], lr: float) -> float:
         acc: list[np.ndarray] | None = None
@@ -901,6 +916,7 @@ class TorchTraining:
         checkpoint: CheckpointOptions | None = None,
         resume: Checkpoint | str | Path | None = None,
         keep_text: bool = False,
+        data_dim: int = 0,
     ) -> TorchTraining:
         """See `train_module`; `keep_text`: the program keeps each stage's text."""
         plan = plan or ShardingPlan()
@@ -958,12 +974,15 @@ class TorchTraining:
             from mpi4py import MPI
 
             comm = MPI.COMM_WORLD
-        prog = TorchStepProgram.build(exported, axes or {}, plan, policy, grid, opt, no_decay=no_decay, eval_step=eval_step, keep_text=keep_text, world=comm)
+        prog = TorchStepProgram.build(
+            exported, axes or {}, plan, policy, grid, opt, no_decay=no_decay, eval_step=eval_step, keep_text=keep_text,
+            world=comm, data_dim=data_dim,
+        )
         sched = lr if isinstance(lr, TrainConfig) else TrainConfig(lr=float(lr), min_lr=float(lr), warmup_steps=0) if not callable(lr) else None
         lr_at = sched.lr_at if sched is not None else lr  # type: ignore[assignment]
         micro = int(first[0].shape[0]) if first and np.ndim(first[0]) else 1
         cfg = TrainingConfig(
-            TorchModelInfo.of(model), max(1, micro // grid.batch), accum, steps,  # type: ignore[arg-type]
+            TorchModelInfo.of(model), max(1, micro // grid.batch) if data_dim == 0 else micro, accum, steps,  # type: ignore[arg-type]
             sched.lr if sched else 0.0, sched.min_lr if sched else 0.0, sched.warmup_steps if sched else 0,
             sched.seed if sched else 0, prog.dtype, opt, policy, plan, eval_every, len(evals or ()),
         )
@@ -1062,6 +1081,7 @@ def train_module(
     on_step: Callable[[StepLog], None] | None = None,
     checkpoint: CheckpointOptions | None = None,
     resume: Checkpoint | str | Path | None = None,
+    data_dim: int = 0,
 ) -> TorchTrainResult:
     """Train `model` with AdamW on `batches` (global microbatches: tuples whose first
     `n_inputs` entries go to the model and the rest to `loss_fn` after its output; a
@@ -1074,13 +1094,16 @@ def train_module(
     `checkpoint`: sharded checkpoints as the built-in trainer saves them (keyed by FQN);
     `resume`: a checkpoint, or a directory of them, to continue from on any grid.
     `world` simulated ranks, or None for the MPI world (call on every rank of an
-    mpiexec job). Bad input raises TorchTrainError / ShardingValidationError before
+    mpiexec job). `data_dim`: the dimension of every input and target the replicas
+    split, 0 (the batch: data parallel) or another, say an image's height (2 for NCHW:
+    each replica holds a band of rows of every image, convolutions exchange halos).
+    Bad input raises TorchTrainError / ShardingValidationError before
     anything is allocated. The model itself is not changed: load
     `result.state_dict(model)` into it."""
     job = TorchTraining.prepare(
         model, batches, loss_fn, axes=axes, plan=plan, policy=policy, world=world, n_inputs=n_inputs,
         accum=accum, steps=steps, lr=lr, opt=opt, no_decay=no_decay, eval_batches=eval_batches,
-        eval_every=eval_every, checkpoint=checkpoint, resume=resume,
+        eval_every=eval_every, checkpoint=checkpoint, resume=resume, data_dim=data_dim,
     )
     return job.run(on_step)
 

@@ -23,7 +23,9 @@ this model; ops without windows keep the structured-op model it derives from
   the neighbours; the first and last ranks have no neighbour there and keep the pad.
   The op then runs on that local tensor and produces exactly its output rows. An
   insert_slice of the image into a filled tensor (how torch-mlir pads a gradient) is the
-  same pad. Should a user want the padded tensor otherwise (a conv pinned replicated),
+  same pad; with strides (the input gradient of a strided conv: the gradient dilated
+  into zeros) its frame is the source dilated to stride x rows, each rank dilating its
+  own rows, and without padding it needs no halo at all. Should a user want the padded tensor otherwise (a conv pinned replicated),
   the pad's interface moves it (`reshard_result`: cores gathered, then padded), since
   the planner would read the layout as an ordinary halo one.
 
@@ -197,9 +199,18 @@ def _fill_of(value: SSAValue) -> FillOp | None:
     return owner if isinstance(owner, FillOp) else None
 
 
+def insert_strides(op: tensor.InsertSliceOp) -> list[int]:
+    """The static strides of an insert_slice (1 where dynamic: `_insert_pads` refuses those)."""
+    return [st if st > 0 else 1 for st in op.properties["static_strides"].get_values()]  # type: ignore[attr-defined]
+
+
 def _insert_pads(op: tensor.InsertSliceOp) -> tuple[list[int], list[int]] | None:
-    """An insert_slice of a whole tensor into a filled one, unit strides, static: a pad
-    (torch-mlir pads a gradient so before its convolution)."""
+    """An insert_slice of a whole tensor into a filled one, static: a pad (torch-mlir
+    pads a gradient so before its convolution). With a stride s along a dimension (the
+    gradient of a strided convolution, dilated into zeros) the padded frame is the
+    source dilated to s*n rows (each row followed by s-1 filled ones), so the high pad
+    is what the destination holds beyond those; a rank's shard of that frame is its
+    own rows dilated, and the split works as a pad's (module docstring)."""
     if op.offsets or op.sizes or op.strides or _fill_of(op.dest) is None:
         return None
     props = op.properties
@@ -207,9 +218,12 @@ def _insert_pads(op: tensor.InsertSliceOp) -> tuple[list[int], list[int]] | None
     sizes = list(props["static_sizes"].get_values())  # type: ignore[attr-defined]
     strides = list(props["static_strides"].get_values())  # type: ignore[attr-defined]
     source, dest = _shape(op.source), _shape(op.dest)
-    if any(st != 1 for st in strides) or tuple(sizes) != source or len(source) != len(dest):
+    if any(st < 1 for st in strides) or tuple(sizes) != source or len(source) != len(dest):
         return None
-    return offsets, [d - o - n for d, o, n in zip(dest, offsets, sizes)]
+    high = [d - o - st * n for d, o, n, st in zip(dest, offsets, sizes, strides)]
+    if any(h < 0 for h in high):
+        return None  # the dilated frame does not fit the destination
+    return offsets, high
 
 
 def pads_of(op: Operation) -> tuple[list[int], list[int]] | None:
@@ -558,11 +572,22 @@ class PadSharding(DimensionPreservingSharding):
         return pads_of(op)
 
     def _emit_pad(
-        self, op: Operation, value: SSAValue, low: list[int], high: list[int], partitioner: Partitioner
+        self,
+        op: Operation,
+        value: SSAValue,
+        low: list[int],
+        high: list[int],
+        partitioner: Partitioner,
+        dilate: bool = True,
     ) -> SSAValue:
-        """`value` padded by `low`/`high` with the op's pad value, on the local side."""
+        """`value` padded by `low`/`high` with the op's pad value, on the local side (an
+        insert_slice's strides dilate it first, unless `dilate` is off: `value` is
+        dilated already)."""
         element = op.results[0].type.get_element_type()  # type: ignore[attr-defined]
-        shape = [size + lo + hi for size, lo, hi in zip(_shape(value), low, high)]
+        strides = [1] * len(low)
+        if isinstance(op, tensor.InsertSliceOp) and dilate:
+            strides = insert_strides(op)
+        shape = [st * size + lo + hi for size, lo, hi, st in zip(_shape(value), low, high, strides)]
         type_ = tensor_type(element, shape)
         if isinstance(op, tensor.PadOp):
             mapping = dict(partitioner.mapping)
@@ -576,7 +601,7 @@ class PadSharding(DimensionPreservingSharding):
         assert fill is not None
         empty = partitioner.insert(tensor_empty([], type_))
         filled = partitioner.insert(fill_op([partitioner.local(fill.inputs[0])], [empty.tensor], [type_]))
-        inserted = tensor.InsertSliceOp.from_static_parameters(value, filled.results[0], low, list(_shape(value)))
+        inserted = tensor.InsertSliceOp.from_static_parameters(value, filled.results[0], low, list(_shape(value)), strides)
         return partitioner.insert(inserted).result
 
     def splittable_loops(self, op: Operation) -> set[int]:
@@ -585,8 +610,10 @@ class PadSharding(DimensionPreservingSharding):
         if pads is None:
             return whole
         # Which padded dims may split depends on the shard count: `allows_option` and
-        # `get_sharding_option` check that; here every padded dim is a candidate.
-        return whole | {d for d, (lo, hi) in enumerate(zip(*pads)) if lo or hi}
+        # `get_sharding_option` check that; here every padded dim is a candidate, and
+        # every dim an insert_slice dilates (a stride-2 1x1 conv's input gradient, no pad).
+        strides = insert_strides(op) if isinstance(op, tensor.InsertSliceOp) else [1] * len(pads[0])
+        return whole | {d for d, (lo, hi) in enumerate(zip(*pads)) if lo or hi or strides[d] > 1}
 
     def _halo_dims(self, op: Operation, option: ShardingOption) -> dict[int, tuple[int, int]] | None:
         """Halos of the split padded dims (None: some cannot be split so)."""
@@ -600,7 +627,8 @@ class PadSharding(DimensionPreservingSharding):
                 return None
             if not _feeds_windows(op, dim, _shards(op, option.grid, axes)):
                 return None
-            halos[dim] = (pads[0][dim], pads[1][dim])
+            if pads[0][dim] or pads[1][dim]:
+                halos[dim] = (pads[0][dim], pads[1][dim])
         return halos
 
     def get_sharding_option(
@@ -626,9 +654,13 @@ class PadSharding(DimensionPreservingSharding):
     ) -> list[ShardingInfo | None] | None:
         shardings = super().get_sharding_annotations(op, option)
         halos = self._halo_dims(op, option)
-        if shardings is None or not halos:
+        if shardings is None or halos is None:
             return shardings
-        shardings[-1] = _with_halos(shardings[-1], halos)
+        whole = super().splittable_loops(op)
+        if not any(axes and d not in whole for d, axes in enumerate(option.sharding_array)):
+            return shardings
+        if halos:
+            shardings[-1] = _with_halos(shardings[-1], halos)
         if isinstance(op, tensor.InsertSliceOp) and option.grid is not None:
             shardings[1] = ShardingInfo.get(option.grid, [])
         return shardings
@@ -687,6 +719,9 @@ class PadSharding(DimensionPreservingSharding):
                     "reads it as a convolution or pooling window that can be split with halos",
                 )
         padded = self._emit_pad(op, operands[0], pads[0], pads[1], partitioner)
+        if not any(halos):  # only dilated (a strided insert without padding): all local
+            partitioner.mapping[op.results[0]] = padded
+            return
         halo = UpdateHaloOp(
             padded,
             sharding.grid,
@@ -720,6 +755,7 @@ class PadSharding(DimensionPreservingSharding):
         for dim in split:
             offsets[dim] = pads[0][dim]
             sizes[dim] -= pads[0][dim] + pads[1][dim]
+        # the cores in the padded frame (an insert_slice's source dilated by its strides)
         core = partitioner.insert(tensor.ExtractSliceOp.from_static_parameters(local, offsets, sizes)).result
         element = op.results[0].type.get_element_type()  # type: ignore[attr-defined]
         global_shape = list(_shape(op.results[0]))
@@ -729,7 +765,7 @@ class PadSharding(DimensionPreservingSharding):
         gathered = reshard(plain, whole_split, tensor_type(element, source_shape), core)
         low = [pads[0][d] if d in split else 0 for d in range(len(global_shape))]
         high = [pads[1][d] if d in split else 0 for d in range(len(global_shape))]
-        padded = self._emit_pad(op, gathered, low, high, partitioner)
+        padded = self._emit_pad(op, gathered, low, high, partitioner, dilate=False)
         return reshard(whole_split, target, op.results[0].type, padded)
 
 

@@ -17,7 +17,10 @@ Beyond upstream: a body reading `linalg.index k` of a split loop sees the global
 axes times the local loop size; upstream would read the local one). A tensor the body
 reads from outside with `tensor.extract` (a gather's table) follows a loop along each
 dimension that every extract of it indexes with exactly `linalg.index d` (through index
-casts) and whose extent is loop d's (`captured_loop_dims`): that dimension is split like
+casts) and whose extent is loop d's (`captured_loop_dims`), or with a pooling window
+`s * linalg.index d + linalg.index r` (r a reduction loop no longer than the stride s,
+extent s times loop d's: torch-mlir's max_pool2d_with_indices; each block of rows reads
+only its own rows, so no halo): that dimension is split like
 loop d and read at the local index, so an embedding table split on n_embd stays split;
 its other dimensions (indexed by data, say token ids) are read whole, at global
 indices, as are the other uses of the index (bounds checks, arithmetic). The completion
@@ -405,6 +408,45 @@ def _index_loop(value: SSAValue, op: Operation, extent: int) -> int | None:
     return None
 
 
+def _window_loop(value: SSAValue, op: Operation, extent: int, sizes: Sequence[int]) -> int | None:
+    """The loop d when `value` is `s * linalg.index d + linalg.index r` (either order)
+    of `op`'s body, r a reduction loop of size k <= s, and `extent == s * size(d)`: a
+    pooling window (torch-mlir's max_pool2d_with_indices reads its input so). Each
+    output row reads rows `[s*d, s*d + k)`, inside block d of a dimension split like
+    loop d, so the read is local, no halo. Overlapping windows (k > s) would need rows of
+    the next shard and are not followed (the tensor is read whole)."""
+    add = value.owner
+    if not isinstance(add, arith.AddiOp):
+        return None
+    iterators = loop_iterator_types(StructuredOpSharding(), op)
+    for scaled, offset in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+        mul = scaled.owner
+        window = offset.owner
+        if not isinstance(mul, arith.MuliOp) or not isinstance(window, IndexOp) or window.parent_op() is not op:
+            continue
+        r = window.dim.value.data
+        for x, c in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
+            stride = c.owner
+            if not isinstance(stride, arith.ConstantOp) or not isinstance(stride.value, IntegerAttr):
+                continue
+            s = stride.value.value.data
+            d = _index_loop(x, op, extent)
+            if (
+                d is None
+                or d == r
+                or s < 1
+                or r >= len(sizes)
+                or iterators[r] != IteratorType.REDUCTION
+                or sizes[d] == DYNAMIC
+                or sizes[r] == DYNAMIC
+                or sizes[r] > s
+                or s * sizes[d] != extent
+            ):
+                continue
+            return d
+    return None
+
+
 def _constant_at_least(value: SSAValue, bound: int) -> bool:
     owner = value.owner
     if not isinstance(owner, arith.ConstantOp) or not isinstance(owner.value, IntegerAttr):
@@ -482,8 +524,13 @@ def captured_loop_dims(op: Operation) -> dict[SSAValue, tuple[int | None, ...]]:
             shape = value.type.get_shape()
             dims: list[int | None] = []
             for index, extent in zip(inner.indices, shape):
-                loop = _index_loop(index, op, extent) if extent != DYNAMIC else None
-                ok = loop is not None and loop < loops and sizes[loop] == extent
+                loop, ok = None, False
+                if extent != DYNAMIC:
+                    loop = _index_loop(index, op, extent)
+                    ok = loop is not None and loop < loops and sizes[loop] == extent
+                    if loop is None:
+                        loop = _window_loop(index, op, extent, sizes)
+                        ok = loop is not None
                 dims.append(loop if ok else None)
             known = found.setdefault(value, dims)
             if known is not dims:
@@ -572,11 +619,30 @@ def _localized(value: SSAValue, globals_: dict[SSAValue, SSAValue], before: Oper
     cast = value.owner
     if isinstance(cast, (arith.RemSIOp, arith.RemUIOp)):
         return _localized(cast.lhs, globals_, before)  # the identity on the loop's range
+    if isinstance(cast, (arith.AddiOp, arith.MuliOp)):  # a window, `_window_loop`
+        operands = [
+            _localized(v, globals_, before) if _reads_global(v, globals_) else v for v in cast.operands
+        ]
+        local_op = type(cast)(operands[0], operands[1])
+        local_op.location = cast.location
+        Rewriter.insert_op(local_op, InsertPoint.before(before))
+        return local_op.result
     assert isinstance(cast, arith.IndexCastOp)
     local = arith.IndexCastOp(_localized(cast.input, globals_, before), cast.result.type)
     local.location = cast.location
     Rewriter.insert_op(local, InsertPoint.before(before))
     return local.result
+
+
+def _reads_global(value: SSAValue, globals_: dict[SSAValue, SSAValue]) -> bool:
+    """Whether `value` is computed (through casts, wraps and window arithmetic) from a
+    global `linalg.index`."""
+    if value in globals_:
+        return True
+    owner = value.owner
+    if isinstance(owner, (arith.IndexCastOp, arith.RemSIOp, arith.RemUIOp, arith.AddiOp, arith.MuliOp)):
+        return any(_reads_global(v, globals_) for v in owner.operands)
+    return False
 
 
 def _globalize_indices(

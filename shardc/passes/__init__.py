@@ -27,6 +27,8 @@ PASSES: dict[str, str] = {
     "sharding-propagation": "shardc.passes.sharding_propagation:ShardingPropagationPass",
     "shard-partition": "shardc.passes.partition:ShardPartitionPass",
     "shard-simplify": "shardc.passes.simplify:ShardSimplifyPass",
+    "scatter-windows": "shardc.passes.scatter_windows:ScatterWindowsPass",
+    "expand-shapes-before-pads": "shardc.passes.expand_before_pad:ExpandShapesBeforePadsPass",
     "convert-shard-to-mpi": "shardc.lowering.shard_to_mpi:ConvertShardToMPIPass",
     # mlir-opt's test passes, so MLIR-style lit tests run unchanged.
     "test-grid-simplifications": "shardc.passes.test_shard_passes:TestGridSimplificationsPass",

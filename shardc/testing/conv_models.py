@@ -28,6 +28,28 @@ class SmallCNN(nn.Module):
         return self.conv3(x)
 
 
+class SmallResNet(nn.Module):
+    """A ResNet-style network as users write one: a stem conv, a basic block (two 3x3
+    convs, residual add), a downsampling block (3x3 stride 2 then 3x3, a 1x1 stride-2
+    conv on the shortcut), global average pooling and a linear head."""
+
+    def __init__(self, channels: int = 3, width: int = 4, classes: int = 5):
+        super().__init__()
+        self.stem = nn.Conv2d(channels, width, 3, padding=1)
+        self.conv1 = nn.Conv2d(width, width, 3, padding=1)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1)
+        self.down1 = nn.Conv2d(width, 2 * width, 3, stride=2, padding=1)
+        self.down2 = nn.Conv2d(2 * width, 2 * width, 3, padding=1)
+        self.shortcut = nn.Conv2d(width, 2 * width, 1, stride=2)
+        self.head = nn.Linear(2 * width, classes)
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        x = F.relu(x + self.conv2(F.relu(self.conv1(x))))
+        x = F.relu(self.down2(F.relu(self.down1(x))) + self.shortcut(x))
+        return self.head(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
 def small_cnn_export(batch: int = 2, size: int = 16, seed: int = 0) -> tuple[SmallCNN, tuple, ExportedModule]:
     torch.manual_seed(seed)
     model = SmallCNN()

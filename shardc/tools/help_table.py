@@ -19,9 +19,11 @@ PASS_HELP = """\
   --convert-shard-to-mpi           Lower the shard dialect to mpi (MLIR's `convert-shard-to-mpi`).
   --cse                            Eliminate common sub-expressions, along the dominator tree in CFG regions.
   --dce
+  --expand-shapes-before-pads      Expand a pad's source instead of the padded tensor, where the padded dimensions
   --inline                         Inline calls to single-block functions of the module.
       default-pipeline=<str> (default: canonicalize)
       max-iterations=<int> (default: 4)
+  --scatter-windows                Scatters into non-overlapping pooling windows as elementwise generics.
   --shard-partition                Partition every annotated func.func of the module into SPMD form.
   --shard-simplify                 Applies the Shard simplification patterns (all-reduce endomorphisms, all_slice of
   --shard-to-mpi-pipeline          Annotated global program to mpi: sharding-propagation, shard-partition,
