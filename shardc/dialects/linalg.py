@@ -7,7 +7,7 @@ MLIR prints a map or reduce whose body is one op applied to the block arguments 
 (`%in`s for map, `%in, %init` reversed for reduce) in the short form `{ arith.addf }`,
 and parses it back into that body. The bodies of batch_matmul and matmul are MLIR's
 `addf(acc, mul)` (xDSL's own linalg.matmul builds `addf(mul, acc)`, visible in generic
-form).
+form). The convolution and pooling ops are `shardc.dialects.linalg_conv`'s.
 
 https://mlir.llvm.org/docs/Dialects/Linalg/
 """
@@ -56,6 +56,7 @@ from xdsl.printer import Printer
 from xdsl.traits import RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 
+from shardc.dialects.linalg_conv import WINDOW_OPS
 from shardc.dialects.overlays import extend_dialect
 from shardc.dialects.overlays import op_error as _error
 from shardc.ir.op_init import create_op
@@ -687,4 +688,4 @@ class GenericOp(xlinalg_ops.GenericOp):
             printer.print_string(")")
 
 
-Linalg = extend_dialect(xlinalg.Linalg, [BatchMatmulOp, MatmulOp, FillOp, MapOp, ReduceOp, GenericOp])
+Linalg = extend_dialect(xlinalg.Linalg, [BatchMatmulOp, MatmulOp, FillOp, MapOp, ReduceOp, GenericOp, *WINDOW_OPS])

@@ -247,7 +247,7 @@ class StructuredOpSharding(ShardingInterface):
         result_shardings: Sequence[Sharding | None],
         partitioner: Partitioner,
     ) -> None:
-        _partition(self, op, operands, operand_shardings, result_shardings, partitioner)
+        partition_structured(self, op, operands, operand_shardings, result_shardings, partitioner)
 
 
 class _SpelledOutSharding(StructuredOpSharding):
@@ -296,16 +296,20 @@ class BroadcastOpSharding(_SpelledOutSharding):
 # =========================================================================================
 
 
-def _partition(
+def partition_structured(
     impl: StructuredOpSharding,
     op: Operation,
     operands: Sequence[SSAValue],
     operand_shardings: Sequence[Sharding | None],
     result_shardings: Sequence[Sharding | None],
     partitioner: Partitioner,
+    windows_checked: bool = False,
 ) -> None:
+    """Emit a structured op on its local shards (see the module docstring). Operand maps
+    must be projected permutations unless the caller has checked the window dimensions
+    (`a*d_out + b*d_window`) of a convolution or pooling op (interfaces/conv.py)."""
     maps = indexing_maps(impl, op)[: len(op.operands)]
-    if not all(is_projected_permutation_or_constant(m) for m in maps):
+    if not windows_checked and not all(is_projected_permutation_or_constant(m) for m in maps):
         raise diagnostics.op_error(
             op, "supports indexing maps that are only projected permutation."
         )

@@ -229,6 +229,12 @@ class ShardingInterface:
         """Operand then result shardings the op needs for `option` (None: impossible)."""
         return default_get_sharding_annotations(self, op, option)
 
+    def annotations_follow_signature(self, op: Operation) -> bool:
+        """Whether `get_sharding_annotations` reads of `op` only its maps, loop count and
+        operand/result ranks, so that propagation may share its answer between ops alike.
+        An override that reads more (say, the padding of a producer) answers False."""
+        return type(self).get_sharding_annotations is ShardingInterface.get_sharding_annotations
+
     def add_sharding_annotations(self, op: Operation, option: ShardingOption) -> bool:
         """Annotate every operand and result of `op` for `option`."""
         return default_add_sharding_annotations(self, op, option)
@@ -237,6 +243,21 @@ class ShardingInterface:
         """Whether the completion after upstream's traversals may choose `option` (an op
         may be unable to partition some splits, e.g. a reduction without a combiner)."""
         return True
+
+    def reshard_result(
+        self,
+        op: Operation,
+        source: Sharding,
+        target: Sharding,
+        local: SSAValue,
+        partitioner: Partitioner,
+        reshard: Callable[[Sharding, Sharding, Attribute, SSAValue], SSAValue],
+    ) -> SSAValue | None:
+        """`local`, the local form `partition` gave `op`'s result under `source`, moved to
+        `target`, for an op whose local form is not the planner's (a pad split with halos
+        counted in its source's frame, interfaces/conv.py); None: the planner's resharding
+        applies. `reshard(src, tgt, global_type, value)` is the planner's."""
+        return None
 
     def partition(
         self,
@@ -259,10 +280,10 @@ _CACHE: dict[type[Operation], ShardingInterface | None] = {}
 # Dialect name -> the module whose `register()` attaches shardc's implementations to that
 # dialect's ops; it is imported when an op of the dialect is first looked up, so a run
 # loads only the models (and the dialects they import) its program uses.
-_MODELS: dict[str, str] = {
-    "linalg": "shardc.interfaces.linalg",
+_MODELS: dict[str, str | tuple[str, ...]] = {
+    "linalg": ("shardc.interfaces.linalg", "shardc.interfaces.conv"),
     "tosa": "shardc.interfaces.tosa",
-    "tensor": "shardc.interfaces.tensor",
+    "tensor": ("shardc.interfaces.tensor", "shardc.interfaces.conv"),
     "arith": "shardc.interfaces.arith",
     "tm_tensor": "shardc.interfaces.tm_tensor",
 }
@@ -291,7 +312,9 @@ def load_models(dialect: str) -> None:
     elif dialect in _MODELS:
         import importlib
 
-        importlib.import_module(_MODELS[dialect]).register()
+        modules = _MODELS[dialect]
+        for module in (modules,) if isinstance(modules, str) else modules:
+            importlib.import_module(module).register()
 
 
 def get_sharding_interface(op: Operation) -> ShardingInterface | None:
@@ -841,7 +864,7 @@ def _insertion_after_value(value: SSAValue) -> InsertPoint:
 
 
 def _build_sharding(sharding: ShardingInfo, value: SSAValue) -> ShardingOp:
-    op = ShardingOp(sharding.grid, sharding.split_axes)
+    op = ShardingOp(sharding.grid, sharding.split_axes, halo_sizes=sharding.sharding.static_halo_sizes)
     op.location = _location_of(value)
     return op
 

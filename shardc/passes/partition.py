@@ -398,6 +398,20 @@ class BlockPartitioner:
         (source_result,) = source.results
         value = self.lookup(op, source_result)
         src, tgt = sharding_of(source_sharding), sharding_of(sharding_value)
+        producer = source_src.owner
+        if src != tgt and src.static_halo_sizes and isinstance(producer, Operation):
+            impl = get_sharding_interface(producer)
+            if impl is not None:
+                with self.created() as created:
+                    moved = impl.reshard_result(
+                        producer, src, tgt, value, self.partitioner,
+                        lambda s, t, type_, v: self.reshard(op, s, t, type_, v),
+                    )
+                for new in created:
+                    new.location = op.location
+                if moved is not None:
+                    self.mapping[result] = moved
+                    return
         self.mapping[result] = self.reshard(op, src, tgt, source_src.type, value)
 
     def reshard(self, op: Operation, src: Sharding, tgt: Sharding, global_type: Attribute, value: SSAValue) -> SSAValue:

@@ -395,8 +395,8 @@ class Completion:
         self, impl: ShardingInterface, op: Operation, option: ShardingOption
     ) -> list[ShardingInfo | None] | None:
         """`impl.get_sharding_annotations` (diagnostics are dropped), memoized over ops
-        alike unless `impl` overrides it."""
-        if type(impl).get_sharding_annotations is not ShardingInterface.get_sharding_annotations:
+        alike unless `impl` reads more of an op (`annotations_follow_signature`)."""
+        if not impl.annotations_follow_signature(op):
             with collect_diagnostics():
                 return impl.get_sharding_annotations(op, option)
         sig = self.signature(impl, op)

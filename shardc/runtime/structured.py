@@ -23,7 +23,9 @@ The body is classified once, at compile time:
 
 `linalg.index` reads broadcast index grids; `tensor.extract` with such indices is a numpy
 gather (`kernels/tensor.py`); `cf.assert` in a body checks the whole array at once.
-Indexing maps must be projected permutations (dims, or the constant 0 on size-1 dims).
+Indexing maps are projected permutations (dims, or the constant 0 on size-1 dims); an
+input read through affine sums of dims (a convolution's image) is given as a strided
+view whose axes are those dims (`window.py`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from shardc.runtime.compile import FunctionBuilder, compile_error, describe, tar
 from shardc.runtime.dtypes import elem_type, is_shaped, np_dtype
 from shardc.runtime.donation import inplace_inits, inplace_pairs
 from shardc.runtime.kernels.fused import build_kernel
+from shardc.runtime.window_run import WindowPlan
 from shardc.runtime import horizontal  # noqa: F401  (loaded wherever specs are: the compile cache names its groups)
 
 from shardc.runtime.structured_run import (  # noqa: F401  (the run time, re-exported)
@@ -420,9 +423,11 @@ def emit_structured(
     iter_types: Sequence[str],
     block: Block,
     collect: bool = False,
+    windows: WindowPlan | None = None,
 ) -> tuple[StructuredSpec, str] | None:
     """Emit a call to `run_structured` for a structured op with the given maps and body.
-    A member of a horizontal group (`shardc.runtime.horizontal`) emits its whole group
+    With `windows`, the inputs it names are read as strided views (`window.py`), whose
+    maps `maps` holds. A member of a horizontal group (`shardc.runtime.horizontal`) emits its whole group
     where the first member comes; with `collect`, only the body is emitted and the spec
     and the call's argument tuple are returned, for the group's call."""
     if not collect and (group := g.cg.hgroups.get(op)) is not None:
@@ -483,6 +488,7 @@ def emit_structured(
         spec.out_map = maps[n_ins]
         spec.factor_inputs = [i for _, i in leaves]
         spec.plan = build_contraction_plan(spec, _constant_leaves(block, ins, leaves))
+        spec.lead_batch = windows is not None
         spec.init_inplace = 0 in inplace_inits(op) and spec.out_is_tensor[0]
         if op.results and _free_layout(spec):
             spec.out_layout = _consumer_layout(op.results[0])
@@ -527,13 +533,16 @@ def emit_structured(
         params = ["ins", "outs"]
     body_name = _emit_body_fn(g, block, n_ins, body_values, with_outs="outs" in params)
     spec_name = g.const(spec, "spec")
-    in_names = g.vs(ins) if onehot_args is None else [
+    in_names = list(g.vs(ins)) if onehot_args is None else [
         "None" if k == onehot_args[0] and _onehot_elided(v.owner) else g.v(v) for k, v in enumerate(ins)  # type: ignore[arg-type]
     ]
     aux = "" if onehot_args is None else f", ({g.v(onehot_args[1].tok)}, {g.v(onehot_args[1].ids)})"
+    in_expr = tuple_expr(in_names) if ins else "()"
+    if windows is not None:
+        in_expr = f"{g.const(windows, 'windows')}({in_expr}, {tuple_expr(g.vs(outs))})"
     if collect:
-        return spec, f"({spec_name}, {body_name}, {tuple_expr(in_names) if ins else '()'}, {tuple_expr(g.vs(outs))})"
-    call = f"{g.const(run_structured, 'run_structured')}({spec_name}, {body_name}, {tuple_expr(in_names) if ins else '()'}, {tuple_expr(g.vs(outs))}{aux})"
+        return spec, f"({spec_name}, {body_name}, {in_expr}, {tuple_expr(g.vs(outs))})"
+    call = f"{g.const(run_structured, 'run_structured')}({spec_name}, {body_name}, {in_expr}, {tuple_expr(g.vs(outs))}{aux})"
     tensor_results = list(op.results)
     if tensor_results:
         names = [g.res(op, i, vec=False) for i in range(len(tensor_results))]

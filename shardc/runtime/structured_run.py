@@ -121,6 +121,7 @@ class StructuredSpec:
     fused: FusedKernel | None = None  # the body as compiled loop nests (kernels/fused.py)
     inplace: tuple[tuple[int, int], ...] = ()  # (result, input) written over a donated input (runtime/donation.py)
     out_layout: tuple[int, ...] | None = None  # contraction: memory order of the result's axes
+    lead_batch: bool = False  # contraction: see `matmul_plan` (set for windowed operands)
     init_inplace: bool = False  # contraction / reduction: the result is written into its init, a donated buffer (fusion.fuse_accumulations)
 
     # -- shapes ----------------------------------------------------------------------
@@ -418,6 +419,7 @@ class MatmulPlan:
     out_perm: tuple[int, ...]  # axes of the (batch, m, n) result in output order
     inv_perm: tuple[int, ...] = ()  # its inverse (output axes in (batch, m, n) order)
     out_identity: bool = True  # out_perm is the identity
+    expand_a: int = 0  # leading batch dims the first operand lacks (broadcast over them)
     dims: dict[tuple[int, ...], MatmulDims] = field(default_factory=dict, compare=False, repr=False)
     """Loop sizes -> the matmul's shapes: a call site sees the same sizes every step."""
 
@@ -459,7 +461,11 @@ class MatmulDims:
 
 
 @functools.lru_cache(maxsize=4096)
-def matmul_plan(sa: Map, sb: Map, so: tuple[int, ...]) -> MatmulPlan:
+def matmul_plan(sa: Map, sb: Map, so: tuple[int, ...], lead_batch: bool = False) -> MatmulPlan:
+    """With `lead_batch`, a result that would come out transposed (the output's outer
+    dims belong to the second operand alone, as a convolution's batch does) is computed
+    as a batch of matmuls over those dims instead, the first operand broadcast over them,
+    so that each matmul writes its block of the output in place."""
     sum_a = tuple(i for i, d in enumerate(sa) if d not in sb and d not in so)
     sum_b = tuple(i for i, d in enumerate(sb) if d not in sa and d not in so)
     la = [d for i, d in enumerate(sa) if i not in sum_a]
@@ -475,6 +481,15 @@ def matmul_plan(sa: Map, sb: Map, so: tuple[int, ...]) -> MatmulPlan:
     if swap:
         la, lb, afree, bfree = lb, la, bfree, afree
     got = batch + afree + bfree
+    expand: list[int] = []
+    if lead_batch and got != present and afree:
+        first_a = present.index(afree[0])
+        lead = present[:first_a]
+        rest = [d for d in bfree if d not in lead]
+        if set(batch) <= set(lead) and lead + afree + rest == present:
+            expand = [d for d in lead if d not in la]
+            la = expand + la
+            batch, bfree, got = lead, rest, present
     out_perm = tuple(got.index(d) for d in present)
     inv = _argsort(out_perm)
     return MatmulPlan(
@@ -482,13 +497,13 @@ def matmul_plan(sa: Map, sb: Map, so: tuple[int, ...]) -> MatmulPlan:
         tuple(la.index(d) for d in batch + afree + contr),
         tuple(lb.index(d) for d in batch + contr + bfree),
         tuple(batch), tuple(afree), tuple(contr), tuple(bfree),
-        out_perm, inv, out_perm == tuple(range(len(out_perm))),
+        out_perm, inv, out_perm == tuple(range(len(out_perm))), len(expand),
     )
 
 
 def contract2(
     a: np.ndarray, sa: Map, b: np.ndarray, sb: Map, so: Sequence[int], sizes: Sequence[int], dt: np.dtype | None = None,
-    layout: Sequence[int] | None = None, acc: np.ndarray | None = None, alpha: float = 1.0,
+    layout: Sequence[int] | None = None, acc: np.ndarray | None = None, alpha: float = 1.0, lead_batch: bool = False,
 ) -> tuple[np.ndarray, bool]:
     """Contract two operands (axes labelled by loop dims) into the output dims `so` that
     either has, through one (batched) matmul; the result's axes follow `so`. With `dt`,
@@ -499,14 +514,17 @@ def contract2(
     `acc` itself is returned; otherwise the product alone, for the caller to add. The
     product is scaled by `alpha` (BLAS's own factor on the matmul paths, so a constant
     factor of the contraction costs no pass over the result; a pass on the others).
-    Returns (result, whether it is a fresh array the caller owns)."""
-    plan = matmul_plan(tuple(sa), tuple(sb), tuple(so))
+    Returns (result, whether it is a fresh array the caller owns). `lead_batch`: see
+    `matmul_plan`."""
+    plan = matmul_plan(tuple(sa), tuple(sb), tuple(so), lead_batch)
     if plan.sum_a:
         a = a.sum(axis=plan.sum_a)
     if plan.sum_b:
         b = b.sum(axis=plan.sum_b)
     if plan.swap:
         a, b = b, a
+    if plan.expand_a:
+        a = a.reshape((1,) * plan.expand_a + a.shape)
     if not plan.mdims and not plan.ndims:
         # Batched dot products (a layernorm's gradients: summed over features, or over
         # batch and positions). As 1xk by kx1 matmuls they ran at half of memory speed:
@@ -529,6 +547,8 @@ def contract2(
     present_shape = sh.present
     At, Bt = a.transpose(plan.pa), b.transpose(plan.pb)
     nb = len(sh.bs)
+    if plan.expand_a:
+        At = np.broadcast_to(At, (*sh.bs, *At.shape[nb:]))
     if nb and not any(Bt.strides[:nb]) and (A2 := _view(At, sh.rows_k)) is not None:
         # The second operand is broadcast over the batch (torch-mlir's batch_matmul with
         # a linalg.broadcast weight): one matmul with the batch folded into the rows
@@ -843,7 +863,7 @@ def _run_contraction(
         elif plain and spec.out_layout is None and a.dtype == b.dtype == dt and _is_matmul(ma, mb, so):
             acc = np.empty(init.shape, dt)  # a copy of the init (a broadcast bias), BLAS adding into it:
             np.copyto(acc, init)  # one pass over the result where a product then `+ init` takes two
-        r, fresh = contract2(a, ma, b, mb, so, sizes, dt, spec.out_layout, acc, alpha)
+        r, fresh = contract2(a, ma, b, mb, so, sizes, dt, spec.out_layout, acc, alpha, spec.lead_batch)
         if acc is not None and r is acc:
             return (acc,)
     else:

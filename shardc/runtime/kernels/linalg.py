@@ -9,7 +9,8 @@ from xdsl.dialects.builtin import ShapedType
 from xdsl.ir import Operation
 
 from shardc.runtime.compile import FunctionBuilder, compile_error, register, single_block
-from shardc.runtime.structured import Map, emit_structured, ins_outs, maps_of
+from shardc.runtime.structured import Map, emit_structured, ins_outs
+from shardc.runtime.window import window_maps
 
 
 @register(LinalgStructuredOperation)
@@ -20,9 +21,9 @@ def _structured(op: Operation, g: FunctionBuilder) -> None:
         iters = [str(t.data) for t in op.get_iterator_types().data]
     except Exception as e:  # xDSL helpers may fail on unusual ops
         raise compile_error(op, f"operation is not supported by the numpy runtime (its indexing maps are unreadable: {e!r})") from None
-    maps = maps_of(op, attr.data)
     ins, outs = ins_outs(op)
-    emit_structured(op, g, list(ins), list(outs), maps, [i.split(".")[-1].lower() for i in iters], single_block(op.body))
+    maps, windows = window_maps(op, attr.data, len(ins))
+    emit_structured(op, g, list(ins), list(outs), maps, [i.split(".")[-1].lower() for i in iters], single_block(op.body), windows=windows)
 
 
 @register(linalg.BroadcastOp)

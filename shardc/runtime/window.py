@@ -1,0 +1,93 @@
+"""Indexing maps beyond projected permutations: an input indexed by affine sums of loop
+dims with constant, non-negative coefficients (`d2 * 2 + d5 * 3 + 1`), as convolutions
+and pooling read their image, generic or named alike.
+
+Each such input is read at run time as a strided view whose axes are the loop dims its
+map names (`window_run.WindowView`); the op's maps become projected permutations over
+those views and the structured engine runs it as any other op (contraction on BLAS,
+reduction by its combiner). Outputs must still be projected permutations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import AffineMapAttr
+from xdsl.ir import Operation
+from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+
+from shardc.runtime.compile import compile_error, describe
+from shardc.runtime.structured_run import Map
+from shardc.runtime.window_run import WindowPlan, WindowView
+
+Linear = tuple[dict[int, int], int]  # loop dim -> coefficient, and the constant
+
+
+def linear_form(e: AffineExpr) -> Linear | None:
+    """`e` as `sum(coef * dim) + const`, or None when it is not one (a product of dims,
+    floordiv, mod, symbols)."""
+    if isinstance(e, AffineDimExpr):
+        return {e.position: 1}, 0
+    if isinstance(e, AffineConstantExpr):
+        return {}, e.value
+    if isinstance(e, AffineBinaryOpExpr):
+        a, b = linear_form(e.lhs), linear_form(e.rhs)
+        if a is None or b is None:
+            return None
+        if e.kind == AffineBinaryOpKind.Add:
+            out = dict(a[0])
+            for d, c in b[0].items():
+                out[d] = out.get(d, 0) + c
+            return {d: c for d, c in out.items() if c}, a[1] + b[1]
+        if e.kind == AffineBinaryOpKind.Mul:
+            if a[0] and b[0]:
+                return None
+            (terms, k), scale = (a, b[1]) if not b[0] else (b, a[1])
+            return {d: c * scale for d, c in terms.items() if c * scale}, k * scale
+    return None
+
+
+def _plain(e: AffineExpr) -> int | None:
+    """The loop dim `e` is alone, or None (the constant 0 is plain too, handled apart)."""
+    return e.position if isinstance(e, AffineDimExpr) else None
+
+
+def window_maps(op: Operation, attrs: Sequence[AffineMapAttr], n_ins: int) -> tuple[list[Map], WindowPlan | None]:
+    """The op's maps as projected permutations, inputs with affine-sum maps replaced by
+    the maps of their windowed views, and the plan that builds those views (None when
+    every map is a projected permutation already)."""
+    from shardc.runtime.structured import map_dims
+
+    maps: list[Map] = []
+    views: list[WindowView] = []
+    amaps: list[AffineMap] = [a.data for a in attrs]
+    for i, amap in enumerate(amaps):
+        if amap.num_symbols:
+            raise compile_error(op, "indexing maps with symbols are not supported by the runtime")
+        if all(isinstance(e, AffineDimExpr) or (isinstance(e, AffineConstantExpr) and e.value == 0) for e in amap.results):
+            maps.append(map_dims(op, amap))
+            continue
+        forms = [linear_form(e) for e in amap.results]
+        if i >= n_ins or any(f is None or f[1] < 0 or any(c < 0 for c in f[0].values()) for f in forms):
+            raise compile_error(
+                op,
+                f"indexing map {amap} is neither a projected permutation nor, on an input, a sum of loop "
+                "dimensions with non-negative constant coefficients (not supported by the runtime)",
+            )
+        dims: list[int] = []
+        for f in forms:
+            assert f is not None
+            dims.extend(d for d in f[0] if d not in dims)
+        terms = tuple(tuple((dims.index(d), c) for d, c in f[0].items()) for f in forms if f is not None)
+        offsets = tuple(f[1] for f in forms if f is not None)
+        views.append(WindowView(i, tuple(dims), terms, offsets))
+        maps.append(tuple(dims))
+    if not views:
+        return maps, None
+    size_src: list[tuple[int, int]] = []
+    for d in range(amaps[0].num_dims if amaps else 0):
+        src = next(((i, k) for i, m in enumerate(amaps) for k, e in enumerate(m.results) if _plain(e) == d), None)
+        if src is None:
+            raise compile_error(op, f"loop dimension d{d} is not bound by any operand's shape (a dimension of its own in some indexing map)")
+        size_src.append(src)
+    return maps, WindowPlan(tuple(size_src), tuple(views), describe(op))

@@ -1,0 +1,233 @@
+"""Every linalg conv and pooling named op, with strides and dilations, run by the
+runtime against PyTorch (`torch.nn.functional.conv1d/2d/3d`, `max_pool*d`; sums as a
+depthwise convolution with a kernel of ones). The operands are drawn in PyTorch's
+layout and moved into the op's by the axis names of its table row, so each op is
+checked in its own layout; no Python loop runs (generated code or general path)."""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from shardc.dialects.linalg_conv import SPECS, WindowOpSpec  # noqa: E402
+from shardc.runtime import compile_text  # noqa: E402
+
+SIZES = {"n": 2, "f": 3, "c": 2, "ic": 3, "g": 2, "cm": 2, "od": 2, "oh": 3, "ow": 4, "kd": 2, "kh": 2, "kw": 3}
+ATTRS = {"plain": ((1, 1, 1), (1, 1, 1)), "strided": ((2, 1, 3), (1, 1, 1)), "dilated": ((1, 1, 1), (2, 3, 1)), "both": ((2, 3, 2), (2, 1, 2))}
+
+
+def _window_size(o: str, k: str, s: int, d: int) -> int:
+    return (SIZES[o] - 1) * s + (SIZES[k] - 1) * d + 1
+
+
+def _axis_sizes(spec: WindowOpSpec, axes: tuple[str, ...], strides: tuple[int, ...], dilations: tuple[int, ...]) -> list[int]:
+    out, k = [], 0
+    for a in axes:
+        if "+" in a:
+            o, w = a.split("+")
+            out.append(_window_size(o, w, strides[k], dilations[k]))
+            k += 1
+        else:
+            out.append(SIZES[a])
+    return out
+
+
+def _tensor_type(shape: list[int], elem: str) -> str:
+    return "tensor<" + "x".join(map(str, shape)) + f"x{elem}>"
+
+
+def _ir(spec: WindowOpSpec, shapes: list[list[int]], strides: tuple[int, ...], dilations: tuple[int, ...], elem: str, given: bool) -> str:
+    ti, tk, to = (_tensor_type(s, elem) for s in shapes)
+    attrs = ""
+    if spec.strided and given:
+        def vec(xs: tuple[int, ...]) -> str:
+            return f"dense<[{', '.join(map(str, xs))}]> : vector<{len(xs)}xi64>"
+
+        attrs = f" {{dilations = {vec(dilations)}, strides = {vec(strides)}}}"
+    return (
+        f"func.func @f(%i: {ti}, %k: {tk}, %o: {to}) -> {to} {{\n"
+        f"  %0 = linalg.{spec.name}{attrs} ins(%i, %k : {ti}, {tk}) outs(%o : {to}) -> {to}\n"
+        f"  return %0 : {to}\n}}\n"
+    )
+
+
+def _run(spec: WindowOpSpec, ins: list[np.ndarray], init: np.ndarray, strides: tuple[int, ...], dilations: tuple[int, ...], elem: str = "f32", given: bool = True) -> np.ndarray:
+    text = _ir(spec, [list(x.shape) for x in (*ins, init)], strides, dilations, elem, given)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the general path (a loop) warns
+        cm = compile_text(text)
+    assert not re.search(r"^\s*(for|while) ", cm.source, re.M)
+    return cm.call("f", *ins, init)
+
+
+# -- PyTorch's layout <-> the op's ---------------------------------------------------------
+
+
+def _to_op_layout(x: np.ndarray, names: list[str], axes: tuple[str, ...]) -> np.ndarray:
+    """`x`, whose axes are `names` (PyTorch's order), permuted into the op's `axes`."""
+    keyed = [a.split("+")[0] if "+" in a else a for a in axes]
+    return x.transpose([names.index(a) for a in keyed])
+
+
+def _conv_case(spec: WindowOpSpec, strides: tuple[int, ...], dilations: tuple[int, ...], rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """Inputs and init in the op's layout, and PyTorch's result in it."""
+    inp, filt, out = spec.operands
+    spatial = [a for a in inp if "+" in a]
+    outs_sp = [a.split("+")[0] for a in spatial]
+    ks = [a.split("+")[1] for a in spatial]
+    has = set(spec.loops)
+    groups_axis = "g" if "g" in has else None
+    if "ic" in has:  # depthwise: channel ic, multiplier cm
+        in_ch, out_ch, per_group = ["ic"], ["ic", "cm"] if "cm" in has else ["ic"], []
+    elif groups_axis:
+        in_ch, out_ch, per_group = ["g", "c"], ["g", "f"], ["c"]
+    elif "c" in has:
+        in_ch, out_ch, per_group = ["c"], ["f"], ["c"]
+    else:  # conv_1d/2d/3d: no batch, no channels
+        in_ch, out_ch, per_group = [], [], []
+    n = SIZES["n"] if "n" in has else 1
+    sp_in = [_window_size(o, k, s, d) for o, k, s, d in zip(outs_sp, ks, strides, dilations)]
+    x_names = (["n"] if "n" in has else []) + in_ch + outs_sp
+    x = rng.standard_normal([SIZES[a] for a in (["n"] if "n" in has else []) + in_ch] + sp_in).astype(np.float32)
+    w_names = out_ch + per_group + ks
+    w = rng.standard_normal([SIZES[a] for a in w_names]).astype(np.float32)
+    channels = math.prod(SIZES[a] for a in in_ch)
+    groups = SIZES["g"] if groups_axis else (SIZES["ic"] if "ic" in has else 1)
+    xt = torch.from_numpy(x).reshape(n, channels, *sp_in)
+    wt = torch.from_numpy(w).reshape(math.prod(SIZES[a] for a in out_ch), math.prod(SIZES[a] for a in per_group), *[SIZES[k] for k in ks])
+    conv = (F.conv1d, F.conv2d, F.conv3d)[len(spatial) - 1]
+    y = conv(xt, wt, stride=tuple(strides), dilation=tuple(dilations), groups=groups).numpy()
+    y_names = (["n"] if "n" in has else []) + out_ch + outs_sp
+    y = y.reshape([SIZES[a] for a in y_names])
+    init = rng.standard_normal(y.shape).astype(np.float32)
+    ins = [_to_op_layout(x, x_names, inp), _to_op_layout(w, w_names, filt)]
+    return [np.ascontiguousarray(a) for a in ins], np.ascontiguousarray(_to_op_layout(init, y_names, out)), _to_op_layout(y + init, y_names, out)
+
+
+CONVS = [s for s in SPECS if s.body == "conv"]
+POOLS = [s for s in SPECS if s.body != "conv"]
+
+
+CONV_CASES = [pytest.param(s, a, id=f"{s.name}-{a}") for s in CONVS for a in ATTRS if s.strided or a == "plain"]
+
+
+@pytest.mark.parametrize(("spec", "attrs"), CONV_CASES)
+def test_conv_matches_torch(spec: WindowOpSpec, attrs: str, rng: np.random.Generator) -> None:
+    n = spec.n_spatial
+    strides, dilations = (tuple(v[:n]) for v in ATTRS[attrs])
+    ins, init, expected = _conv_case(spec, strides, dilations, rng)
+    got = _run(spec, ins, init, strides, dilations)
+    assert got.shape == expected.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_without_attributes_is_unit_strided(rng: np.random.Generator) -> None:
+    """No `strides`/`dilations` (MLIR's defaults): ones."""
+    spec = next(s for s in SPECS if s.name == "conv_2d_nchw_fchw")
+    ins, init, expected = _conv_case(spec, (1, 1), (1, 1), rng)
+    np.testing.assert_allclose(_run(spec, ins, init, (1, 1), (1, 1), given=False), expected, rtol=1e-4, atol=1e-4)
+
+
+def _pool_reference(kind: str, x: np.ndarray, window: tuple[int, ...], strides: tuple[int, ...], dilations: tuple[int, ...]) -> np.ndarray:
+    """PyTorch's pooling of `x` (n, c, spatial...) in float64."""
+    t = torch.from_numpy(x.astype(np.float64))
+    nd = len(window)
+    if kind == "sum":
+        ones = torch.ones(x.shape[1], 1, *window, dtype=torch.float64)
+        return (F.conv1d, F.conv2d, F.conv3d)[nd - 1](t, ones, stride=strides, dilation=dilations, groups=x.shape[1]).numpy()
+    pool = (F.max_pool1d, F.max_pool2d, F.max_pool3d)[nd - 1]
+    if kind.startswith("max"):
+        return pool(t, window, stride=strides, dilation=dilations).numpy()
+    return -pool(-t, window, stride=strides, dilation=dilations).numpy()
+
+
+@pytest.mark.parametrize("attrs", list(ATTRS))
+@pytest.mark.parametrize("spec", POOLS, ids=[s.name for s in POOLS])
+def test_pooling_matches_torch(spec: WindowOpSpec, attrs: str, rng: np.random.Generator) -> None:
+    inp, win, out = spec.operands
+    n = spec.n_spatial
+    strides, dilations = (tuple(v[:n]) for v in ATTRS[attrs])
+    spatial = [a for a in inp if "+" in a]
+    outs_sp = [a.split("+")[0] for a in spatial]
+    ks = [a.split("+")[1] for a in spatial]
+    sp_in = [_window_size(o, k, s, d) for o, k, s, d in zip(outs_sp, ks, strides, dilations)]
+    x_names = ["n", "c", *outs_sp]
+    unsigned = spec.body.endswith("_unsigned")
+    if unsigned:  # i32 holding values whose high bit is set: unsigned order differs from signed
+        x = rng.integers(-(2**31), 2**31, size=[SIZES["n"], SIZES["c"], *sp_in], dtype=np.int64).astype(np.int32)
+        ref_in = x.view(np.uint32)
+    else:
+        x = rng.standard_normal([SIZES["n"], SIZES["c"], *sp_in]).astype(np.float32)
+        ref_in = x
+    y = _pool_reference(spec.body, ref_in, tuple(SIZES[k] for k in ks), strides, dilations)
+    y_names = ["n", "c", *outs_sp]
+    if unsigned:
+        init = np.zeros(y.shape, np.int32) if spec.body.startswith("max") else np.full(y.shape, -1, np.int32)
+        expected = y.astype(np.uint32).view(np.int32)
+    else:
+        init = rng.standard_normal(y.shape).astype(np.float32)
+        combine = {"sum": np.add, "max": np.maximum, "min": np.minimum}[spec.body]
+        expected = combine(y, init).astype(np.float32)
+    window = np.zeros([SIZES[k] for k in win], np.int32 if unsigned else np.float32)
+    ins = [np.ascontiguousarray(_to_op_layout(x, x_names, inp)), window]
+    got = _run(spec, ins, np.ascontiguousarray(_to_op_layout(init, y_names, out)), strides, dilations, "i32" if unsigned else "f32")
+    want = _to_op_layout(expected, y_names, out)
+    if unsigned:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_generic_with_window_maps_matches_torch(rng: np.random.Generator) -> None:
+    """A linalg.generic reading its input through `d * 2 + k`, as torch-mlir writes a
+    3-D max pool: the same strided view as the named ops."""
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    text = """#in = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2 * 2 + d4, d3 * 2 + d5 + 1)>
+#win = affine_map<(d0, d1, d2, d3, d4, d5) -> (d4, d5)>
+#out = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>
+func.func @f(%x: tensor<1x2x5x5xf32>) -> tensor<1x2x2x2xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<1x2x2x2xf32>
+  %init = linalg.fill ins(%ninf : f32) outs(%e : tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %w = tensor.empty() : tensor<2x2xf32>
+  %r = linalg.generic {indexing_maps = [#in, #win, #out], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]} ins(%x, %w : tensor<1x2x5x5xf32>, tensor<2x2xf32>) outs(%init : tensor<1x2x2x2xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.maximumf %a, %acc : f32
+    linalg.yield %m : f32
+  } -> tensor<1x2x2x2xf32>
+  return %r : tensor<1x2x2x2xf32>
+}"""
+    cm = compile_text(text)
+    expected = F.max_pool2d(torch.from_numpy(x[:, :, :, 1:]), 2, stride=2).numpy()
+    np.testing.assert_array_equal(cm.call("f", x), expected)
+
+
+def test_window_out_of_bounds_is_an_error(rng: np.random.Generator) -> None:
+    """An input smaller than its map reaches (MLIR: undefined) stops with a message
+    naming the op, instead of reading outside the array."""
+    from shardc.runtime.window_run import WindowBoundsError
+
+    text = """#in = affine_map<(d0, d1) -> (d0 + d1)>
+#k = affine_map<(d0, d1) -> (d1)>
+#out = affine_map<(d0, d1) -> (d0)>
+func.func @f(%x: tensor<?xf32>, %k: tensor<3xf32>, %o: tensor<4xf32>) -> tensor<4xf32> {
+  %r = linalg.generic {indexing_maps = [#in, #k, #out], iterator_types = ["parallel", "reduction"]} ins(%x, %k : tensor<?xf32>, tensor<3xf32>) outs(%o : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}"""
+    cm = compile_text(text)
+    k = np.ones(3, np.float32)
+    np.testing.assert_allclose(cm.call("f", np.arange(6, dtype=np.float32), k, np.zeros(4, np.float32)), [3, 6, 9, 12])
+    with pytest.raises(WindowBoundsError, match=r"linalg.generic.*input #0 has 5 elements along axis 0, but its indexing map reaches index 5"):
+        cm.call("f", np.arange(5, dtype=np.float32), k, np.zeros(4, np.float32))
