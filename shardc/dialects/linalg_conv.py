@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, ArrayAttr, DenseIntElementsAttr, IntegerType, i64
+from xdsl.dialects.builtin import AffineMapAttr, AnyFloat, ArrayAttr, DenseIntElementsAttr, IntegerType, i64
 from xdsl.dialects.linalg.abstract_ops import NamedOperation
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import YieldOp
@@ -152,28 +152,20 @@ def _body(kind: str, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) ->
 
 
 class WindowNamedOp(NamedOperation):
-    """A conv or pooling named op; `SPEC` says which."""
+    """A conv or pooling named op; `SPEC` says which. Those without strides and
+    dilations (`conv_1d/2d/3d`) are these; the others `StridedWindowNamedOp`."""
 
     SPEC: ClassVar[WindowOpSpec]
     PRINT_ATTRS_IN_FRONT: ClassVar[bool] = True
-
-    strides = opt_prop_def(DenseIntElementsAttr)
-    dilations = opt_prop_def(DenseIntElementsAttr)
 
     @classmethod
     def get_hidden_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
         return _body(cls.SPEC.body, inputs, outputs)
 
-    def _factors(self, attr: DenseIntElementsAttr | None) -> tuple[int, ...]:
-        n = self.SPEC.n_spatial
-        if attr is None:
-            return (1,) * n
-        values = tuple(int(v) for v in attr.get_values())
-        return values if len(values) == n else (values + (1,) * n)[:n]  # the verifier reports it
-
     def window_factors(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(strides, dilations), one per spatial axis, ones where not given."""
-        return self._factors(self.strides), self._factors(self.dilations)
+        ones = (1,) * self.SPEC.n_spatial
+        return ones, ones
 
     def get_default_indexing_maps(self) -> Sequence[AffineMap]:
         return _maps(self.SPEC, *self.window_factors())
@@ -181,36 +173,40 @@ class WindowNamedOp(NamedOperation):
     def get_iterator_types(self) -> ArrayAttr[IteratorTypeAttr]:
         return _iterators(self.SPEC)
 
+    def attribute_error(self) -> str | None:
+        """What is wrong with the strides or dilations, or None."""
+        return None
+
     def verify_(self) -> None:
-        spec = self.SPEC
-        for name, attr in (("strides", self.strides), ("dilations", self.dilations)):
-            if attr is None:
-                continue
-            if not spec.strided:
-                raise VerifyException(f"'{self.name}' op has no {name} attribute")
-            shape = attr.get_shape()
-            if attr.get_element_type() != i64 or shape is None or tuple(shape) != (spec.n_spatial,):
-                raise VerifyException(
-                    f"'{self.name}' op attribute '{name}' failed to satisfy constraint: 64-bit signless int elements attribute of shape [{spec.n_spatial}]"
-                )
-        for operand, axes in zip(self.operands, spec.operands):
+        if (problem := self.attribute_error()) is not None:
+            raise VerifyException(f"'{self.name}' op {problem}")
+        for k, (operand, axes) in enumerate(zip(self.operands, self.SPEC.operands)):
             rank = len(getattr(operand.type, "get_shape", lambda: ())())
             if rank != len(axes):
-                raise VerifyException(f"'{self.name}' op expected operand of rank {len(axes)}, got {rank}")
-        super().verify_()
+                raise VerifyException(f"'{self.name}' op expected operand #{k} rank ({rank}) to match the result rank of indexing_map ({len(axes)})")
+        try:
+            super().verify_()
+        except VerifyException as e:  # xDSL's shape checks, worded as MLIR's emitOpError
+            message = str(e)
+            raise VerifyException(message if message.startswith(f"'{self.name}' op") else f"'{self.name}' op {message}") from None
 
     @classmethod
     def parse(cls, parser: Parser) -> NamedOperation:
         start = parser.pos
         op = NamedOperation.parse.__func__(cls, parser)  # type: ignore[attr-defined]
+        assert isinstance(op, WindowNamedOp)
         kind = cls.SPEC.body
         if kind.endswith("_unsigned") and op.outputs and isinstance(body_arg_types(op.outputs)[0], AnyFloat):
             parser.raise_error(f"custom op '{cls.name}' unsupported operation: unsigned {kind.split('_')[0]} not on uint", start, parser.pos)
+        if (problem := op.attribute_error()) is not None:  # MLIR checks properties as it parses them
+            parser.raise_error(f"custom op '{cls.name}' '{cls.name}' op {problem}", start, parser.pos)
+        # MLIR memoizes the maps on the op when it parses it (visible in generic form)
+        op.attributes.setdefault(_MEMOIZED, ArrayAttr([AffineMapAttr(m) for m in op.get_default_indexing_maps()]))
         return op
 
     def print(self, printer: Printer) -> None:
         # MLIR prints the leading dictionary sorted (dilations before strides)
-        extra = {k: v for k, v in {**self.attributes, **self.properties}.items() if k != "operandSegmentSizes"}
+        extra = {k: v for k, v in {**self.attributes, **self.properties}.items() if k not in ("operandSegmentSizes", _MEMOIZED)}
         if extra:
             printer.print_op_attributes(dict(sorted(extra.items())))
         for word, values in ((" ins(", self.inputs), (" outs(", self.outputs)):
@@ -229,6 +225,30 @@ class WindowNamedOp(NamedOperation):
                     printer.print_list(self.res, lambda r: printer.print_attribute(r.type))
 
 
+class StridedWindowNamedOp(WindowNamedOp):
+    """A conv or pooling op with `strides` and `dilations` (ones when absent)."""
+
+    strides = opt_prop_def(DenseIntElementsAttr)
+    dilations = opt_prop_def(DenseIntElementsAttr)
+
+    def window_factors(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        n = self.SPEC.n_spatial
+
+        def factors(attr: DenseIntElementsAttr | None) -> tuple[int, ...]:
+            values = (1,) * n if attr is None else tuple(int(v) for v in attr.get_values())
+            return values if len(values) == n else (values + (1,) * n)[:n]  # attribute_error says so
+
+        return factors(self.strides), factors(self.dilations)
+
+    def attribute_error(self) -> str | None:
+        n = self.SPEC.n_spatial
+        for name, attr in (("strides", self.strides), ("dilations", self.dilations)):
+            if attr is not None and (attr.get_element_type() != i64 or tuple(attr.get_shape() or ()) != (n,)):
+                return f"attribute '{name}' failed to satisfy constraint: 64-bit signless int elements attribute of shape [{n}]"
+        return None
+
+
+_MEMOIZED = "linalg.memoized_indexing_maps"
 _MAPS: dict[tuple[str, tuple[int, ...], tuple[int, ...]], tuple[AffineMap, ...]] = {}
 _ITERATORS: dict[str, ArrayAttr[IteratorTypeAttr]] = {}
 
@@ -269,7 +289,7 @@ def _class_name(name: str) -> str:
 
 def _define(spec: WindowOpSpec) -> type[WindowNamedOp]:
     fields = {"name": f"linalg.{spec.name}", "SPEC": spec, "__doc__": f"linalg.{spec.name}", "__annotations__": {"SPEC": ClassVar[WindowOpSpec]}}
-    cls = type(_class_name(spec.name), (WindowNamedOp,), fields)
+    cls = type(_class_name(spec.name), (StridedWindowNamedOp if spec.strided else WindowNamedOp,), fields)
     return irdl_op_definition(cls)
 
 

@@ -139,7 +139,8 @@ def export_train_step(
     torch, fx = require_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    from shardc.frontends.torch_decomp import training_decompositions
 
     inputs, targets = tuple(inputs), tuple(targets)
     params = {k: v.detach() for k, v in model.named_parameters()}
@@ -166,7 +167,7 @@ def export_train_step(
     try:
         with sdpa_kernel([SDPBackend.MATH]), traced_as_export(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            gm = make_fx(torch.func.functionalize(step), decomposition_table=get_decomposition_table())(*example)
+            gm = make_fx(torch.func.functionalize(step), decomposition_table=training_decompositions())(*example)
     except Exception as e:  # noqa: BLE001 - torch refused to trace the module: say why
         raise TorchTrainError(f"torch-mlir cannot import the training step of {type(model).__name__}: {_reason(diags, e)}") from None
     try:

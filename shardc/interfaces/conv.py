@@ -21,7 +21,11 @@ this model; ops without windows keep the structured-op model it derives from
   pad partitions into the same pad of the local shard (every rank pads its halo region
   with the pad value) and a `shard.update_halo` that overwrites the interior halos from
   the neighbours; the first and last ranks have no neighbour there and keep the pad.
-  The op then runs on that local tensor and produces exactly its output rows.
+  The op then runs on that local tensor and produces exactly its output rows. An
+  insert_slice of the image into a filled tensor (how torch-mlir pads a gradient) is the
+  same pad. Should a user want the padded tensor otherwise (a conv pinned replicated),
+  the pad's interface moves it (`reshard_result`: cores gathered, then padded), since
+  the planner would read the layout as an ordinary halo one.
 
   The split is possible when, with H the unpadded size, N the shards, s the stride,
   Keff = (K-1)*dilation + 1 the kernel's extent and low/high the padding:

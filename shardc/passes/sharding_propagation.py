@@ -1035,7 +1035,7 @@ def _point_after(value: SSAValue) -> InsertPoint:
 
 
 def _build_annotation(sharding: ShardingInfo, value: SSAValue) -> ShardingOp:
-    op = ShardingOp(sharding.grid, sharding.split_axes)
+    op = ShardingOp(sharding.grid, sharding.split_axes, halo_sizes=sharding.sharding.static_halo_sizes)
     if isinstance(value, OpResult):
         op.location = value.op.location
     return op

@@ -15,6 +15,9 @@ The body is classified once, at compile time:
   out_i)` (torch's max with indices, `argmax`) -> `argmax`/`argmin` along the one
   reduction dim d, merged with the inits by the same comparison (when no one reads the
   position, the extremum alone);
+- *first match*: `yield select(out == C, select(cond, e, out), out)` -> `e` at the
+  first reduction point where `cond` holds (`argmax` of cond over the flattened
+  reduction dims), where the init is still C (torch-mlir's max-pool indices);
 - *elementwise* (no reduction dims): the body once, on whole arrays, each block argument
   bound to its operand transposed/broadcast into loop order by its indexing map;
 - anything else: the general path, the body evaluated on whole arrays over the parallel
@@ -297,6 +300,29 @@ def _classify_argreduce(
     return None
 
 
+def _classify_first_match(block: Block, n_ins: int, yields: Sequence[SSAValue], memo: dict[SSAValue, frozenset[int]]) -> tuple[SSAValue, SSAValue, object] | None:
+    """(cond, value, sentinel) for `yield select(out == sentinel, select(cond, value, out),
+    out)`, cond and value free of the output: the value at the first reduction point (in
+    loop order) where cond holds, kept from there on (torch-mlir's max-pool indices)."""
+    if len(yields) != 1 or len(block.args) != n_ins + 1:
+        return None
+    out = block.args[n_ins]
+    outer = yields[0].owner
+    if not isinstance(outer, arith.SelectOp) or not _inside(outer, block) or outer.rhs is not out:
+        return None
+    test, inner = outer.cond.owner, outer.lhs.owner
+    if not isinstance(test, arith.CmpiOp) or test.predicate.value.data != 0 or not _inside(test, block):
+        return None
+    a, b = test.operands
+    other = b if a is out else a if b is out else None
+    sentinel = _scalar_constant(other) if other is not None else None
+    if sentinel is None or not isinstance(inner, arith.SelectOp) or not _inside(inner, block) or inner.rhs is not out:
+        return None
+    if any(i >= n_ins for v in (inner.cond, inner.lhs) for i in _deps(v, block, memo)):
+        return None
+    return inner.cond, inner.lhs, sentinel
+
+
 @dataclass(frozen=True)
 class _OneHotSrc:
     """A linalg.generic computing `select(cmpi eq(tok, ids), 1, 0)` elementwise."""
@@ -482,13 +508,14 @@ def emit_structured(
     leaves = _classify_contraction(block, n_ins, yields, memo) if red_dims and len(outs) == 1 and not effects else None
     reduction = None if leaves is not None or not by_ins else _classify_reduction(block, n_ins, yields, memo)
     arg = None if leaves is not None or reduction is not None or not by_ins else _classify_argreduce(block, n_ins, yields, red_dims, memo)
+    first = None if leaves is not None or reduction is not None or arg is not None or not by_ins else _classify_first_match(block, n_ins, yields, memo)
     if leaves is not None and all(is_shaped(ins[i].type) for _, i in leaves if i >= 0):
         spec.kind = "contraction"
         spec.zero_init = _is_zero_fill(outs[0])
         spec.out_map = maps[n_ins]
         spec.factor_inputs = [i for _, i in leaves]
         spec.plan = build_contraction_plan(spec, _constant_leaves(block, ins, leaves))
-        spec.lead_batch = windows is not None
+        spec.windowed = windows is not None
         spec.init_inplace = 0 in inplace_inits(op) and spec.out_is_tensor[0]
         if op.results and _free_layout(spec):
             spec.out_layout = _consumer_layout(op.results[0])
@@ -501,6 +528,7 @@ def emit_structured(
         params = ["ins"]
     elif reduction is not None:
         spec.kind = "reduction"
+        spec.windowed = windows is not None
         spec.combiners = [_REDUCERS[type(c)] for c, _ in reduction]  # type: ignore[misc]
         spec.init_inplace = 0 in inplace_inits(op) and len(outs) == 1 and spec.out_is_tensor[0]
         body_values = [e for _, e in reduction]
@@ -512,6 +540,11 @@ def emit_structured(
             spec.arg = replace(spec.arg, index_dead=True)
         spec.uses_index = False  # the positions come from argmax, not from index grids
         body_values = [e]
+        params = ["ins"]
+    elif first is not None:
+        spec.kind = "firstmatch"
+        cond, value, spec.sentinel = first
+        body_values = [cond, value]
         params = ["ins"]
     else:
         if red_dims:

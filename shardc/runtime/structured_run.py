@@ -95,7 +95,7 @@ class Unaligner:
 class StructuredSpec:
     """Everything about one structured op that does not depend on runtime shapes."""
 
-    kind: str  # elementwise | contraction | reduction | argreduce | general
+    kind: str  # elementwise | contraction | reduction | argreduce | firstmatch | general
     n_loops: int
     red_dims: tuple[int, ...]
     size_src: tuple[tuple[int, int], ...]  # per loop dim: (operand, axis)
@@ -121,7 +121,8 @@ class StructuredSpec:
     fused: FusedKernel | None = None  # the body as compiled loop nests (kernels/fused.py)
     inplace: tuple[tuple[int, int], ...] = ()  # (result, input) written over a donated input (runtime/donation.py)
     out_layout: tuple[int, ...] | None = None  # contraction: memory order of the result's axes
-    lead_batch: bool = False  # contraction: see `matmul_plan` (set for windowed operands)
+    sentinel: object = None  # first match: the init value that means "not found yet"
+    windowed: bool = False  # an input is a window view (`contract2`, `_reduce_points`)
     init_inplace: bool = False  # contraction / reduction: the result is written into its init, a donated buffer (fusion.fuse_accumulations)
 
     # -- shapes ----------------------------------------------------------------------
@@ -188,6 +189,8 @@ def run_structured(
 
                 r = red(uview(e, dt), axis=spec.red_dims, keepdims=True)
                 vals.append(comb(uview(init, dt), r).view(dt))
+            elif spec.windowed and 1 < math.prod(full[d] for d in spec.red_dims) <= MAX_WINDOW_POINTS:
+                vals.append(_reduce_points(init, e, spec.red_dims, comb, dt))
             else:
                 if red == np.add.reduce:
                     r = sum_axes(e, spec.red_dims, dt, keepdims=True)
@@ -205,7 +208,57 @@ def run_structured(
         return _finish(spec, vals, outs, sizes)
     if spec.kind == "argreduce":
         return _run_argreduce(spec, body, aligned_in, outs, sizes)
+    if spec.kind == "firstmatch":
+        return _run_first_match(spec, body(*aligned_in, ix), outs, sizes)
     return _run_general(spec, body, aligned_in, outs, sizes)
+
+
+def _run_first_match(spec: StructuredSpec, found: Sequence[object], outs: Sequence[np.ndarray], sizes: Sequence[int]) -> tuple[np.ndarray, ...]:
+    """`select(out == C, select(cond, e, out), out)` over the reduction points in loop
+    order: where the init is C, `e` at the first point where cond holds and `e` is not C
+    (one that is C leaves the output C, so the search goes on), else C."""
+    dt = spec.out_dtypes[0]
+    full = tuple(sizes)
+    cond = np.broadcast_to(np.asarray(found[0], dtype=bool), full)
+    e = np.broadcast_to(np.asarray(found[1], dtype=dt), full)
+    c = dt.type(spec.sentinel)
+    hit = cond & (e != c)
+    n = spec.n_loops
+    par = [d for d in range(n) if d not in spec.red_dims]
+    order = [*par, *spec.red_dims]
+    r = math.prod(sizes[d] for d in spec.red_dims)
+    flat_hit = hit.transpose(order).reshape(*(sizes[d] for d in par), r)
+    flat_e = e.transpose(order).reshape(*(sizes[d] for d in par), r)
+    first = np.argmax(flat_hit, axis=-1)[..., None]
+    value = np.where(np.take_along_axis(flat_hit, first, -1), np.take_along_axis(flat_e, first, -1), c)[..., 0]
+    value = np.expand_dims(value, tuple(spec.red_dims))  # loop order, size 1 on the reduction dims
+    init = spec.out_align[0](outs[0])
+    return _finish(spec, [np.where(init != c, init, value).astype(dt, copy=False)], outs, sizes)
+
+
+MAX_WINDOW_POINTS = 64
+"""A reduction over a window view (pooling) with at most this many window positions
+combines one whole-array slice per position; numpy's reduce over the short, strided
+window axes ran 3-4x slower than PyTorch's pooling (measured, 2x2 and 3x3 windows)."""
+
+
+def _reduce_points(init: np.ndarray, e: np.ndarray, axes: Sequence[int], comb: Callable[..., np.ndarray], dt: np.dtype) -> np.ndarray:
+    """`init` combined by the binary `comb` with `e`'s slices at each point of `axes`
+    (kept, size 1), in loop order: the op's own sequence."""
+    points = itertools.product(*(range(e.shape[a]) for a in axes))
+
+    def at(point: tuple[int, ...]) -> np.ndarray:
+        index: list[object] = [slice(None)] * e.ndim
+        for a, p in zip(axes, point):
+            index[a] = slice(p, p + 1)
+        return e[tuple(index)]
+
+    r = comb(init, at(next(points)))
+    if r.dtype != dt:
+        r = r.astype(dt)
+    for point in points:
+        comb(r, at(point), out=r)
+    return r
 
 
 def _inner_axis(e: np.ndarray, axes: Sequence[int]) -> bool:
@@ -503,7 +556,7 @@ def matmul_plan(sa: Map, sb: Map, so: tuple[int, ...], lead_batch: bool = False)
 
 def contract2(
     a: np.ndarray, sa: Map, b: np.ndarray, sb: Map, so: Sequence[int], sizes: Sequence[int], dt: np.dtype | None = None,
-    layout: Sequence[int] | None = None, acc: np.ndarray | None = None, alpha: float = 1.0, lead_batch: bool = False,
+    layout: Sequence[int] | None = None, acc: np.ndarray | None = None, alpha: float = 1.0, windowed: bool = False,
 ) -> tuple[np.ndarray, bool]:
     """Contract two operands (axes labelled by loop dims) into the output dims `so` that
     either has, through one (batched) matmul; the result's axes follow `so`. With `dt`,
@@ -514,9 +567,19 @@ def contract2(
     `acc` itself is returned; otherwise the product alone, for the caller to add. The
     product is scaled by `alpha` (BLAS's own factor on the matmul paths, so a constant
     factor of the contraction costs no pass over the result; a pass on the others).
-    Returns (result, whether it is a fresh array the caller owns). `lead_batch`: see
-    `matmul_plan`."""
-    plan = matmul_plan(tuple(sa), tuple(sb), tuple(so), lead_batch)
+    Returns (result, whether it is a fresh array the caller owns).
+
+    `windowed` (an operand is a strided window view, `window_run.py`): the result comes
+    from a batch of matmuls over the output's leading dims (`matmul_plan`'s
+    `lead_batch`) where each matmul's columns are many enough (a convolution's
+    forward, not its weight gradient: a small result is better transposed once), and
+    an operand copied into matmul order (im2col) is copied along its longest unit-stride
+    run (`_matrix`)."""
+    plan = matmul_plan(tuple(sa), tuple(sb), tuple(so))
+    if windowed:
+        lead = matmul_plan(tuple(sa), tuple(sb), tuple(so), True)
+        if lead != plan and math.prod(sizes[d] for d in lead.ndims) >= MIN_LEAD_BATCH_COLUMNS:
+            plan = lead
     if plan.sum_a:
         a = a.sum(axis=plan.sum_a)
     if plan.sum_b:
@@ -567,8 +630,11 @@ def contract2(
                 return res, True
         C = _matmul(A2, B2, None, alpha).reshape(present_shape)
         return (C if plan.out_identity else C.transpose(plan.out_perm)), True
-    A = At.reshape(sh.amk)
-    B = Bt.reshape(sh.bkn)
+    if windowed:
+        A, B = _matrix(At, sh.amk), _matrix(Bt, sh.bkn)
+    else:
+        A = At.reshape(sh.amk)
+        B = Bt.reshape(sh.bkn)
     if acc is not None and A.dtype == dt and B.dtype == dt and acc.dtype == dt:
         target = _view(acc.transpose(plan.inv_perm), sh.bmn)
         if target is not None and _blas_writable(target):
@@ -589,6 +655,43 @@ def contract2(
     if not plan.out_identity:
         C = C.transpose(plan.out_perm)
     return C, True
+
+
+MIN_LEAD_BATCH_COLUMNS = 64
+"""A windowed contraction runs as a batch of matmuls over the output's leading dims
+when each has at least this many columns (a 32x32 image: 1024); fewer (a weight
+gradient's 3x3 kernel positions): one matmul, its small result transposed."""
+
+
+def _matrix(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`x` (batch axes, then the axes of the rows, then those of the columns) as the
+    matrices `shape` (*batch, rows, cols): a view where the strides allow; else a copy
+    made along whichever of the two groups' last axes is the longer unit-stride run
+    (an im2col copy of a weight gradient's window view runs along the image's rows, not
+    along the 3 kernel positions), returned transposed if that is the columns'."""
+    view = _view(x, shape)
+    if view is not None:
+        return view
+    nb = len(shape) - 2
+    rows, cols = shape[-2:]
+    # split the non-batch axes into the rows' and the columns' (by their sizes' products)
+    rest = x.shape[nb:]
+    split, acc = 0, 1
+    while split < len(rest) and acc < rows:
+        acc *= rest[split]
+        split += 1
+    while split < len(rest) and rest[split] == 1:
+        split += 1
+    if acc != rows or split == 0 or split == len(rest):
+        return x.reshape(shape)
+
+    def run(axis: int) -> tuple[int, int]:  # smaller is better: unit stride first, then longer
+        return (abs(x.strides[axis]), -x.shape[axis])
+
+    if run(nb + split - 1) < run(x.ndim - 1):  # the rows' last axis is the better inner loop
+        order = [*range(nb), *range(nb + split, x.ndim), *range(nb, nb + split)]
+        return np.ascontiguousarray(x.transpose(order)).reshape(*shape[:nb], cols, rows).swapaxes(-1, -2)
+    return x.reshape(shape)
 
 
 def _is_matmul(sa: Map, sb: Map, so: Sequence[int]) -> bool:
@@ -863,7 +966,7 @@ def _run_contraction(
         elif plain and spec.out_layout is None and a.dtype == b.dtype == dt and _is_matmul(ma, mb, so):
             acc = np.empty(init.shape, dt)  # a copy of the init (a broadcast bias), BLAS adding into it:
             np.copyto(acc, init)  # one pass over the result where a product then `+ init` takes two
-        r, fresh = contract2(a, ma, b, mb, so, sizes, dt, spec.out_layout, acc, alpha, spec.lead_batch)
+        r, fresh = contract2(a, ma, b, mb, so, sizes, dt, spec.out_layout, acc, alpha, spec.windowed)
         if acc is not None and r is acc:
             return (acc,)
     else:

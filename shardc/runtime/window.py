@@ -17,6 +17,7 @@ from xdsl.ir import Operation
 from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 
 from shardc.runtime.compile import compile_error, describe
+from shardc.runtime.structured import map_dims
 from shardc.runtime.structured_run import Map
 from shardc.runtime.window_run import WindowPlan, WindowView
 
@@ -56,8 +57,6 @@ def window_maps(op: Operation, attrs: Sequence[AffineMapAttr], n_ins: int) -> tu
     """The op's maps as projected permutations, inputs with affine-sum maps replaced by
     the maps of their windowed views, and the plan that builds those views (None when
     every map is a projected permutation already)."""
-    from shardc.runtime.structured import map_dims
-
     maps: list[Map] = []
     views: list[WindowView] = []
     amaps: list[AffineMap] = [a.data for a in attrs]

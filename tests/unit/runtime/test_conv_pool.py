@@ -231,3 +231,45 @@ func.func @f(%x: tensor<?xf32>, %k: tensor<3xf32>, %o: tensor<4xf32>) -> tensor<
     np.testing.assert_allclose(cm.call("f", np.arange(6, dtype=np.float32), k, np.zeros(4, np.float32)), [3, 6, 9, 12])
     with pytest.raises(WindowBoundsError, match=r"linalg.generic.*input #0 has 5 elements along axis 0, but its indexing map reaches index 5"):
         cm.call("f", np.arange(5, dtype=np.float32), k, np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("columns", [0, 10**9], ids=["batched-over-images", "one-matmul"])
+@pytest.mark.parametrize("name", ["conv_2d_nchw_fchw", "conv_2d_ngchw_gfchw", "conv_2d_nhwc_hwcf", "depthwise_conv_2d_nhwc_hwcm"])
+def test_both_matmul_plans_match_torch(name: str, columns: int, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A windowed contraction runs as matmuls batched over the images or as one matmul
+    whose result is transposed, by the columns each would have
+    (`MIN_LEAD_BATCH_COLUMNS`): both give PyTorch's numbers, strided and dilated."""
+    from shardc.runtime import structured_run
+
+    monkeypatch.setattr(structured_run, "MIN_LEAD_BATCH_COLUMNS", columns)
+    spec = next(s for s in SPECS if s.name == name)
+    strides, dilations = (tuple(v[:2]) for v in ATTRS["both"])
+    ins, init, expected = _conv_case(spec, strides, dilations, rng)
+    np.testing.assert_allclose(_run(spec, ins, init, strides, dilations), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_im2col_copy_runs_along_the_longer_axis() -> None:
+    """A window view whose columns' last axis is 3 long and the rows' 32 (a weight
+    gradient: kernel positions against image rows) is copied along the rows and handed
+    to the matmul transposed; the values are the plain reshape's."""
+    from shardc.runtime.structured_run import _matrix
+
+    x = np.lib.stride_tricks.sliding_window_view(np.arange(2 * 34 * 34, dtype=np.float32).reshape(2, 34, 34), (32, 32), axis=(1, 2))
+    x = x.transpose(0, 3, 4, 1, 2)  # (c, kh=32, kw=32 | oh=3, ow=3): rows, then columns
+    m = _matrix(x, (2 * 32 * 32, 9))
+    assert m.strides[0] == x.itemsize  # the copy's unit stride is along the rows
+    np.testing.assert_array_equal(m, x.reshape(2 * 32 * 32, 9))
+    y = x.transpose(3, 4, 0, 1, 2)  # columns first: a plain C-order copy already runs along them
+    assert _matrix(y, (9, 2 * 32 * 32)).strides[-1] == x.itemsize
+
+
+@pytest.mark.parametrize("points", [0, 10**6], ids=["numpy-reduce", "one-slice-per-position"])
+@pytest.mark.parametrize("name", ["pooling_nchw_max", "pooling_nhwc_sum", "pooling_ndhwc_min"])
+def test_both_pooling_paths_match_torch(name: str, points: int, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pooling reduces the window axes with numpy's reduce, or (up to
+    `MAX_WINDOW_POINTS` positions) combines one whole-array slice per window position
+    into the init: both give PyTorch's numbers."""
+    from shardc.runtime import structured_run
+
+    monkeypatch.setattr(structured_run, "MAX_WINDOW_POINTS", points)
+    test_pooling_matches_torch(next(s for s in SPECS if s.name == name), "both", rng)

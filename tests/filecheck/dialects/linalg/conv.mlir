@@ -323,3 +323,12 @@ func.func @no_attributes(%i: tensor<2x2x4x5xf32>, %k: tensor<3x2x2x3xf32>, %o: t
   %0 = linalg.conv_2d_nchw_fchw ins(%i, %k : tensor<2x2x4x5xf32>, tensor<3x2x2x3xf32>) outs(%o : tensor<2x3x3x3xf32>) -> tensor<2x3x3x3xf32>
   return %0 : tensor<2x3x3x3xf32>
 }
+// -----
+
+// conv_1d/2d/3d have no strides: one given is an ordinary attribute, printed and ignored.
+// CHECK-LABEL: func.func @unbatched_strides(
+// CHECK-NEXT: %0 = linalg.conv_1d {strides = dense<2> : vector<1xi64>} ins(%arg0, %arg1 : tensor<5xf32>, tensor<3xf32>) outs(%arg2 : tensor<3xf32>) -> tensor<3xf32>
+func.func @unbatched_strides(%i: tensor<5xf32>, %k: tensor<3xf32>, %o: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = linalg.conv_1d {strides = dense<2> : vector<1xi64>} ins(%i, %k : tensor<5xf32>, tensor<3xf32>) outs(%o : tensor<3xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}

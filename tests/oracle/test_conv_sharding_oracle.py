@@ -1,0 +1,37 @@
+"""The convolutions and pools that shardc splits with halos
+(`tests/filecheck/passes/shard-partition-conv.mlir`): what sharding-propagation writes (halo
+sizes in the annotations) and what shard-partition emits (pads, update_halo, local
+convolutions, all_reduce) is IR that mlir-opt parses, verifies and prints back as
+shardc-opt reads it."""
+
+from __future__ import annotations
+
+import pytest
+
+from shardc.testing.normalize import normalize_ssa_names
+
+from .conftest import ROOT, MlirOpt, Shardc
+
+pytestmark = pytest.mark.oracle
+
+FILE = ROOT / "tests" / "filecheck" / "passes" / "shard-partition-conv.mlir"
+
+
+def _passes(text: str, names: list[str]) -> str:
+    from shardc.context import make_context
+    from shardc.ir.locations import LocatingParser
+    from shardc.ir.printer import module_to_string
+    from shardc.training.spmd import run_pipeline
+
+    module = LocatingParser(make_context(), text, "<conv>").parse_module()
+    run_pipeline(module, names)
+    return module_to_string(module)
+
+
+@pytest.mark.parametrize("passes", [["sharding-propagation"], ["sharding-propagation", "shard-partition"]])
+def test_sharded_convolutions_read_by_mlir_opt(passes: list[str], mlir_opt: MlirOpt, shardc: Shardc) -> None:
+    ours = _passes(FILE.read_text(), passes)
+    assert ("shard.update_halo" in ours) == ("shard-partition" in passes)
+    assert "halo_sizes = [1, 1]" in ours
+    theirs = mlir_opt.run(ours)
+    assert normalize_ssa_names(shardc.run(theirs)) == normalize_ssa_names(shardc.run(ours))
