@@ -1,8 +1,9 @@
 """A ResNet-style CNN's forward + backward (loss and parameter gradients, no optimizer):
 shardc on 2 MPI ranks with the batch split (dp=2) and with the image height split
 (convolutions keep the split, neighbours' rows come by `shard.update_halo`), against
-PyTorch eager on 2 threads, in the same run; plus the bytes the height split's halos move
-per step against what gathering those activations would move.
+PyTorch eager on 2 threads (and on 1, a steadier anchor on a loaded machine), in the
+same run; plus the bytes the height split's halos move per step against what gathering
+those activations would move.
 
     python bench/cnn_step.py            # batch 16, 3x64x64 images, widths 16/32/64
     python bench/cnn_step.py --small    # batch 4, 3x16x16, widths 4/8/8: a smoke run
@@ -20,6 +21,8 @@ compiled through the training pipeline (`spmd.PIPELINE`) and called on each rank
 shard; its loss (and each gradient a rank holds whole) is checked against PyTorch's.
 PyTorch's side: `loss.backward()` of the same model on the same batch. Each figure is the
 median step of the slowest rank after one untimed step, the best of `--rounds` rounds.
+Peak memory as in bench/hf_train_step.py: VmHWM over the timed steps, and what the
+process held resident before them.
 
 Bytes are counted on the partitioned program (before lowering), per step, for the rank
 that receives most: what its `shard.update_halo`s bring (its low halo rows from the rank
@@ -46,7 +49,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from _paired import peak_rss, processor, reset_peak_rss  # noqa: E402  (bench/ is the script's folder)
+from _paired import peak_rss, processor, reset_peak_rss, resident_rss  # noqa: E402  (bench/ is the script's folder)
 
 FULL = {"batch": 16, "image": 64, "width": 16}
 SMALL = {"batch": 4, "image": 16, "width": 4}
@@ -63,7 +66,7 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--width", type=int, default=None, help="the stem's channels (stages: 1x, 2x, 4x); default 16 (4 with --small)")
     p.add_argument("--repeats", type=int, default=5, help="timed steps per configuration and round (the median counts)")
     p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--configs", default="dp2,height2,torch2", help="rows: dp2, height2, torch2 (comma-separated)")
+    p.add_argument("--configs", default="dp2,height2,torch2,torch1", help="rows: dp2, height2, torch2, torch1 (comma-separated)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per configuration's process before it counts as failed")
     p.add_argument("--worker", choices=("shardc", "torch"), help=argparse.SUPPRESS)
     p.add_argument("--split", choices=tuple(SPLITS), help=argparse.SUPPRESS)
@@ -218,13 +221,14 @@ def shardc_worker(a: argparse.Namespace) -> dict:
                     times.append(time.perf_counter() - t)
                 else:
                     first = out
+                    held = resident_rss()
                     reset_peak_rss()
     except Exception as e:  # noqa: BLE001
         return {"error": f"run: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"}
     check = _check(model, x, y, first)
-    every = world.allgather({"step_s": statistics.median(times), "rss": peak_rss()})
+    every = world.allgather({"step_s": statistics.median(times), "rss": peak_rss(), "held": held})
     return {
-        "step_s": max(r["step_s"] for r in every), "rss": max(r["rss"] for r in every), "compile_s": compile_s,
+        "step_s": max(r["step_s"] for r in every), "rss": max(r["rss"] for r in every), "held": max(r["held"] for r in every), "compile_s": compile_s,
         "collectives": collectives, "traffic": moved, "check": check,
     }
 
@@ -266,15 +270,17 @@ def torch_worker(a: argparse.Namespace) -> dict:
         if k:
             times.append(time.perf_counter() - t)
         else:
+            held = resident_rss()
             reset_peak_rss()
-    return {"step_s": statistics.median(times), "rss": peak_rss()}
+    return {"step_s": statistics.median(times), "rss": peak_rss(), "held": held}
 
 
 def _launch(a: argparse.Namespace, config: str) -> dict:
     script = os.path.abspath(__file__)
-    if config == "torch2":
-        cmd = [sys.executable, script, "--worker", "torch", "--threads=2", *_size_argv(a)]
-        env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2")
+    if config.startswith("torch"):
+        n = config[len("torch") :]
+        cmd = [sys.executable, script, "--worker", "torch", f"--threads={n}", *_size_argv(a)]
+        env = dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n)
     else:
         mpiexec = shutil.which("mpiexec")
         if mpiexec is None:
@@ -309,7 +315,7 @@ def main() -> None:
             print("RESULT " + json.dumps(res), flush=True)
         return
     configs = [c.strip() for c in a.configs.split(",") if c.strip()]
-    names = {"dp2": "shardc dp=2", "height2": "shardc height/2", "torch2": "PyTorch 2 threads"}
+    names = {"dp2": "shardc dp=2", "height2": "shardc height/2", "torch2": "PyTorch 2 threads", "torch1": "PyTorch 1 thread"}
     if not configs or not set(configs) <= set(names):
         raise SystemExit(f"cnn_step.py: --configs takes {', '.join(names)}")
     print(f"ResNet-style CNN: batch {a.batch}, 3x{a.image}x{a.image} images, widths {a.width}/{2 * a.width}/{4 * a.width}, "
@@ -324,12 +330,12 @@ def main() -> None:
         ok = [x for x in runs if "error" not in x]
         best[c] = min(ok, key=lambda x: x["step_s"]) if ok else runs[0]
     images = a.batch
-    print(f"{'row':<18} {'images/s':>9} {'step ms':>9} {'peak RSS/proc':>14}")
+    print(f"{'row':<18} {'images/s':>9} {'step ms':>9} {'peak RSS/proc':>14} {'held before':>12}")
     for c, r in best.items():
         if "error" in r:
             print(f"{names[c]:<18} failed: {r['error']}")
             continue
-        print(f"{names[c]:<18} {images / r['step_s']:>9,.1f} {r['step_s'] * 1e3:>9.1f} {r['rss'] / (1 << 20):>10,.0f} MiB")
+        print(f"{names[c]:<18} {images / r['step_s']:>9,.1f} {r['step_s'] * 1e3:>9.1f} {r['rss'] / (1 << 20):>10,.0f} MiB {r['held'] / (1 << 20):>8,.0f} MiB")
     for c in ("dp2", "height2"):
         r = best.get(c)
         if r is None or "error" in r:
@@ -342,9 +348,11 @@ def main() -> None:
                   f"activations instead would bring {_size(t['halo_as_gather'])} ({t['halo_as_gather'] / t['halo']:.1f}x the halos)")
         if t["all_gather"]:
             print(f"{names[c]}: the step's own all_gathers bring {_size(t['all_gather'])} per step to each rank")
-    theirs = best.get("torch2")
-    if theirs is not None and "error" not in theirs:
-        print("shardc / PyTorch eager on 2 threads (speed: their step / ours; memory: our peak / theirs):")
+    for anchor in ("torch2", "torch1"):
+        theirs = best.get(anchor)
+        if theirs is None or "error" in theirs:
+            continue
+        print(f"shardc on 2 ranks / {names[anchor]} (speed: their step / ours; memory: our peak / theirs):")
         for c in ("dp2", "height2"):
             r = best.get(c)
             if r is not None and "error" not in r:

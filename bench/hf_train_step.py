@@ -18,7 +18,9 @@ dropout in Llama's config anyway); the batches are the same random tokens everyw
 
 Peak memory is each process's resident-set high-water mark (VmHWM) reset after the first
 step (bench/_paired.py): parameters, optimizer state, activations and the libraries'
-pages, not the compiler's transient peak; the largest rank is shown.
+pages, not the compiler's transient peak; the largest rank is shown. "held before" is
+what the process held resident at that reset (libraries, the model, and for shardc what
+the compile left behind), so peak - held is what the timed steps added.
 
 `--startup`: two fresh single-rank processes over one fresh compile cache directory
 (SHARDC_CACHE_DIR, set for those children only): the first compiles cold, the second
@@ -46,7 +48,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from _paired import peak_rss, processor, reset_peak_rss  # noqa: E402  (bench/ is the script's folder)
+from _paired import peak_rss, processor, reset_peak_rss, resident_rss  # noqa: E402  (bench/ is the script's folder)
 
 FULL = {"hidden": 512, "layers": 8, "heads": 8, "kv_heads": 2, "ffn": 1376, "seq": 256, "batch": 8, "vocab": 8192}
 SMALL = {"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 172, "seq": 32, "batch": 4, "vocab": 256}
@@ -107,6 +109,10 @@ def batch(a: argparse.Namespace, k: int) -> tuple[np.ndarray, np.ndarray]:
     return idx[:, :-1].copy(), idx[:, 1:].copy()
 
 
+HELD: dict[str, int] = {}
+"""This process's resident bytes when its peak was restarted (the stream is forked)."""
+
+
 class TimedBatches:
     """The step's batches as a stream (`state`/`restore`, as TorchTraining reads one) that
     restarts the peak-memory mark when the second batch is taken, i.e. after the first
@@ -120,6 +126,7 @@ class TimedBatches:
 
     def __next__(self) -> tuple[np.ndarray, np.ndarray]:
         if self.position == 1:
+            HELD["rss"] = resident_rss()
             reset_peak_rss()
         self.position += 1
         return batch(self.a, self.position - 1)
@@ -165,7 +172,7 @@ def shardc_worker(a: argparse.Namespace) -> dict:
     t_run = time.perf_counter() - t0
     times = [s.seconds for s in result.log[1:]]
     mine = {
-        "step_s": statistics.median(times), "first_step_s": result.log[0].seconds, "rss": peak_rss(),
+        "step_s": statistics.median(times), "first_step_s": result.log[0].seconds, "rss": peak_rss(), "held": HELD.get("rss", 0),
         "model_s": t_model, "compile_s": job.program.compile_seconds, "import_s": t_prepare - job.program.compile_seconds,
         "source": job.program.cached, "run_s": t_run, "loss": result.log[0].loss,
         "collectives": {f: dict(c) for f, c in job.program.shard_collectives.items()},
@@ -174,6 +181,7 @@ def shardc_worker(a: argparse.Namespace) -> dict:
     out = dict(every[0])
     out["step_s"] = max(r["step_s"] for r in every)
     out["rss"] = max(r["rss"] for r in every)
+    out["held"] = max(r["held"] for r in every)
     out["ranks"] = world.Get_size()
     return out
 
@@ -218,13 +226,14 @@ def torch_worker(a: argparse.Namespace, threads: int, ddp: bool = False) -> dict
             times.append(time.perf_counter() - t)
         else:
             first_loss = float(loss)
+            held = resident_rss()
             reset_peak_rss()
-    out = {"step_s": statistics.median(times), "rss": peak_rss(), "loss": first_loss}
+    out = {"step_s": statistics.median(times), "rss": peak_rss(), "held": held, "loss": first_loss}
     if ddp:
         got: list[dict] = [{} for _ in range(world)]
         dist.all_gather_object(got, out)
         dist.destroy_process_group()
-        out = {"step_s": max(g["step_s"] for g in got), "rss": max(g["rss"] for g in got), "loss": None}
+        out = {"step_s": max(g["step_s"] for g in got), "rss": max(g["rss"] for g in got), "held": max(g["held"] for g in got), "loss": None}
     return out
 
 
@@ -296,7 +305,9 @@ def startup(a: argparse.Namespace) -> None:
     a.repeats = 1  # the first step, and one more to see it settle
     with tempfile.TemporaryDirectory(prefix="shardc-hf-cache-") as d:
         runs = [("cold", launch_shardc(a, 1, d)), ("cached", launch_shardc(a, 1, d))]
-    print(f"{'run':<7} {'from':<9} {'model':>7} {'import':>8} {'compile':>8} {'first step':>11} {'next step':>10}")
+    print("build: importing transformers + building the model; import: make_fx's trace + torch-mlir; compile: shardc's "
+          "pipeline + code generation, or the cache's load; first step: with numba's kernels compiled (cold) or loaded")
+    print(f"{'run':<7} {'from':<9} {'build':>7} {'import':>8} {'compile':>8} {'first step':>11} {'next step':>10}")
     for name, r in runs:
         print(f"{name:<7} {r['source']:<9} {r['model_s']:>6.1f}s {r['import_s']:>7.1f}s {r['compile_s']:>7.2f}s {r['first_step_s']:>10.2f}s {r['step_s']:>9.2f}s")
     cold, warm = runs[0][1], runs[1][1]
@@ -333,9 +344,9 @@ def compare(a: argparse.Namespace) -> None:
             r = best[c]
             print(f"{launchers[c][0]}: import {r['import_s']:.1f} s, compile {r['compile_s']:.1f} s ({r['source']}); "
                   f"collectives per step {r['collectives'].get('train_step', {})}, adamw {r['collectives'].get('adamw_step', {})}")
-    print(f"{'row':<20} {'tokens/s':>9} {'step ms':>9} {'peak RSS/proc':>14}")
+    print(f"{'row':<20} {'tokens/s':>9} {'step ms':>9} {'peak RSS/proc':>14} {'held before':>12}")
     for c, r in best.items():
-        print(f"{launchers[c][0]:<20} {tokens / r['step_s']:>9,.0f} {r['step_s'] * 1e3:>9.0f} {r['rss'] / mib:>10,.0f} MiB")
+        print(f"{launchers[c][0]:<20} {tokens / r['step_s']:>9,.0f} {r['step_s'] * 1e3:>9.0f} {r['rss'] / mib:>10,.0f} MiB {r['held'] / mib:>8,.0f} MiB")
     losses = {c: r["loss"] for c, r in best.items() if r.get("loss") is not None}
     if losses:
         print("first-step losses: " + ", ".join(f"{launchers[c][0]} {v:.4f}" for c, v in losses.items()))
