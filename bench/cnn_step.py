@@ -156,13 +156,17 @@ def traffic(module, ranks: int) -> dict[str, int]:
     `module`: `halo`, through every `shard.update_halo` (rank r gets its low halo rows
     from r-1 and its high ones from r+1); `halo_as_gather`, what all-gathering those
     activations instead would bring it (the other ranks' cores); `all_gather`, what the
-    step's own `shard.all_gather`s bring it (the result less the rank's own part)."""
+    step's own `shard.all_gather`s bring it (the result less the rank's own part), and
+    `gathered_from`: how many of those gather the result of each kind of op."""
     halo = [0] * ranks
     as_gather = gathered = 0
+    producers: dict[str, int] = {}
     for op in module.walk():
         if op.name == "shard.all_gather":
             src, dst = op.operands[0].type, op.results[0].type
             gathered += (math.prod(dst.get_shape()) - math.prod(src.get_shape())) * _itemsize(dst)
+            made_by = getattr(op.operands[0].owner, "name", "an argument")
+            producers[made_by] = producers.get(made_by, 0) + 1
         if op.name != "shard.update_halo":
             continue
         shape = list(op.destination.type.get_shape())
@@ -174,7 +178,7 @@ def traffic(module, ranks: int) -> dict[str, int]:
             for r in range(ranks):
                 halo[r] += ((lo if r > 0 else 0) + (hi if r < ranks - 1 else 0)) * slab
             as_gather += (ranks - 1) * (shape[d] - lo - hi) * slab
-    return {"halo": max(halo), "halo_as_gather": as_gather, "all_gather": gathered}
+    return {"halo": max(halo), "halo_as_gather": as_gather, "all_gather": gathered, "gathered_from": producers}
 
 
 def _itemsize(t) -> int:
@@ -347,7 +351,8 @@ def main() -> None:
             print(f"{names[c]}: halos bring {_size(t['halo'])} per step to the rank receiving most; all-gathering those "
                   f"activations instead would bring {_size(t['halo_as_gather'])} ({t['halo_as_gather'] / t['halo']:.1f}x the halos)")
         if t["all_gather"]:
-            print(f"{names[c]}: the step's own all_gathers bring {_size(t['all_gather'])} per step to each rank")
+            made = ", ".join(f"{k} {v}" for k, v in sorted(t["gathered_from"].items()))
+            print(f"{names[c]}: the step's own all_gathers bring {_size(t['all_gather'])} per step to each rank (gathering the results of {made})")
     for anchor in ("torch2", "torch1"):
         theirs = best.get(anchor)
         if theirs is None or "error" in theirs:
