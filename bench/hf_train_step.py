@@ -12,9 +12,11 @@ Rows: shardc on 1 rank (`mpiexec -n 1`) against PyTorch on 1 thread; shardc dp=2
 `mpiexec -n 2`, one BLAS thread per rank) against PyTorch on 2 threads and
 DistributedDataParallel on 2 gloo processes (1 thread each, half the batch each). Every
 configuration runs in its own process(es), in `--rounds` rounds alternating the order;
-each figure is its best round's median step after one untimed step. The model is the
-class default's attention (sdpa; shardc imports its math form), float32, eval mode (no
-dropout in Llama's config anyway); the batches are the same random tokens everywhere.
+each figure is its best round's median step after one untimed step. The `pair` row runs
+shardc's 1-rank step (`TorchTraining`, one simulated rank) and PyTorch's 1-thread step
+alternating in one process, the steadiest comparison on a shared machine. The model has
+the class default's attention (sdpa; shardc imports its math form), float32, eval mode
+(no dropout in Llama's config anyway); the batches are the same random tokens everywhere.
 
 Peak memory is each process's resident-set high-water mark (VmHWM) reset after the first
 step (bench/_paired.py): parameters, optimizer state, activations and the libraries'
@@ -62,9 +64,9 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
         p.add_argument(f"--{k.replace('_', '-')}", type=int, default=None, help=f"default {v} ({SMALL[k]} with --small)")
     p.add_argument("--repeats", type=int, default=3, help="timed steps per configuration and round (the median counts)")
     p.add_argument("--rounds", type=int, default=1, help="rounds over all configurations, alternating the order")
-    p.add_argument("--configs", default="1,dp2,torch1,torch2,ddp2", help="which rows to run (comma-separated)")
+    p.add_argument("--configs", default="1,dp2,torch1,torch2,ddp2,pair", help="which rows to run (comma-separated; pair: 1 rank and 1 thread alternating in one process)")
     p.add_argument("--startup", action="store_true", help="only: import + compile time, cold and from the compile cache")
-    p.add_argument("--worker", choices=("shardc", "torch", "ddp"), help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=("shardc", "torch", "ddp", "pair"), help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     base = SMALL if a.small else FULL
@@ -186,12 +188,24 @@ def shardc_worker(a: argparse.Namespace) -> dict:
     return out
 
 
+def torch_adamw(task):
+    """`torch.optim.AdamW` over the task's model with transformers' no-decay names in a
+    second group (weight_decay 0), as shardc's step has them."""
+    import re
+
+    import torch
+
+    skip = [re.compile(p) for p in task.no_decay]
+    named = list(task.model.named_parameters())
+    decay = [p for n, p in named if not any(rx.fullmatch(n) for rx in skip)]
+    other = [p for n, p in named if any(rx.fullmatch(n) for rx in skip)]
+    return torch.optim.AdamW([{"params": decay}, {"params": other, "weight_decay": 0.0}], lr=LR)
+
+
 def torch_worker(a: argparse.Namespace, threads: int, ddp: bool = False) -> dict:
     """PyTorch eager: forward, loss, backward and `torch.optim.AdamW` (transformers'
     no-decay groups, as shardc's step) on `threads` threads, or as one process of DDP on
     gloo (its half of the batch)."""
-    import re
-
     import torch
 
     torch.set_num_threads(threads)
@@ -204,11 +218,7 @@ def torch_worker(a: argparse.Namespace, threads: int, ddp: bool = False) -> dict
         dist.init_process_group("gloo")
         rank, world = dist.get_rank(), dist.get_world_size()
         model = torch.nn.parallel.DistributedDataParallel(model)
-    skip = [re.compile(p) for p in task.no_decay]
-    named = list(task.model.named_parameters())
-    decay = [p for n, p in named if not any(rx.fullmatch(n) for rx in skip)]
-    other = [p for n, p in named if any(rx.fullmatch(n) for rx in skip)]
-    opt = torch.optim.AdamW([{"params": decay}, {"params": other, "weight_decay": 0.0}], lr=LR)
+    opt = torch_adamw(task)
     share = a.batch // world
     times, first_loss = [], None
     for k in range(a.repeats + 1):
@@ -235,6 +245,56 @@ def torch_worker(a: argparse.Namespace, threads: int, ddp: bool = False) -> dict
         dist.destroy_process_group()
         out = {"step_s": max(g["step_s"] for g in got), "rss": max(g["rss"] for g in got), "held": max(g["held"] for g in got), "loss": None}
     return out
+
+
+def paired_worker(a: argparse.Namespace) -> dict:
+    """shardc's 1-rank step and PyTorch's 1-thread step alternating in one process (each
+    PyTorch step runs in `on_step`, right after the shardc step it follows), so both see
+    the same moments of a shared machine's load; medians after the first pair."""
+    import torch
+
+    from shardc.frontends.torch_train import TorchTraining
+    from shardc.training.axis import ShardingPolicy
+    from shardc.training.train import set_blas_threads
+
+    set_blas_threads(1)
+    torch.set_num_threads(1)
+    ours_task, theirs = llama_task(a), torch_step(a)
+    steps = a.repeats + 1
+    job = TorchTraining.prepare(
+        ours_task.model, TimedBatches(a, steps), ours_task.loss_fn, axes=ours_task.axes, plan=ours_task.plan,
+        policy=ShardingPolicy(tp=1, zero=False), world=1, steps=steps, lr=LR, no_decay=ours_task.no_decay,
+    )
+    t_theirs: list[float] = []
+
+    def after(entry) -> None:
+        t = time.perf_counter()
+        theirs(entry.step - 1)
+        t_theirs.append(time.perf_counter() - t)
+
+    result = job.run(after)
+    t_ours = [s.seconds for s in result.log]
+    return {"ours": statistics.median(t_ours[1:]), "theirs": statistics.median(t_theirs[1:]),
+            "ratios": [b / o for o, b in zip(t_ours[1:], t_theirs[1:])]}
+
+
+def torch_step(a: argparse.Namespace):
+    """PyTorch's step k on a fresh model (seed 0): forward, loss, backward, AdamW with
+    transformers' no-decay groups (as shardc's step)."""
+    import torch
+
+    task = llama_task(a)
+    opt = torch_adamw(task)
+
+    def step(k: int) -> float:
+        x, y = (torch.from_numpy(v) for v in batch(a, k))
+        opt.zero_grad(set_to_none=True)
+        loss = task.loss_fn(task.model(x), y)
+        loss.backward()
+        opt.step()
+        return float(loss)
+
+    return step
 
 
 # ---------------------------------------------------------------------------------------
@@ -269,6 +329,11 @@ def launch_shardc(a: argparse.Namespace, ranks: int, cache_dir: str | None = Non
 def launch_torch(a: argparse.Namespace, threads: int) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     return _run([sys.executable, os.path.abspath(__file__), "--worker", "torch", f"--threads={threads}", *_size_argv(a)], env)
+
+
+def launch_pair(a: argparse.Namespace) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    return _run([sys.executable, os.path.abspath(__file__), "--worker", "pair", *_size_argv(a)], env)
 
 
 def launch_ddp(a: argparse.Namespace, n: int) -> dict:
@@ -328,6 +393,7 @@ def compare(a: argparse.Namespace) -> None:
         "torch1": ("PyTorch 1 thread", lambda: launch_torch(a, 1)),
         "torch2": ("PyTorch 2 threads", lambda: launch_torch(a, 2)),
         "ddp2": ("PyTorch DDP 2 gloo", lambda: launch_ddp(a, 2)),
+        "pair": ("1 rank vs 1 thread alternating", lambda: launch_pair(a)),
     }
     unknown = sorted(set(configs) - set(launchers))
     if unknown or not configs:
@@ -336,6 +402,7 @@ def compare(a: argparse.Namespace) -> None:
     for r in range(a.rounds):
         for c in configs if r % 2 == 0 else configs[::-1]:
             got[c].append(launchers[c][1]())
+    pairs = got.pop("pair", [])
     best = {c: min(runs, key=lambda x: x["step_s"]) for c, runs in got.items()}
     tokens = a.batch * a.seq
     mib = 1 << 20
@@ -350,6 +417,9 @@ def compare(a: argparse.Namespace) -> None:
     losses = {c: r["loss"] for c, r in best.items() if r.get("loss") is not None}
     if losses:
         print("first-step losses: " + ", ".join(f"{launchers[c][0]} {v:.4f}" for c, v in losses.items()))
+    for p in pairs:
+        print(f"1 rank vs 1 thread in one process, steps alternating: shardc {p['ours'] * 1e3:.0f} ms, PyTorch {p['theirs'] * 1e3:.0f} ms "
+              f"-> {p['theirs'] / p['ours']:.2f}x (pairs {', '.join(f'{r:.2f}' for r in p['ratios'])})")
     print("shardc / PyTorch eager (speed: their step / ours, target >= 1.0x; memory: our peak / theirs):")
     for mine, other in (("1", "torch1"), ("dp2", "torch2"), ("dp2", "ddp2")):
         if mine in best and other in best:
@@ -368,6 +438,9 @@ def main() -> None:
         return
     if a.worker == "torch":
         print("RESULT " + json.dumps(torch_worker(a, a.threads)), flush=True)
+        return
+    if a.worker == "pair":
+        print("RESULT " + json.dumps(paired_worker(a)), flush=True)
         return
     if a.worker == "ddp":
         res = torch_worker(a, 1, ddp=True)

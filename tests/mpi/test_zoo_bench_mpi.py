@@ -32,12 +32,13 @@ def _bench(script: str, *args: str, timeout: float = 600) -> str:
 
 @pytest.mark.mpi
 def test_llama_step_rows_and_ratios():
-    out = _bench("hf_train_step.py", *TINY_LLAMA, "--configs=1,dp2,torch1")
+    out = _bench("hf_train_step.py", *TINY_LLAMA, "--configs=1,dp2,torch1,pair")
     losses = dict(re.findall(r"(shardc 1 rank|shardc dp=2|PyTorch 1 thread) (\d+\.\d+)", out.split("first-step losses:")[1]))
     assert len(losses) == 3, out
     assert max(map(float, losses.values())) - min(map(float, losses.values())) < 1e-3, out
     assert re.search(r"shardc 1 rank\s+vs PyTorch 1 thread\s+\d+\.\d+x\s+memory \d+\.\d+x", out), out
     assert "reduce_scatter" in out, out  # dp=2 with ZeRO: its gradients are reduce-scattered
+    assert re.search(r"steps alternating: shardc \d+ ms, PyTorch \d+ ms -> \d+\.\d+x \(pairs \d", out), out
 
 
 @pytest.mark.mpi
