@@ -411,7 +411,8 @@ def compare(a: argparse.Namespace) -> None:
             r = best[c]
             print(f"{launchers[c][0]}: import {r['import_s']:.1f} s, compile {r['compile_s']:.1f} s ({r['source']}); "
                   f"collectives per step {r['collectives'].get('train_step', {})}, adamw {r['collectives'].get('adamw_step', {})}")
-    print(f"{'row':<20} {'tokens/s':>9} {'step ms':>9} {'peak RSS/proc':>14} {'held before':>12}")
+    if best:
+        print(f"{'row':<20} {'tokens/s':>9} {'step ms':>9} {'peak RSS/proc':>14} {'held before':>12}")
     for c, r in best.items():
         print(f"{launchers[c][0]:<20} {tokens / r['step_s']:>9,.0f} {r['step_s'] * 1e3:>9.0f} {r['rss'] / mib:>10,.0f} MiB {r['held'] / mib:>8,.0f} MiB")
     losses = {c: r["loss"] for c, r in best.items() if r.get("loss") is not None}
@@ -420,11 +421,12 @@ def compare(a: argparse.Namespace) -> None:
     for p in pairs:
         print(f"1 rank vs 1 thread in one process, steps alternating: shardc {p['ours'] * 1e3:.0f} ms, PyTorch {p['theirs'] * 1e3:.0f} ms "
               f"-> {p['theirs'] / p['ours']:.2f}x (pairs {', '.join(f'{r:.2f}' for r in p['ratios'])})")
-    print("shardc / PyTorch eager (speed: their step / ours, target >= 1.0x; memory: our peak / theirs):")
-    for mine, other in (("1", "torch1"), ("dp2", "torch2"), ("dp2", "ddp2")):
-        if mine in best and other in best:
-            o, m = best[other], best[mine]
-            print(f"  {launchers[mine][0]:<15} vs {launchers[other][0]:<19} {o['step_s'] / m['step_s']:5.2f}x   memory {m['rss'] / o['rss']:4.2f}x")
+    rows = [(m, o) for m, o in (("1", "torch1"), ("dp2", "torch2"), ("dp2", "ddp2")) if m in best and o in best]
+    if rows:
+        print("shardc / PyTorch eager (speed: their step / ours, target >= 1.0x; memory: our peak / theirs):")
+    for mine, other in rows:
+        o, m = best[other], best[mine]
+        print(f"  {launchers[mine][0]:<15} vs {launchers[other][0]:<19} {o['step_s'] / m['step_s']:5.2f}x   memory {m['rss'] / o['rss']:4.2f}x")
 
 
 def main() -> None:
