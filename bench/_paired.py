@@ -1,6 +1,7 @@
-"""What the two collective benchmarks share: launching themselves under mpiexec, and
-timing our call against mpi4py's side by side (interleaved, the order alternating so
-neither always goes first), reported as the slowest rank's median and best ratios."""
+"""What the benchmarks share: launching themselves under mpiexec; timing our call against
+mpi4py's side by side (interleaved, the order alternating so neither always goes first),
+reported as the slowest rank's median and best ratios; a process's peak resident memory
+over the timed steps; the processor's name for the report."""
 
 from __future__ import annotations
 
@@ -49,3 +50,56 @@ def compare(comm, ours: Callable[[np.ndarray], object], theirs: Callable[[np.nda
     stats = (statistics.median(t_ours), statistics.median(t_theirs), min(t_ours), min(t_theirs))
     mo, mt, bo, bt = (comm.allreduce(v, op=MPI.MAX) for v in stats)
     return mo, mt, bo, bt
+
+
+def reset_peak_rss() -> bool:
+    """Restart the resident-set high-water mark of this process (Linux >= 4.0), so that
+    `peak_rss` counts what the timed steps hold, not an earlier transient (a compile)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def resident_rss() -> int:
+    """Bytes resident now (VmRSS), 0 where /proc is absent: read with `reset_peak_rss`, it
+    tells what a process already held (libraries, the model, a compiler's leftovers)
+    from what its timed steps added."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def peak_rss() -> int:
+    """Bytes: VmHWM of this process (since the last reset), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def processor() -> str:
+    """The CPU's model name and the cores this process may use (figures are per machine)."""
+    import platform
+
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), name)
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{name}, {cores} cores"

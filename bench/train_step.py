@@ -58,6 +58,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+from _paired import peak_rss as _peak_rss  # noqa: E402  (bench/ is the script's folder)
+from _paired import reset_peak_rss as _reset_peak  # noqa: E402
 from shardc.training.gpt import GPTConfig, init_params  # noqa: E402
 
 FULL = GPTConfig(n_layer=4, n_head=4, n_embd=256, block_size=128, vocab_size=512)
@@ -129,30 +131,6 @@ def step_flops(cfg: GPTConfig, batch: int) -> int:
         )
         total += space * max(body - selectors, 1)
     return total
-
-
-def _reset_peak() -> bool:
-    """Restart the resident-set high-water mark of this process (Linux >= 4.0)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_rss() -> int:
-    """Bytes: VmHWM of this process (since the last reset), else ru_maxrss."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _data(cfg: GPTConfig):
