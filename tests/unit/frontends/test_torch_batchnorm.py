@@ -246,3 +246,45 @@ def test_any_in_place_buffer_update_is_carried():
         opt.step()
     assert int(result.buffers["calls"]) == 3
     _assert_same_state(result, model, m)
+
+
+def _collectives(text: str) -> dict[str, int]:
+    """The shard collectives of `@train_step` after propagation and partition."""
+    from shardc.context import make_context
+    from shardc.ir.locations import LocatingParser
+    from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline
+
+    module = LocatingParser(make_context(), text, "<step>").parse_module()
+    run_pipeline(module, PIPELINE[: PIPELINE.index("convert-shard-to-mpi")])
+    return count_collectives(module)["train_step"]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_height_split_statistics_reduce_over_the_split_rows(ranks):
+    """The image split by height: the convolutions exchange halos, each BatchNorm's
+    mean and variance are partial sums over the rows a rank holds, all_reduced over the
+    split axis; loss, gradients and new statistics equal PyTorch's, nothing gathered."""
+    from shardc.frontends.annotate import annotate_arguments
+
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
+        nn.Conv2d(4, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4, momentum=0.3),
+    )
+    x, target = torch.randn(2, 3, 16, 16) * 2 + 1, torch.randn(2, 4, 16, 16)
+    step = export_train_step(model, [x], [target], F.mse_loss)
+    program = annotate_arguments(step.text, (ranks,), {"input0": [[], [], [0]], "target0": [[], [], [0]]}, names=step.arg_names)
+    counts = _collectives(program)
+    assert counts["shard.update_halo"] >= 2 and counts["shard.all_reduce"] >= 2 * 2
+    assert not any(k in counts for k in ("shard.all_gather", "shard.all_to_all"))
+    state = {n: t.detach().numpy() for n, t in [*model.named_parameters(), *model.named_buffers()]}
+    got = run_program(program, [x.numpy(), target.numpy(), *(state[n] for n in step.param_names + step.buffer_names)], ranks=ranks)
+    m = copy.deepcopy(model)
+    loss = F.mse_loss(m(x), target)
+    buffers = dict(m.named_buffers())
+    want = [loss, *torch.autograd.grad(loss, list(m.parameters())), *(buffers[n] for n in step.updated_buffers)]
+    assert len(got) == len(want) == len(step.result_names)
+    for name, g, w in zip(step.result_names, got, want):
+        w = w.detach().numpy()
+        assert np.shape(g) == w.shape, name
+        assert float(np.abs(np.asarray(g) - w).max()) <= 1e-5 * max(float(np.abs(w).max()), 1.0), name
