@@ -288,3 +288,28 @@ def test_height_split_statistics_reduce_over_the_split_rows(ranks):
         w = w.detach().numpy()
         assert np.shape(g) == w.shape, name
         assert float(np.abs(np.asarray(g) - w).max()) <= 1e-5 * max(float(np.abs(w).max()), 1.0), name
+
+
+def test_frozen_batchnorm_in_eval_mode_trains():
+    """A module in eval mode (fine-tuning with frozen BatchNorm): normalized by the
+    running statistics, which stay as they are; torch-mlir's shape-0 cast of the eval
+    form no longer stops the import."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
+    model[1].running_mean.uniform_(-0.5, 0.5)
+    model[1].running_var.uniform_(0.5, 2)
+    model.eval()
+    batches = [(torch.randn(8, 3, 6, 6), torch.randint(0, 3, (8,))) for _ in range(3)]
+    result = train_module(model, batches, F.cross_entropy, world=2, steps=3, lr=1e-2)
+    assert result.buffers == {} and result.program.exported.updated_buffers == []
+    m = copy.deepcopy(model)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    losses = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    np.testing.assert_allclose(result.losses, losses, rtol=1e-5, atol=1e-6)
+    _assert_same_state(result, model, m)
