@@ -25,8 +25,9 @@ step's last results (`ExportedStep.updated_buffers`): found by one eager forward
 copies, traced functionalized (`torch_decomp.native_batch_norm_training` makes
 BatchNorm's hidden in-place update a `copy_`) and checked against the eager values, so
 an update the trace would lose is refused, never trained with stale statistics. A
-forward that draws random numbers (dropout in training mode) is refused; `loss_fn` gets the model's output as it returns it (a transformers
-`ModelOutput`: `out.logits`), a model called the usual way, `model(input_ids)`. The
+forward that draws random numbers (dropout in training mode) is refused. `loss_fn` gets
+the model's output as it returns it (a transformers `ModelOutput`: `out.logits`), a
+model called the usual way, `model(input_ids)`. The
 gradients of `nn.Embedding` and of cross-entropy come out as `tm_tensor.scatter`
 (shardc's TMTensor overlay runs and shards it).
 
