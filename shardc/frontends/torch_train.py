@@ -201,6 +201,12 @@ def export_train_step(
             else:
                 gm = make_fx(torch.func.functionalize(step), decomposition_table=training_decompositions())(*example)
     except Exception as e:  # noqa: BLE001 - torch refused to trace the module: say why
+        if "_local_scalar_dense" in str(e):
+            raise TorchTrainError(
+                f"cannot trace the training step of {type(model).__name__}: its forward reads a tensor's value in Python "
+                "(`.item()`, `float(t)`, `if t:`; BatchNorm with momentum=None averages by its num_batches_tracked this way), "
+                "which a compiled step cannot: compute with the tensor instead (BatchNorm: give it a momentum)"
+            ) from None
         raise TorchTrainError(f"torch-mlir cannot import the training step of {type(model).__name__}: {_reason(diags, e)}") from None
     if ukeys:
         _check_captured_updates(model, gm, example, updated, 1 + n_p)

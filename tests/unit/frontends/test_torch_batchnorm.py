@@ -313,3 +313,11 @@ def test_frozen_batchnorm_in_eval_mode_trains():
         losses.append(loss.item())
     np.testing.assert_allclose(result.losses, losses, rtol=1e-5, atol=1e-6)
     _assert_same_state(result, model, m)
+
+
+def test_cumulative_average_batchnorm_is_one_clear_line():
+    """momentum=None averages by `1 / float(num_batches_tracked)`, a value read in
+    Python that no traced step can follow: refused saying so and what to change."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4, momentum=None))
+    with pytest.raises(TorchTrainError, match=r"^cannot trace the training step of Sequential: its forward reads a tensor's value in Python .*give it a momentum\)$"):
+        export_train_step(model, (torch.randn(8, 4),), (torch.randn(8, 4),), F.mse_loss)
