@@ -18,6 +18,18 @@ forward convolutions, which torch-mlir lowers (`linalg.conv_2d_ngchw_gfchw`): th
 input's is the transposed convolution of the output gradient; the weight's convolves
 the input, batch and channels exchanged, with the output gradient as filter (stride and
 dilation exchanged), as the ungrouped lowering does, one group per group.
+
+`aten.native_batch_norm` in training form (train-mode BatchNorm with running
+statistics) updates `running_mean` and `running_var` in place, but its schema does not
+say so: functionalization passes it through as a pure op and torch-mlir imports it as
+one, so the update is lost. `native_batch_norm_training` computes the batch statistics
+with plain aten ops and writes the new running statistics with `copy_` (momentum
+average, the variance unbiased as PyTorch keeps it), a mutation that a functionalizing
+retrace turns into values (`export_train_step` returns them as the step's updated
+buffers). The normalized output and the saved mean and inverse standard deviation are
+native_batch_norm's, so its backward is unchanged. Its eval form (BatchNorm in eval mode
+traced by make_fx: the held-out loss) is imported by torch-mlir with a cast of the
+statistics to shape 0 that fails to lower, so it is written out in aten ops too.
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ def training_decompositions() -> dict[Any, Any]:
     table = decomposition_table()
     table[torch.ops.aten.avg_pool2d_backward.default] = avg_pool2d_backward
     table[torch.ops.aten.convolution_backward.default] = grouped_convolution_backward
+    table[torch.ops.aten.native_batch_norm.default] = native_batch_norm_training
     return table
 
 
@@ -120,3 +133,39 @@ def grouped_convolution_backward(
     if output_mask[2]:
         grad_bias = grad_output.sum([0, *range(2, 2 + nd)])
     return grad_input, grad_weight, grad_bias
+
+
+def native_batch_norm_training(
+    x: Any, weight: Any, bias: Any, running_mean: Any, running_var: Any, training: bool, momentum: float, eps: float
+) -> Any:
+    """`aten.native_batch_norm` with running statistics in training: the update of the
+    statistics as a visible `copy_`. In eval form (normalized by the running statistics,
+    which torch-mlir imports with a shape-0 cast it cannot lower) plain aten ops, the
+    saved statistics empty as native_batch_norm's; without running statistics, left to
+    torch-mlir."""
+    if running_mean is None or running_var is None:
+        return NotImplemented
+    if not training:
+        shape = [1, x.shape[1], *([1] * (x.dim() - 2))]
+        out = (x - running_mean.reshape(shape)) * (running_var.reshape(shape) + eps).rsqrt()
+        if weight is not None:
+            out = out * weight.reshape(shape)
+        if bias is not None:
+            out = out + bias.reshape(shape)
+        return out, x.new_zeros(0), x.new_zeros(0)
+    dims = [0, *range(2, x.dim())]
+    shape = [1, x.shape[1], *([1] * (x.dim() - 2))]
+    count = x.numel() // x.shape[1]
+    mean = x.mean(dims)
+    centered = x - mean.reshape(shape)
+    var = (centered * centered).mean(dims)
+    rstd = (var + eps).rsqrt()
+    out = centered * rstd.reshape(shape)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    unbiased = var * (count / max(count - 1, 1))
+    running_mean.copy_(running_mean * (1 - momentum) + mean.to(running_mean.dtype) * momentum)
+    running_var.copy_(running_var * (1 - momentum) + unbiased.to(running_var.dtype) * momentum)
+    return out, mean, rstd

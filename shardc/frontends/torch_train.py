@@ -19,10 +19,15 @@ so transformers skips its data-dependent mask checks) and imported by
     @train_step(inputs..., targets..., params(FQN)..., buffers(FQN)...) -> (loss, grads(FQN)...)
 
 Parameters and buffers (non-persistent ones too: a rotary embedding's `inv_freq`) are
-arguments, never baked constants; buffers are read-only inputs (a forward that updates
-one, like train-mode BatchNorm, is refused; so is one that draws random numbers, dropout
-in training mode); `loss_fn` gets the model's output as it returns it (a transformers
-`ModelOutput`: `out.logits`), a model called the usual way, `model(input_ids)`. The
+arguments, never baked constants. A forward that updates buffers in place (train-mode
+BatchNorm's running_mean, running_var, num_batches_tracked) has their new values as the
+step's last results (`ExportedStep.updated_buffers`): found by one eager forward on
+copies, traced functionalized (`torch_decomp.native_batch_norm_training` makes
+BatchNorm's hidden in-place update a `copy_`) and checked against the eager values, so
+an update the trace would lose is refused, never trained with stale statistics. A
+forward that draws random numbers (dropout in training mode) is refused. `loss_fn` gets
+the model's output as it returns it (a transformers `ModelOutput`: `out.logits`), a
+model called the usual way, `model(input_ids)`. The
 gradients of `nn.Embedding` and of cross-entropy come out as `tm_tensor.scatter`
 (shardc's TMTensor overlay runs and shards it).
 
@@ -40,12 +45,19 @@ on every parameter but those the `no_decay` patterns name, torch's second parame
 and, with held-out batches, `@eval_loss` (the loss imported without gradients, the same
 boundary); the compiler derives every collective (`shardc.training.spmd.PIPELINE`).
 Gradient accumulation adds the gradient pieces each rank receives, in their update
-layout, so it needs no communication of its own.
+layout, so it needs no communication of its own. Updated buffers leave the step in their
+layout (replicated unless the axes name them) and are fed to the next microbatch: with
+the batch split, BatchNorm's statistics are reduced over the whole global batch (an
+all_reduce the compiler derives), SyncBatchNorm's semantics, not DDP-with-BatchNorm's
+per-rank statistics; so shardc on any grid equals PyTorch on the global batch on one
+process. The held-out loss (`@eval_loss`) is imported with the module in eval mode, as
+a PyTorch validation loop runs it: BatchNorm normalizes with the running statistics
+trained so far and nothing is updated.
 
 Training (`TorchTraining`, `train_module`) is the built-in trainer's loop on this program:
 `StepLog`s, the held-out loss every `eval_every` steps, sharded checkpoints through
-`shardc.training.checkpoint` keyed by FQN (the manifest's model is a `TorchModelInfo`) and
-resume on any grid and policy.
+`shardc.training.checkpoint` keyed by FQN (the manifest's model is a `TorchModelInfo`;
+updated buffers under `buffers/<FQN>`) and resume on any grid and policy.
 """
 
 from __future__ import annotations
@@ -115,6 +127,10 @@ class ExportedStep:
     buffer_names: list[str] = field(default_factory=list)
     buffer_shapes: list[tuple[int, ...]] = field(default_factory=list)
     grads: bool = True
+    updated_buffers: list[str] = field(default_factory=list)
+    """The buffers the forward updates (train-mode BatchNorm's running statistics), in
+    the order of their new values, the step's last results."""
+    updated_dtypes: list[str] = field(default_factory=list)
 
     @property
     def arg_names(self) -> list[str]:
@@ -122,7 +138,8 @@ class ExportedStep:
 
     @property
     def result_names(self) -> list[str]:
-        return ["loss", *(f"grad.{n}" for n in self.param_names)] if self.grads else ["loss"]
+        names = ["loss", *(f"grad.{n}" for n in self.param_names)] if self.grads else ["loss"]
+        return [*names, *(f"buffer.{n}" for n in self.updated_buffers)]
 
 
 def export_train_step(
@@ -136,8 +153,9 @@ def export_train_step(
 ) -> ExportedStep:
     """Import the loss and the parameter gradients of `loss_fn(model(*inputs), *targets)`
     as linalg-on-tensors (see the module docstring for the signature); `grads=False`:
-    the loss alone (held-out evaluation). Buffers are arguments after the parameters,
-    read-only: a forward that updates one (train-mode BatchNorm) is refused."""
+    the loss alone (held-out evaluation, buffers left as they are). Buffers are
+    arguments after the parameters; the new values of those the forward updates
+    (train-mode BatchNorm) are the step's last results."""
     torch, fx = require_torch()
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -150,28 +168,51 @@ def export_train_step(
     keys, bkeys = list(params), list(buffers)
     n_in, n_tg, n_p = len(inputs), len(targets), len(keys)
 
+    # --- buffers the forward updates (bn-train) -------------------------------------
+    # The step returns their new values after the gradients; the held-out loss
+    # (grads=False) leaves them as they are.
+    updated = updated_buffers(model, inputs, params, buffers) if buffers and grads else {}
+    ukeys = list(updated)
+
     def loss_of(p: dict, b: dict, ins: tuple, tgs: tuple) -> Any:
+        b = {k: v.clone() if k in updated else v for k, v in b.items()}  # updated in the grad transform's level
         out = torch.func.functional_call(model, {**p, **b}, ins)
-        return loss_fn(out, *tgs)
+        return (loss_fn(out, *tgs), [b[k] for k in ukeys]) if ukeys else loss_fn(out, *tgs)
 
     def step(*args: Any) -> Any:
         ins, tgs, flat = args[:n_in], args[n_in : n_in + n_tg], args[n_in + n_tg :]
         p, b = dict(zip(keys, flat[:n_p])), dict(zip(bkeys, flat[n_p:]))
         if not grads:
             return loss_of(p, b, ins, tgs)
+        if ukeys:
+            g, (loss, new) = torch.func.grad_and_value(loss_of, has_aux=True)(p, b, ins, tgs)
+            return (loss, *(g[k] for k in keys), *new)
         g, loss = torch.func.grad_and_value(loss_of)(p, b, ins, tgs)
         return (loss, *(g[k] for k in keys))
 
     example = (*inputs, *targets, *params.values(), *buffers.values())
-    if buffers:
-        _refuse_buffer_updates(model, inputs, params, buffers)
     diags: list[str] = []
     try:
         with sdpa_kernel([SDPBackend.MATH]), traced_as_export(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            gm = make_fx(torch.func.functionalize(step), decomposition_table=training_decompositions())(*example)
+            if ukeys:  # first BatchNorm's hidden update as a copy_, which the functionalized retrace makes a value
+                table = training_decompositions()
+                bn = torch.ops.aten.native_batch_norm.default
+                gm = make_fx(torch.func.functionalize(step), decomposition_table={k: f for k, f in table.items() if k == bn})(*example)
+                gm = make_fx(torch.func.functionalize(gm), decomposition_table=table)(*example)
+            else:
+                gm = make_fx(torch.func.functionalize(step), decomposition_table=training_decompositions())(*example)
     except Exception as e:  # noqa: BLE001 - torch refused to trace the module: say why
+        if "_local_scalar_dense" in str(e):
+            raise TorchTrainError(
+                f"cannot trace the training step of {type(model).__name__}: its forward reads a tensor's value in Python "
+                "(`.item()`, `float(t)`, `if t:`; BatchNorm with momentum=None averages by its num_batches_tracked this way), "
+                "which a compiled step cannot: compute with the tensor instead (BatchNorm: give it a momentum)"
+            ) from None
         raise TorchTrainError(f"torch-mlir cannot import the training step of {type(model).__name__}: {_reason(diags, e)}") from None
+    if ukeys:
+        _check_captured_updates(model, gm, example, updated, 1 + n_p)
+    # --- end of buffers the forward updates ---------------------------------------------
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -186,7 +227,8 @@ def export_train_step(
         text, func_name,
         [f"input{i}" for i in range(n_in)], [f"target{i}" for i in range(n_tg)],
         keys, [tuple(p.shape) for p in params.values()], dtype,
-        bkeys, [tuple(b.shape) for b in buffers.values()], grads,
+        bkeys, [tuple(b.shape) for b in buffers.values()], grads, ukeys,
+        [str(updated[k].dtype).removeprefix("torch.") for k in ukeys],
     )
 
 
@@ -201,22 +243,47 @@ def refuse_random(text: str, model: Any, what: str) -> None:
         )
 
 
-def _refuse_buffer_updates(model: Any, inputs: Sequence[Any], params: Mapping[str, Any], buffers: Mapping[str, Any]) -> None:
-    """Buffers are inputs of the step, not state it updates: a forward that updates one
-    in place (BatchNorm's running statistics) is refused naming the buffers. Checked by
-    one eager forward on copies of the buffers (functionalization would drop some such
-    updates silently)."""
+def updated_buffers(model: Any, inputs: Sequence[Any], params: Mapping[str, Any], buffers: Mapping[str, Any]) -> dict[str, Any]:
+    """The buffers one eager forward updates in place (train-mode BatchNorm's running
+    statistics), by FQN, with their new values (the forward runs on copies: the model is
+    not changed)."""
     import torch
 
     copies = {k: v.clone() for k, v in buffers.items()}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.func.functional_call(model, {**params, **copies}, tuple(inputs))
-    names = [k for k, v in buffers.items() if not torch.equal(copies[k], v)]
-    if names:
+    return {k: copies[k] for k, v in buffers.items() if not torch.equal(copies[k], v)}
+
+
+def _check_captured_updates(model: Any, gm: Any, example: Sequence[Any], updated: Mapping[str, Any], first: int) -> None:
+    """The traced step's new buffers (results from `first` on) against the eager
+    forward's: an update the trace lost (an in-place op whose schema hides it, outside
+    what the decompositions rewrite) is refused naming the buffers, never trained
+    silently with stale statistics. The graph runs with every op on copies of its
+    operands, as torch-mlir reads it (values), so a hidden mutation has no effect here
+    either."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_map_only
+
+    class AsValues(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            args, kwargs = tree_map_only(torch.Tensor, lambda t: t.clone(), (args, kwargs or {}))
+            return func(*args, **kwargs)
+
+    with torch.no_grad(), warnings.catch_warnings(), AsValues():
+        warnings.simplefilter("ignore")
+        got = gm(*example)[first:]
+    lost = [
+        k for (k, want), have in zip(updated.items(), got)
+        if have.shape != want.shape or not torch.allclose(have.double(), want.double(), rtol=1e-4, atol=1e-6)
+    ]
+    if lost:
         raise TorchTrainError(
-            f"the forward of {type(model).__name__} updates buffer{'s' if len(names) > 1 else ''} {', '.join(names)} "
-            "in place (train-mode BatchNorm?): buffers are read-only inputs of the step"
+            f"the forward of {type(model).__name__} updates buffer{'s' if len(lost) > 1 else ''} {', '.join(lost)} "
+            "in place in a way the training import cannot capture (an op that mutates its input without saying so): "
+            "make the update an assignment or `copy_` of the new value, or keep the buffer constant"
         )
 
 
@@ -425,6 +492,11 @@ def _annotate_step(
         value = ret.operands[1 + i]
         new, _ = chain(value, [(lay.compute, False), (lay.grads, True)], InsertPoint.before(ret))
         ret.operands[1 + i] = new
+    first = 1 + len(layouts)
+    for j, name in enumerate(exported.updated_buffers):  # new running statistics: the buffer's layout
+        spec = buffer_specs[exported.buffer_names.index(name)]
+        new, _ = chain(ret.operands[first + j], [(spec, False), (spec, True)], InsertPoint.before(ret))
+        ret.operands[first + j] = new
 
 
 def _adamw_func(params: Sequence[ParamInfo], layouts: Sequence[ParamLayouts], grid: Grid, dtype: str, opt: AdamWConfig) -> Any:
@@ -511,6 +583,16 @@ class TorchStepProgram:
     @property
     def specs(self) -> list[ParamInfo]:
         return self.params
+
+    @property
+    def state_buffers(self) -> list[tuple[str, tuple[int, ...], PartitionSpec, str]]:
+        """(FQN, shape, layout, dtype) of the buffers the step updates: state carried
+        from step to step and checkpointed (`checkpoint.state_arrays`)."""
+        where = {b.path: k for k, b in enumerate(self.buffers)}
+        return [
+            (name, self.buffers[where[name]].shape, self.buffer_specs[where[name]], dtype)
+            for name, dtype in zip(self.exported.updated_buffers, self.exported.updated_dtypes)
+        ]
 
     @property
     def dtype(self) -> str:
@@ -750,18 +832,25 @@ class TorchTrainResult(StepLogView):
     grid: Grid
     memory: StateBytes
     config: TrainingConfig
+    buffers: dict[str, np.ndarray] = field(default_factory=dict)
+    """The buffers the step updates (BatchNorm's running statistics), global, by FQN."""
 
     def state_dict(self, model: Any) -> dict[str, Any]:
-        """`model.state_dict()`'s keys (tied aliases included) with the trained values;
-        persistent buffers as the module has them (the step never changes them)."""
+        """`model.state_dict()`'s keys (tied aliases included) with the trained values:
+        parameters, the buffers the step updated, the other persistent buffers as the
+        module has them."""
         torch, _ = require_torch()
         canonical = {id(p): n for n, p in model.named_parameters()}
         out = {}
         for name, p in model.named_parameters(remove_duplicate=False):
             out[name] = torch.from_numpy(np.ascontiguousarray(self.params[canonical[id(p)]])).to(p.dtype)
         persistent = model.state_dict().keys()  # non-persistent buffers (rotary inv_freq) are not state
+        canonical_buffers = {id(b): n for n, b in model.named_buffers()}
         for name, b in model.named_buffers(remove_duplicate=False):
-            if name in persistent:
+            trained = canonical_buffers[id(b)]
+            if trained in self.buffers and name in persistent:
+                out[name] = torch.from_numpy(np.array(self.buffers[trained])).to(b.dtype)
+            elif name in persistent:
                 out[name] = b.detach().clone()
         return out
 
@@ -796,6 +885,7 @@ class _Rank:
         """A rank resumed from a checkpoint's `LoadedState` (its local pieces)."""
         state = cls(prog, rank, None, buffers)
         state.params, state.mu, state.nu, state.step = list(got.params), list(got.mu), list(got.nu), got.step
+        state.set_state_buffers(got.buffers)
         return state
 
     def _data(self, mb: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -803,11 +893,29 @@ class _Rank:
 
         return [local_part(np.asarray(x), _data_spec(np.ndim(x), self.p.data_dim), self.p.grid, self.rank) for x in mb]
 
+    @property
+    def updated(self) -> list[int]:
+        """Indices (into `buffers`) of the buffers the step updates, in its result order."""
+        names = [b.path for b in self.p.buffers]
+        return [names.index(n) for n in self.p.exported.updated_buffers]
+
+    @property
+    def state_buffers(self) -> list[np.ndarray]:
+        """The local pieces of the buffers the step updates: checkpointed state."""
+        return [self.buffers[i] for i in self.updated]
+
+    def set_state_buffers(self, values: Sequence[np.ndarray]) -> None:
+        for i, v in zip(self.updated, values):
+            self.buffers[i] = np.asarray(v)
+
     def train_step(self, microbatches: Sequence[Sequence[np.ndarray]], lr: float) -> float:
         acc: list[np.ndarray] | None = None
         losses = []
-        for mb in microbatches:
-            loss, *grads = self.p.call(self.p.exported.func_name, *self._data(mb), *self.params, *self.buffers)
+        n_grads = len(self.params)
+        for mb in microbatches:  # each microbatch's forward updates the statistics, as in PyTorch
+            loss, *outs = self.p.call(self.p.exported.func_name, *self._data(mb), *self.params, *self.buffers)
+            grads = outs[:n_grads]
+            self.set_state_buffers(outs[n_grads:])
             losses.append(float(np.asarray(loss)))
             acc = [np.asarray(g) for g in grads] if acc is None else [a + np.asarray(g) for a, g in zip(acc, grads)]
         assert acc is not None
@@ -968,7 +1076,12 @@ class TorchTraining:
         if eval_batches:
             evals = [[np.asarray(_np(x), dtype=d) for x, d in zip(b, dtypes)] for b in eval_batches]
             ex = [torch.from_numpy(np.ascontiguousarray(x)) for x in evals[0]]
-            eval_step = export_train_step(model, ex[:n_inputs], ex[n_inputs:], loss_fn, func_name="eval_loss", grads=False)
+            was_training = model.training  # held out: the module in eval mode (BatchNorm's running statistics)
+            model.eval()
+            try:
+                eval_step = export_train_step(model, ex[:n_inputs], ex[n_inputs:], loss_fn, func_name="eval_loss", grads=False)
+            finally:
+                model.train(was_training)
         comm = None
         if mpi:
             from mpi4py import MPI
@@ -1012,9 +1125,14 @@ class TorchTraining:
             info.path: assemble([o[1][i] for o in outs], info.shape, lay.storage, self.grid)
             for i, (info, lay) in enumerate(zip(prog.params, prog.layouts))
         }
-        return TorchTrainResult(outs[0][0], params, prog, self.grid, self.memory, self.config)
+        names = [b.path for b in prog.buffers]
+        buffers = {}
+        for j, name in enumerate(prog.exported.updated_buffers):
+            k = names.index(name)
+            buffers[name] = assemble([o[2][j] for o in outs], prog.buffers[k].shape, prog.buffer_specs[k], self.grid)
+        return TorchTrainResult(outs[0][0], params, prog, self.grid, self.memory, self.config, buffers)
 
-    def _run_rank(self, rank: int, on_step: Callable[[StepLog], None] | None) -> tuple[list[StepLog], list[np.ndarray]]:
+    def _run_rank(self, rank: int, on_step: Callable[[StepLog], None] | None) -> tuple[list[StepLog], list[np.ndarray], list[np.ndarray]]:
         """One rank's loop: the built-in trainer's (`trainer.run_rank`) on this program."""
         from shardc.runtime.comm import current_comm
         from shardc.training.checkpoint import crash_point, load_rank, save_rank
@@ -1043,7 +1161,7 @@ class TorchTraining:
                 on_step(entry)
             if self.checkpoint is not None and self.checkpoint.due(step, cfg.steps):
                 save_rank(self.checkpoint, cfg, state, stream, [asdict(e) for e in log], current_comm())
-        return log, [np.asarray(p) for p in state.params]
+        return log, [np.asarray(p) for p in state.params], [np.asarray(b) for b in state.state_buffers]
 
 
 def _open_resume(where: str | Path, cfg: TrainingConfig, opts: CheckpointOptions | None, mpi: bool) -> Checkpoint:

@@ -11,8 +11,10 @@ does not use) is cut further among those replicas along its longest dimension, s
 rank writes about 1/N of the sharded state and no rank gathers anything. The state is the
 parameters (storage layout) and AdamW's two moments (update layout), under the state paths
 `params/<name>`, `opt_state/mu/<name>`, `opt_state/nu/<name>`, `<name>` being the model's
-parameter name (an FQN for a PyTorch module). The gradient accumulator is zeroed every
-step, so it is not state.
+parameter name (an FQN for a PyTorch module), and the buffers the step updates
+(`buffers/<name>`: an imported module's BatchNorm running statistics, in their own dtype,
+`program.state_buffers`). The gradient accumulator is zeroed every step, so it is not
+state.
 
 The manifest names, per array, its global shape, dtype, partition spec and the pieces
 (file, offset, shape, crc32); plus the grid, policy and plan it was saved under, the model
@@ -214,16 +216,26 @@ def write_slice(shape: Sequence[int], spec: PartitionSpec, grid: Grid, rank: int
 
 def state_arrays(program: Any) -> list[tuple[str, tuple[int, ...], PartitionSpec]]:
     """(state path, global shape, partition spec) of every saved array, in the order of
-    `state_of`: parameters, then mu, then nu."""
+    `state_of`: parameters, then mu, then nu, then the buffers the step updates."""
     out = []
     for kind in ("params", "opt_state/mu", "opt_state/nu"):
         for s, lay in zip(program.specs, program.layouts):
             out.append((f"{kind}/{s.path}", tuple(s.shape), lay.storage if kind == "params" else lay.update))
+    for name, shape, spec, _ in getattr(program, "state_buffers", ()):
+        out.append((f"buffers/{name}", tuple(shape), spec))
     return out
 
 
+def array_dtype(program: Any, path: str) -> str:
+    """The dtype a state array is saved in: the training dtype, a buffer's own."""
+    for name, _, _, dtype in getattr(program, "state_buffers", ()):
+        if path == f"buffers/{name}":
+            return dtype
+    return program.dtype
+
+
 def state_of(state: Any) -> list[np.ndarray]:
-    return [np.asarray(a) for a in (*state.params, *state.mu, *state.nu)]
+    return [np.asarray(a) for a in (*state.params, *state.mu, *state.nu, *getattr(state, "state_buffers", ()))]
 
 
 # ---------------------------------------------------------------------------------------
@@ -358,7 +370,7 @@ def save_rank(
         if sl is None:
             continue
         held = held_slice(shape, spec, program.grid, rank)
-        piece = np.ascontiguousarray(local[tuple(slice(s.start - h.start, s.stop - h.start) for s, h in zip(sl, held))])
+        piece = np.require(local[tuple(slice(s.start - h.start, s.stop - h.start) for s, h in zip(sl, held))], requirements="C")  # 0-d stays 0-d
         tensors[path] = piece
         pieces[path] = {"offset": [s.start for s in sl], "shape": list(piece.shape), "crc32": zlib.crc32(piece.data)}
     name = _rank_file(rank)
@@ -427,7 +439,7 @@ def _write_manifest(tmp: Path, cfg: Any, program: Any, step: int, stream: BatchS
         chunks = [
             {"file": ix["file"], **ix["pieces"][path]} for ix in indexes if path in ix["pieces"]
         ]
-        arrays[path] = {"shape": list(shape), "dtype": program.dtype, "spec": [list(d) if d else None for d in spec], "pieces": chunks}
+        arrays[path] = {"shape": list(shape), "dtype": array_dtype(program, path), "spec": [list(d) if d else None for d in spec], "pieces": chunks}
     manifest = {
         "format": FORMAT,
         "run": asdict(run),
@@ -624,7 +636,7 @@ def _validate_array(ck: Checkpoint, path: str, a: Any) -> None:
     if not isinstance(a, dict) or not isinstance(a.get("shape"), list) or not all(_int(n) and n >= 0 for n in a["shape"]):
         raise ck.corrupt(f"{MANIFEST} is corrupt: array {path} has no valid shape")
     shape = a["shape"]
-    if a.get("dtype") not in ("float32", "float64", "float16", "bfloat16"):
+    if a.get("dtype") not in ("float32", "float64", "float16", "bfloat16", "int64", "int32"):
         raise ck.corrupt(f"{MANIFEST} is corrupt: array {path} has dtype {a.get('dtype')!r}")
     spec = a.get("spec")
     if not isinstance(spec, list) or len(spec) != len(shape) or not all(d is None or (isinstance(d, list) and all(x in MESH_AXES for x in d)) for d in spec):
@@ -760,6 +772,8 @@ class LoadedState:
     nu: list[np.ndarray]
     step: int
     bytes_read: int
+    buffers: list[np.ndarray] = field(default_factory=list)
+    """The buffers the step updates (`program.state_buffers`), local pieces."""
 
 
 class _Files:
@@ -799,7 +813,7 @@ def _load_rank(ck: Checkpoint, program: Any, rank: int, files: _Files) -> Loaded
             raise ck.fail(f"it holds no array {path}")
         if a["shape"] != list(shape):
             raise ck.fail(f"array {path} has shape {a['shape']}, this model's is {list(shape)}")
-        if a["dtype"] != program.dtype:
+        if a["dtype"] != array_dtype(program, path):
             raise ck.fail(f"array {path} is {a['dtype']}, this run trains in {program.dtype}")
         want = held_slice(shape, spec, program.grid, rank)
         local = np.empty(tuple(s.stop - s.start for s in want), dtype=np.dtype(a["dtype"]))
@@ -821,7 +835,7 @@ def _load_rank(ck: Checkpoint, program: Any, rank: int, files: _Files) -> Loaded
             raise ck.fail(f"its pieces do not cover {path}")
         out.append(local)
     n = len(program.specs)
-    return LoadedState(out[:n], out[n : 2 * n], out[2 * n :], ck.step, read)
+    return LoadedState(out[:n], out[n : 2 * n], out[2 * n : 3 * n], ck.step, read, out[3 * n :])
 
 
 def run_options(opts: CheckpointOptions | None, ck: Checkpoint | None, bcast: Callable[[Any], Any] | None = None) -> CheckpointOptions | None:

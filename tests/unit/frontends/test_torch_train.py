@@ -254,10 +254,15 @@ def test_module_torch_mlir_cannot_import():
         export_train_step(Sorts(), (torch.randn(4, 4),), (torch.randn(4),), F.mse_loss)
 
 
-def test_buffer_updated_by_the_forward_is_refused():
+def test_buffer_updated_by_the_forward_is_a_result_of_the_step():
+    """Train-mode BatchNorm's running statistics leave the step as its last results
+    (trained, checkpointed and refused where the trace loses them: test_torch_batchnorm)."""
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
-    with pytest.raises(TorchTrainError, match=r"^the forward of Sequential updates buffers 1\.running_mean, 1\.running_var, 1\.num_batches_tracked in place"):
-        export_train_step(model, (torch.randn(8, 4),), (torch.randn(8, 4),), F.mse_loss)
+    exported = export_train_step(model, (torch.randn(8, 4),), (torch.randn(8, 4),), F.mse_loss)
+    stats = ["1.running_mean", "1.running_var", "1.num_batches_tracked"]
+    assert exported.updated_buffers == stats
+    assert exported.result_names[-3:] == [f"buffer.{n}" for n in stats]
+    assert exported.text.count("tensor<4xf32>, tensor<4xf32>, tensor<i64>\n") == 1  # the return's last types
 
 
 def test_bad_input_is_refused_before_anything_is_imported_or_allocated(monkeypatch):
