@@ -275,35 +275,123 @@ def test_both_pooling_paths_match_torch(name: str, points: int, rng: np.random.G
     test_pooling_matches_torch(next(s for s in SPECS if s.name == name), "both", rng)
 
 
-SHIFTED = [pytest.param(s, a, id=f"{s.name}-{a}") for s in CONVS for a in ("plain", "dilated") if s.strided or a == "plain"]
+SHIFTED = [pytest.param(s, a, id=f"{s.name}-{a}") for s in CONVS for a in ATTRS if s.strided or a == "plain"]
 
 
-@pytest.mark.parametrize(("spec", "attrs"), SHIFTED)
-def test_shifted_matmuls_match_torch(spec: WindowOpSpec, attrs: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Unit-stride convolutions whose image's axes are plain but for the last two
-    windows, and whose output ends with (oh, ow), run as one matmul per kernel position on the image read in
-    place (`ShiftPlan`), taken here for every such op (even small images): PyTorch's
-    numbers, and the path is taken exactly for those ops."""
+def _count_shift_plans(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bool], list[bool]]:
+    """Force the shifted matmuls (`ShiftPlan`) for any image size; record whether each
+    run took them and which loop (True: over the kernel positions; False: over the
+    output positions, the dual shift)."""
     from shardc.runtime import window_run
 
     monkeypatch.setattr(window_run, "MIN_SHIFT_COLUMNS", 0)
+    monkeypatch.setattr(window_run, "MAX_SHIFTS", 10**6)
     taken: list[bool] = []
-    run = window_run.ShiftPlan.run
+    loops: list[bool] = []
+    run, choose = window_run.ShiftPlan.run, window_run.ShiftPlan.loops_over_kernel
 
     def counted(self, *args):  # noqa: ANN001, ANN202
         r = run(self, *args)
         taken.append(r is not None)
         return r
 
+    def chosen(n_out: int, n_kernel: int) -> bool | None:
+        r = choose(n_out, n_kernel)
+        loops.append(bool(r))
+        return r
+
     monkeypatch.setattr(window_run.ShiftPlan, "run", counted)
+    monkeypatch.setattr(window_run.ShiftPlan, "loops_over_kernel", staticmethod(chosen))
+    return taken, loops
+
+
+def _shift_applies(spec: WindowOpSpec) -> bool:
+    """Two windows, the image's last axes (not nhwc's channels, not a 3-D conv's
+    depth), and a channel sum (not a depthwise op, which has its own plan)."""
+    image = spec.operands[0]
+    return spec.n_spatial == 2 and "+" in image[-1] and "+" in image[-2]
+
+
+@pytest.mark.parametrize(("spec", "attrs"), SHIFTED)
+def test_shifted_matmuls_match_torch(spec: WindowOpSpec, attrs: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Convolutions whose image's axes are plain but for the last two windows, and
+    whose output ends with (oh, ow), run as one matmul per kernel position on the image
+    read in place, or on its polyphase components where strided (`ShiftPlan`), taken
+    here for every such op (even small images): PyTorch's numbers, and the path is
+    taken exactly for those ops, looping over the kernel's 6 positions (not the 12
+    output positions)."""
+    taken, loops = _count_shift_plans(monkeypatch)
     n = spec.n_spatial
     strides, dilations = (tuple(v[:n]) for v in ATTRS[attrs])
     ins, init, expected = _conv_case(spec, strides, dilations, rng)
     np.testing.assert_allclose(_run(spec, ins, init, strides, dilations), expected, rtol=1e-4, atol=1e-4)
-    image = spec.operands[0]
-    # two windows, the image's last axes (not nhwc's channels, not a 3-D conv's depth)
-    applies = n == 2 and "+" in image[-1] and "+" in image[-2]
-    assert taken == ([True] if applies else [])
+    assert taken == ([True] if _shift_applies(spec) else [])
+    assert loops == ([True] if _shift_applies(spec) else [])
+
+
+@pytest.mark.parametrize(("spec", "attrs"), [p for p in SHIFTED if _shift_applies(p.values[0])])
+def test_dual_shift_matches_torch(spec: WindowOpSpec, attrs: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A convolution with a kernel larger than its output (a weight gradient's shape:
+    the output gradient is the kernel) loops over the output positions instead, one
+    matmul summing over the whole (shifted, polyphase where strided) image per output
+    position, channels summed one at a time where they cannot join the image's columns:
+    PyTorch's numbers."""
+    taken, loops = _count_shift_plans(monkeypatch)
+    for axis, size in {"kh": 4, "kw": 5, "oh": 2, "ow": 3}.items():
+        monkeypatch.setitem(SIZES, axis, size)
+    strides, dilations = (tuple(v[:2]) for v in ATTRS[attrs])
+    ins, init, expected = _conv_case(spec, strides, dilations, rng)
+    np.testing.assert_allclose(_run(spec, ins, init, strides, dilations), expected, rtol=1e-4, atol=1e-4)
+    assert taken == [True] and loops == [False]
+
+
+TRAIN_CONVS = {
+    "plain": dict(padding=1),
+    "stride2": dict(stride=2, padding=1),
+    "stride2-dilation2": dict(stride=2, padding=2, dilation=2),
+    "stride3-uneven": dict(stride=3, padding=1),
+    "groups2-stride2": dict(groups=2, stride=2, padding=1),
+}
+
+
+@pytest.mark.parametrize("shifted", [True, False], ids=["shifted", "im2col"])
+@pytest.mark.parametrize("name", list(TRAIN_CONVS))
+def test_conv_training_step_matches_torch(name: str, shifted: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two convolutions' training step as torch-mlir imports it (the forward, the second
+    one's input gradient as a convolution over the zero-inserted output gradient, both
+    weight gradients as convolutions whose kernel is the output gradient): with the
+    shifted matmuls forced for every conv (both loops taken) and with them off (the
+    windowed im2col path), PyTorch's loss and gradients."""
+    import copy
+
+    from shardc.frontends.torch_train import export_train_step
+    from shardc.runtime import window_run
+    from shardc.runtime.launch import run_program
+
+    if shifted:
+        taken, loops = _count_shift_plans(monkeypatch)
+    else:
+        monkeypatch.setattr(window_run, "MIN_SHIFT_COLUMNS", 10**9)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 6, 3, **TRAIN_CONVS[name]), torch.nn.ReLU(), torch.nn.Conv2d(6, 4, 3, **TRAIN_CONVS[name]))
+    x = torch.randn(2, 4, 13, 11)
+    with torch.no_grad():
+        target = torch.randn(model(x).shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exported = export_train_step(model, (x,), (target,), F.mse_loss)
+    params = [p.detach().numpy() for p in model.parameters()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        loss, *grads = run_program(exported.text, [x.numpy(), target.numpy(), *params], ranks=1)
+    m = copy.deepcopy(model)
+    want = F.mse_loss(m(x), target)
+    want.backward()
+    assert abs(float(loss) - want.item()) < 1e-5
+    for (pname, p), got in zip(m.named_parameters(), grads):
+        np.testing.assert_allclose(got, p.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=pname)
+    if shifted:
+        assert all(taken) and set(loops) == {True, False}
 
 
 @pytest.mark.parametrize("attrs", list(ATTRS))
