@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+import math
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -75,22 +76,31 @@ MAX_SHIFTS = 49
 """Loop positions up to which `ShiftPlan` runs one matmul per position (7x7)."""
 MIN_SHIFT_COLUMNS = 64
 """Flattened positions per image from which the shifted matmuls pay (fewer: im2col)."""
+DUAL_CHUNK_BYTES = 1 << 20
+"""The dual shift's matmuls take their columns in chunks of both factors up to this
+size (half an L2 cache), so that the KH x KW matmuls on one chunk read it from cache."""
 
 
-def phase_split(x: np.ndarray, sh: int, sw: int) -> np.ndarray:
+def phase_split(x: np.ndarray, sh: int, sw: int, used: set[tuple[int, int]] | None = None) -> np.ndarray:
     """`x` (..., H, W) as its sh x sw polyphase components, (..., sh, sw, ceil(H / sh),
     ceil(W / sw)) with `out[..., r, t, i, j] = x[..., r + i * sh, t + j * sw]` (zeros past
     the edge): a stride-s window becomes a unit-stride one on one phase. One copy of the
-    image; none when both strides are 1 (the image read in place)."""
+    image (of the `used` phases only: a 1x1 stride-2 convolution reads one); none when
+    both strides are 1 (the image read in place)."""
     hp, wp = x.shape[-2:]
     if sh == sw == 1:
         return x.reshape(*x.shape[:-2], 1, 1, hp, wp)
     h2, w2 = -(-hp // sh), -(-wp // sw)
-    out = np.zeros((*x.shape[:-2], sh, sw, h2, w2), x.dtype)
-    for r in range(min(sh, hp)):
-        for t in range(min(sw, wp)):
+    out = np.empty((*x.shape[:-2], sh, sw, h2, w2), x.dtype)
+    for r in range(sh):
+        for t in range(sw):
+            if used is not None and (r, t) not in used:
+                continue
             src = x[..., r::sh, t::sw]
-            out[..., r, t, : src.shape[-2], : src.shape[-1]] = src
+            dst = out[..., r, t, :, :]
+            dst[..., : src.shape[-2], : src.shape[-1]] = src
+            dst[..., src.shape[-2] :, :] = 0
+            dst[..., : src.shape[-2], src.shape[-1] :] = 0
     return out
 
 
@@ -158,7 +168,8 @@ class ShiftPlan:
             flat_c, loop_c, n_flat, n_loop = (self.dh, self.dw), (self.sh, self.sw), (kh, kw), (oh, ow)
         if flat_c == (1, 1) and (x.strides[-1] != item or x.strides[-2] != wp * item):
             x = np.ascontiguousarray(x)
-        phases = phase_split(x, *flat_c)
+        used = {((a * loop_c[0]) % flat_c[0], (b * loop_c[1]) % flat_c[1]) for a in range(n_loop[0]) for b in range(n_loop[1])}
+        phases = phase_split(x, *flat_c, used)
         h2, w2 = phases.shape[-2:]
         flat = phases.reshape(*phases.shape[:-2], h2 * w2)
         cols = (n_flat[0] - 1) * w2 + n_flat[1]  # the flattened columns any row reaches
@@ -204,20 +215,28 @@ class ShiftPlan:
         if any(d not in w_map for d in self.out_lead) or any(d not in x_map for d in self.out_lead):
             outer = [d for d in self.lead if d in w_map and d in spec.red_dims and sizes[d] > 1]
         xm, wm = tuple(d for d in x_map if d not in outer), tuple(d for d in w_map if d not in outer)
-        result = np.empty((oh, ow, *(sizes[d] for d in self.out_lead)), dt)
-        acc = np.empty([sizes[d] for d in self.out_lead], dt)
-        for a in range(oh):
-            for b in range(ow):
-                xs = slab(a, b)
-                acc.fill(0)
-                for idx in np.ndindex(*(sizes[d] for d in outer)):
-                    pick = dict(zip(outer, idx))
-                    xi = xs[tuple(pick.get(d, slice(None)) for d in x_map)]
-                    wi = w_flat[tuple(pick.get(d, slice(None)) for d in w_map)]
-                    r, _ = contract2(xi, xm, wi, wm, self.out_lead, sizes, dt, None, acc, 1.0, True)
-                    if r is not acc:
-                        np.add(acc, r, out=acc)
-                result[a, b] = acc
+        # per summed index, the columns in chunks whose two factors stay in cache
+        # across the output positions' matmuls (each position re-reads them shifted)
+        chunk = cols
+        if outer:
+            rows = math.prod(sizes[d] for d in xm if d != j) + math.prod(sizes[d] for d in wm if d != j)
+            chunk = max(1, MIN_SHIFT_COLUMNS, min(cols, DUAL_CHUNK_BYTES // (rows * item)))
+        result = np.zeros((oh, ow, *(sizes[d] for d in self.out_lead)), dt)
+        slabs = [[slab(a, b) for b in range(ow)] for a in range(oh)]
+        for idx in np.ndindex(*(sizes[d] for d in outer)):
+            pick = dict(zip(outer, idx))
+            x_pick = tuple(pick.get(d, slice(None)) for d in x_map)
+            w_pick = w_flat[tuple(pick.get(d, slice(None)) for d in w_map)]
+            for k0 in range(0, cols, chunk):
+                k1 = min(cols, k0 + chunk)
+                sizes[j] = k1 - k0
+                wi = w_pick[..., k0:k1]
+                for a in range(oh):
+                    for b in range(ow):
+                        acc = result[a, b, ...]  # a view, even 0-d
+                        r, _ = contract2(slabs[a][b][x_pick][..., k0:k1], xm, wi, wm, self.out_lead, sizes, dt, None, acc, 1.0, True)
+                        if r is not acc:
+                            np.add(acc, r, out=acc)
         out = np.moveaxis(result, (0, 1), (-2, -1))
         return np.ascontiguousarray(out) if spec.zero_init else np.add(init, out)
 

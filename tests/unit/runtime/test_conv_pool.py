@@ -329,14 +329,20 @@ def test_shifted_matmuls_match_torch(spec: WindowOpSpec, attrs: str, rng: np.ran
     assert loops == ([True] if _shift_applies(spec) else [])
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["whole-columns", "column-chunks"])
 @pytest.mark.parametrize(("spec", "attrs"), [p for p in SHIFTED if _shift_applies(p.values[0])])
-def test_dual_shift_matches_torch(spec: WindowOpSpec, attrs: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dual_shift_matches_torch(spec: WindowOpSpec, attrs: str, chunked: bool, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
     """A convolution with a kernel larger than its output (a weight gradient's shape:
     the output gradient is the kernel) loops over the output positions instead, one
     matmul summing over the whole (shifted, polyphase where strided) image per output
-    position, channels summed one at a time where they cannot join the image's columns:
-    PyTorch's numbers."""
+    position, channels summed one at a time where they cannot join the image's columns,
+    the columns whole or in chunks (`DUAL_CHUNK_BYTES`, here one column): PyTorch's
+    numbers."""
+    from shardc.runtime import window_run
+
     taken, loops = _count_shift_plans(monkeypatch)
+    if chunked:
+        monkeypatch.setattr(window_run, "DUAL_CHUNK_BYTES", 1)
     for axis, size in {"kh": 4, "kw": 5, "oh": 2, "ow": 3}.items():
         monkeypatch.setitem(SIZES, axis, size)
     strides, dilations = (tuple(v[:2]) for v in ATTRS[attrs])
