@@ -427,3 +427,39 @@ def test_depthwise_loop_nest_matches_torch(attrs: str, rng: np.random.Generator,
     monkeypatch.setenv("SHARDC_KERNELS", "numpy")
     np.testing.assert_allclose(_run(spec, ins, init, strides, dilations), expected, rtol=1e-5, atol=1e-5)
     assert taken == [True, False]
+
+
+@pytest.mark.parametrize(("kernel", "stride"), [(2, 2), (3, 2), (3, 1)], ids=["disjoint-windows", "overlapping-3x3-stride2", "overlapping-3x3-stride1"])
+def test_max_pool_training_step_matches_torch(kernel: int, stride: int) -> None:
+    """A max pool's gradient as torch-mlir imports it (a scatter-add of the output
+    gradient at the maxima): one fancy-indexed add where every input position gets at
+    most one update (disjoint windows, found by counting), the sorted row-by-row adds
+    where windows overlap; PyTorch's gradient either way."""
+    import copy
+
+    from shardc.frontends.torch_train import export_train_step
+    from shardc.runtime.launch import run_program
+
+    class ScaledPool(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.linspace(0.5, 1.5, 3).reshape(3, 1, 1))
+
+        def forward(self, v: torch.Tensor) -> torch.Tensor:
+            return F.max_pool2d(v * self.scale, kernel, stride=stride)
+
+    torch.manual_seed(0)
+    model = ScaledPool()
+    x = torch.randn(2, 3, 9, 8)
+    with torch.no_grad():
+        target = torch.randn(model(x).shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exported = export_train_step(model, (x,), (target,), F.mse_loss)
+    assert "tm_tensor.scatter" in exported.text
+    loss, grad = run_program(exported.text, [x.numpy(), target.numpy(), model.scale.detach().numpy()], ranks=1)
+    m = copy.deepcopy(model)
+    want = F.mse_loss(m(x), target)
+    want.backward()
+    assert abs(float(loss) - want.item()) < 1e-6
+    np.testing.assert_allclose(grad, m.scale.grad.numpy(), rtol=1e-5, atol=1e-6)
