@@ -10,7 +10,9 @@ PyTorch eager on 1 thread, in the same run (interleaved; medians and ratios):
                   downsampling block (3x3 stride-2 convs, a 1x1 stride-2 shortcut):
                   input gradients (transposed convolutions) and strided windows too;
   depthwise:      nn.Conv2d(c, c, 7, padding=3, groups=c) (ConvNeXt's), forward, and
-                  its training step as a first layer (no input gradient).
+                  its training step as a first layer (no input gradient);
+  pool step:      max and average pool 2x2 of a per-channel scaled image, the scale's
+                  gradient (both pools' backward: a scatter-add, a transposed conv).
 
 Not a test. Needs the [torch] extra.
 
@@ -92,7 +94,20 @@ def main(argv=None) -> None:
             y = self.conv2(F.relu(self.conv1(v)))
             return F.relu(y + (v if self.short is None else self.short(v)))
 
+    class ScaledPools(torch.nn.Module):
+        def __init__(self, c: int) -> None:
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.ones(c, 1, 1))
+
+        def forward(self, v):
+            v = v * self.scale
+            return F.max_pool2d(v, 2) + F.avg_pool2d(v, 2)
+
     c = a.channels
+    pools = ScaledPools(c)
+    pool_target = torch.randn(a.batch, c, a.size // 2, a.size // 2)
+    pool_params = [q.detach().numpy() for q in pools.parameters()]
+    pool_tn = pool_target.numpy()
     resnet = torch.nn.Sequential(torch.nn.Conv2d(c, c, 3, padding=1), torch.nn.ReLU(), Block(c, c, 1), Block(c, c, 2))
     depthwise = torch.nn.Conv2d(c, c, 7, padding=3, groups=c)
     with torch.no_grad():
@@ -109,6 +124,7 @@ def main(argv=None) -> None:
         res_step = compile_text(export_train_step(resnet, (x,), (res_target,), F.mse_loss).text)
         dw_fwd = compile_text(str(fx.export_and_import(depthwise, x, output_type="linalg-on-tensors")))
         dw_step = compile_text(export_train_step(depthwise, (x,), (target,), F.mse_loss).text)
+        pool_step = compile_text(export_train_step(pools, (x,), (pool_target,), F.mse_loss).text)
 
     def torch_step():
         conv.zero_grad()
@@ -122,6 +138,10 @@ def main(argv=None) -> None:
         depthwise.zero_grad()
         F.mse_loss(depthwise(x), target).backward()
 
+    def torch_pool_step():
+        pools.zero_grad()
+        F.mse_loss(pools(x), pool_target).backward()
+
     rows = []
     with torch.no_grad():
         rows.append(("conv forward", *_interleaved(lambda: fwd.call("main", xn), lambda: conv(x), a.repeats)))
@@ -129,6 +149,7 @@ def main(argv=None) -> None:
         rows.append(("depthwise 7x7 forward", *_interleaved(lambda: dw_fwd.call("main", xn), lambda: depthwise(x), a.repeats)))
     rows.append(("conv step (fwd+bwd)", *_interleaved(lambda: step.call("train_step", xn, tn, *params), torch_step, a.repeats)))
     rows.append(("resnet step", *_interleaved(lambda: res_step.call("train_step", xn, res_tn, *res_params), torch_res_step, a.repeats)))
+    rows.append(("pool step (max + avg)", *_interleaved(lambda: pool_step.call("train_step", xn, pool_tn, *pool_params), torch_pool_step, a.repeats)))
     rows.append(("depthwise 7x7 step", *_interleaved(lambda: dw_step.call("train_step", xn, tn, *dw_params), torch_dw_step, a.repeats)))
     clock = "CPU time" if a.cpu_time else "wall time"
     print(f"batch {a.batch}, {a.channels} channels, {a.size}x{a.size}, 3x3 kernel, 1 thread ({clock}, median of {a.repeats})")

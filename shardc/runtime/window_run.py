@@ -122,7 +122,7 @@ class ShiftPlan:
 
     x: int  # the windowed input
     w: int  # the other factor
-    lead: tuple[int, ...]  # loop dims of x's axes before the two windows
+    lead: tuple[int, ...]  # loop dims of x's axes but the two windows, in order
     oh: int
     ow: int
     kh: int
@@ -130,10 +130,12 @@ class ShiftPlan:
     dh: int
     dw: int
     w_map: tuple[int | None, ...]
-    out_lead: tuple[int, ...]  # the output's loop dims before (oh, ow)
+    out_lead: tuple[int, ...]  # the output's loop dims but (oh, ow), in order
     n_loops: int
     sh: int = 1
     sw: int = 1
+    x_window: int = -2  # the axis of x read as `oh * sh + kh * dh` (the next: ow's)
+    out_window: int = -2  # the output's axis of oh (the next: ow's)
 
     @staticmethod
     def loops_over_kernel(n_out: int, n_kernel: int) -> bool | None:
@@ -153,8 +155,14 @@ class ShiftPlan:
         if not (isinstance(x, np.ndarray) and isinstance(w, np.ndarray) and x.dtype == w.dtype == dt and dt.kind == "f"):
             return None
         item = x.itemsize
-        hp, wp = x.shape[-2:]
         operands = [*ins, *outs]
+        # channels last (nhwc): the windows moved last, a view (the image's rows still
+        # flatten over its full width, at the width axis's stride)
+        xw = self.x_window % x.ndim
+        x = np.moveaxis(x, (xw, xw + 1), (-2, -1))
+        ow_axis = self.out_window % init.ndim
+        init = np.moveaxis(init, (ow_axis, ow_axis + 1), (-2, -1))
+        hp, wp = x.shape[-2:]
         sizes = [np.shape(operands[i])[k] for i, k in windows.size_src]
         oh, ow, kh, kw = (sizes[d] for d in (self.oh, self.ow, self.kh, self.kw))
         if 0 in sizes or (oh - 1) * self.sh + (kh - 1) * self.dh >= hp or (ow - 1) * self.sw + (kw - 1) * self.dw >= wp:
@@ -166,7 +174,7 @@ class ShiftPlan:
             flat_c, loop_c, n_flat, n_loop = (self.sh, self.sw), (self.dh, self.dw), (oh, ow), (kh, kw)
         else:  # flatten (kh, kw), loop over (oh, ow)
             flat_c, loop_c, n_flat, n_loop = (self.dh, self.dw), (self.sh, self.sw), (kh, kw), (oh, ow)
-        if flat_c == (1, 1) and (x.strides[-1] != item or x.strides[-2] != wp * item):
+        if flat_c == (1, 1) and x.strides[-2] != wp * x.strides[-1]:
             x = np.ascontiguousarray(x)
         used = {((a * loop_c[0]) % flat_c[0], (b * loop_c[1]) % flat_c[1]) for a in range(n_loop[0]) for b in range(n_loop[1])}
         phases = phase_split(x, *flat_c, used)
@@ -200,7 +208,7 @@ class ShiftPlan:
                     r, _ = contract2(slab(a, b), x_map, per_position[a, b], w_map, so, sizes, dt, None, target, 1.0, True)
                     if r is not target:
                         np.add(target, r, out=target)
-            return rows[..., :ow]
+            return np.moveaxis(rows[..., :ow], (-2, -1), (ow_axis, ow_axis + 1))
         # the other factor with its (kh, kw) axes last, zero-padded to w2 columns, flattened
         wk = np.moveaxis(w, (self.w_map.index(self.kh), self.w_map.index(self.kw)), (-2, -1))
         padded = np.zeros((*wk.shape[:-2], kh, w2), dt)
@@ -237,8 +245,8 @@ class ShiftPlan:
                         r, _ = contract2(slabs[a][b][x_pick][..., k0:k1], xm, wi, wm, self.out_lead, sizes, dt, None, acc, 1.0, True)
                         if r is not acc:
                             np.add(acc, r, out=acc)
-        out = np.moveaxis(result, (0, 1), (-2, -1))
-        return np.ascontiguousarray(out) if spec.zero_init else np.add(init, out)
+        out = np.moveaxis(result, (0, 1), (ow_axis, ow_axis + 1))
+        return np.ascontiguousarray(out) if spec.zero_init else np.add(outs[0], out)
 
 
 def run_windowed(spec: StructuredSpec, body: Callable[..., tuple[object, ...]], windows: WindowPlan, ins: Sequence[object], outs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:

@@ -306,10 +306,11 @@ def _count_shift_plans(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bool], lis
 
 
 def _shift_applies(spec: WindowOpSpec) -> bool:
-    """Two windows, the image's last axes (not nhwc's channels, not a 3-D conv's
-    depth), and a channel sum (not a depthwise op, which has its own plan)."""
+    """Two windows on adjacent axes of the image (nchw or channels-last; not a 3-D
+    conv's, not a 1-D one's)."""
     image = spec.operands[0]
-    return spec.n_spatial == 2 and "+" in image[-1] and "+" in image[-2]
+    windows = [k for k, a in enumerate(image) if "+" in a]
+    return spec.n_spatial == 2 and windows[1] == windows[0] + 1
 
 
 @pytest.mark.parametrize(("spec", "attrs"), SHIFTED)
