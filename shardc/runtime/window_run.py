@@ -203,8 +203,15 @@ class ShiftPlan:
             so = (*self.out_lead, j)
             # the factor per kernel position as a unit-stride matrix (BLAS reads it in place)
             per_position = np.ascontiguousarray(np.moveaxis(w, (self.w_map.index(self.kh), self.w_map.index(self.kw)), (0, 1)))
+            # one input and one output channel (an average pool's gradient, a transposed
+            # convolution per channel): the factor is a scalar per position, the
+            # matmul a scaled add (BLAS would run batches of 1 x 1 products)
+            scalar = all(sizes[d] == 1 for d in w_map) and [d for d in self.lead if sizes[d] != 1] == [d for d in self.out_lead if sizes[d] != 1]
             for a in range(kh):
                 for b in range(kw):
+                    if scalar:
+                        np.add(target, slab(a, b).reshape(target.shape) * per_position[a, b].item(), out=target)
+                        continue
                     r, _ = contract2(slab(a, b), x_map, per_position[a, b], w_map, so, sizes, dt, None, target, 1.0, True)
                     if r is not target:
                         np.add(target, r, out=target)

@@ -352,6 +352,49 @@ def test_dual_shift_matches_torch(spec: WindowOpSpec, attrs: str, chunked: bool,
     assert taken == [True] and loops == [False]
 
 
+@pytest.mark.parametrize("shifted", [True, False], ids=["shifted", "im2col"])
+def test_avg_pool_training_step_matches_torch(shifted: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An average pool's gradient as torch-mlir imports it (a one-channel convolution
+    with a kernel of ones over the zero-inserted output gradient, per image and
+    channel): by the shifted scaled adds (forced) or the windowed path, PyTorch's
+    gradient."""
+    import copy
+
+    from shardc.frontends.torch_train import export_train_step
+    from shardc.runtime import window_run
+    from shardc.runtime.launch import run_program
+
+    if shifted:
+        taken, _ = _count_shift_plans(monkeypatch)
+    else:
+        monkeypatch.setattr(window_run, "MIN_SHIFT_COLUMNS", 10**9)
+
+    class ScaledPool(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.linspace(0.5, 1.5, 3).reshape(3, 1, 1))
+
+        def forward(self, v: torch.Tensor) -> torch.Tensor:
+            return F.avg_pool2d(v * self.scale, 3, stride=2)
+
+    torch.manual_seed(0)
+    model = ScaledPool()
+    x = torch.randn(2, 3, 9, 8)
+    with torch.no_grad():
+        target = torch.randn(model(x).shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exported = export_train_step(model, (x,), (target,), F.mse_loss)
+    loss, grad = run_program(exported.text, [x.numpy(), target.numpy(), model.scale.detach().numpy()], ranks=1)
+    m = copy.deepcopy(model)
+    want = F.mse_loss(m(x), target)
+    want.backward()
+    assert abs(float(loss) - want.item()) < 1e-6
+    np.testing.assert_allclose(grad, m.scale.grad.numpy(), rtol=1e-5, atol=1e-6)
+    if shifted:
+        assert taken and all(taken)
+
+
 TRAIN_CONVS = {
     "plain": dict(padding=1),
     "stride2": dict(stride=2, padding=1),
