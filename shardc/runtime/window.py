@@ -6,7 +6,7 @@ Each such input is read at run time as a strided view whose axes are the loop di
 map names (`window_run.WindowView`); the op's maps become projected permutations over
 those views and the structured engine runs it as any other op (contraction on BLAS,
 reduction by its combiner). Outputs must still be projected permutations. A
-convolution with unit strides runs without the view's im2col copy (`shift_plan`).
+convolution and its gradients run without the view's im2col copy (`shift_plan`).
 """
 
 from __future__ import annotations
@@ -95,8 +95,9 @@ def window_maps(op: Operation, attrs: Sequence[AffineMapAttr], n_ins: int) -> tu
 
 def shift_plan(windows: WindowPlan, spec: StructuredSpec, leaves_are_inputs: bool) -> ShiftPlan | None:
     """The `ShiftPlan` of a contraction `out += x * w` (the two factors its inputs as
-    they are) whose one windowed input reads its last two axes as `oh + kh * dh`,
-    `ow + kw * dw` and whose output ends with (oh, ow); None otherwise."""
+    they are) whose one windowed input reads two adjacent axes as `oh * sh + kh * dh`,
+    `ow * sw + kw * dw` (its others plain: nchw or channels-last) and whose output has
+    (oh, ow) adjacent; None otherwise."""
     plan = spec.plan
     if spec.kind != "contraction" or plan is None or len(windows.views) != 1 or not leaves_are_inputs:
         return None
@@ -113,28 +114,36 @@ def shift_plan(windows: WindowPlan, spec: StructuredSpec, leaves_are_inputs: boo
     w_map, out = spec.in_maps[w], spec.out_map
     if None in w_map or None in out or len(out) < 2 or len(view.terms) < 2 or any(view.offsets):
         return None
+    windowed = [k for k, terms in enumerate(view.terms) if len(terms) != 1]
+    if len(windowed) != 2 or windowed[1] != windowed[0] + 1:
+        return None
     lead: list[int] = []
-    for terms in view.terms[:-2]:
+    for k, terms in enumerate(view.terms):
+        if k in windowed:
+            continue
         if len(terms) != 1 or terms[0][1] != 1:
             return None
         lead.append(view.dims[terms[0][0]])
-    picked: list[tuple[int, int, int]] = []  # (output dim, kernel dim, dilation) per window axis
-    for terms in view.terms[-2:]:
+    picked: list[tuple[int, int, int, int]] = []  # (output dim, kernel dim, stride, dilation) per window axis
+    for k in windowed:
+        terms = view.terms[k]
         if len(terms) != 2:
             return None
         (p, cp), (q, cq) = ((view.dims[a], c) for a, c in terms)
         if q in out and p not in out:
             (p, cp), (q, cq) = (q, cq), (p, cp)
-        if p not in out or cp != 1 or q in out or q not in w_map or q not in spec.red_dims:
+        if p not in out or q in out or q not in w_map or q not in spec.red_dims:
             return None
-        picked.append((p, q, cq))
-    (oh, kh, dh), (ow, kw, dw) = picked
-    if tuple(out[-2:]) != (oh, ow) or oh in w_map or ow in w_map or oh in lead or ow in lead:
+        picked.append((p, q, cp, cq))
+    (oh, kh, sh, dh), (ow, kw, sw, dw) = picked
+    out = tuple(out)
+    if oh not in out or out.index(ow) != out.index(oh) + 1 or oh in w_map or ow in w_map or oh in lead or ow in lead:
         return None
     used = {*lead, *w_map}
     if any(d not in used for d in spec.red_dims if d not in (kh, kw)):
         return None
-    return ShiftPlan(x, w, tuple(lead), oh, ow, kh, kw, dh, dw, tuple(w_map), tuple(out[:-2]), spec.n_loops)  # type: ignore[arg-type]
+    out_lead = tuple(d for d in out if d not in (oh, ow))
+    return ShiftPlan(x, w, tuple(lead), oh, ow, kh, kw, dh, dw, tuple(w_map), out_lead, spec.n_loops, sh, sw, windowed[0], out.index(oh))  # type: ignore[arg-type]
 
 
 def depthwise_plan(windows: WindowPlan, spec: StructuredSpec, leaves_are_inputs: bool) -> DepthwisePlan | None:

@@ -104,6 +104,14 @@ def _add_rows(out: np.ndarray, upd: np.ndarray, indices: np.ndarray, dims: Seque
         if int(c.min()) < 0 or int(c.max()) >= out.shape[d]:
             return False
     rows = np.ravel_multi_index(cols, out.shape[:k]) if k else np.zeros(n, np.int64)
+    width = math.prod(out.shape[k:])
+    flat = out.reshape(math.prod(out.shape[:k]), width)
+    src = upd.reshape(n, width)
+    if flat.shape[0] <= 8 * n and int(np.bincount(rows, minlength=1).max()) == 1:
+        # every row once (a max pool's gradient, windows not overlapping): one step,
+        # found by counting instead of sorting
+        flat[rows] += src
+        return True
     order = np.argsort(rows, kind="stable")  # by row, each row's updates in order
     srt = rows[order]
     starts = np.flatnonzero(np.concatenate(([True], srt[1:] != srt[:-1])))
@@ -114,9 +122,6 @@ def _add_rows(out: np.ndarray, upd: np.ndarray, indices: np.ndarray, dims: Seque
     nth = np.arange(n) - np.repeat(starts, counts)  # which update of its row each is
     by_nth = order[np.argsort(nth, kind="stable")]  # the first updates, the second ...
     bounds = np.searchsorted(np.sort(nth), np.arange(repeats + 1))
-    width = math.prod(out.shape[k:])
-    flat = out.reshape(math.prod(out.shape[:k]), width)
-    src = upd.reshape(n, width)
     for j in range(repeats):
         sel = by_nth[bounds[j] : bounds[j + 1]]
         flat[rows[sel]] += src[sel]  # distinct rows: one add per element, in order

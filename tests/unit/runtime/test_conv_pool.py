@@ -275,35 +275,173 @@ def test_both_pooling_paths_match_torch(name: str, points: int, rng: np.random.G
     test_pooling_matches_torch(next(s for s in SPECS if s.name == name), "both", rng)
 
 
-SHIFTED = [pytest.param(s, a, id=f"{s.name}-{a}") for s in CONVS for a in ("plain", "dilated") if s.strided or a == "plain"]
+SHIFTED = [pytest.param(s, a, id=f"{s.name}-{a}") for s in CONVS for a in ATTRS if s.strided or a == "plain"]
 
 
-@pytest.mark.parametrize(("spec", "attrs"), SHIFTED)
-def test_shifted_matmuls_match_torch(spec: WindowOpSpec, attrs: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Unit-stride convolutions whose image's axes are plain but for the last two
-    windows, and whose output ends with (oh, ow), run as one matmul per kernel position on the image read in
-    place (`ShiftPlan`), taken here for every such op (even small images): PyTorch's
-    numbers, and the path is taken exactly for those ops."""
+def _count_shift_plans(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bool], list[bool]]:
+    """Force the shifted matmuls (`ShiftPlan`) for any image size; record whether each
+    run took them and which loop (True: over the kernel positions; False: over the
+    output positions, the dual shift)."""
     from shardc.runtime import window_run
 
     monkeypatch.setattr(window_run, "MIN_SHIFT_COLUMNS", 0)
+    monkeypatch.setattr(window_run, "MAX_SHIFTS", 10**6)
     taken: list[bool] = []
-    run = window_run.ShiftPlan.run
+    loops: list[bool] = []
+    run, choose = window_run.ShiftPlan.run, window_run.ShiftPlan.loops_over_kernel
 
     def counted(self, *args):  # noqa: ANN001, ANN202
         r = run(self, *args)
         taken.append(r is not None)
         return r
 
+    def chosen(n_out: int, n_kernel: int) -> bool | None:
+        r = choose(n_out, n_kernel)
+        loops.append(bool(r))
+        return r
+
     monkeypatch.setattr(window_run.ShiftPlan, "run", counted)
+    monkeypatch.setattr(window_run.ShiftPlan, "loops_over_kernel", staticmethod(chosen))
+    return taken, loops
+
+
+def _shift_applies(spec: WindowOpSpec) -> bool:
+    """Two windows on adjacent axes of the image (nchw or channels-last; not a 3-D
+    conv's, not a 1-D one's)."""
+    image = spec.operands[0]
+    windows = [k for k, a in enumerate(image) if "+" in a]
+    return spec.n_spatial == 2 and windows[1] == windows[0] + 1
+
+
+@pytest.mark.parametrize(("spec", "attrs"), SHIFTED)
+def test_shifted_matmuls_match_torch(spec: WindowOpSpec, attrs: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Convolutions whose image's axes are plain but for the last two windows, and
+    whose output ends with (oh, ow), run as one matmul per kernel position on the image
+    read in place, or on its polyphase components where strided (`ShiftPlan`), taken
+    here for every such op (even small images): PyTorch's numbers, and the path is
+    taken exactly for those ops, looping over the kernel's 6 positions (not the 12
+    output positions)."""
+    taken, loops = _count_shift_plans(monkeypatch)
     n = spec.n_spatial
     strides, dilations = (tuple(v[:n]) for v in ATTRS[attrs])
     ins, init, expected = _conv_case(spec, strides, dilations, rng)
     np.testing.assert_allclose(_run(spec, ins, init, strides, dilations), expected, rtol=1e-4, atol=1e-4)
-    image = spec.operands[0]
-    # two windows, the image's last axes (not nhwc's channels, not a 3-D conv's depth)
-    applies = n == 2 and "+" in image[-1] and "+" in image[-2]
-    assert taken == ([True] if applies else [])
+    assert taken == ([True] if _shift_applies(spec) else [])
+    assert loops == ([True] if _shift_applies(spec) else [])
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["whole-columns", "column-chunks"])
+@pytest.mark.parametrize(("spec", "attrs"), [p for p in SHIFTED if _shift_applies(p.values[0])])
+def test_dual_shift_matches_torch(spec: WindowOpSpec, attrs: str, chunked: bool, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A convolution with a kernel larger than its output (a weight gradient's shape:
+    the output gradient is the kernel) loops over the output positions instead, one
+    matmul summing over the whole (shifted, polyphase where strided) image per output
+    position, channels summed one at a time where they cannot join the image's columns,
+    the columns whole or in chunks (`DUAL_CHUNK_BYTES`, here one column): PyTorch's
+    numbers."""
+    from shardc.runtime import window_run
+
+    taken, loops = _count_shift_plans(monkeypatch)
+    if chunked:
+        monkeypatch.setattr(window_run, "DUAL_CHUNK_BYTES", 1)
+    for axis, size in {"kh": 4, "kw": 5, "oh": 2, "ow": 3}.items():
+        monkeypatch.setitem(SIZES, axis, size)
+    strides, dilations = (tuple(v[:2]) for v in ATTRS[attrs])
+    ins, init, expected = _conv_case(spec, strides, dilations, rng)
+    np.testing.assert_allclose(_run(spec, ins, init, strides, dilations), expected, rtol=1e-4, atol=1e-4)
+    assert taken == [True] and loops == [False]
+
+
+@pytest.mark.parametrize("shifted", [True, False], ids=["shifted", "im2col"])
+def test_avg_pool_training_step_matches_torch(shifted: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An average pool's gradient as torch-mlir imports it (a one-channel convolution
+    with a kernel of ones over the zero-inserted output gradient, per image and
+    channel): by the shifted scaled adds (forced) or the windowed path, PyTorch's
+    gradient."""
+    import copy
+
+    from shardc.frontends.torch_train import export_train_step
+    from shardc.runtime import window_run
+    from shardc.runtime.launch import run_program
+
+    if shifted:
+        taken, _ = _count_shift_plans(monkeypatch)
+    else:
+        monkeypatch.setattr(window_run, "MIN_SHIFT_COLUMNS", 10**9)
+
+    class ScaledPool(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.linspace(0.5, 1.5, 3).reshape(3, 1, 1))
+
+        def forward(self, v: torch.Tensor) -> torch.Tensor:
+            return F.avg_pool2d(v * self.scale, 3, stride=2)
+
+    torch.manual_seed(0)
+    model = ScaledPool()
+    x = torch.randn(2, 3, 9, 8)
+    with torch.no_grad():
+        target = torch.randn(model(x).shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exported = export_train_step(model, (x,), (target,), F.mse_loss)
+    loss, grad = run_program(exported.text, [x.numpy(), target.numpy(), model.scale.detach().numpy()], ranks=1)
+    m = copy.deepcopy(model)
+    want = F.mse_loss(m(x), target)
+    want.backward()
+    assert abs(float(loss) - want.item()) < 1e-6
+    np.testing.assert_allclose(grad, m.scale.grad.numpy(), rtol=1e-5, atol=1e-6)
+    if shifted:
+        assert taken and all(taken)
+
+
+TRAIN_CONVS = {
+    "plain": dict(padding=1),
+    "stride2": dict(stride=2, padding=1),
+    "stride2-dilation2": dict(stride=2, padding=2, dilation=2),
+    "stride3-uneven": dict(stride=3, padding=1),
+    "groups2-stride2": dict(groups=2, stride=2, padding=1),
+}
+
+
+@pytest.mark.parametrize("shifted", [True, False], ids=["shifted", "im2col"])
+@pytest.mark.parametrize("name", list(TRAIN_CONVS))
+def test_conv_training_step_matches_torch(name: str, shifted: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two convolutions' training step as torch-mlir imports it (the forward, the second
+    one's input gradient as a convolution over the zero-inserted output gradient, both
+    weight gradients as convolutions whose kernel is the output gradient): with the
+    shifted matmuls forced for every conv (both loops taken) and with them off (the
+    windowed im2col path), PyTorch's loss and gradients."""
+    import copy
+
+    from shardc.frontends.torch_train import export_train_step
+    from shardc.runtime import window_run
+    from shardc.runtime.launch import run_program
+
+    if shifted:
+        taken, loops = _count_shift_plans(monkeypatch)
+    else:
+        monkeypatch.setattr(window_run, "MIN_SHIFT_COLUMNS", 10**9)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 6, 3, **TRAIN_CONVS[name]), torch.nn.ReLU(), torch.nn.Conv2d(6, 4, 3, **TRAIN_CONVS[name]))
+    x = torch.randn(2, 4, 13, 11)
+    with torch.no_grad():
+        target = torch.randn(model(x).shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exported = export_train_step(model, (x,), (target,), F.mse_loss)
+    params = [p.detach().numpy() for p in model.parameters()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        loss, *grads = run_program(exported.text, [x.numpy(), target.numpy(), *params], ranks=1)
+    m = copy.deepcopy(model)
+    want = F.mse_loss(m(x), target)
+    want.backward()
+    assert abs(float(loss) - want.item()) < 1e-5
+    for (pname, p), got in zip(m.named_parameters(), grads):
+        np.testing.assert_allclose(got, p.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=pname)
+    if shifted:
+        assert all(taken) and set(loops) == {True, False}
 
 
 @pytest.mark.parametrize("attrs", list(ATTRS))
@@ -333,3 +471,39 @@ def test_depthwise_loop_nest_matches_torch(attrs: str, rng: np.random.Generator,
     monkeypatch.setenv("SHARDC_KERNELS", "numpy")
     np.testing.assert_allclose(_run(spec, ins, init, strides, dilations), expected, rtol=1e-5, atol=1e-5)
     assert taken == [True, False]
+
+
+@pytest.mark.parametrize(("kernel", "stride"), [(2, 2), (3, 2), (3, 1)], ids=["disjoint-windows", "overlapping-3x3-stride2", "overlapping-3x3-stride1"])
+def test_max_pool_training_step_matches_torch(kernel: int, stride: int) -> None:
+    """A max pool's gradient as torch-mlir imports it (a scatter-add of the output
+    gradient at the maxima): one fancy-indexed add where every input position gets at
+    most one update (disjoint windows, found by counting), the sorted row-by-row adds
+    where windows overlap; PyTorch's gradient either way."""
+    import copy
+
+    from shardc.frontends.torch_train import export_train_step
+    from shardc.runtime.launch import run_program
+
+    class ScaledPool(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.linspace(0.5, 1.5, 3).reshape(3, 1, 1))
+
+        def forward(self, v: torch.Tensor) -> torch.Tensor:
+            return F.max_pool2d(v * self.scale, kernel, stride=stride)
+
+    torch.manual_seed(0)
+    model = ScaledPool()
+    x = torch.randn(2, 3, 9, 8)
+    with torch.no_grad():
+        target = torch.randn(model(x).shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exported = export_train_step(model, (x,), (target,), F.mse_loss)
+    assert "tm_tensor.scatter" in exported.text
+    loss, grad = run_program(exported.text, [x.numpy(), target.numpy(), model.scale.detach().numpy()], ranks=1)
+    m = copy.deepcopy(model)
+    want = F.mse_loss(m(x), target)
+    want.backward()
+    assert abs(float(loss) - want.item()) < 1e-6
+    np.testing.assert_allclose(grad, m.scale.grad.numpy(), rtol=1e-5, atol=1e-6)

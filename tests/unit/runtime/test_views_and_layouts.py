@@ -293,3 +293,15 @@ def test_scatter_add_partial_slices_and_bad_indices_take_add_at() -> None:
     assert not tm_tensor._add_rows(orig.copy(), np.ones((4, 1, 6), np.float32), bad, [0])  # pyright: ignore[reportPrivateUsage]
     with pytest.raises(IndexError):
         tm_tensor.scatter_ufunc(np.add, np.ones((4, 1, 6), np.float32), bad, orig, [0])
+
+
+def test_scatter_add_of_distinct_rows_is_one_step() -> None:
+    """Updates whose rows are all distinct (a max pool's gradient) are added in one
+    fancy-indexed step: add.at's result, without its sort."""
+    rng = np.random.default_rng(10)
+    orig = rng.standard_normal((7, 3, 2)).astype(np.float32)
+    idx = np.stack(np.unravel_index(rng.permutation(21)[:9], (7, 3)), 1)
+    upd = rng.standard_normal((9, 1, 1, 2)).astype(np.float32)
+    out = orig.copy()
+    assert tm_tensor._add_rows(out, upd, idx, [0, 1])  # pyright: ignore[reportPrivateUsage]
+    np.testing.assert_array_equal(out, _add_at(upd, idx, orig, [0, 1]))
