@@ -63,7 +63,9 @@ from typing import Any
 import numpy as np
 
 from shardc.frontends.torch import require_torch, traced_as_export
-from shardc.frontends.torch_rewrite import scatters_by_position, split_shared_fills, uncollapse_batch_matmuls
+from shardc.frontends.torch_rewrite import scatters_by_position
+from shardc.passes.split_shared_inits import split_shared_inits
+from shardc.passes.uncollapse_batch_matmuls import uncollapse_batch_matmuls
 from shardc.training.axis import (
     ParamLayouts,
     PartitionSpec,
@@ -620,7 +622,7 @@ def _parse(exported: ExportedStep) -> Any:
     module = LocatingParser(make_context(), exported.text, "<torch-mlir>").parse_module()
     uncollapse_batch_matmuls(module)
     scatters_by_position(module)
-    split_shared_fills(module)
+    split_shared_inits(module)
     return module
 
 
@@ -1136,14 +1138,16 @@ def forward_module(
     *,
     params: Mapping[str, np.ndarray] | None = None,
     world: int | None = 1,
-    pipeline: str | None = "shard-to-mpi-pipeline",
+    pipeline: str | None = "shard-to-mpi-pipeline{traversal=forward-backward}",
     **layout: Any,
 ) -> list[np.ndarray]:
     """The global outputs of `model(*inputs)` (its tensors: `torch.tensor_results`, a
     transformers model's `logits`) computed sharded on `world` simulated ranks
     (None: the MPI world) by the same plan and policy as training (`axes`, `plan`,
     `policy`, `exported` keywords: see `sharded_forward`); `params` (a
-    `TorchTrainResult.params`) replaces the module's."""
+    `TorchTrainResult.params`) replaces the module's. Propagation runs forward first, as
+    in training (`shardc.training.spmd.PIPELINE`): the batch split of the inputs reaches
+    every activation before the replicated weights are propagated back."""
     size = world if world is not None else _mpi_size()
     text, names = sharded_forward(model, inputs, world=size, **layout)
     state = {n: _np(p) for n, p in [*model.named_parameters(), *model.named_buffers()]}
