@@ -1097,8 +1097,11 @@ def sharded_forward(
     """The forward of `model` as annotated MLIR text for `world` ranks under the training
     layouts (parameters arrive in storage layout and are used in compute layout, inputs
     split over `batch`), and its argument names (inputs, then parameters and buffers by
-    FQN). Run it with `shardc-run --simulate N` / `mpiexec shardc-run`, or
-    `forward_module`. `exported`: `torch.export_module(model, inputs)`'s result, reused
+    FQN). Run it with `shardc-run --simulate N` / `mpiexec shardc-run` (with
+    `--pipeline 'shard-to-mpi-pipeline{traversal=forward-backward}'`, as training and
+    `forward_module` do: upstream's default order, backward first, reads the
+    replicated weights before the batch split of the inputs and replicates the
+    activations), or `forward_module`. `exported`: `torch.export_module(model, inputs)`'s result, reused
     (one import for several grids and plans; its function name is kept)."""
     from shardc.frontends.torch import export_module
     from shardc.ir.printer import module_to_string
