@@ -75,9 +75,11 @@ from typing import Any
 import numpy as np
 
 from shardc.frontends.torch import require_torch, traced_as_export
-from shardc.frontends.torch_rewrite import scatters_by_position, split_shared_fills, uncollapse_batch_matmuls
+from shardc.frontends.torch_rewrite import scatters_by_position
 from shardc.passes.expand_before_pad import expand_shapes_before_pads
 from shardc.passes.scatter_windows import scatters_in_windows
+from shardc.passes.split_shared_inits import split_shared_inits
+from shardc.passes.uncollapse_batch_matmuls import uncollapse_batch_matmuls
 from shardc.training.axis import (
     ParamLayouts,
     PartitionSpec,
@@ -725,7 +727,7 @@ def _parse(exported: ExportedStep) -> Any:
     scatters_by_position(module)
     scatters_in_windows(module)
     expand_shapes_before_pads(module)
-    split_shared_fills(module)
+    split_shared_inits(module)
     return module
 
 
@@ -1245,8 +1247,11 @@ def sharded_forward(
     """The forward of `model` as annotated MLIR text for `world` ranks under the training
     layouts (parameters arrive in storage layout and are used in compute layout, inputs
     split over `batch`), and its argument names (inputs, then parameters and buffers by
-    FQN). Run it with `shardc-run --simulate N` / `mpiexec shardc-run`, or
-    `forward_module`. `exported`: `torch.export_module(model, inputs)`'s result, reused
+    FQN). Run it with `shardc-run --simulate N` / `mpiexec shardc-run` (with
+    `--pipeline 'shard-to-mpi-pipeline{traversal=forward-backward}'`, as training and
+    `forward_module` do: upstream's default order, backward first, reads the
+    replicated weights before the batch split of the inputs and replicates the
+    activations), or `forward_module`. `exported`: `torch.export_module(model, inputs)`'s result, reused
     (one import for several grids and plans; its function name is kept)."""
     from shardc.frontends.torch import export_module
     from shardc.ir.printer import module_to_string
@@ -1286,14 +1291,16 @@ def forward_module(
     *,
     params: Mapping[str, np.ndarray] | None = None,
     world: int | None = 1,
-    pipeline: str | None = "shard-to-mpi-pipeline",
+    pipeline: str | None = "shard-to-mpi-pipeline{traversal=forward-backward}",
     **layout: Any,
 ) -> list[np.ndarray]:
     """The global outputs of `model(*inputs)` (its tensors: `torch.tensor_results`, a
     transformers model's `logits`) computed sharded on `world` simulated ranks
     (None: the MPI world) by the same plan and policy as training (`axes`, `plan`,
     `policy`, `exported` keywords: see `sharded_forward`); `params` (a
-    `TorchTrainResult.params`) replaces the module's."""
+    `TorchTrainResult.params`) replaces the module's. Propagation runs forward first, as
+    in training (`shardc.training.spmd.PIPELINE`): the batch split of the inputs reaches
+    every activation before the replicated weights are propagated back."""
     size = world if world is not None else _mpi_size()
     text, names = sharded_forward(model, inputs, world=size, **layout)
     state = {n: _np(p) for n, p in [*model.named_parameters(), *model.named_buffers()]}

@@ -24,6 +24,8 @@ PASSES: dict[str, str] = {
     "dce": "xdsl.transforms.dead_code_elimination:DeadCodeElimination",
     "inline": "shardc.passes.inline:InlinePass",
     # The shard pipeline.
+    "uncollapse-batch-matmuls": "shardc.passes.uncollapse_batch_matmuls:UncollapseBatchMatmulsPass",
+    "split-shared-inits": "shardc.passes.split_shared_inits:SplitSharedInitsPass",
     "sharding-propagation": "shardc.passes.sharding_propagation:ShardingPropagationPass",
     "shard-partition": "shardc.passes.partition:ShardPartitionPass",
     "shard-simplify": "shardc.passes.simplify:ShardSimplifyPass",

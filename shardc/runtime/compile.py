@@ -316,7 +316,7 @@ def compile_module(
     say which). `scope`: see `ModuleCodegen`."""
     from shardc.runtime import kernels
     from shardc.runtime.fusion import fuse_elementwise
-    from shardc.frontends.torch_rewrite import uncollapse_batch_matmuls
+    from shardc.passes.uncollapse_batch_matmuls import uncollapse_batch_matmuls
 
     kernels.load_all()
     tune_allocator()

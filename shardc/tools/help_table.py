@@ -33,11 +33,13 @@ PASS_HELP = """\
       traversal=<forward|backward|forward-backward|backward-forward> (default: backward-forward)
       explain=<bool> (default: false)
       complete=<bool> (default: true)
+  --split-shared-inits             Give each user of a shared `tensor.empty` (or a zero fill of one) its own copy.
   --test-grid-all-slice-op-lowering Lowers `shard.all_slice` (and folds what the lowering leaves foldable).
   --test-grid-process-multi-index-op-lowering Lowers `shard.process_multi_index` to linear index, grid shape, delinearize.
   --test-grid-resharding-partition Emit the resharding of every annotated pair, as mlir-opt's test pass does.
   --test-grid-simplifications      All-reduce endomorphisms and grid_shape folding (upstream's older
   --test-single-fold               Folds every op exactly once, last op first, then erases unused constants: each
+  --uncollapse-batch-matmuls       Rewrite batch matmuls over collapsed batch dimensions as one contraction over them.
 """
 
 

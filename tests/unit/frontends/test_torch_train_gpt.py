@@ -87,7 +87,7 @@ def test_gpt_training_equals_torch_adamw(task, case, capfd):
     assert "has no sharding interface" not in capfd.readouterr().err
     step = result.program.shard_collectives["train_step"]
     assert any(k.endswith("[1]") for k in step) == (tp > 1)
-    # TP: attention runs on each rank's heads (torch_rewrite.uncollapse_batch_matmuls),
+    # TP: attention runs on each rank's heads (passes.uncollapse_batch_matmuls),
     # so across `shard` the step only all-reduces (all_slice is local, no communication).
     assert {k for k in step if k.endswith("[1]")} <= {"shard.all_reduce[1]", "shard.all_slice[1]"}
     if tp > 1:
@@ -141,7 +141,7 @@ def test_gpt_no_decay_groups_equal_torch_param_groups(task):
 def test_uncollapsed_attention_equals_pytorch(task):
     """The rewrite of attention's 3-D bmms into 4-D contractions keeps the step exact."""
     from shardc.context import make_context
-    from shardc.frontends.torch_rewrite import uncollapse_batch_matmuls
+    from shardc.passes.uncollapse_batch_matmuls import uncollapse_batch_matmuls
     from shardc.frontends.torch_train import export_train_step
     from shardc.ir.locations import LocatingParser
     from shardc.ir.printer import module_to_string
