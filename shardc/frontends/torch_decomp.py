@@ -18,6 +18,13 @@ forward convolutions, which torch-mlir lowers (`linalg.conv_2d_ngchw_gfchw`): th
 input's is the transposed convolution of the output gradient; the weight's convolves
 the input, batch and channels exchanged, with the output gradient as filter (stride and
 dilation exchanged), as the ungrouped lowering does, one group per group.
+
+BatchNorm in eval mode (a model trained on its running statistics: ResNet as
+`shardc-train` runs it): torch-mlir lowers `aten.native_batch_norm` with training=False
+to a `tensor.cast` of the channels' statistics to the empty saved mean it returns
+(`tensor<8xf32>` to `tensor<0xf32>`, invalid). Both it and its backward go through
+torch's own decompositions (elementwise ops over the running statistics); train-mode
+BatchNorm is left to torch-mlir.
 """
 
 from __future__ import annotations
@@ -29,12 +36,15 @@ def training_decompositions() -> dict[Any, Any]:
     """The forward export's table (`shardc.frontends.torch.decomposition_table`) and this
     module's additions."""
     import torch
+    from torch._decomp import get_decompositions
 
     from shardc.frontends.torch import decomposition_table
 
     table = decomposition_table()
     table[torch.ops.aten.avg_pool2d_backward.default] = avg_pool2d_backward
     table[torch.ops.aten.convolution_backward.default] = grouped_convolution_backward
+    table[torch.ops.aten.native_batch_norm.default] = batch_norm_on_running_statistics
+    table.update(get_decompositions([torch.ops.aten.native_batch_norm_backward.default]))
     return table
 
 
@@ -57,6 +67,20 @@ def _divisors(h: int, w: int, oh: int, ow: int, kh: int, kw: int, sh: int, sw: i
         mask[ph : ph + h, pw : pw + w] = 1
     windows = np.lib.stride_tricks.sliding_window_view(mask, (kh, kw))[::sh, ::sw][:oh, :ow]
     return windows.sum(axis=(-2, -1))
+
+
+def batch_norm_on_running_statistics(
+    x: Any, weight: Any, bias: Any, running_mean: Any, running_var: Any, training: bool, momentum: float, eps: float
+) -> Any:
+    """`aten.native_batch_norm` in eval mode by torch's decomposition; training mode is
+    left to torch-mlir."""
+    if training:
+        return NotImplemented
+    import torch
+    from torch._decomp import get_decompositions
+
+    (decomposed,) = get_decompositions([torch.ops.aten.native_batch_norm.default]).values()
+    return decomposed(x, weight, bias, running_mean, running_var, training, momentum, eps)
 
 
 def avg_pool2d_backward(
