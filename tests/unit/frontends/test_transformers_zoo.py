@@ -7,7 +7,7 @@ frontend, against PyTorch's own numbers (float32).
   parallel on a 2x2 grid (attention and MLP input projections split by output features,
   their output projections by input features, over `shard`: one all_reduce per
   row-parallel projection); error relative to the output's magnitude;
-- training (the decoders, BART, BERT's masked LM, ResNet): 3 AdamW steps on 1 rank and on 2 data-parallel ranks
+- training (the decoders, BART, BERT's masked LM, ResNet, ConvNeXt): 3 AdamW steps on 1 rank and on 2 data-parallel ranks
   equal to `torch.optim.AdamW` (losses and parameters); the eager attention's imported
   step equal to PyTorch's loss and gradients;
 - what the import had to learn: non-persistent buffers (rotary `inv_freq`, BERT's
@@ -23,8 +23,7 @@ number of all_reduce they give); the later ones take them from `derive_layouts`,
 DistilBERT, ViT (a patch-embedding convolution), ResNet and ConvNeXt (convolutions and
 pooling, no attention: no Megatron grid). ResNet trains in eval mode (BatchNorm on its
 running statistics, as shardc-train runs models; train-mode BatchNorm is another
-engineer's); ConvNeXt's training step does not import (torch-mlir: a `tensor.collapse_shape`
-of rank 5 with a 4-d reassociation). T5 is not called as `model(input_ids)` (it needs
+engineer's); ConvNeXt (LayerNorm) trains as built. T5 is not called as `model(input_ids)` (it needs
 `decoder_input_ids` or `labels` as keywords).
 """
 
@@ -239,7 +238,7 @@ FAMILIES = {
     "distilbert": Family(_distilbert, None, None, None, 64, trains=False),
     "vit": Family(_vit, None, None, None, NUM_LABELS, image=IMAGE, trains=False),  # patch embedding: a strided conv
     "resnet": Family(_resnet, None, None, None, NUM_LABELS, image=IMAGE, megatron=False, trains_in_eval=True),  # conv, BatchNorm, pools
-    "convnext": Family(_convnext, None, None, None, NUM_LABELS, image=IMAGE, megatron=False, trains=False),  # depthwise conv, LayerNorm
+    "convnext": Family(_convnext, None, None, None, NUM_LABELS, image=IMAGE, megatron=False),  # depthwise conv, LayerNorm
 }
 TRAINED = [name for name, f in FAMILIES.items() if f.trains]
 FORWARD_CASES = [(name, attn) for name, f in FAMILIES.items() for attn in f.attn_implementations]
