@@ -20,7 +20,7 @@ A family is one row of FAMILIES. The first rows carry Megatron axes written out 
 number of all_reduce they give); the later ones take them from `derive_layouts`, as
 `shardc-train --torch-model hf:...` does: OPT and RoBERTa (`cumsum` position ids:
 `tm_tensor.scan`), Mistral, GPT-NeoX (fused `query_key_value`: its block kept whole),
-DistilBERT, ViT (a patch-embedding convolution), ResNet and ConvNeXt (convolutions and
+Phi, DistilBERT, ViT (a patch-embedding convolution), ResNet and ConvNeXt (convolutions and
 pooling, no attention: no Megatron grid). ResNet trains in eval mode (BatchNorm on its
 running statistics, as shardc-train runs models; train-mode BatchNorm is another
 engineer's); ConvNeXt (LayerNorm) trains as built. T5 is not called as `model(input_ids)` (it needs
@@ -191,6 +191,13 @@ def _neox(attn):
     ))
 
 
+def _phi(attn):
+    return transformers.PhiForCausalLM(_config(
+        transformers.PhiConfig, attn, vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, max_position_embeddings=64, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0,
+    ))
+
+
 def _distilbert(attn):
     return transformers.DistilBertForMaskedLM(_config(
         transformers.DistilBertConfig, attn, vocab_size=64, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
@@ -235,6 +242,7 @@ FAMILIES = {
     "roberta": Family(_roberta, None, None, None, 64, trains=False),  # masked LM, cumsum position ids
     "mistral": Family(_mistral, None, None, None, 64),
     "gpt_neox": Family(_neox, None, None, None, 64, trains=False),  # fused query_key_value
+    "phi": Family(_phi, None, None, None, 64, trains=False),  # partial rotary, parallel attention and MLP
     "distilbert": Family(_distilbert, None, None, None, 64, trains=False),
     "vit": Family(_vit, None, None, None, NUM_LABELS, image=IMAGE, trains=False),  # patch embedding: a strided conv
     "resnet": Family(_resnet, None, None, None, NUM_LABELS, image=IMAGE, megatron=False, trains_in_eval=True),  # conv, BatchNorm, pools
