@@ -509,7 +509,10 @@ def _image_shape(config: Any) -> tuple[int, int, int]:
     h, w = (size, size) if isinstance(size, int) else tuple(size) if size else (None, None)
     c = getattr(config, "num_channels", 3)
     if not isinstance(h, int) or not isinstance(w, int):
-        raise TorchTrainError(f"{type(config).__name__} names no image_size: the synthetic images need one")
+        raise TorchTrainError(
+            f"{type(config).__name__} names no image_size: the synthetic images need one "
+            '(add "image_size": SIDE to the --model-config JSON)'
+        )
     return int(c), int(h), int(w)
 
 

@@ -17,7 +17,11 @@ or computes a weight gradient of the ungrouped shape. Both gradients are grouped
 forward convolutions, which torch-mlir lowers (`linalg.conv_2d_ngchw_gfchw`): the
 input's is the transposed convolution of the output gradient; the weight's convolves
 the input, batch and channels exchanged, with the output gradient as filter (stride and
-dilation exchanged), as the ungrouped lowering does, one group per group.
+dilation exchanged), as the ungrouped lowering does, one group per group. With unit
+stride the input's gradient is a forward grouped convolution instead (each group's
+filter transposed and flipped, padded by dilation * (kernel - 1) - padding): torch-mlir
+fails on the transposed form of a depthwise filter (a rank-5 `tensor.collapse_shape`:
+ConvNeXt's 7x7 depthwise convolutions after a projection).
 
 `aten.native_batch_norm` in training form (train-mode BatchNorm with running
 statistics) updates `running_mean` and `running_var` in place, but its schema does not
@@ -121,7 +125,15 @@ def grouped_convolution_backward(
         # not divide): output_padding
         reach = [(o - 1) * s - 2 * p + d * (k - 1) + 1 for o, s, p, d, k in zip(out_spatial, stride, padding, dilation, kernel)]
         extra = [size - r for size, r in zip(spatial, reach)]
-        grad_input = conv_t(grad_output, weight, stride=stride, padding=padding, output_padding=extra, groups=groups, dilation=dilation)
+        flipped_padding = [d * (k - 1) - p for d, k, p in zip(dilation, kernel, padding)]
+        if all(v == 1 for v in stride) and min(flipped_padding) >= 0:
+            # unit stride: a forward grouped convolution with each group's filter
+            # transposed and flipped (torch-mlir fails on the transposed grouped form of
+            # a depthwise filter: a rank-5 collapse_shape)
+            w_t = weight.reshape(groups, fg, cg, *kernel).transpose(1, 2).reshape(groups * cg, fg, *kernel).flip(list(range(2, 2 + nd)))
+            grad_input = conv(grad_output, w_t, padding=flipped_padding, dilation=dilation, groups=groups)
+        else:
+            grad_input = conv_t(grad_output, weight, stride=stride, padding=padding, output_padding=extra, groups=groups, dilation=dilation)
     if output_mask[1]:
         # input as (cg, groups * n, spatial): batch and channels exchanged, per group
         xs = x.reshape(n, groups, cg, *spatial).transpose(0, 2).reshape(cg, groups * n, *spatial)

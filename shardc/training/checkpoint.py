@@ -517,10 +517,13 @@ def resume_hint(root: Path) -> str:
 
 def export_safetensors(params: Mapping[str, np.ndarray], path: str | Path) -> None:
     """The global parameters as one safetensors file, keyed by the model's names (FQNs),
-    so `model.load_state_dict(safetensors.torch.load_file(path))` takes them."""
+    so `model.load_state_dict(safetensors.torch.load_file(path))` takes them. 0-d tensors
+    (BatchNorm's `num_batches_tracked`) keep their shape: `np.ascontiguousarray` alone
+    would give them one dimension."""
     from safetensors.numpy import save as st_save
 
-    _write_atomic(Path(path), st_save({k: np.ascontiguousarray(v) for k, v in params.items()}, metadata={"format": "pt"}))
+    tensors = {k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in params.items()}
+    _write_atomic(Path(path), st_save(tensors, metadata={"format": "pt"}))
 
 
 # ---------------------------------------------------------------------------------------

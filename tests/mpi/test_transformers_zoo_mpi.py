@@ -1,6 +1,7 @@
-"""transformers decoders as their classes build them, under `mpiexec -n 2`: forward data
-parallel and Megatron tensor parallel, and 3 AdamW steps data parallel, equal to PyTorch
-(see transformers_zoo_main.py)."""
+"""transformers models as their classes build them (Llama, GPT-2, OPT with its cumsum
+positions, ViT with its patch convolution), under `mpiexec -n 2`: forward data parallel
+and Megatron tensor parallel, and 3 AdamW steps data parallel, equal to PyTorch (see
+transformers_zoo_main.py)."""
 
 from pathlib import Path
 
@@ -15,8 +16,8 @@ MAIN = Path(__file__).resolve().parent / "transformers_zoo_main.py"
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name", ["llama", "gpt2"])
-def test_decoder_forward_and_training_under_mpiexec(name):
+@pytest.mark.parametrize("name", ["llama", "gpt2", "opt", "vit"])
+def test_forward_and_training_under_mpiexec(name):
     p = run_ranks(2, [str(MAIN), name], 600.0)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     for check in ("forward dp", "forward megatron", "training losses", "training parameters"):

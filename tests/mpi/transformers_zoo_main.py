@@ -2,10 +2,12 @@
 data parallel and Megatron tensor parallel over the MPI world, then 3 AdamW steps data
 parallel, each against PyTorch on this process (float32). Every rank prints one line per
 check, `OK` or `DIFFER`, and the driver exits 1 on a difference:
-`mpiexec -n 2 python transformers_zoo_main.py llama|gpt2`."""
+`mpiexec -n 2 python transformers_zoo_main.py llama|gpt2|opt|vit`. OPT and ViT take the
+Megatron axes `shardc.frontends.hf.derive_layouts` gives; ViT learns labels of images."""
 
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 
@@ -14,11 +16,13 @@ import torch
 import torch.nn.functional as F
 import transformers
 
+from shardc.frontends.hf import derive_layouts
 from shardc.frontends.torch_train import forward_module, train_module
 from shardc.training.axis import ShardingPlan, ShardingPolicy
 from shardc.training.optimizer import AdamWConfig
 
 VOCAB, BATCH, SEQ, STEPS, LR = 64, 4, 8, 3, 1e-2
+IMAGE, LABELS = 16, 10
 OPT = AdamWConfig(beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.01)  # eps: see tests/unit/frontends/test_transformers_zoo.py
 PLAN = ShardingPlan(tp_rules={"attn": "shard", "mlp": "shard"})
 MODELS = {
@@ -42,6 +46,20 @@ MODELS = {
             r".*\.mlp\.c_fc\.weight": (None, "mlp"), r".*\.mlp\.c_fc\.bias": ("mlp",), r".*\.mlp\.c_proj\.weight": ("mlp", None),
         },
     ),
+    "opt": (  # cumsum position ids
+        lambda: transformers.OPTForCausalLM(transformers.OPTConfig(
+            vocab_size=VOCAB, hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=16,
+            word_embed_proj_dim=32, dropout=0.0, attention_dropout=0.0, layerdrop=0.0, pad_token_id=1, bos_token_id=0, eos_token_id=0,
+        )),
+        None,
+    ),
+    "vit": (  # a patch-embedding convolution
+        lambda: transformers.ViTForImageClassification(transformers.ViTConfig(
+            image_size=IMAGE, patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=64, num_labels=LABELS, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        )),
+        None,
+    ),
 }
 
 
@@ -49,7 +67,21 @@ def ids(seed: int) -> torch.Tensor:
     return torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(seed))
 
 
+def inputs_of(name: str, seed: int) -> torch.Tensor:
+    if name == "vit":
+        return torch.randn(BATCH, 3, IMAGE, IMAGE, generator=torch.Generator().manual_seed(seed))
+    return ids(seed)
+
+
+def targets_of(name: str, seed: int) -> torch.Tensor:
+    if name == "vit":
+        return torch.randint(0, LABELS, (BATCH,), generator=torch.Generator().manual_seed(seed))
+    return ids(seed)
+
+
 def loss_fn(out, targets):
+    if out.logits.ndim == 2:  # an image classifier's logits
+        return F.cross_entropy(out.logits, targets)
     return F.cross_entropy(out.logits.flatten(0, 1), targets.flatten())
 
 
@@ -69,17 +101,21 @@ def main(name: str) -> int:
         warnings.simplefilter("ignore")
         model = build()
     ok = True
+    plan = PLAN
+    if axes is None:
+        derived = derive_layouts(model)
+        axes, plan = {re.escape(k): v for k, v in derived.axes.items()}, derived.plan
 
     model.eval()
-    x = ids(0)
+    x = inputs_of(name, 0)
     with torch.no_grad():
         want = model(x).logits.numpy()
-    for what, layout in (("forward dp", {}), ("forward megatron", {"axes": axes, "plan": PLAN, "policy": ShardingPolicy(tp=2, zero=False)})):
+    for what, layout in (("forward dp", {}), ("forward megatron", {"axes": axes, "plan": plan, "policy": ShardingPolicy(tp=2, zero=False)})):
         (got,) = forward_module(model, [x], world=None, **layout)
         ok &= report(rank, what, float(np.abs(got - want).max() / np.abs(want).max()), 1e-5)
 
     model.train()
-    batches = [(ids(10 + s), ids(20 + s)) for s in range(STEPS)]
+    batches = [(inputs_of(name, 10 + s), targets_of(name, 20 + s)) for s in range(STEPS)]
     result = train_module(model, batches, loss_fn, world=None, steps=STEPS, lr=LR, opt=OPT)
     torch.manual_seed(0)  # the same initial state: rebuilt from the same seed
     with warnings.catch_warnings():

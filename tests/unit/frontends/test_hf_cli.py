@@ -22,6 +22,7 @@ from shardc.tools.train import main  # noqa: E402
 
 DISTIL_CFG = dict(dim=32, hidden_dim=64, n_layers=1, n_heads=4, max_position_embeddings=16)
 LLAMA = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+VIT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, image_size=16, patch_size=8, num_labels=4)
 SMALL = ["--per-device-batch", "2", "--block-size", "8", "--quiet", "--eval-every", "0"]
 
 
@@ -154,6 +155,10 @@ def test_show_layouts_of_derived_axes(tmp_path, capsys):
         ("hf:BertModel", {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 64}, [],
          "--torch-model hf:BertModel: shardc-train trains causal language models from transformers"),
         ("hf:DistilBertForMaskedLM", {**DISTIL_CFG, "vocab_size": 16}, [], "the config's vocab_size 16 is smaller than the tokenizer's "),
+        ("hf:ResNetForImageClassification", {"hidden_sizes": [8], "depths": [1], "embedding_size": 8}, [],
+         'ResNetConfig names no image_size: the synthetic images need one (add "image_size": SIDE to the --model-config JSON)'),
+        ("hf:ViTForImageClassification", {**VIT, "num_attention_heads": 1}, ["--simulate", "2", "--tp", "2"],
+         "ViTForImageClassification: tp=2 does not divide num_attention_heads=1: each rank must hold whole attention heads"),
         ("hf:{tmp}/empty", None, [], "--torch-model hf:{tmp}/empty: {tmp}/empty has no config.json"),
         ("hf:{tmp}/noweights", None, [], "--torch-model hf:{tmp}/noweights: {tmp}/noweights has no safetensors weights (model.safetensors)"),
         ("hf:{tmp}/nothere", None, [], "--torch-model hf:{tmp}/nothere: no directory {tmp}/nothere"),
@@ -161,7 +166,7 @@ def test_show_layouts_of_derived_axes(tmp_path, capsys):
         (None, LLAMA, [], "--model-config goes with --torch-model hf:CLASS (a transformers model's config)"),
     ],
     ids=["unknown-class", "config-rejected", "unknown-field", "vocab-too-small", "positions", "heads-cut", "does-not-divide",
-         "no-config", "not-a-causal-lm", "masked-lm-vocab", "dir-without-config", "dir-without-weights", "no-dir", "config-without-hf",
+         "no-config", "not-a-causal-lm", "masked-lm-vocab", "image-without-size", "vit-heads-cut", "dir-without-config", "dir-without-weights", "no-dir", "config-without-hf",
          "config-without-torch-model"],
 )
 def test_bad_input_is_one_line(spec, config, extra, message, tmp_path, capsys):
@@ -253,9 +258,6 @@ def test_distilbert_masked_lm_with_tp(tmp_path):
     _check_output(out, transformers.DistilBertForMaskedLM)
 
 
-VIT = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, image_size=16, patch_size=8, num_labels=4)
-
-
 def test_synthetic_images_are_learnable_and_seeded():
     """Labels from the first tokens, in range; each image nearest its class's template;
     the same batch gives the same images; another seed other templates."""
@@ -288,6 +290,38 @@ def test_image_classification_loss_is_transformers(tmp_path):
         theirs = task.model(pixel_values=pixels, labels=labels).loss
     torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=0)
     assert task.axes[r"vit\.layers\.0\.mlp\.fc1\.weight"] == ("mlp", None) and task.generate is None
+
+
+RESNET = dict(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", num_labels=4, image_size=16)
+
+
+def test_resnet_image_classifier_end_to_end(tmp_path):
+    """ResNetForImageClassification from a config (convolutions, max pooling, BatchNorm
+    on its running statistics: the model runs in eval mode), 2 data-parallel simulated
+    ranks, 2 steps: the first loss is the initial model's on the first synthetic image
+    batch, and the output loads back with from_pretrained holding the trained parameters."""
+    from shardc.frontends.hf import hf_task
+
+    (tmp_path / "cfg.json").write_text(json.dumps(RESNET))
+    out = tmp_path / "out"
+    res = _cli("--torch-model", "hf:ResNetForImageClassification", "--model-config", str(tmp_path / "cfg.json"), "--simulate", "2",
+               "--steps", "2", *SMALL, "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "ResNetForImageClassification from hf:ResNetForImageClassification, 2 ranks, grid (batch=2, shard=1)" in res.stdout
+    x, _, vocab = _first_batch(8, 4)  # 2 per device x 2 replicas
+    task = hf_task("ResNetForImageClassification", model_config=str(tmp_path / "cfg.json"), vocab_size=vocab, seed=0)
+    pixels, labels = (torch.from_numpy(a) for a in task.make_batch(x.numpy(), None))
+    with torch.no_grad():
+        want = task.loss_fn(task.model.eval()(pixels), labels).item()
+    losses = _losses(out)
+    assert losses[0] == pytest.approx(want, rel=1e-5) and math.isfinite(losses[1])
+    loaded = transformers.ResNetForImageClassification.from_pretrained(str(out), local_files_only=True)
+    params = np.load(out / "params.npz")
+    named = dict(loaded.named_parameters())
+    assert set(named) == set(params.files)
+    for name, p in named.items():
+        np.testing.assert_array_equal(p.detach().numpy(), params[name])
+    assert not all(np.array_equal(params[n], p.detach().numpy()) for n, p in task.model.named_parameters())  # it trained
 
 
 _OVERRIDE = """

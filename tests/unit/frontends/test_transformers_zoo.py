@@ -1,30 +1,36 @@
 """Hugging Face `transformers` models exactly as their classes build them (small configs,
 random init, no downloads) and as users call them, `model(input_ids)` without an
-attention mask, through shardc's torch frontend, against PyTorch's own numbers (float32).
+attention mask (image classifiers `model(pixel_values)`), through shardc's torch
+frontend, against PyTorch's own numbers (float32).
 
 - forward: unsharded, data parallel on 2 and 4 simulated ranks, Megatron tensor
   parallel on a 2x2 grid (attention and MLP input projections split by output features,
   their output projections by input features, over `shard`: one all_reduce per
   row-parallel projection); error relative to the output's magnitude;
-- training (the decoders and BART): 3 AdamW steps on 1 rank and on 2 data-parallel ranks
+- training (the decoders, BART, BERT's masked LM, ResNet, ConvNeXt): 3 AdamW steps on 1 rank and on 2 data-parallel ranks
   equal to `torch.optim.AdamW` (losses and parameters); the eager attention's imported
   step equal to PyTorch's loss and gradients;
 - what the import had to learn: non-persistent buffers (rotary `inv_freq`, BERT's
   `position_ids`), a `ModelOutput` with a cache in it, every `attn_implementation`,
   Gemma's 0-d `embed_scale` buffer and its `gelu(approximate="tanh")`, transformers'
   data-dependent mask checks under the training import's `make_fx`, dropout (refused in
-  one line), an op shardc cannot read (one line).
+  one line), an op shardc cannot read or run (one line).
 
-A family is one row of FAMILIES. Left out, for reasons other engineers own: OPT and
-RoBERTa (`cumsum` position ids: `tm_tensor.scan`), BERT's training step (the
-`tm_tensor.scatter` of its token-type embedding's gradient in propagation), ViT and
-ResNet (convolutions). T5 is not called as `model(input_ids)` (it needs
+A family is one row of FAMILIES. The first rows carry Megatron axes written out (and the
+number of all_reduce they give); the later ones take them from `derive_layouts`, as
+`shardc-train --torch-model hf:...` does: OPT and RoBERTa (`cumsum` position ids:
+`tm_tensor.scan`), Mistral, GPT-NeoX (fused `query_key_value`: its block kept whole),
+Phi, DistilBERT, ViT (a patch-embedding convolution), ResNet and ConvNeXt (convolutions and
+pooling, no attention: no Megatron grid). ResNet trains in eval mode (BatchNorm on its
+running statistics, as shardc-train runs models; train-mode BatchNorm is another
+engineer's); ConvNeXt (LayerNorm) trains as built. T5 is not called as `model(input_ids)` (it needs
 `decoder_input_ids` or `labels` as keywords).
 """
 
 from __future__ import annotations
 
 import copy
+import re
 import warnings
 from collections import Counter
 from collections.abc import Callable
@@ -41,6 +47,7 @@ transformers = pytest.importorskip("transformers", reason="needs transformers (t
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from shardc.frontends.hf import derive_layouts  # noqa: E402
 from shardc.frontends.torch import export_module  # noqa: E402
 from shardc.frontends.torch_train import TorchTrainError, export_train_step, forward_module, sharded_forward, train_module  # noqa: E402
 from shardc.training.axis import ShardingPlan, ShardingPolicy  # noqa: E402
@@ -88,14 +95,22 @@ class Family:
     for the class default), the Megatron axes, its vocabulary, whether it trains here."""
 
     build: Callable[[str | None], Any]
-    axes: dict[str, tuple]
-    split_weights: int
-    """How many weights the axes split (every attention and MLP projection)."""
-    row_parallel: int
+    axes: dict[str, tuple] | None
+    """Megatron's axes by FQN pattern; None: `derive_layouts`' (and its plan)."""
+    split_weights: int | None
+    """How many weights the written axes split (every attention and MLP projection)."""
+    row_parallel: int | None
     """How many of them are split by input features (a partial sum: one all_reduce each)."""
     vocab: int
     trains: bool = True
     attn_implementations: tuple[str | None, ...] = (None,)
+    image: int | None = None
+    """Image classifiers: the images' side (3 channels, NUM_LABELS classes); inputs are
+    `pixel_values`, targets labels."""
+    megatron: bool = True
+    """Whether it has attention projections to split over a 2x2 grid."""
+    trains_in_eval: bool = False
+    """Trained in eval mode (BatchNorm on its running statistics)."""
 
 
 def _config(cls: type, attn: str | None, **kw: Any) -> Any:
@@ -147,14 +162,91 @@ def _bart(attn):
     ))
 
 
+def _opt(attn):
+    return transformers.OPTForCausalLM(_config(
+        transformers.OPTConfig, attn, vocab_size=64, hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=16, word_embed_proj_dim=32, dropout=0.0, attention_dropout=0.0, layerdrop=0.0,
+        pad_token_id=1, bos_token_id=0, eos_token_id=0,
+    ))
+
+
+def _roberta(attn):
+    return transformers.RobertaForMaskedLM(_config(
+        transformers.RobertaConfig, attn, vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, max_position_embeddings=16, pad_token_id=1, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    ))
+
+
+def _mistral(attn):
+    return transformers.MistralForCausalLM(_config(
+        transformers.MistralConfig, attn, vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    ))
+
+
+def _neox(attn):
+    return transformers.GPTNeoXForCausalLM(_config(
+        transformers.GPTNeoXConfig, attn, vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, max_position_embeddings=64, attention_dropout=0.0, hidden_dropout=0.0,
+    ))
+
+
+def _phi(attn):
+    return transformers.PhiForCausalLM(_config(
+        transformers.PhiConfig, attn, vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, max_position_embeddings=64, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0,
+    ))
+
+
+def _distilbert(attn):
+    return transformers.DistilBertForMaskedLM(_config(
+        transformers.DistilBertConfig, attn, vocab_size=64, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+        max_position_embeddings=16, dropout=0.0, attention_dropout=0.0,
+    ))
+
+
+IMAGE, NUM_LABELS = 16, 10
+
+
+def _vit(attn):
+    return transformers.ViTForImageClassification(_config(
+        transformers.ViTConfig, attn, image_size=IMAGE, patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64, num_labels=NUM_LABELS, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    ))
+
+
+def _resnet(attn):
+    return transformers.ResNetForImageClassification(_config(
+        transformers.ResNetConfig, attn, num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+        layer_type="basic", num_labels=NUM_LABELS,
+    ))
+
+
+def _convnext(attn):
+    return transformers.ConvNextForImageClassification(_config(
+        transformers.ConvNextConfig, attn, num_channels=3, patch_size=2, num_stages=2, hidden_sizes=[8, 16], depths=[1, 1],
+        image_size=IMAGE, num_labels=NUM_LABELS, drop_path_rate=0.0,
+    ))
+
+
 ATTN_ALL = (None, "eager", "sdpa")
 FAMILIES = {
     "llama": Family(_llama, LLAMA_AXES, 2 * 7, 2 * 2, 64, attn_implementations=ATTN_ALL),  # GQA: 4 heads, 2 kv heads
     "qwen2": Family(_qwen2, QWEN2_AXES, 2 * 7, 2 * 2, 96),  # q/k/v biases
     "gemma": Family(_gemma, LLAMA_AXES, 2 * 7, 2 * 2, 64),  # 0-d embed_scale buffer, gelu(approximate="tanh")
     "gpt2": Family(_gpt2, GPT2_AXES, 2 * 4, 2 * 2, 64, attn_implementations=ATTN_ALL),  # fused Conv1D c_attn
-    "bert": Family(_bert, BERT_AXES, 2 * 6, 2 * 2, 64, trains=False),  # masked LM, encoder; training: zoo-scan's scatter fix
+    "bert": Family(_bert, BERT_AXES, 2 * 6, 2 * 2, 64),  # masked LM, encoder (its step scatters the token-type gradient)
     "bart": Family(_bart, BART_AXES, 6 + 10, 2 + 3, 64),  # encoder-decoder: decoder inputs shifted from input_ids
+    # Axes derived by shardc.frontends.hf.derive_layouts:
+    "opt": Family(_opt, None, None, None, 64),  # cumsum position ids
+    "roberta": Family(_roberta, None, None, None, 64, trains=False),  # masked LM, cumsum position ids
+    "mistral": Family(_mistral, None, None, None, 64),
+    "gpt_neox": Family(_neox, None, None, None, 64, trains=False),  # fused query_key_value
+    "phi": Family(_phi, None, None, None, 64, trains=False),  # partial rotary, parallel attention and MLP
+    "distilbert": Family(_distilbert, None, None, None, 64, trains=False),
+    "vit": Family(_vit, None, None, None, NUM_LABELS, image=IMAGE, trains=False),  # patch embedding: a strided conv
+    "resnet": Family(_resnet, None, None, None, NUM_LABELS, image=IMAGE, megatron=False, trains_in_eval=True),  # conv, BatchNorm, pools
+    "convnext": Family(_convnext, None, None, None, NUM_LABELS, image=IMAGE, megatron=False),  # depthwise conv, LayerNorm
 }
 TRAINED = [name for name, f in FAMILIES.items() if f.trains]
 FORWARD_CASES = [(name, attn) for name, f in FAMILIES.items() for attn in f.attn_implementations]
@@ -162,6 +254,32 @@ FORWARD_CASES = [(name, attn) for name, f in FAMILIES.items() for attn in f.attn
 
 def _ids(vocab: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(0, vocab, (BATCH, SEQ), generator=torch.Generator().manual_seed(seed))
+
+
+def _inputs(name: str, seed: int = 0) -> torch.Tensor:
+    """Token ids, or an image classifier's pixel values [batch, 3, side, side]."""
+    family = FAMILIES[name]
+    if family.image is None:
+        return _ids(family.vocab, seed)
+    return torch.randn(BATCH, 3, family.image, family.image, generator=torch.Generator().manual_seed(seed))
+
+
+def _targets(name: str, seed: int) -> torch.Tensor:
+    """Target tokens, or an image classifier's labels [batch]."""
+    family = FAMILIES[name]
+    if family.image is None:
+        return _ids(family.vocab, seed)
+    return torch.randint(0, NUM_LABELS, (BATCH,), generator=torch.Generator().manual_seed(seed))
+
+
+def _megatron_layout(name: str, model: Any) -> dict[str, Any]:
+    """The Megatron axes and plan: written in the family's row, or derived."""
+    family = FAMILIES[name]
+    if family.axes is not None:
+        return {"axes": family.axes, "plan": MEGATRON_PLAN}
+    layouts = derive_layouts(model)
+    assert any(r.startswith("column:") for r in layouts.roles.values()), name  # something is split
+    return {"axes": {re.escape(k): v for k, v in layouts.axes.items()}, "plan": layouts.plan}
 
 
 def _built(name: str, attn: str | None = None) -> Any:
@@ -193,7 +311,7 @@ def _forward_case(name: str, attn: str | None) -> ForwardCase:
     key = (name, attn)
     if key not in _forward_cases:
         model = _built(name, attn).eval()
-        ids = _ids(FAMILIES[name].vocab)
+        ids = _inputs(name)
         exported = export_module(model, (ids,))
         with torch.no_grad():
             out = model(ids)
@@ -225,16 +343,18 @@ GRIDS = {
 }
 
 
-@pytest.mark.parametrize("grid", list(GRIDS))
-@pytest.mark.parametrize("name", list(FAMILIES))
+SHARDED_CASES = [(name, grid) for name, f in FAMILIES.items() for grid, (_, _, megatron) in GRIDS.items() if f.megatron or not megatron]
+
+
+@pytest.mark.parametrize("name, grid", SHARDED_CASES, ids=[f"{n}-{g}" for n, g in SHARDED_CASES])
 def test_forward_sharded(name, grid):
     world, policy, megatron = GRIDS[grid]
     case = _forward_case(name, None)
     layout: dict[str, Any] = {"policy": policy}
     if megatron:
-        layout |= {"axes": FAMILIES[name].axes, "plan": MEGATRON_PLAN}
+        layout |= _megatron_layout(name, case.model)
     _assert_forward(case, forward_module(case.model, [case.ids], world=world, exported=case.exported, **layout))
-    if megatron:  # tensor parallel for real: each row-parallel product's partial sums all-reduced over `shard`
+    if megatron and FAMILIES[name].row_parallel is not None:  # each row-parallel product's partial sums all-reduced over `shard`
         counts = _collectives(case, world, layout)
         assert counts["shard.all_reduce[1]"] == FAMILIES[name].row_parallel, counts
 
@@ -257,6 +377,8 @@ def test_megatron_axes_split_every_projection():
     from shardc.frontends.torch_train import resolve_param_axes
 
     for name, family in FAMILIES.items():
+        if family.axes is None:
+            continue
         model = _built(name)
         named = list(model.named_parameters())
         infos = resolve_param_axes([n for n, _ in named], [tuple(p.shape) for _, p in named], family.axes, MEGATRON_PLAN)
@@ -334,6 +456,19 @@ def test_op_shardc_cannot_read_is_one_line():
         forward_module(model, [x], world=1, exported=broken)
 
 
+def test_op_the_runtime_lacks_is_one_line():
+    """A module whose forward sorts (`torch.sort`, `torch.topk`: torch-mlir's
+    `tm_tensor.sort`, which shardc does not run) is refused in one line naming the op
+    and where torch-mlir's import has it."""
+
+    class TopK(torch.nn.Module):
+        def forward(self, x):
+            return torch.topk(x, 3).values
+
+    with pytest.raises(TorchTrainError, match=r"^shardc cannot read torch-mlir's import of @forward: <torch-mlir>:\d+:\d+: error: custom op 'tm_tensor.sort' is unknown$"):
+        forward_module(TopK(), [torch.randn(2, 8)], world=1)
+
+
 def test_gelu_tanh_is_exact():
     """`gelu(approximate="tanh")` (Gemma's activation) imports with sqrt(2/pi) itself:
     torch-mlir's own lowering takes pi as 22/7, 5e-5 off at |x| = 4. Float64, forward
@@ -369,12 +504,20 @@ LOSS_RTOL, PARAM_TOL = 1e-5, LR / 500
 
 def _token_loss(out, targets):
     """Cross-entropy of the output's logits against target tokens (a causal LM's next
-    tokens; BART's decoder reads input_ids shifted right)."""
+    tokens; BART's decoder reads input_ids shifted right; a masked LM's every position),
+    or of an image classifier's logits against its labels."""
+    if out.logits.ndim == 2:
+        return F.cross_entropy(out.logits, targets)
     return F.cross_entropy(out.logits.flatten(0, 1), targets.flatten())
 
 
-def _batches(vocab: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [(_ids(vocab, 10 + s), _ids(vocab, 20 + s)) for s in range(STEPS)]
+def _batches(name: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(_inputs(name, 10 + s), _targets(name, 20 + s)) for s in range(STEPS)]
+
+
+def _built_for_training(name: str) -> Any:
+    model = _built(name)  # as built: training mode, use_cache on
+    return model.eval() if FAMILIES[name].trains_in_eval else model
 
 
 _references: dict[str, tuple[list[float], dict[str, np.ndarray]]] = {}
@@ -383,10 +526,10 @@ _references: dict[str, tuple[list[float], dict[str, np.ndarray]]] = {}
 def _reference(name: str) -> tuple[list[float], dict[str, np.ndarray]]:
     """The model trained by torch.optim.AdamW with OPT's settings."""
     if name not in _references:
-        model = _built(name)
+        model = _built_for_training(name)
         opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(OPT.beta1, OPT.beta2), eps=OPT.eps, weight_decay=OPT.weight_decay)
         losses = []
-        for ids, targets in _batches(FAMILIES[name].vocab):
+        for ids, targets in _batches(name):
             opt.zero_grad()
             loss = _token_loss(model(ids), targets)
             loss.backward()
@@ -407,7 +550,7 @@ def test_training_step_with_eager_attention(name):
     from shardc.runtime.launch import run_program
 
     model = _built(name, "eager")
-    ids, targets = _batches(FAMILIES[name].vocab)[0]
+    ids, targets = _batches(name)[0]
     step = export_train_step(model, [ids], [targets], _token_loss)
     state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     loss, *grads = run_program(step.text, [ids.numpy(), targets.numpy(), *(state[n].detach().numpy() for n in step.param_names + step.buffer_names)], ranks=1)
@@ -422,10 +565,10 @@ def test_training_step_with_eager_attention(name):
 @pytest.mark.parametrize("world", [1, 2], ids=["1rank", "dp2"])
 @pytest.mark.parametrize("name", TRAINED)
 def test_training_equals_torch_adamw(name, world):
-    model = _built(name)  # as built: training mode, use_cache on
+    model = _built_for_training(name)
     before = copy.deepcopy(model.state_dict())
     result = train_module(
-        model, _batches(FAMILIES[name].vocab), _token_loss, world=world, policy=ShardingPolicy(tp=1, zero=False),
+        model, _batches(name), _token_loss, world=world, policy=ShardingPolicy(tp=1, zero=False),
         steps=STEPS, lr=LR, opt=OPT,
     )
     want_losses, want = _reference(name)
