@@ -2,7 +2,7 @@
 a transformers ResNet): torch-mlir cannot lower `aten.native_batch_norm` with
 training=False (it casts the statistics to the empty saved mean), so the training
 import decomposes it (`shardc.frontends.torch_decomp`); the step's loss and gradients
-must be PyTorch's, and train-mode BatchNorm is still refused in one line."""
+must be PyTorch's (train-mode BatchNorm: test_torch_batchnorm.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ pytest.importorskip("torch_mlir", reason="needs the [torch] extra: pip install -
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from shardc.frontends.torch_train import TorchTrainError, export_train_step  # noqa: E402
+from shardc.frontends.torch_train import export_train_step  # noqa: E402
 from shardc.runtime.launch import run_program  # noqa: E402
 
 
@@ -42,8 +42,3 @@ def test_eval_batchnorm_step_equals_pytorch():
     assert abs(float(loss) - want.item()) < 1e-12 * abs(want.item())
     for n, g in zip(step.param_names, grads):
         np.testing.assert_allclose(g, state[n].grad.numpy(), rtol=0, atol=1e-12 * float(np.abs(state[n].grad.numpy()).max()), err_msg=n)
-
-
-def test_train_mode_batchnorm_is_still_refused():
-    with pytest.raises(TorchTrainError, match=r"^the forward of Sequential updates buffers 1\.running_mean"):
-        export_train_step(_model(), (torch.randn(2, 3, 8, 8, dtype=torch.float64),), (torch.randn(2, 4, 6, 6, dtype=torch.float64),), F.mse_loss)
