@@ -31,7 +31,6 @@ import types
 import numpy as np
 from xdsl.utils.exceptions import DiagnosticException
 
-from shardc.ir.escape import display  # noqa: F401 - its old home: branches written before the move import it here
 
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
