@@ -137,6 +137,9 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
             time.sleep(0.5)
             p = c.run([which("sinfo"), "-h", "-N", "-o", "%T"], timeout=30)
             state = p.stdout.strip().rstrip("*")
+        reason = _mpi_under_srun_fails(c, which("srun"))
+        if reason:
+            pytest.skip(f"MPICH cannot start 2 ranks under this machine's Slurm (PMI2), with no shardc code involved: {reason}")
         yield c
     finally:
         for p in reversed(procs):
@@ -147,6 +150,23 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def _mpi_under_srun_fails(c: Cluster, srun: str) -> str | None:
+    """Why two ranks of a bare mpi4py allreduce cannot run under `srun --mpi=pmi2` here
+    (seen on one Intel VM, with the base commit too: UCX rejects the address PMI2 carries,
+    "failed to unpack address, invalid bandwidth 0.00", or a message arrives truncated,
+    and the job hangs), else None."""
+    hello = "from mpi4py import MPI; print(MPI.COMM_WORLD.allreduce(1))"
+    try:
+        p = c.run([srun, "-n", "2", "--mpi=pmi2", sys.executable, "-c", hello], timeout=60)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"") + (e.stderr or b"")
+        text = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
+        return "hung for 60 s: " + " ".join(text.split())[-200:]
+    if p.returncode != 0 or p.stdout.split() != ["2", "2"]:
+        return f"exit {p.returncode}: " + " ".join((p.stdout + p.stderr).split())[-200:]
+    return None
 
 
 def _reference(n: int, args: list[str]):
