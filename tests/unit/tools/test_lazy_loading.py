@@ -54,11 +54,11 @@ def test_one_function_propagation_imports_only_the_dialects_it_uses(tmp_path: Pa
     # mlp.mlir holds builtin, func, arith, tensor, linalg and shard ops; xDSL's linalg
     # module imports its math dialect itself.
     assert _dialect_modules(names, "xdsl.dialects") == {"builtin", "func", "arith", "tensor", "linalg", "math"}
-    assert _dialect_modules(names, "shardc.dialects") <= {"shard", "func", "arith", "tensor", "linalg", "overlays", "lazy_format"}
+    assert _dialect_modules(names, "shardc.dialects") <= {"shard", "func", "arith", "tensor", "linalg", "linalg_conv", "overlays", "lazy_format"}
     assert {"affine", "memref", "scf", "cf", "tosa", "mpi", "vector", "tm_tensor"}.isdisjoint(_dialect_modules(names, "shardc.dialects"))
     # interface models load per dialect: none for tosa or tm_tensor here
     models = {n.split(".")[2] for n in names if n.startswith("shardc.interfaces.")}
-    assert models == {"sharding", "linalg", "tensor", "arith"}
+    assert models == {"sharding", "linalg", "conv", "tensor", "arith"}
     # the pass the command named (and what it imports), no other
     assert [n for n in names if n.startswith("shardc.passes.") and n.count(".") == 2 and n.split(".")[2] not in ("sharding_propagation", "gc_pause", "options")] == []
 
@@ -186,8 +186,9 @@ def test_interface_models_load_with_the_first_op_of_their_dialect() -> None:
     done = _fresh(_MODELS_PROBE)
     assert done.returncode == 0, done.stderr
     first, second = done.stdout.splitlines()
-    assert first == "['shardc.interfaces.sharding', 'shardc.interfaces.tensor']"
-    assert second == "ElementwiseShardingInterface ['shardc.interfaces.sharding', 'shardc.interfaces.tensor', 'shardc.interfaces.tosa']"
+    # tensor.pad / insert_slice's model is the conv module's (halos), built on linalg's
+    assert first == "['shardc.interfaces.conv', 'shardc.interfaces.linalg', 'shardc.interfaces.sharding', 'shardc.interfaces.tensor']"
+    assert second == "ElementwiseShardingInterface ['shardc.interfaces.conv', 'shardc.interfaces.linalg', 'shardc.interfaces.sharding', 'shardc.interfaces.tensor', 'shardc.interfaces.tosa']"
 
 
 # -- the command's exit ------------------------------------------------------------------
