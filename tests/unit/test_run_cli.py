@@ -16,11 +16,19 @@ from shardc.tools.run import main
 
 HERE = Path(__file__).resolve().parent
 STUB = HERE / "runtime" / "stub_partition.py"
-sys.path.insert(0, str(STUB.parent))
-import stub_partition  # noqa: E402
-
-stub_partition.register()
 MPIEXEC = shutil.which("mpiexec")
+
+
+@pytest.fixture(autouse=True)
+def stub_partition_pass(monkeypatch):
+    """`test-stub-partition` (runtime/stub_partition.py) in the pass table for this module's
+    tests only. Registered for the whole session it would be a foreign pass in the
+    in-process shardc-opt cache identity (`opt_cache._foreign_part`) of every later test,
+    which a fresh shardc-opt process does not share (test_opt_cache's subprocess test)."""
+    from shardc import passes
+
+    monkeypatch.syspath_prepend(str(STUB.parent))
+    monkeypatch.setitem(passes.PASSES, "test-stub-partition", "stub_partition:StubPartitionPass")
 
 
 def sharded_prog(grid: str, sharding: str, shape=(10, 6)) -> str:
