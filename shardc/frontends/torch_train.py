@@ -75,11 +75,6 @@ from typing import Any
 import numpy as np
 
 from shardc.frontends.torch import require_torch, traced_as_export
-from shardc.frontends.torch_rewrite import scatters_by_position
-from shardc.passes.expand_before_pad import expand_shapes_before_pads
-from shardc.passes.scatter_windows import scatters_in_windows
-from shardc.passes.split_shared_inits import split_shared_inits
-from shardc.passes.uncollapse_batch_matmuls import uncollapse_batch_matmuls
 from shardc.training.axis import (
     ParamLayouts,
     PartitionSpec,
@@ -716,18 +711,16 @@ def _parse(exported: ExportedStep) -> Any:
 
     from shardc.context import make_context
     from shardc.ir.locations import LocatingParser
+    from shardc.passes import all_pipelines
 
+    ctx = make_context()
     try:
-        module = LocatingParser(make_context(), exported.text, "<torch-mlir>").parse_module()
+        module = LocatingParser(ctx, exported.text, "<torch-mlir>").parse_module()
     except ParseError as e:
         where = str(e).splitlines()[0] if str(e) else "<torch-mlir>"
         message = e.args[1] if len(e.args) > 1 else str(e)
         raise TorchTrainError(f"shardc cannot read torch-mlir's import of @{exported.func_name}: {where}: error: {message}") from None
-    uncollapse_batch_matmuls(module)
-    scatters_by_position(module)
-    scatters_in_windows(module)
-    expand_shapes_before_pads(module)
-    split_shared_inits(module)
+    all_pipelines()["torch-cleanup-pipeline"]()().apply(ctx, module)
     return module
 
 

@@ -386,7 +386,7 @@ def _loop_sizes(impl_maps: Sequence[AffineMap], values: Sequence[SSAValue], coun
 # =========================================================================================
 
 
-def _index_loop(value: SSAValue, op: Operation, extent: int) -> int | None:
+def index_loop(value: SSAValue, op: Operation, extent: int) -> int | None:
     """The loop d when `value` is `linalg.index d` of `op`'s own body, possibly through
     `arith.index_cast`s whose integer types hold every index below `extent`, and through
     `arith.remsi`/`remui` by a constant of at least `extent` (torch-mlir's wrap of a
@@ -430,7 +430,7 @@ def _window_loop(value: SSAValue, op: Operation, extent: int, sizes: Sequence[in
             if not isinstance(stride, arith.ConstantOp) or not isinstance(stride.value, IntegerAttr):
                 continue
             s = stride.value.value.data
-            d = _index_loop(x, op, extent)
+            d = index_loop(x, op, extent)
             if (
                 d is None
                 or d == r
@@ -495,7 +495,7 @@ def captured_loop_dims(op: Operation) -> dict[SSAValue, tuple[int | None, ...]]:
     """For each ranked tensor `op`'s body reads from outside, only by `tensor.extract`,
     the loop each of its dimensions follows (None: read whole). A dimension follows loop
     d when every extract indexes it with `linalg.index d` (or a form equal to it on the
-    loop's range, `_index_loop`) and its static extent is loop d's; a loop is followed by
+    loop's range, `index_loop`) and its static extent is loop d's; a loop is followed by
     one dimension at most. Tensors not listed are read whole."""
     if not _is_structured(op) or _body(op) is None:
         return {}
@@ -526,7 +526,7 @@ def captured_loop_dims(op: Operation) -> dict[SSAValue, tuple[int | None, ...]]:
             for index, extent in zip(inner.indices, shape):
                 loop, ok = None, False
                 if extent != DYNAMIC:
-                    loop = _index_loop(index, op, extent)
+                    loop = index_loop(index, op, extent)
                     ok = loop is not None and loop < loops and sizes[loop] == extent
                     if loop is None:
                         loop = _window_loop(index, op, extent, sizes)

@@ -29,6 +29,7 @@ PASSES: dict[str, str] = {
     "sharding-propagation": "shardc.passes.sharding_propagation:ShardingPropagationPass",
     "shard-partition": "shardc.passes.partition:ShardPartitionPass",
     "shard-simplify": "shardc.passes.simplify:ShardSimplifyPass",
+    "scatter-by-position": "shardc.passes.scatter_by_position:ScatterByPositionPass",
     "scatter-windows": "shardc.passes.scatter_windows:ScatterWindowsPass",
     "expand-shapes-before-pads": "shardc.passes.expand_before_pad:ExpandShapesBeforePadsPass",
     "convert-shard-to-mpi": "shardc.lowering.shard_to_mpi:ConvertShardToMPIPass",
@@ -47,6 +48,7 @@ PASSES: dict[str, str] = {
 # Named pipelines, used like passes (as flags and in textual pipelines).
 PIPELINES: dict[str, str] = {
     "shard-to-mpi-pipeline": "shardc.passes.pipelines:ShardToMPIPipelinePass",
+    "torch-cleanup-pipeline": "shardc.passes.pipelines:TorchCleanupPipelinePass",
 }
 
 

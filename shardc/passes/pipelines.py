@@ -17,6 +17,11 @@ entry functions' argument and result attributes record it first:
 
 `boundary_shardings` reads them back (shardc-run scatters global inputs and gathers
 global results with them).
+
+`torch-cleanup-pipeline` is what the torch training import runs on torch-mlir's output
+before anything is sharded: the rewrites that keep splits through the forms torch-mlir
+emits (collapsed batch matmuls, scatters whose positions are known, reshapes across
+pads, inits shared by unrelated ops). Each helps any program that has those forms.
 """
 
 from __future__ import annotations
@@ -251,3 +256,24 @@ class ShardToMPIPipelinePass(ModulePass):
                 boundaries = record_boundaries(op)
             stage.apply(ctx, op)
         attach_boundaries(op, boundaries)
+
+
+@dataclass(frozen=True)
+class TorchCleanupPipelinePass(ModulePass):
+    """torch-mlir's linalg-on-tensors into a form that shards: uncollapse-batch-matmuls,
+    scatter-by-position, scatter-windows, expand-shapes-before-pads, split-shared-inits."""
+
+    name = "torch-cleanup-pipeline"
+
+    def stages(self) -> list[ModulePass]:
+        return [
+            _stage("uncollapse-batch-matmuls"),
+            _stage("scatter-by-position"),
+            _stage("scatter-windows"),
+            _stage("expand-shapes-before-pads"),
+            _stage("split-shared-inits"),
+        ]
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for stage in self.stages():
+            stage.apply(ctx, op)

@@ -23,6 +23,7 @@ PASS_HELP = """\
   --inline                         Inline calls to single-block functions of the module.
       default-pipeline=<str> (default: canonicalize)
       max-iterations=<int> (default: 4)
+  --scatter-by-position            Scatters whose first index column is each update's own position as elementwise generics.
   --scatter-windows                Scatters into non-overlapping pooling windows as elementwise generics.
   --shard-partition                Partition every annotated func.func of the module into SPMD form.
   --shard-simplify                 Applies the Shard simplification patterns (all-reduce endomorphisms, all_slice of
@@ -39,6 +40,7 @@ PASS_HELP = """\
   --test-grid-resharding-partition Emit the resharding of every annotated pair, as mlir-opt's test pass does.
   --test-grid-simplifications      All-reduce endomorphisms and grid_shape folding (upstream's older
   --test-single-fold               Folds every op exactly once, last op first, then erases unused constants: each
+  --torch-cleanup-pipeline         torch-mlir's linalg-on-tensors into a form that shards: uncollapse-batch-matmuls,
   --uncollapse-batch-matmuls       Rewrite batch matmuls over collapsed batch dimensions as one contraction over them.
 """
 
