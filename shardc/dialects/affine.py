@@ -66,7 +66,7 @@ from xdsl.traits import (
 )
 
 from shardc.dialects.overlays import extend_dialect
-from shardc.dialects.overlays import op_error as _error
+from shardc.dialects.overlays import op_error
 
 # Affine expressions built as MLIR builds them live in shardc.ir.affine_parser (which
 # imports no dialect, so the parser can use it); re-exported for this dialect's users.
@@ -87,7 +87,7 @@ def _index(value: int) -> IntegerAttr:
 
 def _verify_static_basis(op: Operation, static: Sequence[int]) -> None:
     if any(b != DYNAMIC_INDEX and b <= 0 for b in static):
-        raise _error(op, "no basis element may be statically non-positive")
+        raise op_error(op, "no basis element may be statically non-positive")
 
 
 class _BasisOp(IRDLOperation):
@@ -109,7 +109,7 @@ class _BasisOp(IRDLOperation):
     def verify_(self) -> None:
         static = self.static_basis.get_values()
         if static.count(DYNAMIC_INDEX) != len(self.dynamic_basis):
-            raise _error(
+            raise op_error(
                 self,
                 "mismatch between dynamic and static basis (kDynamic marker but no "
                 "corresponding dynamic basis entry) -- this can only happen due to an "
@@ -161,7 +161,7 @@ class DelinearizeIndexOp(_BasisOp, HasFolderInterface):
     def verify_(self) -> None:
         n_basis = len(self.static_basis.get_values())
         if len(self.multi_index) not in (n_basis, n_basis + 1):
-            raise _error(
+            raise op_error(
                 self,
                 "should return an index for each basis element and up to one extra index",
             )
@@ -258,7 +258,7 @@ class LinearizeIndexOp(_BasisOp, HasFolderInterface):
     def verify_(self) -> None:
         n_basis = len(self.static_basis.get_values())
         if len(self.multi_index) not in (n_basis, n_basis + 1):
-            raise _error(
+            raise op_error(
                 self,
                 "should be passed a basis element for each index except possibly the first",
             )
@@ -334,11 +334,11 @@ class _MinMaxOp(IRDLOperation):
     def verify_(self) -> None:
         m = self.map.data
         if len(self.arguments) != m.num_dims + m.num_symbols:
-            raise _error(
+            raise op_error(
                 self, "operand count and affine map dimension and symbol count must match"
             )
         if not m.results:
-            raise _error(self, "affine map expect at least one result")
+            raise op_error(self, "affine map expect at least one result")
 
     def print(self, printer: Printer) -> None:
         m = self.map.data
@@ -435,9 +435,9 @@ def _print_access(printer: Printer, memref: SSAValue, m: AffineMap, indices: Seq
 def _verify_access(op: Operation, memref: SSAValue, m: AffineMap, indices: Sequence[SSAValue]) -> None:
     assert isinstance(memref.type, MemRefType)
     if len(m.results) != memref.type.get_num_dims():
-        raise _error(op, "affine map num results must equal memref rank")
+        raise op_error(op, "affine map num results must equal memref rank")
     if m.num_dims + m.num_symbols != len(indices):
-        raise _error(op, "expects as many subscripts as affine map inputs")
+        raise op_error(op, "expects as many subscripts as affine map inputs")
 
 
 @irdl_op_definition
@@ -551,22 +551,22 @@ class IfOp(xaffine.IfOp):
     def verify_(self) -> None:
         s = self.condition.data
         if len(self.args) != s.num_dims + s.num_symbols:
-            raise _error(
+            raise op_error(
                 self,
                 "operand count and condition integer set dimension and symbol count must match",
             )
         if len(self.else_region.blocks) > 1:
-            raise _error(self, "expects region #1 to have 0 or 1 blocks")
+            raise op_error(self, "expects region #1 to have 0 or 1 blocks")
         for region in (self.then_region, self.else_region):
             block = region.blocks.first
             if block is None:
                 if self.res:
-                    raise _error(self, "must have an else block if defining values")
+                    raise op_error(self, "must have an else block if defining values")
                 continue
             last = block.last_op
             if isinstance(last, xaffine.YieldOp):
                 if len(last.arguments) != len(self.res):
-                    raise _error(
+                    raise op_error(
                         self,
                         "parent of yield must have same number of results as the yield operands",
                     )

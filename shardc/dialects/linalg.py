@@ -58,7 +58,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.linalg_conv import WINDOW_OPS
 from shardc.dialects.overlays import extend_dialect
-from shardc.dialects.overlays import op_error as _error
+from shardc.dialects.overlays import op_error
 from shardc.ir.op_init import create_op
 from shardc.ir.segments import ins_outs
 from shardc.ir.linalg_build import body_arg_types, fast_named_build, generic_op, iterator_types_attr, yield_first
@@ -427,14 +427,14 @@ class MapOp(IRDLOperation):
         assert isinstance(init_type, TensorType | MemRefType)
         block = self.mapper.block
         if len(block.args) != len(self.inputs) + 1:
-            raise _error(
+            raise op_error(
                 self,
                 f"expects number of operands to match the arity of mapper, but got: "
                 f"{len(self.inputs) + 1} and {len(block.args)}",
             )
         for i, (value, arg) in enumerate(zip([*self.inputs, self.init], block.args)):
             if _element_type(value) != arg.type:
-                raise _error(
+                raise op_error(
                     self,
                     f"expected element type of input {_element_type(value)} to match "
                     f"bbArg type {arg.type}",
@@ -442,13 +442,13 @@ class MapOp(IRDLOperation):
             ty = value.type
             assert isinstance(ty, TensorType | MemRefType)
             if ty.get_shape() != init_type.get_shape():
-                raise _error(
+                raise op_error(
                     self,
                     f"expected shape of input ({', '.join(map(str, ty.get_shape()))}) to match "
                     f"shape of output ({', '.join(map(str, init_type.get_shape()))})",
                 )
         if isinstance(init_type, TensorType) and len(self.result) != 1:
-            raise _error(self, "expected one result for a tensor init")
+            raise op_error(self, "expected one result for a tensor init")
 
     @classmethod
     def parse(cls, parser: Parser) -> MapOp:
@@ -545,7 +545,7 @@ class ReduceOp(xlinalg_ops.ReduceOp):
                     raise VerifyException(f"Non-reduced input dimension {d} must equal output dimension {j}")
         args = self.region.block.args
         if len(args) != 2 * len(self.inputs):
-            raise _error(
+            raise op_error(
                 self,
                 f"mismatching number of operands and block arguments: expected {2 * len(self.inputs)}, "
                 f"got {len(args)}",

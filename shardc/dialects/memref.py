@@ -62,7 +62,7 @@ from xdsl.traits import (
 
 from shardc.dialects.lazy_format import lazy_format_op_definition
 from shardc.dialects.overlays import extend_dialect
-from shardc.dialects.overlays import op_error as _error
+from shardc.dialects.overlays import op_error
 
 AnyMemRef = BaseAttr(MemRefType) | BaseAttr(UnrankedMemRefType)
 
@@ -118,11 +118,11 @@ class CopyOp(xmemref.CopyOp):
         assert isinstance(types[0], MemRefType | UnrankedMemRefType)
         assert isinstance(types[1], MemRefType | UnrankedMemRefType)
         if types[0].element_type != types[1].element_type:
-            raise _error(self, "requires the same element type for all operands")
+            raise op_error(self, "requires the same element type for all operands")
         if isinstance(types[0], MemRefType) and isinstance(types[1], MemRefType):
             a, b = types[0].get_shape(), types[1].get_shape()
             if len(a) != len(b) or not all(_compatible(x, y) for x, y in zip(a, b)):
-                raise _error(self, "requires the same shape for all operands")
+                raise op_error(self, "requires the same shape for all operands")
 
 
 @lazy_format_op_definition
@@ -141,7 +141,7 @@ class CastOp(xmemref.CastOp):
 
     def verify_(self) -> None:
         if not cast_compatible(self.source.type, self.dest.type):
-            raise _error(
+            raise op_error(
                 self,
                 f"operand type '{self.source.type}' and result type '{self.dest.type}' "
                 "are cast incompatible",
@@ -245,7 +245,7 @@ class GlobalOp(xmemref.GlobalOp):
         if isinstance(init, DenseIntOrFPElementsAttr):
             expected = TensorType(ty.element_type, ty.get_shape())
             if init.type != expected:
-                raise _error(
+                raise op_error(
                     self,
                     f"initial value expected to be of type {expected}, but was of type "
                     f"{init.type}",
@@ -253,7 +253,7 @@ class GlobalOp(xmemref.GlobalOp):
         if self.alignment is not None:
             value = self.alignment.value.data
             if value <= 0 or value & (value - 1):
-                raise _error(
+                raise op_error(
                     self,
                     "attribute 'alignment' failed to satisfy constraint: 64-bit signless "
                     "integer attribute whose value is positive and whose value is a power "
@@ -330,9 +330,9 @@ class GetGlobalOp(xmemref.GetGlobalOp):
         found = SymbolTable.lookup_symbol(self, self.name_)
         name = self.name_.root_reference.data
         if not isinstance(found, xmemref.GlobalOp):
-            raise _error(self, f"'{name}' does not reference a valid global memref")
+            raise op_error(self, f"'{name}' does not reference a valid global memref")
         if found.type != self.memref.type:
-            raise _error(
+            raise op_error(
                 self,
                 f"result type '{self.memref.type}' does not match type '{found.type}' of the "
                 f"global memref @{name}",

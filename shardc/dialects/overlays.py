@@ -43,70 +43,33 @@ def extend_dialect(
     )
 
 
-def _tosa() -> Dialect:
-    from shardc.dialects.tosa import TOSA
-
-    return TOSA
-
-
-def _affine() -> Dialect:
-    from shardc.dialects.affine import Affine
-
-    return Affine
-
-
-def _memref() -> Dialect:
-    from shardc.dialects.memref import MemRef
-
-    return MemRef
+# dialect name -> "module:Dialect object": the table names the overlay modules instead of
+# importing them, since every overlay module imports this one (`op_error`,
+# `extend_dialect`); each is imported only when its dialect is loaded.
+OVERLAYS: dict[str, str] = {
+    "tosa": "shardc.dialects.tosa:TOSA",
+    "affine": "shardc.dialects.affine:Affine",
+    "memref": "shardc.dialects.memref:MemRef",
+    "dlti": "shardc.dialects.dlti:DLTI",
+    "func": "shardc.dialects.func:Func",
+    "tensor": "shardc.dialects.tensor:Tensor",
+    "scf": "shardc.dialects.scf:SCF",
+    "linalg": "shardc.dialects.linalg:Linalg",
+    "arith": "shardc.dialects.arith:Arith",
+}
 
 
-def _dlti() -> Dialect:
-    from shardc.dialects.dlti import DLTI
+def _loader(spec: str) -> Callable[[], Dialect]:
+    module, _, name = spec.partition(":")
 
-    return DLTI
+    def load() -> Dialect:
+        import importlib
 
+        return getattr(importlib.import_module(module), name)
 
-def _linalg() -> Dialect:
-    from shardc.dialects.linalg import Linalg
-
-    return Linalg
-
-
-def _func() -> Dialect:
-    from shardc.dialects.func import Func
-
-    return Func
-
-
-def _tensor() -> Dialect:
-    from shardc.dialects.tensor import Tensor
-
-    return Tensor
-
-
-def _scf() -> Dialect:
-    from shardc.dialects.scf import SCF
-
-    return SCF
-
-
-def _arith() -> Dialect:
-    from shardc.dialects.arith import Arith
-
-    return Arith
+    return load
 
 
 def overlay_dialects() -> dict[str, Callable[[], Dialect]]:
     """Overlay factories by dialect name; each imports its module only when loaded."""
-    return {
-        "tosa": _tosa,
-        "affine": _affine,
-        "memref": _memref,
-        "dlti": _dlti,
-        "func": _func,
-        "tensor": _tensor,
-        "scf": _scf,
-        "linalg": _linalg,
-        "arith": _arith,
-    }
+    return {name: _loader(spec) for name, spec in OVERLAYS.items()}

@@ -47,7 +47,7 @@ from xdsl.traits import (
 )
 
 from shardc.dialects.overlays import extend_dialect
-from shardc.dialects.overlays import op_error as _error
+from shardc.dialects.overlays import op_error
 
 
 def _print_arrow_types(printer: Printer, types: Sequence[Attribute]) -> None:
@@ -140,9 +140,9 @@ class ForallOp(IRDLOperation):
         n = self.rank
         block = self.region.block
         if len(block.args) != n + len(self.outputs):
-            raise _error(self, "region expects {} arguments".format(n + len(self.outputs)))
+            raise op_error(self, "region expects {} arguments".format(n + len(self.outputs)))
         if len(self.staticLowerBound.get_values()) != n or len(self.staticStep.get_values()) != n:
-            raise _error(
+            raise op_error(
                 self,
                 f"expects the same number of induction variables: {n} as bound and step values",
             )
@@ -152,19 +152,19 @@ class ForallOp(IRDLOperation):
             ("step", self.staticStep, self.dynamicStep),
         ):
             if static.get_values().count(DYNAMIC_INDEX) != len(dynamic):
-                raise _error(self, f"expected as many dynamic {name} values as kDynamic entries")
+                raise op_error(self, f"expected as many dynamic {name} values as kDynamic entries")
         if len(self.res) != len(self.outputs):
-            raise _error(self, "must have as many results as outputs")
+            raise op_error(self, "must have as many results as outputs")
         for i, (out, res, arg) in enumerate(zip(self.outputs, self.res, block.args[n:])):
             if arg.type != out.type:
-                raise _error(self, f"type mismatch between {i}th output and corresponding block argument")
+                raise op_error(self, f"type mismatch between {i}th output and corresponding block argument")
             if res.type != out.type:
-                raise _error(self, f"type mismatch between {i}th result and corresponding output")
+                raise op_error(self, f"type mismatch between {i}th result and corresponding output")
         for i, arg in enumerate(block.args[:n]):
             if not isinstance(arg.type, IndexType):
-                raise _error(self, f"expects index type for induction variable {i}")
+                raise op_error(self, f"expects index type for induction variable {i}")
         if self.mapping is not None and len(self.mapping.data) != n:
-            raise _error(self, "mapping attribute size must match op rank")
+            raise op_error(self, "mapping attribute size must match op rank")
 
     @classmethod
     def parse(cls, parser: Parser) -> ForallOp:

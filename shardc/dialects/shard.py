@@ -1138,28 +1138,31 @@ def _shard_op(cls: type[IRDLOperationInvT]) -> type[IRDLOperationInvT]:
 # =========================================================================================
 
 
+def _patterns(*names: str) -> tuple[Any, ...]:
+    """The named patterns of `shardc.dialects.shard_canonicalization`, imported by name on
+    first use: that module builds its patterns on this one's ops."""
+    import importlib
+
+    module = importlib.import_module("shardc.dialects.shard_canonicalization")
+    return tuple(getattr(module, name)() for name in names)
+
+
 class _EmptyGridAxesCanonicalization(HasCanonicalizationPatternsTrait):
     @classmethod
     def get_canonicalization_patterns(cls):
-        from shardc.dialects.shard_canonicalization import RemoveEmptyGridAxesCollective
-
-        return (RemoveEmptyGridAxesCollective(),)
+        return _patterns("RemoveEmptyGridAxesCollective")
 
 
 class _ShardingCanonicalization(HasCanonicalizationPatternsTrait):
     @classmethod
     def get_canonicalization_patterns(cls):
-        from shardc.dialects.shard_canonicalization import NormalizeSharding
-
-        return (NormalizeSharding(),)
+        return _patterns("NormalizeSharding")
 
 
 class _ShardCanonicalization(HasCanonicalizationPatternsTrait):
     @classmethod
     def get_canonicalization_patterns(cls):
-        from shardc.dialects.shard_canonicalization import FoldDuplicateShard
-
-        return (FoldDuplicateShard(),)
+        return _patterns("FoldDuplicateShard")
 
 
 # =========================================================================================

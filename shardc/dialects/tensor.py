@@ -42,7 +42,7 @@ from xdsl.traits import (
 
 from shardc.dialects.lazy_format import lazy_format_op_definition
 from shardc.dialects.overlays import extend_dialect
-from shardc.dialects.overlays import op_error as _error
+from shardc.dialects.overlays import op_error
 
 
 @lazy_format_op_definition
@@ -91,16 +91,16 @@ class GenerateOp(IRDLOperation):
         ty = self.result.type
         assert isinstance(ty, TensorType)
         if len(self.dynamic_extents) != list(ty.get_shape()).count(DYNAMIC_INDEX):
-            raise _error(self, "must have as many index operands as dynamic extents in the result type")
+            raise op_error(self, "must have as many index operands as dynamic extents in the result type")
         block = self.body.block
         if len(block.args) != ty.get_num_dims() or not all(
             isinstance(a.type, IndexType) for a in block.args
         ):
-            raise _error(self, "must have one body argument per input dimension")
+            raise op_error(self, "must have one body argument per input dimension")
         last = block.last_op
         if isinstance(last, xtensor.YieldOp):
             if len(last.operands) != 1 or last.operands[0].type != ty.element_type:
-                raise _error(
+                raise op_error(
                     self,
                     "body must be terminated with a `yield` operation of the tensor element type",
                 )
@@ -156,7 +156,7 @@ class ParallelInsertSliceOp(IRDLOperation):
     def verify_(self) -> None:
         parent = self.parent_op()
         if parent is None or parent.name != "scf.forall.in_parallel":
-            raise _error(
+            raise op_error(
                 self,
                 "expected ParallelCombiningOpInterface parent, got:"
                 + (f"'{parent.name}'" if parent is not None else "nullptr"),
@@ -170,12 +170,12 @@ class ParallelInsertSliceOp(IRDLOperation):
         ):
             values = static.get_values()
             if len(values) != dest.get_num_dims():
-                raise _error(
+                raise op_error(
                     self,
                     f"expected {dest.get_num_dims()} {name} values",
                 )
             if values.count(DYNAMIC_INDEX) != len(dynamic):
-                raise _error(
+                raise op_error(
                     self,
                     f"expected {values.count(DYNAMIC_INDEX)} dynamic {name} values",
                 )
@@ -197,7 +197,7 @@ class ExpandShapeOp(xtensor.ExpandShapeOp):
         assert isinstance(src, TensorType) and isinstance(res, TensorType)
         if src.get_shape() == () and not self.reassociation.data:
             if len(self.static_output_shape) != len(res.get_shape()):
-                raise _error(
+                raise op_error(
                     self,
                     "expected number of static shape dims to be equal to the output rank "
                     f"({len(res.get_shape())}) but found {len(self.static_output_shape)} inputs instead",

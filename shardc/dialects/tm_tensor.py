@@ -69,7 +69,7 @@ from xdsl.printer import Printer
 from xdsl.traits import IsTerminator, Pure, RecursiveMemoryEffect
 
 from shardc.dialects.lazy_format import lazy_format_op_definition
-from shardc.dialects.overlays import op_error as _error
+from shardc.dialects.overlays import op_error
 
 _Shaped = base(MemRefType) | base(TensorType)
 
@@ -187,53 +187,53 @@ class ScatterOp(IRDLOperation):
 
     def verify_(self) -> None:
         if len(self.inputs) != 2:
-            raise _error(self, "expected two input operands")
+            raise op_error(self, "expected two input operands")
         if len(self.outputs) != 1:
-            raise _error(self, "expected one output operand")
+            raise op_error(self, "expected one output operand")
         upd_t, ind_t, orig_t = self.updates.type, self.indices.type, self.original.type
         assert isinstance(upd_t, ShapedType) and isinstance(ind_t, ShapedType) and isinstance(orig_t, ShapedType)
         ind_shape, upd_shape, orig_shape = ind_t.get_shape(), upd_t.get_shape(), orig_t.get_shape()
         if len(ind_shape) != 2 or not isinstance(ind_t.get_element_type(), IntegerType):
-            raise _error(self, "expected indices to be of rank 2 of integer element type")
+            raise op_error(self, "expected indices to be of rank 2 of integer element type")
         depth = ind_shape[1]
         if depth < 0:
-            raise _error(self, "expected index depth is static")
+            raise op_error(self, "expected index depth is static")
         dims = self.dims
         if len(dims) != depth:
-            raise _error(self, "invalid number of dimension map entries ")
+            raise op_error(self, "invalid number of dimension map entries ")
         if len(set(dims)) != len(dims) or any(not 0 <= d < len(orig_shape) for d in dims):
-            raise _error(self, "dimension map is invalid")
+            raise op_error(self, "dimension map is invalid")
         if len(upd_shape) < 1:
-            raise _error(self, "expected update value to be at least rank 1")
+            raise op_error(self, "expected update value to be at least rank 1")
         if upd_shape[0] >= 0 and ind_shape[0] >= 0 and upd_shape[0] != ind_shape[0]:
-            raise _error(self, "mismatch in shape of indices and update value at dim#0")
+            raise op_error(self, "mismatch in shape of indices and update value at dim#0")
         slice_rank = len(upd_shape) - 1
         if slice_rank > len(orig_shape):
-            raise _error(self, "update value rank exceeds the rank of the original value")
+            raise op_error(self, "update value rank exceeds the rank of the original value")
         if len(orig_shape) > depth + slice_rank:
-            raise _error(self, "index depth and update value does not cover rank of original value")
+            raise op_error(self, "index depth and update value does not cover rank of original value")
         offset = len(orig_shape) - slice_rank
         for k in range(slice_rank):
             u, o = upd_shape[1 + k], orig_shape[offset + k]
             if u >= 0 and o >= 0 and u > o:
-                raise _error(self, f"shape of update value dim#{1 + k} exceeds original value at dim#{offset + k}")
+                raise op_error(self, f"shape of update value dim#{1 + k} exceeds original value at dim#{offset + k}")
         block = self.region.block
         if len(block.args) != 2:
-            raise _error(self, "expected region to have two arguments")
+            raise op_error(self, "expected region to have two arguments")
         a0, a1 = (a.type for a in block.args)
         if not isinstance(a0, IntegerType | AnyFloat) or not isinstance(a1, IntegerType | AnyFloat):
-            raise _error(self, "expected region to have scalar argument of integer or float types")
+            raise op_error(self, "expected region to have scalar argument of integer or float types")
         if a0 != upd_t.get_element_type():
-            raise _error(self, f"mismatch in argument 0 of region {a0} and element type of update value {upd_t.get_element_type()}")
+            raise op_error(self, f"mismatch in argument 0 of region {a0} and element type of update value {upd_t.get_element_type()}")
         if a1 != orig_t.get_element_type():
-            raise _error(self, f"mismatch in argument 1 of region {a1} and element type of original value {orig_t.get_element_type()}")
+            raise op_error(self, f"mismatch in argument 1 of region {a1} and element type of original value {orig_t.get_element_type()}")
         term = block.last_op
         if not isinstance(term, YieldOp) or len(term.operands) != 1:
-            raise _error(self, "expected region to yield a single value")
+            raise op_error(self, "expected region to yield a single value")
         if term.operands[0].type != a0:
-            raise _error(self, f"mismatch in type of yielded value {term.operands[0].type} and argument of the region {a0}")
+            raise op_error(self, f"mismatch in type of yielded value {term.operands[0].type} and argument of the region {a0}")
         if isinstance(orig_t, TensorType) and (len(self.results_) != 1 or self.results_[0].type != orig_t):
-            raise _error(self, "expected one result of the original value's type")
+            raise op_error(self, "expected one result of the original value's type")
 
     # -- syntax -----------------------------------------------------------------------
     @classmethod
@@ -355,41 +355,41 @@ class ScanOp(IRDLOperation):
         # torch-mlir's checks and messages, plus what it leaves unchecked and the runtime
         # needs: the dimension in range, the region's two scalars and single yield
         if len(self.inputs) != 1:
-            raise _error(self, "expected one input operands")
+            raise op_error(self, "expected one input operands")
         if len(self.outputs) != 2:
-            raise _error(self, "expected two output operands")
+            raise op_error(self, "expected two output operands")
         in_t, out_t, acc_t = self.input.type, self.output.type, self.accumulator.type
         assert isinstance(in_t, ShapedType) and isinstance(out_t, ShapedType) and isinstance(acc_t, ShapedType)
         elem = in_t.get_element_type()
         in_shape, out_shape, acc_shape = in_t.get_shape(), out_t.get_shape(), acc_t.get_shape()
         if acc_t.get_element_type() != elem:
-            raise _error(self, "expected input/accumulator element types to be identical")
+            raise op_error(self, "expected input/accumulator element types to be identical")
         if len(acc_shape) != len(in_shape) - 1:
-            raise _error(self, "expected accumulator rank to be equal to input rank - 1")
+            raise op_error(self, "expected accumulator rank to be equal to input rank - 1")
         dim = self.dim
         if not 0 <= dim < len(in_shape):
-            raise _error(self, f"dimension {dim} is out of range for an input of rank {len(in_shape)}")
+            raise op_error(self, f"dimension {dim} is out of range for an input of rank {len(in_shape)}")
 
         def clash(a: Sequence[int], b: Sequence[int]) -> bool:
             return any(x >= 0 and y >= 0 and x != y for x, y in zip(a, b))
 
         if clash([n for d, n in enumerate(in_shape) if d != dim], acc_shape):
-            raise _error(self, "incompatible input/accumulator shapes")
+            raise op_error(self, "incompatible input/accumulator shapes")
         if out_t.get_element_type() != elem:
-            raise _error(self, "expected input/output element types to be identical")
+            raise op_error(self, "expected input/output element types to be identical")
         if len(in_shape) != len(out_shape):
-            raise _error(self, "expected input/output to have identical ranks")
+            raise op_error(self, "expected input/output to have identical ranks")
         if clash(in_shape, out_shape):
-            raise _error(self, "incompatible input/output shapes")
+            raise op_error(self, "incompatible input/output shapes")
         block = self.region.block
         if len(block.args) != 2 or any(a.type != elem for a in block.args):
-            raise _error(self, f"expected region to have two arguments of the element type {elem}")
+            raise op_error(self, f"expected region to have two arguments of the element type {elem}")
         term = block.last_op
         if not isinstance(term, YieldOp) or len(term.operands) != 1 or term.operands[0].type != elem:
-            raise _error(self, f"expected region to yield a single value of the element type {elem}")
+            raise op_error(self, f"expected region to yield a single value of the element type {elem}")
         tensors = [t for t in (out_t, acc_t) if isinstance(t, TensorType)]
         if [r.type for r in self.results_] != tensors:
-            raise _error(self, "expected a result of each tensor output's type")
+            raise op_error(self, "expected a result of each tensor output's type")
 
     # -- syntax -----------------------------------------------------------------------
     @classmethod

@@ -55,7 +55,7 @@ from xdsl.traits import Commutative, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from shardc.dialects.overlays import extend_dialect
-from shardc.dialects.overlays import op_error as _error
+from shardc.dialects.overlays import op_error
 
 NanMode = xtosa.NanMode
 NanModeAttr = xtosa.NanModeAttr
@@ -163,7 +163,7 @@ def verify_broadcastable(op: Operation) -> None:
     ranked = [s for v in op.operands if (s := _shape(v.type)) is not None]
     inferred = broadcast_shapes(ranked)
     if inferred is None:
-        raise _error(op, "operands don't have broadcast-compatible shapes")
+        raise op_error(op, "operands don't have broadcast-compatible shapes")
     for result in op.results:
         shape = _shape(result.type)
         if shape is None:
@@ -171,7 +171,7 @@ def verify_broadcastable(op: Operation) -> None:
         if len(shape) != len(inferred) or not all(
             _dims_compatible(x, y) for x, y in zip(inferred, shape)
         ):
-            raise _error(
+            raise op_error(
                 op,
                 f"result type '{shape_str(shape)}' not broadcast compatible with "
                 f"broadcasted operands's shapes '{shape_str(inferred)}'",
@@ -182,24 +182,24 @@ def verify_same_operand_ranks(op: Operation, values: Sequence[SSAValue]) -> None
     """TOSA's elementwise rule: every ranked operand has the same rank."""
     ranks = {len(s) for v in values if (s := _shape(v.type)) is not None}
     if len(ranks) > 1:
-        raise _error(op, "operands don't have matching ranks")
+        raise op_error(op, "operands don't have matching ranks")
 
 
 def verify_same_element_type(op: Operation, values: Sequence[SSAValue], what: str) -> None:
     if len({_element_type(v.type) for v in values}) > 1:
-        raise _error(op, f"requires the same element type for all {what}")
+        raise op_error(op, f"requires the same element type for all {what}")
 
 
 def verify_same_shape(op: Operation, values: Sequence[SSAValue]) -> None:
     shapes = [_shape(v.type) for v in values]
     if any(not shapes_compatible(shapes[0], s) for s in shapes[1:]):
-        raise _error(op, "requires the same shape for all operands and results")
+        raise op_error(op, "requires the same shape for all operands and results")
 
 
 def verify_input_output_type(op: Operation, input: SSAValue, output: SSAValue) -> None:
     in_type, out_type = _element_type(input.type), _element_type(output.type)
     if in_type != out_type:
-        raise _error(
+        raise op_error(
             op,
             "expect input and output to have same element type, "
             f"got '{in_type}' and '{out_type}'",
@@ -222,7 +222,7 @@ def verify_i1(op: Operation, value: SSAValue) -> None:
         if value in op.results
         else ("operand", list(op.operands).index(value))
     )
-    raise _error(op, f"{kind} #{index} must be {_I1_TENSOR}, but got '{value.type}'")
+    raise op_error(op, f"{kind} #{index} must be {_I1_TENSOR}, but got '{value.type}'")
 
 
 # --------------------------------------------------------------------------------------
@@ -467,7 +467,7 @@ def verify_zero_point(op: Operation, value: SSAValue, operand: SSAValue, name: s
     """Zero points: same element type as the tensor they apply to; zero unless i8."""
     value_type, zp_type = _element_type(value.type), _element_type(operand.type)
     if value_type != zp_type:
-        raise _error(
+        raise op_error(
             op,
             f"expect both {name} and its zero point are the same element type, "
             f"got '{value_type}' and '{zp_type}'",
@@ -475,7 +475,7 @@ def verify_zero_point(op: Operation, value: SSAValue, operand: SSAValue, name: s
     zp = _const_zero_point(operand)
     if zp is not None and zp != 0 and value_type != IntegerType(8):
         label = "input1" if name == "input1" else "output"
-        raise _error(op, f"{label} zero point must be zero for non-int8 integer types")
+        raise op_error(op, f"{label} zero point must be zero for non-int8 integer types")
 
 
 @irdl_op_definition
@@ -505,9 +505,9 @@ class NegateOp(FunctionalFormat, IRDLOperation):
     def verify_(self) -> None:
         for index, zp in ((1, self.input1_zp), (2, self.output_zp)):
             if not _scalar_or_unranked(zp.type):
-                raise _error(self, f"operand #{index} must be {_ZP_TENSOR}, but got '{zp.type}'")
+                raise op_error(self, f"operand #{index} must be {_ZP_TENSOR}, but got '{zp.type}'")
         if not shapes_compatible(_shape(self.input1.type), _shape(self.output.type)):
-            raise _error(self, "requires the same shape for input1 and output")
+            raise op_error(self, "requires the same shape for input1 and output")
         verify_input_output_type(self, self.input1, self.output)
         verify_zero_point(self, self.input1, self.input1_zp, "input1")
         verify_zero_point(self, self.output, self.output_zp, "output")
@@ -714,10 +714,10 @@ class MulOp(FunctionalFormat, xtosa.MulOp):
         ranked = [s for v in values[:2] if (s := _shape(v.type)) is not None]
         inferred = broadcast_shapes(ranked)
         if inferred is None:
-            raise _error(self, "operands don't have broadcast-compatible shapes")
+            raise op_error(self, "operands don't have broadcast-compatible shapes")
         out = _shape(self.output.type)
         if out is not None and not shapes_compatible(out, inferred):
-            raise _error(
+            raise op_error(
                 self,
                 f"result type '{shape_str(out)}' not broadcast compatible with "
                 f"broadcasted operands's shapes '{shape_str(inferred)}'",
@@ -791,13 +791,13 @@ class ConstShapeOp(FunctionalFormat, IRDLOperation):
 
     def verify_(self) -> None:
         if not isinstance(self.values.get_element_type(), IndexType):
-            raise _error(
+            raise op_error(
                 self, "attribute 'values' failed to satisfy constraint: index elements attribute"
             )
         count = len(self.values.get_values())
         rank = self.output.type.rank.data  # pyright: ignore[reportAttributeAccessIssue]
         if count != rank:
-            raise _error(
+            raise op_error(
                 self,
                 f"expect number of elements in attribute values ({count}) to be equal to "
                 f"the rank ({rank}) for the result shape type",
@@ -831,14 +831,14 @@ class ReshapeOp(FunctionalFormat, IRDLOperation):
         verify_input_output_type(self, self.input1, self.output)
         new_shape = constant_shape(self.shape)
         if new_shape is None:
-            raise _error(self, "shape operand is not compile time resolvable")
+            raise op_error(self, "shape operand is not compile time resolvable")
         if sum(1 for d in new_shape if d == -1) > 1:
-            raise _error(self, "expected at most one target dimension to be -1")
+            raise op_error(self, "expected at most one target dimension to be -1")
         out_shape = _shape(self.output.type)
         if out_shape is None:
             return
         if len(new_shape) != len(out_shape):
-            raise _error(self, "new shape does not match result rank")
+            raise op_error(self, "new shape does not match result rank")
         in_shape = _shape(self.input1.type)
         if (
             in_shape is not None
@@ -846,10 +846,10 @@ class ReshapeOp(FunctionalFormat, IRDLOperation):
             and DYNAMIC_INDEX not in out_shape
             and (n_in := _product(in_shape)) != (n_out := _product(out_shape))
         ):
-            raise _error(self, f"cannot reshape {n_in} elements into {n_out}")
+            raise op_error(self, f"cannot reshape {n_in} elements into {n_out}")
         for new, out in zip(new_shape, out_shape):
             if new != -1 and out != DYNAMIC_INDEX and new != out:
-                raise _error(self, "new shape is inconsistent with result shape")
+                raise op_error(self, "new shape is inconsistent with result shape")
 
 
 def _product(shape: Sequence[int]) -> int:
@@ -880,26 +880,26 @@ class TransposeOp(FunctionalFormat, IRDLOperation):
 
     def verify_(self) -> None:
         if _element_type(self.input1.type) != _element_type(self.output.type):
-            raise _error(
+            raise op_error(
                 self, "failed to verify that all of {input1, output} have same element type"
             )
         perms = self.perms.get_values()
         in_shape, out_shape = _shape(self.input1.type), _shape(self.output.type)
         if in_shape is not None and len(perms) != len(in_shape):
-            raise _error(
+            raise op_error(
                 self,
                 f"expected perms attribute to have size {len(in_shape)} (input rank) but got "
                 f"size {len(perms)}",
             )
         if sorted(perms) != list(range(len(perms))):
-            raise _error(self, "expected valid permutation indices")
+            raise op_error(self, "expected valid permutation indices")
         if in_shape is None or out_shape is None:
             return
         if len(in_shape) != len(out_shape):
-            raise _error(self, "expected input tensor rank to equal result tensor rank")
+            raise op_error(self, "expected input tensor rank to equal result tensor rank")
         for i, p in enumerate(perms):
             if not _dims_compatible(out_shape[i], in_shape[p]):
-                raise _error(
+                raise op_error(
                     self,
                     f"expected output tensor dim {i} to match input dim {p} with value of "
                     f"{in_shape[p]}",
@@ -939,16 +939,16 @@ class MatMulOp(FunctionalFormat, xtosa.MatMulOp):
             shape = _shape(value.type)
             if shape is not None and len(shape) != 3:
                 kind = "result #0" if value is self.output else f"operand #{index}"
-                raise _error(
+                raise op_error(
                     self, f"{kind} must be 3-d tosa-conformant tensor, but got '{value.type}'"
                 )
         for index, zp in ((2, self.a_zp), (3, self.b_zp)):
             if not _scalar_or_unranked(zp.type):
-                raise _error(self, f"operand #{index} must be {_ZP_TENSOR}, but got '{zp.type}'")
+                raise op_error(self, f"operand #{index} must be {_ZP_TENSOR}, but got '{zp.type}'")
         for name, value, zp in (("a", self.a, self.a_zp), ("b", self.b, self.b_zp)):
             t, zt = _element_type(value.type), _element_type(zp.type)
             if t != zt:
-                raise _error(
+                raise op_error(
                     self,
                     f"expect input {name} and {name}_zp have the same element type, "
                     f"got '{t}' and '{zt}'",
@@ -997,26 +997,26 @@ def verify_reduction(
     assert isinstance(axis_attr, IntegerAttr)
     axis = axis_attr.value.data
     if axis < 0:
-        raise _error(op, "reduce axis must not be negative")
+        raise op_error(op, "reduce axis must not be negative")
     in_shape, out_shape = _shape(input.type), _shape(output.type)
     if in_shape is None:
         return
     if axis >= len(in_shape):
-        raise _error(
+        raise op_error(
             op, f"expect input tensor rank ({len(in_shape)}) to be larger than reduce axis ({axis})"
         )
     if out_shape is None:
         return
     if len(out_shape) != len(in_shape):
-        raise _error(op, "expect output tensor rank to be equal to input tensor rank")
+        raise op_error(op, "expect output tensor rank to be equal to input tensor rank")
     if out_shape[axis] not in (1, DYNAMIC_INDEX):
-        raise _error(op, f"expect reduced dimension size to be 1, got {out_shape[axis]}")
+        raise op_error(op, f"expect reduced dimension size to be 1, got {out_shape[axis]}")
     inferred = [1 if i == axis else d for i, d in enumerate(in_shape)]
     if _element_type(input.type) != _element_type(output.type) or not shapes_compatible(
         inferred, out_shape
     ):
         inferred_type = TensorType(_element_type(input.type), inferred)
-        raise _error(
+        raise op_error(
             op,
             f"inferred type(s) '{inferred_type}' are incompatible with return type(s) of "
             f"operation '{output.type}'",

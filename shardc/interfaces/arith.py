@@ -87,21 +87,9 @@ class ConstantSharding(ShardingInterface):
             if sharding.is_fully_replicated:
                 return
             grid = partitioner.grid(op, sharding.grid)
-            # imported when first needed: 5 ms of start-up, for a run that may reshard nothing
-            from shardc.passes.resharding import ReshardingError, reshard
-
-            try:
-                local = reshard(
-                    partitioner.builder,
-                    Sharding(sharding.grid),
-                    sharding,
-                    op.result.type,
-                    grid.shape_tuple,
-                    whole.results[0],
-                    value_name="a tensor constant",
-                )
-            except ReshardingError as e:
-                raise diagnostics.error(op, f"Cannot partition: {e}") from None
+            local = partitioner.reshard(
+                op, Sharding(sharding.grid), sharding, op.result.type, grid.shape_tuple, whole.results[0], "a tensor constant"
+            )
             partitioner.mapping[op.result] = local
             return
         grid = partitioner.grid(op, sharding.grid)

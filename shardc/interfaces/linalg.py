@@ -253,7 +253,7 @@ class StructuredOpSharding(ShardingInterface):
         partition_structured(self, op, operands, operand_shardings, result_shardings, partitioner)
 
 
-class _SpelledOutSharding(StructuredOpSharding):
+class SpelledOutSharding(StructuredOpSharding):
     """Structured ops whose loop nest is spelled out here (`_loops_and_maps`)."""
 
     def _loops(self, op: Operation) -> list[IteratorType]:
@@ -263,7 +263,7 @@ class _SpelledOutSharding(StructuredOpSharding):
         return self._loops_and_maps(op)[1]
 
 
-class ReduceOpSharding(_SpelledOutSharding):
+class ReduceOpSharding(SpelledOutSharding):
     """linalg.reduce: a loop per input dimension, `dimensions` reduced."""
 
     def _loops_and_maps(self, op: Operation) -> tuple[list[IteratorType], list[AffineMap]]:
@@ -282,7 +282,7 @@ class ReduceOpSharding(_SpelledOutSharding):
         return loops, [AffineMap.identity(rank)] * n + [_projection(rank, kept)] * n
 
 
-class BroadcastOpSharding(_SpelledOutSharding):
+class BroadcastOpSharding(SpelledOutSharding):
     """linalg.broadcast: a parallel loop per init dimension, `dimensions` added."""
 
     def _loops_and_maps(self, op: Operation) -> tuple[list[IteratorType], list[AffineMap]]:

@@ -1051,10 +1051,30 @@ _IS_ANNOTATION: dict[type[Operation], bool] = {}
 class Partitioner:
     """What `partition` implementations build with: the insertion point in the partitioned
     block, the map from unpartitioned values to their local counterparts (MLIR's
-    IRMapping) and grid lookup (MLIR's SymbolTableCollection)."""
+    IRMapping) and grid lookup (MLIR's SymbolTableCollection), and the resharding
+    planner, which the partitioning pass hands in (`shardc.passes.resharding` builds on
+    this package)."""
 
     builder: Builder
     mapping: dict[SSAValue, SSAValue]
+    resharder: Callable[..., SSAValue] | None = None
+    """`resharder(builder, op, source, target, global_type, grid_shape, value,
+    value_name)`: `value` (local under `source`) under `target`, or a located
+    "Cannot partition" error at `op` where no collectives connect the two."""
+
+    def reshard(
+        self,
+        op: Operation,
+        source: Sharding,
+        target: Sharding,
+        global_type: Attribute,
+        grid_shape: Sequence[int | None],
+        value: SSAValue,
+        value_name: str,
+    ) -> SSAValue:
+        """`value` resharded from `source` to `target` at the insertion point (`resharder`)."""
+        assert self.resharder is not None, "a Partitioner without the resharding planner"
+        return self.resharder(self.builder, op, source, target, global_type, grid_shape, value, value_name)
 
     def insert(self, op: _OpT) -> _OpT:
         self.builder.insert(op)

@@ -46,7 +46,7 @@ from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from shardc.dialects.linalg import GenericOp
 from shardc.dialects.shard import AllGatherOp, GridShapeOp, ProcessMultiIndexOp, Sharding, ShardOp, grid_axes_attr
 from shardc.dialects.tm_tensor import ScanOp, ScatterOp, YieldOp
-from shardc.interfaces.linalg import _SpelledOutSharding  # pyright: ignore[reportPrivateUsage]
+from shardc.interfaces.linalg import SpelledOutSharding
 from shardc.interfaces.linalg import neutral_element
 from shardc.interfaces.sharding import (
     LoopShardingConflict,
@@ -77,7 +77,7 @@ def _fixed_loops(op: ScatterOp) -> set[int]:
     return {1 + d - offset for d in op.dims if d >= offset}
 
 
-class ScatterSharding(_SpelledOutSharding):
+class ScatterSharding(SpelledOutSharding):
     def _loops_and_maps(self, op: Operation) -> tuple[list[IteratorType], list[AffineMap]]:
         assert isinstance(op, ScatterOp)
         upd_t, ind_t, orig_t = op.updates.type, op.indices.type, op.original.type

@@ -1324,15 +1324,6 @@ for _name in ("tensor.collapse_shape", "tensor.expand_shape", "memref.collapse_s
     _OP_PRINTERS[_name] = _print_reshape
 _OP_PRINTERS["linalg.transpose"] = _print_linalg_dims_op("permutation")
 _OP_PRINTERS["linalg.broadcast"] = _print_linalg_dims_op("dimensions")
-def _print_linalg_reduce_short(printer: MLIRPrinter, op: Operation) -> None:
-    """linalg.reduce built from xDSL's class prints as shardc's overlay prints it
-    (with the short `{ arith.addf }` form)."""
-    from shardc.dialects.linalg import ReduceOp
-
-    ReduceOp.print(op, printer)  # type: ignore[arg-type]
-
-
-_OP_PRINTERS["linalg.reduce"] = _print_linalg_reduce_short
 
 
 def _overlay_printer(module: str, cls_name: str) -> OpPrinterFn:
@@ -1349,6 +1340,7 @@ def _overlay_printer(module: str, cls_name: str) -> OpPrinterFn:
 for _name, _module, _cls in (
     ("func.func", "shardc.dialects.func", "FuncOp"),
     ("linalg.generic", "shardc.dialects.linalg", "GenericOp"),
+    ("linalg.reduce", "shardc.dialects.linalg", "ReduceOp"),  # the short `{ arith.addf }` form
     ("affine.load", "shardc.dialects.affine", "LoadOp"),
     ("affine.store", "shardc.dialects.affine", "StoreOp"),
     ("scf.execute_region", "shardc.dialects.scf", "ExecuteRegionOp"),

@@ -46,9 +46,9 @@ def _report(op: Operation, exc: Exception) -> None:
 
 def report_crash(target: Operation | Attribute | None, where: str, exc: BaseException) -> None:
     """Turn a Python exception raised by dialect or pass code into a located error: what
-    is wrong with the input when bad input caused it (`shardc.ir.parsing.input_problem`:
+    is wrong with the input when bad input caused it (`shardc.ir.input_problems.input_problem`:
     nesting past the recursion limit, memory), else an internal error to report."""
-    from shardc.ir.parsing import input_problem
+    from shardc.ir.input_problems import input_problem
 
     if (problem := input_problem(exc)) is not None:
         diagnostics.emit(target, Severity.ERROR, f"{problem} (in {where})")

@@ -1,6 +1,6 @@
 """Lowerings of shard ops to other dialects. The patterns here are reusable pieces:
 `convert-shard-to-mpi` applies them, and mlir-opt's `test-grid-*-op-lowering` helper
-passes (`shardc.passes.test_shard_passes`) run them alone. Each pattern's module is
+passes (`shardc.lowering.test_lowering_passes`) run them alone. Each pattern's module is
 imported when asked for: `convert-shard-to-mpi` (in this package) imports only those of
 the ops its input holds."""
 

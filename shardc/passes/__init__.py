@@ -36,10 +36,10 @@ PASSES: dict[str, str] = {
     # mlir-opt's test passes, so MLIR-style lit tests run unchanged.
     "test-grid-simplifications": "shardc.passes.test_shard_passes:TestGridSimplificationsPass",
     "test-grid-all-slice-op-lowering": (
-        "shardc.passes.test_shard_passes:TestGridAllSliceOpLoweringPass"
+        "shardc.lowering.test_lowering_passes:TestGridAllSliceOpLoweringPass"
     ),
     "test-grid-process-multi-index-op-lowering": (
-        "shardc.passes.test_shard_passes:TestGridProcessMultiIndexOpLoweringPass"
+        "shardc.lowering.test_lowering_passes:TestGridProcessMultiIndexOpLoweringPass"
     ),
     "test-single-fold": "shardc.passes.test_shard_passes:TestSingleFoldPass",
     "test-grid-resharding-partition": "shardc.passes.test_resharding:TestReshardingPass",

@@ -92,12 +92,16 @@ def register_materializer(dialect: str, fn: Materializer) -> None:
     _MATERIALIZERS[dialect] = fn
 
 
+FOLDER_PACKAGE = "shardc.passes.canonicalization"
+"""The package of shardc's folders, imported by name: its modules register into this one."""
+
+
 def _load() -> None:
     """Register shardc's folders (importing the package, the first time) and those of the
     dialects imported since."""
-    from shardc.passes.canonicalization import register_imported_dialects
+    import importlib
 
-    register_imported_dialects()
+    importlib.import_module(FOLDER_PACKAGE).register_imported_dialects()
 
 
 def registered_folder(cls: type[Operation]) -> Folder | None:

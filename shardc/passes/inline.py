@@ -127,7 +127,7 @@ class InlinePass(ModulePass):
 
     def _default_passes(self) -> list[ModulePass]:
         from shardc.passes import all_passes
-        from shardc.tools.argv import instantiate, parse_pipeline
+        from shardc.passes.pipeline_text import instantiate, parse_pipeline
 
         if not self.default_pipeline.strip():
             return []

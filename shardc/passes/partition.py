@@ -520,12 +520,33 @@ def partition_function(function: func.FuncOp) -> None:
         )
 
 
+def _reshard_or_error(
+    builder: Builder,
+    op: Operation,
+    source: Sharding,
+    target: Sharding,
+    global_type: TensorType,
+    grid_shape: Sequence[int | None],
+    value: SSAValue,
+    value_name: str,
+) -> SSAValue:
+    """The resharding planner for `partition` implementations (`Partitioner.reshard`):
+    its collectives, or "Cannot partition" located at `op`."""
+    # imported when first needed: 5 ms of start-up, for a run that may reshard nothing
+    from shardc.passes.resharding import ReshardingError, reshard
+
+    try:
+        return reshard(builder, source, target, global_type, grid_shape, value, value_name=value_name)
+    except ReshardingError as e:
+        raise diagnostics.error(op, f"Cannot partition: {e}") from None
+
+
 def _partition_block(
     region: Region, block: Block, number: int, mapping: dict[SSAValue, SSAValue], new_blocks: list[Block]
 ) -> None:
     """Add the partitioned copy of `block` at the end of `region` (and to `new_blocks`)."""
     new_block = Block()
-    partitioner = Partitioner(Builder(InsertPoint.at_end(new_block)), mapping)
+    partitioner = Partitioner(Builder(InsertPoint.at_end(new_block)), mapping, _reshard_or_error)
     worker = BlockPartitioner(block, number, partitioner)
     for arg, type_ in zip(block.args, worker.argument_types()):
         new_arg = new_block.insert_arg(type_, len(new_block.args))

@@ -26,7 +26,7 @@ pads, inits shared by unrelated ops). Each helps any program that has those form
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,11 +168,14 @@ def recorded_arg_names(f: func.FuncOp) -> list[str | None]:
     return names + [None] * (len(f.function_type.inputs.data) - len(names))
 
 
-def boundary_shardings(module: ModuleOp, f: func.FuncOp) -> tuple[list[tuple[Attribute, Any]], list[tuple[Attribute, Any]]] | None:
-    """(global type, RuntimeSharding or None) per argument and per result of a lowered
-    function, from the attributes `shard-to-mpi-pipeline` recorded; None if it has none."""
+def boundary_shardings(
+    module: ModuleOp, f: func.FuncOp, make_sharding: Callable[..., Any]
+) -> tuple[list[tuple[Attribute, Any]], list[tuple[Attribute, Any]]] | None:
+    """(global type, sharding or None) per argument and per result of a lowered
+    function, from the attributes `shard-to-mpi-pipeline` recorded; None if it has none.
+    A sharding is `make_sharding(grid name, grid shape, split axes, halo sizes, sharded
+    dims offsets)`: the runtime's `RuntimeSharding` for shardc-run."""
     from shardc.dialects.shard import GridOp
-    from shardc.runtime.sharding import RuntimeSharding
 
     grids = {op.sym_name.data: op for op in module.walk() if isinstance(op, GridOp)}
 
@@ -189,7 +192,7 @@ def boundary_shardings(module: ModuleOp, f: func.FuncOp) -> tuple[list[tuple[Att
                 grid = grids.get(name)
                 if grid is None:
                     raise ValueError(f"no shard.grid named @{name} for a recorded sharding")
-                sharding = RuntimeSharding(
+                sharding = make_sharding(
                     name,
                     grid.shape_tuple,
                     tuple(tuple(a.get_values()) for a in s.data["split_axes"].data),  # type: ignore[union-attr]

@@ -1,6 +1,7 @@
 """mlir-opt's test passes for the Shard transforms, under mlir-opt's names, so that
 MLIR-style lit tests run unchanged against shardc-opt (upstream's
-`mlir/test/lib/Dialect/Shard/` and `mlir/test/lib/Transforms/TestSingleFold.cpp`).
+`mlir/test/lib/Dialect/Shard/` and `mlir/test/lib/Transforms/TestSingleFold.cpp`); those
+of the op lowerings are `shardc.lowering.test_lowering_passes`, beside the patterns.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.traits import ConstantLike
 
-from shardc.lowering import all_slice_lowering_patterns, process_multi_index_lowering_patterns
 from shardc.passes.folding import (
     OperationFolder,
     insertion_region,
@@ -34,26 +34,6 @@ class TestGridSimplificationsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         apply_patterns_greedily(op, simplification_patterns(), ctx=ctx)
-
-
-@dataclass(frozen=True)
-class TestGridAllSliceOpLoweringPass(ModulePass):
-    """Lowers `shard.all_slice` (and folds what the lowering leaves foldable)."""
-
-    name = "test-grid-all-slice-op-lowering"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        apply_patterns_greedily(op, all_slice_lowering_patterns(), ctx=ctx)
-
-
-@dataclass(frozen=True)
-class TestGridProcessMultiIndexOpLoweringPass(ModulePass):
-    """Lowers `shard.process_multi_index` to linear index, grid shape, delinearize."""
-
-    name = "test-grid-process-multi-index-op-lowering"
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        apply_patterns_greedily(op, process_multi_index_lowering_patterns(), ctx=ctx)
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ _FLOAT_BINARY = ("arith.addf", "arith.mulf", "arith.subf", "arith.maximumf", "ar
 _INT_BINARY = ("arith.addi", "arith.muli", "arith.subi", "arith.maxsi", "arith.minsi", "arith.xori")
 
 
-def _map(num_dims: int, exprs: Iterable[int | str]) -> str:
+def affine_map_text(num_dims: int, exprs: Iterable[int | str]) -> str:
     """`affine_map<(d0, ..) -> (..)>`: an int is that loop (`d<i>`), a string is written
     as it is (`0`)."""
     dims = ", ".join(f"d{i}" for i in range(num_dims))
@@ -53,7 +53,7 @@ def _map(num_dims: int, exprs: Iterable[int | str]) -> str:
     return f"affine_map<({dims}) -> ({out})>"
 
 
-def _iters(kinds: Iterable[str]) -> str:
+def iterator_types_text(kinds: Iterable[str]) -> str:
     return ", ".join(f'"{k}"' for k in kinds)
 
 
@@ -243,11 +243,11 @@ class ExecProgramBuilder:
 
     def generic_binary(self, a: str, b: str, e: str, shape: tuple[int, ...], split: Split, combiner: str, halo: tuple[int, ...] = ()) -> ExecValue:
         n = len(shape)
-        ident = _map(n, range(n))
+        ident = affine_map_text(n, range(n))
         t = self.type(shape)
         p, q, o, r, raw = self.fresh("in"), self.fresh("in"), self.fresh("out"), self.fresh("x"), self.fresh("g")
         self.emit(
-            f"{raw} = linalg.generic {{indexing_maps = [{ident}, {ident}, {ident}], iterator_types = [{_iters(['parallel'] * n)}]}} "
+            f"{raw} = linalg.generic {{indexing_maps = [{ident}, {ident}, {ident}], iterator_types = [{iterator_types_text(['parallel'] * n)}]}} "
             f"ins({a}, {b} : {t}, {t}) outs({e} : {t}) {{",
             f"^bb0({p}: {self.elem}, {q}: {self.elem}, {o}: {self.elem}):",
             f"  {r} = {combiner} {p}, {q} : {self.elem}",
@@ -314,8 +314,8 @@ class ExecProgramBuilder:
         p, q, o, r = self.fresh("in"), self.fresh("in"), self.fresh("out"), self.fresh("x")
         add = "arith.addf" if self.is_float else "arith.addi"
         self.emit(
-            f"{raw} = linalg.generic {{indexing_maps = [{_map(n, kept)}, {_map(n, range(n))}, {_map(n, range(n))}], "
-            f"iterator_types = [{_iters(['parallel'] * n)}]}} ins({a}, {b} : {self.type(x.shape)}, {t}) outs({e} : {t}) {{",
+            f"{raw} = linalg.generic {{indexing_maps = [{affine_map_text(n, kept)}, {affine_map_text(n, range(n))}, {affine_map_text(n, range(n))}], "
+            f"iterator_types = [{iterator_types_text(['parallel'] * n)}]}} ins({a}, {b} : {self.type(x.shape)}, {t}) outs({e} : {t}) {{",
             f"^bb0({p}: {self.elem}, {q}: {self.elem}, {o}: {self.elem}):",
             f"  {r} = {add} {p}, {q} : {self.elem}",
             f"  linalg.yield {r} : {self.elem}",
@@ -379,8 +379,8 @@ class ExecProgramBuilder:
         mul, add = ("arith.mulf", "arith.addf") if self.is_float else ("arith.muli", "arith.addi")
         raw, p, q, o, r, s = (self.fresh(h) for h in ("ct", "in", "in", "out", "x", "x"))
         self.emit(
-            f"{raw} = linalg.generic {{indexing_maps = [{_map(loops, xd)}, {_map(loops, yd)}, {_map(loops, od)}], "
-            f"iterator_types = [{_iters(kinds)}]}} ins({a}, {c} : {self.type(x.shape)}, {self.type(y.shape)}) "
+            f"{raw} = linalg.generic {{indexing_maps = [{affine_map_text(loops, xd)}, {affine_map_text(loops, yd)}, {affine_map_text(loops, od)}], "
+            f"iterator_types = [{iterator_types_text(kinds)}]}} ins({a}, {c} : {self.type(x.shape)}, {self.type(y.shape)}) "
             f"outs({init} : {self.type(out)}) {{",
             f"^bb0({p}: {self.elem}, {q}: {self.elem}, {o}: {self.elem}):",
             f"  {r} = {mul} {p}, {q} : {self.elem}",
@@ -420,8 +420,8 @@ class ExecProgramBuilder:
         else:
             kinds = ["reduction" if d in reduced else "parallel" for d in range(n)]
             self.emit(
-                f"{raw} = linalg.generic {{indexing_maps = [{_map(n, range(n))}, {_map(n, kept)}], "
-                f"iterator_types = [{_iters(kinds)}]}} ins({a} : {self.type(x.shape)}) outs({init} : {self.type(out)}) {{",
+                f"{raw} = linalg.generic {{indexing_maps = [{affine_map_text(n, range(n))}, {affine_map_text(n, kept)}], "
+                f"iterator_types = [{iterator_types_text(kinds)}]}} ins({a} : {self.type(x.shape)}) outs({init} : {self.type(out)}) {{",
                 f"^bb0({p}: {self.elem}, {o}: {self.elem}):",
                 *body,
                 f"}} -> {self.type(out)}",

@@ -23,7 +23,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from shardc.testing.gen_exec_programs import _iters, _map  # pyright: ignore[reportPrivateUsage]
+from shardc.testing.gen_exec_programs import affine_map_text, iterator_types_text
 
 FEATURES: frozenset[str] = frozenset(
     {
@@ -257,7 +257,7 @@ class OpenProgramBuilder:
         result_text = results[0] if len(results) == 1 else "(" + ", ".join(results) + ")"
         lhs = raw if len(outs) == 1 else f"{raw}:{len(outs)}"
         self.emit(
-            f"{lhs} = linalg.generic {{indexing_maps = [{maps}], iterator_types = [{_iters(kinds)}]}}{ins_text}{outs_text} {{",
+            f"{lhs} = linalg.generic {{indexing_maps = [{maps}], iterator_types = [{iterator_types_text(kinds)}]}}{ins_text}{outs_text} {{",
             f"^bb0({', '.join(args)}):",
             *(f"  {line}" for line in body),
             f"  linalg.yield {', '.join(yields)} : {', '.join(e for _, _, e, _ in outs)}",
@@ -272,7 +272,7 @@ class OpenProgramBuilder:
         (with scalars on, sometimes scaling by a captured scalar argument)."""
         x = self.pick()
         n = len(x.shape)
-        ident = _map(n, range(n))
+        ident = affine_map_text(n, range(n))
         t = self.type(x.shape)
         kind = self.rng.random()
         if kind < 0.25:
@@ -306,21 +306,21 @@ class OpenProgramBuilder:
         index 0 (torch's keepdim broadcasts), or with scalars on a 0-d tensor."""
         x = self.pick(min_rank=2) if self.rng.random() < 0.8 else self.pick()
         n = len(x.shape)
-        ident = _map(n, range(n))
+        ident = affine_map_text(n, range(n))
         choice = self.rng.random()
         if choice < 0.2 and self.on("scalars"):
             y_shape: tuple[int, ...] = ()
-            y_map = _map(n, [])
+            y_map = affine_map_text(n, [])
         elif choice < 0.6 or n == 1:
             kept = sorted(self.rng.sample(range(n), self.rng.randint(1, n))) if n > 1 else [0]
             if n > 1 and len(kept) == n:
                 kept = kept[1:]
             y_shape = tuple(x.shape[d] for d in kept)
-            y_map = _map(n, kept)
+            y_map = affine_map_text(n, kept)
         else:
             ones = set(self.rng.sample(range(n), self.rng.randint(1, n - 1)))
             y_shape = tuple(1 if d in ones else s for d, s in enumerate(x.shape))
-            y_map = _map(n, ["0" if d in ones else d for d in range(n)])
+            y_map = affine_map_text(n, ["0" if d in ones else d for d in range(n)])
         a = self.use(x)
         b = self.use(self.pick(shape=y_shape, min_rank=0) if y_shape else self.zero_d())
         body = [f"%r = {self.rng.choice(_BINARY)} %in0, %in1 : f32"]
@@ -348,7 +348,7 @@ class OpenProgramBuilder:
         a = self.use(x)
         init = self.filled((), "0.000000e+00")
         body = ["%r = arith.addf %in0, %out0 : f32"]
-        raw = self.generic([(a, x.shape, "f32", _map(n, range(n)))], [(init, (), "f32", _map(n, []))], ["reduction"] * n, body, ["%r"])
+        raw = self.generic([(a, x.shape, "f32", affine_map_text(n, range(n)))], [(init, (), "f32", affine_map_text(n, []))], ["reduction"] * n, body, ["%r"])
         return self.produced(raw, ())
 
     def op_matmul(self) -> None:
@@ -402,7 +402,7 @@ class OpenProgramBuilder:
             )
         else:
             kinds = ["reduction" if d == dim else "parallel" for d in range(n)]
-            raw = self.generic([(a, x.shape, "f32", _map(n, range(n)))], [(init, out, "f32", _map(n, kept))], kinds, [f"%r = {combiner} %in0, %out0 : f32"], ["%r"])
+            raw = self.generic([(a, x.shape, "f32", affine_map_text(n, range(n)))], [(init, out, "f32", affine_map_text(n, kept))], kinds, [f"%r = {combiner} %in0, %out0 : f32"], ["%r"])
         self.produced(raw, out)
 
     def op_transpose(self) -> None:
@@ -419,9 +419,9 @@ class OpenProgramBuilder:
             self.emit(f"{raw} = linalg.transpose ins({a} : {self.type(x.shape)}) outs({e} : {self.type(out)}) permutation = [{', '.join(map(str, perm))}]")
         else:
             # Loops are the output's dimensions; input dimension d is loop perm.index(d).
-            in_map = _map(n, [perm.index(d) for d in range(n)])
+            in_map = affine_map_text(n, [perm.index(d) for d in range(n)])
             body = ["%r = arith.addf %in0, %in0 : f32"]
-            raw = self.generic([(a, x.shape, "f32", in_map)], [(self.empty(out), out, "f32", _map(n, range(n)))], ["parallel"] * n, body, ["%r"])
+            raw = self.generic([(a, x.shape, "f32", in_map)], [(self.empty(out), out, "f32", affine_map_text(n, range(n)))], ["parallel"] * n, body, ["%r"])
         self.produced(raw, out)
 
     def op_reshape(self) -> None:
@@ -522,7 +522,7 @@ class OpenProgramBuilder:
                 f"%xw = arith.addf {result}, %w : f32",
             ]
             result = "%xw"
-        raw = self.generic([(self.use(ids), ids.shape, "i64", _map(3, [0, 1]))], [(self.empty(out), out, "f32", _map(3, range(3)))], ["parallel"] * 3, body, [result])
+        raw = self.generic([(self.use(ids), ids.shape, "i64", affine_map_text(3, [0, 1]))], [(self.empty(out), out, "f32", affine_map_text(3, range(3)))], ["parallel"] * 3, body, [result])
         self.produced(raw, out)
 
     def op_multi_result(self) -> None:
@@ -541,8 +541,8 @@ class OpenProgramBuilder:
         ]
         kinds = ["parallel"] * (n - 1) + ["reduction"]
         raw = self.generic(
-            [(self.use(x), x.shape, "f32", _map(n, range(n)))],
-            [(vals, out, "f32", _map(n, range(n - 1))), (idx, out, "i64", _map(n, range(n - 1)))],
+            [(self.use(x), x.shape, "f32", affine_map_text(n, range(n)))],
+            [(vals, out, "f32", affine_map_text(n, range(n - 1))), (idx, out, "i64", affine_map_text(n, range(n - 1)))],
             kinds,
             body,
             ["%mx", "%am"],

@@ -73,9 +73,9 @@ def run_tool(tool: str, body: Callable[[], int]) -> int:
 
 def unexpected_error_line(exc: BaseException) -> str:
     """One line for an exception no layer turned into a diagnostic: what is wrong with
-    the input when bad input explains it (`shardc.ir.parsing.input_problem`), else an
+    the input when bad input explains it (`shardc.ir.input_problems.input_problem`), else an
     internal error to report (SHARDC_DEBUG=1 prints its traceback)."""
-    from shardc.ir.parsing import input_problem
+    from shardc.ir.input_problems import input_problem
 
     problem = input_problem(exc)
     if problem is not None:

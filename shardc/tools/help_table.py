@@ -4,7 +4,10 @@
 loaded, its docstring and typed options read); after changing a pass's summary line or
 options, regenerate it with
 
-    python -m shardc.tools.help_table --write
+    python -m shardc.tools.argv --write-help-table
+
+(a table of text only: `shardc.tools.argv` reads it for --help and writes it from the
+registry, so this module imports nothing).
 """
 
 PASS_HELP = """\
@@ -43,25 +46,3 @@ PASS_HELP = """\
   --torch-cleanup-pipeline         torch-mlir's linalg-on-tensors into a form that shards: uncollapse-batch-matmuls,
   --uncollapse-batch-matmuls       Rewrite batch matmuls over collapsed batch dimensions as one contraction over them.
 """
-
-
-def _write() -> None:
-    import re
-    from pathlib import Path
-
-    from shardc.passes import all_passes
-    from shardc.tools.argv import registry_pass_help
-
-    path = Path(__file__)
-    text = path.read_text()
-    body = registry_pass_help(all_passes()).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    new = re.sub(r'PASS_HELP = """\\\n.*?"""\n', lambda _: f'PASS_HELP = """\\\n{body}"""\n', text, count=1, flags=re.S)
-    path.write_text(new)
-
-
-if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python -m shardc.tools.help_table --write")
-    _write()

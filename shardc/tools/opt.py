@@ -25,7 +25,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from shardc.passes import all_passes
-from shardc.tools.argv import TOOL, ExitRequest, OptArgs, UsageError, parse_argv
+from shardc.tools.argv import TOOL, ExitRequest, OptArgs, UsageError, parse_argv, write_output_file
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -201,15 +201,6 @@ def _read_input(path: str, data: bytes | None = None) -> tuple[str, str]:
     return path, data.decode("utf-8", errors="replace")
 
 
-def write_output_file(path: str, text: str) -> None:
-    """`-o FILE`: UsageError when it cannot be written."""
-    try:
-        with open(path, "w") as f:
-            f.write(text)
-    except OSError as exc:
-        raise UsageError(f"{TOOL}: cannot open output file '{path}': {exc.strerror}") from None
-
-
 def split_input(text: str, name: str, engine: DiagnosticEngine, marker: str = "// -----") -> list[Chunk]:
     """Split on `marker` as mlir-opt 22 does, warning about near misses (the marker
     short of its last two characters, as in `// ----`, or a marker ending the input)."""
@@ -326,7 +317,7 @@ def run_main(args: list[str], data: bytes | None = None, recording: Recording | 
         return 1
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         from shardc.ir.escape import display
-        from shardc.ir.parsing import input_problem
+        from shardc.ir.input_problems import input_problem
 
         problem = input_problem(exc)  # an input too large or too deep: its problem, not a bug
         if problem is not None:

@@ -37,8 +37,6 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from _operator import _compare_digest as hmac_equal  # hmac's, without importing hashlib (8 ms)
-
 from shardc import cache_dir as cache_dirs
 
 try:  # the builtin module: hashlib would load OpenSSL first (3 ms)
@@ -229,8 +227,7 @@ def _replay(entry: dict[str, object], output_file: str | None) -> int:
             stream.write(text)
     file_output = entry["file"]
     if file_output is not None and output_file is not None:
-        from shardc.tools.argv import UsageError
-        from shardc.tools.opt import write_output_file
+        from shardc.tools.argv import UsageError, write_output_file
 
         try:
             write_output_file(output_file, file_output)  # type: ignore[arg-type]
@@ -277,7 +274,9 @@ def _read(path: str, key: str, secret: bytes) -> dict[str, object] | None:
         stored_key, _, digest = header.decode("ascii").partition(" ")
         if not sep or stored_key != key:
             raise ValueError("key mismatch")
-        if not hmac_equal(_tag(secret, key, body), digest):
+        from hmac import compare_digest  # here, on a found entry only: hmac loads OpenSSL (7 ms)
+
+        if not compare_digest(_tag(secret, key, body), digest):
             raise ValueError("its authentication tag does not verify: not written by this user's shardc with this key")
         return _check(json.loads(body))
     except (ValueError, UnicodeDecodeError) as e:

@@ -221,9 +221,10 @@ def _boundaries(module: ModuleOp, f: func.FuncOp) -> tuple[list[Boundary], list[
 
 def _recorded_boundaries(module: ModuleOp, f: func.FuncOp) -> Any:
     from shardc.passes.pipelines import boundary_shardings
+    from shardc.runtime.sharding import RuntimeSharding
 
     try:
-        return boundary_shardings(module, f)
+        return boundary_shardings(module, f, RuntimeSharding)
     except (ValueError, KeyError, AttributeError) as e:
         raise UserError(f"@{display(f.sym_name.data)}: bad shardc.sharding attribute ({e})") from None
 

@@ -25,6 +25,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from shardc.context import make_context
 from shardc.ir.printer import print_module
 from shardc.lowering import all_slice_lowering_patterns, process_multi_index_lowering_patterns
+from shardc.lowering import test_lowering_passes as lowering_helpers
 from shardc.passes import test_shard_passes as helpers
 from shardc.passes.greedy import apply_patterns_greedily
 from shardc.passes.simplify import ShardSimplifyPass
@@ -117,12 +118,12 @@ LOWERINGS = [
     (
         "test-grid-all-slice-op-lowering.mlir",
         all_slice_lowering_patterns,
-        helpers.TestGridAllSliceOpLoweringPass,
+        lowering_helpers.TestGridAllSliceOpLoweringPass,
     ),
     (
         "test-grid-process-multi-index-op-lowering.mlir",
         process_multi_index_lowering_patterns,
-        helpers.TestGridProcessMultiIndexOpLoweringPass,
+        lowering_helpers.TestGridProcessMultiIndexOpLoweringPass,
     ),
 ]
 
@@ -147,12 +148,12 @@ def test_lowering_under_greedy_driver_matches_mlir(text: str, patterns, test_pas
 OUR_RUNS = [
     ("shard-simplify.mlir", (ShardSimplifyPass,)),
     ("test-grid-simplifications.mlir", (helpers.TestGridSimplificationsPass,)),
-    ("test-grid-all-slice-op-lowering.mlir", (helpers.TestGridAllSliceOpLoweringPass,)),
+    ("test-grid-all-slice-op-lowering.mlir", (lowering_helpers.TestGridAllSliceOpLoweringPass,)),
     (
         "test-grid-all-slice-op-lowering.mlir",
-        (helpers.TestGridAllSliceOpLoweringPass, helpers.TestGridSimplificationsPass),
+        (lowering_helpers.TestGridAllSliceOpLoweringPass, helpers.TestGridSimplificationsPass),
     ),
-    ("test-grid-process-multi-index-op-lowering.mlir", (helpers.TestGridProcessMultiIndexOpLoweringPass,)),
+    ("test-grid-process-multi-index-op-lowering.mlir", (lowering_helpers.TestGridProcessMultiIndexOpLoweringPass,)),
     ("test-single-fold.mlir", (helpers.TestSingleFoldPass,)),
 ]
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from shardc.tools import argv as argv_mod
 from shardc.tools.argv import UsageError, parse_argv, parse_pipeline
 from shardc.passes import all_passes
 
@@ -199,7 +198,7 @@ def test_pass_options_are_typed():
 def test_option_conversion_rules():
     from typing import Literal
 
-    convert = argv_mod.convert_option
+    from shardc.passes.pipeline_text import convert_option as convert
     assert convert("forward-backward", Literal["forward", "forward-backward"], "t", "p") == "forward-backward"
     assert convert("a,b", tuple[str, ...], "t", "p") == ("a", "b")
     assert convert("1,2", tuple[int, ...], "t", "p") == (1, 2)

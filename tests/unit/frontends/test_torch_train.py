@@ -169,7 +169,7 @@ def test_mlp_training_equals_torch_adamw(case, dtype):
         assert step["shard.all_gather[0]"] == 3  # each split parameter gathered to compute
     else:
         # Nothing else is gathered: the zeros torch-mlir shares between the inits of
-        # forward and backward products are rebuilt per use (torch_rewrite).
+        # forward and backward products are rebuilt per use (split-shared-inits).
         assert not any(k.startswith("shard.all_gather") for k in step)
     if world // tp > 1 and not zero:
         assert step["shard.all_reduce[0]"] == 5  # four gradients and the loss

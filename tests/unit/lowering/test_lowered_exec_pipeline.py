@@ -15,6 +15,7 @@ from shardc.passes import all_passes
 from shardc.passes.pipelines import ShardToMPIPipelinePass, boundary_shardings
 from shardc.runtime import compile_module
 from shardc.runtime.comm import delinearize, run_simulated
+from shardc.runtime.sharding import RuntimeSharding
 from shardc.testing.oracle import find_mlir_opt, run_mlir_opt
 from shardc.tools.argv import UsageError, instantiate, parse_argv, parse_pipeline
 from shardc.tools.run import main as shardc_run
@@ -68,7 +69,7 @@ def test_lowered_mlp_on_scattered_global_inputs_equals_unsharded() -> None:
     recorded shardings, run every rank, put the results back together."""
     module = lowered_mlp()
     entry = next(op for op in module.walk() if getattr(op, "sym_name", None) is not None and op.name == "func.func")
-    recorded = boundary_shardings(module, entry)
+    recorded = boundary_shardings(module, entry, RuntimeSharding)
     assert recorded is not None
     args, results = recorded
     assert [str(t) for t, _ in args] == ["tensor<16x32xf32>", "tensor<32x64xf32>", "tensor<64x32xf32>"]
@@ -90,7 +91,7 @@ def test_lowered_mlp_on_scattered_global_inputs_equals_unsharded() -> None:
 def test_keep_shardings_false_records_nothing() -> None:
     module = lowered_mlp(keep_shardings=False)
     entry = next(op for op in module.walk() if op.name == "func.func")
-    assert boundary_shardings(module, entry) is None
+    assert boundary_shardings(module, entry, RuntimeSharding) is None
 
 
 def test_shardc_run_pipeline_option(tmp_path: Path, capsys) -> None:
