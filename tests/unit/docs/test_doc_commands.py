@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from doc_blocks import CHECKED_LANGUAGES, REQUIREMENTS, ROOT, RUNNABLE_LANGUAGES, Block, all_blocks
+from doc_blocks import CHECKED_LANGUAGES, REQUIREMENTS, ROOT, RUNNABLE_LANGUAGES, Block, all_blocks, blocks
 
 BLOCKS = all_blocks()
 RUNNABLE = [b for b in BLOCKS if b.marker == "runnable"]
@@ -62,12 +62,8 @@ def _environment(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("block", RUNNABLE, ids=[b.where for b in RUNNABLE])
-def test_runnable_block(block: Block, tmp_path: Path) -> None:
-    for requirement in sorted(block.requirements):
-        reason = _missing(requirement)
-        if reason:
-            pytest.skip(f"{block.where}: {reason}")
+def run_block(block: Block, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run `block` as the convention says, in a fresh directory under `tmp_path`."""
     work = tmp_path / "work"
     work.mkdir()
     for name in ("examples", "tests"):
@@ -76,14 +72,42 @@ def test_runnable_block(block: Block, tmp_path: Path) -> None:
         command = ["bash", "-euo", "pipefail", "-c", block.text]
     else:
         command = [sys.executable, "-c", block.text]
-    proc = subprocess.run(
+    return subprocess.run(
         command, cwd=work, env=_environment(tmp_path), capture_output=True, text=True,
         timeout=BLOCK_TIMEOUT_S, stdin=subprocess.DEVNULL,
     )
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=[b.where for b in RUNNABLE])
+def test_runnable_block(block: Block, tmp_path: Path) -> None:
+    for requirement in sorted(block.requirements):
+        reason = _missing(requirement)
+        if reason:
+            pytest.skip(f"{block.where}: {reason}")
+    proc = run_block(block, tmp_path)
     assert proc.returncode == 0, (
         f"{block.where}: the documented block exited {proc.returncode}\n--- block\n{block.text}"
         f"--- stdout (end)\n{proc.stdout[-3000:]}\n--- stderr (end)\n{proc.stderr[-3000:]}"
     )
+
+
+def test_a_failing_command_fails_its_block(tmp_path: Path) -> None:
+    """A command that fails anywhere in a block (not only the last) fails it; so does a
+    bad flag to a shardc tool, and a Python block that raises."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- runnable -->\n```sh\nfalse\necho still here\n```\n"
+        "<!-- runnable -->\n```sh\nshardc-opt examples/mlp.mlir --no-such-flag\n```\n"
+        "<!-- runnable -->\n```python\nraise SystemExit(3)\n```\n"
+        "<!-- runnable -->\n```sh\nshardc-opt examples/mlp.mlir --sharding-propagation -o out.mlir\n```\n"
+    )
+    found = blocks(page)
+    codes = []
+    for i, block in enumerate(found):
+        (tmp_path / str(i)).mkdir()
+        codes.append(run_block(block, tmp_path / str(i)).returncode)
+    assert codes[0] != 0 and codes[1] != 0 and codes[2] == 3, codes
+    assert codes[3] == 0, "shardc's tools are on PATH in a block"
 
 
 def test_runnable_blocks_are_well_formed() -> None:
