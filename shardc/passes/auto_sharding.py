@@ -1,0 +1,718 @@
+"""`auto-sharding`: choose every tensor value's sharding by an integer program.
+
+For each function of a module with one `shard.grid`, every top-level op offers strategies:
+the assignments of grid axes to its loops that its ShardingInterface accepts (each loop
+split only by axes whose product divides it; reductions only where the interface can
+partition them), each implying its operand and result shardings
+(`get_sharding_annotations`, the same the propagation uses). Ops without an interface
+offer one: everything replicated; function arguments offer every sharding a user asks of
+them, plus replicated. The pass then minimizes, as Alpa and XLA's auto-sharding do,
+
+    sum of chosen strategies' compute time (cost_model: FLOPs at the BLAS rate, bytes at
+        the elementwise bandwidth, an all_reduce for a split reduction)
+  + sum over producer->consumer edges of the time to reshard between their choices
+        (the resharding planner's collectives, priced per kind by alpha-beta)
+
+subject to one choice per op and, with `memory-budget`, the bytes live on a rank at each
+point of the function (liveness over the top-level ops; arguments live throughout) at
+most the budget. It is solved exactly by HiGHS (`highspy`: HiGHS's own bindings, one
+small wheel, rather than all of scipy for `scipy.optimize.milp` over the same solver).
+
+Reductions before solving, both exact: strategies implying the same shardings and cost
+are one; an edge costs one variable per pair of *distinct* shardings its two ends can
+have, not per pair of strategies (a linear cost where one end has a single sharding).
+
+User annotations are constraints: a `shard.shard` for the producer fixes the sharding of
+the value it annotates; one for users fixes what its users read. The output is the
+input annotated as `sharding-propagation` annotates (each op's results for the producer,
+its operands for users), which propagation and `shard-partition` take as is.
+`explain=true` adds a remark per op and argument: its choice, the predicted cost, and the
+runner-up (the best other strategy with every other choice kept). A budget nothing fits
+is one error at the grid naming the smallest budget that does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir.affine import AffineDimExpr
+from xdsl.passes import ModulePass
+from xdsl.traits import IsTerminator
+
+from shardc.dialects.shard import GridOp, Sharding, ShardingOp, ShardOp
+from shardc.interfaces.sharding import (
+    IteratorType,
+    ShardingInfo,
+    ShardingOption,
+    get_sharding_interface,
+    indexing_maps,
+    insert_operand_annotation,
+    insert_result_annotation,
+    loop_iterator_types,
+    pass_cache,
+    reduction_grid_axes,
+    remove_trailing_empty_sub_arrays,
+    verify_sharding_interface_impl,
+)
+from shardc.ir import diagnostics
+from shardc.passes.cost_model import CostModel, Rates, live_ranges, load_rates
+from shardc.passes.resharding import ReshardingError, describe_sharding
+
+# =========================================================================================
+# Sizes
+# =========================================================================================
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+
+
+def parse_size(text: str) -> int:
+    """`4096`, `512KB`, `1.5GiB` -> bytes (KB/MB/GB decimal, KiB/MiB/GiB binary)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*", text)
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in _UNITS:
+        raise ValueError(f"memory-budget: expected a size such as 512MB or 2GiB, got '{text}'")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def format_size(nbytes: float) -> str:
+    """Bytes as the largest binary unit that keeps a number >= 1 (`format_size(3072)` is
+    `3KiB`), exact to the byte when small."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            value = nbytes / scale
+            return f"{value:.0f}{unit}" if value == int(value) else f"{math.ceil(value * 100) / 100:.2f}{unit}"
+    return f"{math.ceil(nbytes)}B"
+
+
+def _element_bytes(t: TensorType) -> int:
+    return max(int(getattr(t.element_type, "bitwidth", 32)), 8) // 8
+
+
+def local_bytes(t: TensorType, sharding: Sharding, grid_shape: Sequence[int]) -> float:
+    """The bytes one rank holds of a tensor of type `t` under `sharding` (even splits)."""
+    shape = [max(d, 1) for d in t.get_shape()]
+    for dim, axes in enumerate(sharding.split_axes):
+        if dim < len(shape):
+            shape[dim] = math.ceil(shape[dim] / math.prod(grid_shape[a] for a in axes))
+    return float(math.prod(shape) * _element_bytes(t))
+
+
+# =========================================================================================
+# The problem: nodes (ops and arguments) with strategies, edges between them
+# =========================================================================================
+
+
+@dataclass
+class Strategy:
+    """One way to run a node: operand and result shardings (None: not a tensor) and its
+    own cost in seconds."""
+
+    operands: list[Sharding | None]
+    results: list[Sharding | None]
+    cost: float
+    option: ShardingOption | None = None
+    label: str = ""
+
+
+@dataclass
+class Node:
+    """An op (or a function argument, `op` None) and the strategies it may take."""
+
+    op: Operation | None
+    arg: BlockArgument | None
+    strategies: list[Strategy]
+    fixed: bool = False  # a user annotation: nothing to write
+    columns: list[int] = field(default_factory=list)
+
+    def where(self) -> Operation:
+        if self.op is not None:
+            return self.op
+        assert self.arg is not None
+        owner = self.arg.block.parent_op()
+        assert owner is not None
+        return owner
+
+    def name(self) -> str:
+        return self.op.name if self.op is not None else f"argument #{self.arg.index}"  # type: ignore[union-attr]
+
+
+@dataclass
+class Edge:
+    """A value from `producer`'s result `result` read by `consumer`'s operand `operand`
+    (`operand` -1: read by a nested region, which needs it whole); `exact`: the reader
+    must see the producer's sharding (a user's annotation for users)."""
+
+    producer: Node
+    result: int
+    consumer: Node
+    operand: int
+    value: SSAValue
+    exact: bool = False
+
+
+class AutoShardingError(Exception):
+    """A problem the pass reports as a diagnostic at `op`."""
+
+    def __init__(self, op: Operation, message: str):
+        super().__init__(message)
+        self.op = op
+        self.message = message
+
+
+def _replicated(grid: str) -> Sharding:
+    return Sharding(grid, ())
+
+
+def _is_tensor(value: SSAValue) -> bool:
+    return isinstance(value.type, TensorType)
+
+
+def _loop_sizes(op: Operation, maps: Sequence, loops: int) -> list[int | None]:
+    sizes: list[int | None] = [None] * loops
+    values = [*op.operands, *op.results]
+    for value, map_ in zip(values, maps):
+        t = value.type
+        if not isinstance(t, TensorType):
+            continue
+        shape = t.get_shape()
+        for i, expr in enumerate(map_.results):
+            if isinstance(expr, AffineDimExpr) and i < len(shape) and shape[i] >= 0 and expr.position < loops:
+                sizes[expr.position] = shape[i]
+    return sizes
+
+
+class Builder:
+    """Builds the nodes and edges of one function and prices them."""
+
+    def __init__(self, function: func.FuncOp, grid: GridOp, model: CostModel):
+        self.function = function
+        self.grid = grid.sym_name.data
+        shape = grid.shape_tuple
+        if any(d is None for d in shape):
+            raise AutoShardingError(grid, "auto-sharding needs a grid of static shape")
+        self.grid_shape: tuple[int, ...] = tuple(d for d in shape if d is not None)
+        self.model = model
+        self.nodes: list[Node] = []
+        self.producer: dict[SSAValue, tuple[Node, int]] = {}
+        self.edges: list[Edge] = []
+        self.pinned: dict[SSAValue, Sharding] = {}  # value -> sharding a user fixed
+        self._reshard: dict[tuple, float | None] = {}
+
+    # --- shardings a tensor may have -----------------------------------------------------
+
+    def candidate_shardings(self, t: TensorType) -> list[Sharding]:
+        """Replicated and every split of dims by distinct grid axes that divides evenly
+        (axes of one dim in increasing order)."""
+        shape = t.get_shape()
+        out: list[Sharding] = []
+        for assign in itertools.product(range(-1, len(shape)), repeat=len(self.grid_shape)):
+            split: list[list[int]] = [[] for _ in shape]
+            for axis, dim in enumerate(assign):
+                if dim >= 0:
+                    split[dim].append(axis)
+            ok = all(
+                not axes or (shape[d] >= 0 and shape[d] % math.prod(self.grid_shape[a] for a in axes) == 0)
+                for d, axes in enumerate(split)
+            )
+            if ok:
+                out.append(Sharding(self.grid, tuple(map(tuple, split))))
+        return list(dict.fromkeys(out))
+
+    # --- nodes ----------------------------------------------------------------------------
+
+    def build(self) -> None:
+        block = self.function.body.block
+        for arg in block.args:
+            if isinstance(arg.type, TensorType):
+                node = Node(None, arg, [Strategy([], [s], 0.0, label=describe_sharding(s)) for s in self.candidate_shardings(arg.type)])
+                self._add(node)
+        for op in block.ops:
+            if isinstance(op, ShardingOp) or op.has_trait(IsTerminator):
+                continue
+            if isinstance(op, ShardOp):
+                self._shard_op(op)
+                continue
+            if not any(_is_tensor(v) for v in (*op.operands, *op.results)):
+                continue
+            self._add(self._op_node(op))
+        for value, sharding in self.pinned.items():
+            found = self.producer.get(value)
+            if found is None:
+                continue
+            node, index = found
+            keep = [s for s in node.strategies if s.results[index] == sharding]
+            if not keep:
+                raise AutoShardingError(
+                    value.owner if isinstance(value, OpResult) else node.where(),
+                    f"auto-sharding: no strategy of {node.name()} gives its result the annotated sharding {describe_sharding(sharding)}",
+                )
+            node.strategies = keep
+        self._edges(block)
+
+    def _add(self, node: Node) -> None:
+        self.nodes.append(node)
+        if node.op is not None:
+            for i, result in enumerate(node.op.results):
+                self.producer[result] = (node, i)
+        else:
+            assert node.arg is not None
+            self.producer[node.arg] = (node, 0)
+
+    def _shard_op(self, op: ShardOp) -> None:
+        sharding = Sharding.of(op.sharding)
+        if sharding.grid != self.grid:
+            raise AutoShardingError(op, f"auto-sharding: annotation on grid @{sharding.grid}, the function is sharded on @{self.grid}")
+        if not op.for_users:
+            self.pinned[op.src] = sharding
+        node = Node(op, None, [Strategy([sharding, None], [sharding], 0.0, label=describe_sharding(sharding))], fixed=True)
+        self._add(node)
+
+    def _op_node(self, op: Operation) -> Node:
+        impl = get_sharding_interface(op)
+        if impl is None or not verify_sharding_interface_impl(impl, op):
+            return self._replicated_node(op)
+        loops = loop_iterator_types(impl, op)
+        maps = indexing_maps(impl, op)
+        sizes = _loop_sizes(op, maps, len(loops))
+        strategies: dict[tuple, Strategy] = {}
+        for assign in itertools.product(range(-1, len(loops)), repeat=len(self.grid_shape)):
+            array: list[list[int]] = [[] for _ in loops]
+            for axis, loop in enumerate(assign):
+                if loop >= 0:
+                    array[loop].append(axis)
+            if any(
+                axes and (sizes[i] is None or sizes[i] % math.prod(self.grid_shape[a] for a in axes) != 0)
+                for i, axes in enumerate(array)
+            ):
+                continue
+            remove_trailing_empty_sub_arrays(array)
+            option = ShardingOption([list(a) for a in array], self.grid)
+            if not impl.allows_option(op, option):
+                continue
+            annotations = impl.get_sharding_annotations(op, option)
+            if annotations is None:
+                continue
+            n = len(op.operands)
+            operands = [a.sharding if isinstance(a, ShardingInfo) and _is_tensor(op.operands[i]) else None for i, a in enumerate(annotations[:n])]
+            results = [a.sharding if isinstance(a, ShardingInfo) and _is_tensor(op.results[i]) else None for i, a in enumerate(annotations[n:])]
+            cost = self._op_cost(op, loops, sizes, array, operands, results)
+            key = (tuple(operands), tuple(results))
+            if key not in strategies or cost < strategies[key].cost:
+                strategies[key] = Strategy(operands, results, cost, option, label=f"loops {array}")
+        if not strategies:
+            return self._replicated_node(op)
+        return Node(op, None, list(strategies.values()))
+
+    def _replicated_node(self, op: Operation) -> Node:
+        rep = _replicated(self.grid)
+        operands: list[Sharding | None] = [rep if _is_tensor(v) else None for v in op.operands]
+        results: list[Sharding | None] = [rep if _is_tensor(v) else None for v in op.results]
+        nbytes = sum(local_bytes(v.type, rep, self.grid_shape) for v in (*op.operands, *op.results) if isinstance(v.type, TensorType))
+        return Node(op, None, [Strategy(operands, results, self.model.op_time(0, nbytes, False), label="replicated")])
+
+    def _op_cost(
+        self,
+        op: Operation,
+        loops: Sequence[IteratorType],
+        sizes: Sequence[int | None],
+        array: Sequence[Sequence[int]],
+        operands: Sequence[Sharding | None],
+        results: Sequence[Sharding | None],
+    ) -> float:
+        shards = math.prod(math.prod(self.grid_shape[a] for a in axes) for axes in array)
+        iterations = math.prod(s if s is not None else 1 for s in sizes) / max(shards, 1)
+        tensors = [(v, s) for v, s in zip((*op.operands, *op.results), (*operands, *results)) if s is not None]
+        nbytes = sum(local_bytes(v.type, s, self.grid_shape) for v, s in tensors)  # type: ignore[arg-type]
+        inputs = sum(1 for v in op.operands if _is_tensor(v))
+        contraction = IteratorType.REDUCTION in loops and inputs >= 2
+        cost = self.model.op_time(2 * iterations, nbytes, contraction)
+        reduce_axes = reduction_grid_axes(loops, array)
+        if reduce_axes:
+            group = math.prod(self.grid_shape[a] for a in reduce_axes)
+            for value, sharding in zip(op.results, results):
+                if sharding is not None:
+                    cost += self.model.collective_time("all_reduce", local_bytes(value.type, sharding, self.grid_shape), group)  # type: ignore[arg-type]
+        return cost
+
+    # --- edges -----------------------------------------------------------------------------
+
+    def _edges(self, block: Block) -> None:
+        nodes_by_op = {node.op: node for node in self.nodes if node.op is not None}
+        for node in self.nodes:
+            op = node.op
+            if op is None:
+                continue
+            for i, value in enumerate(op.operands):
+                found = self.producer.get(value)
+                if found is None or not _is_tensor(value):
+                    continue
+                producer, index = found
+                exact = isinstance(producer.op, ShardOp) and producer.op.for_users
+                self.edges.append(Edge(producer, index, node, i, value, exact))
+            # values read inside nested regions: the reader needs them whole
+            for region in op.regions:
+                for inner in region.walk():
+                    for value in inner.operands:
+                        found = self.producer.get(value)
+                        if found is not None and _is_tensor(value):
+                            self.edges.append(Edge(found[0], found[1], node, -1, value))
+        del nodes_by_op
+
+    def reshard_cost(self, value: SSAValue, source: Sharding, target: Sharding) -> float | None:
+        """Seconds to move `value` from `source` to `target`; None where impossible."""
+        if source == target:
+            return 0.0
+        t = value.type
+        assert isinstance(t, TensorType)
+        key = (t, source, target)
+        if key not in self._reshard:
+            try:
+                cost = self.model.reshard_time(source, target, t.get_shape(), self.grid_shape, _element_bytes(t))
+            except (ReshardingError, ValueError, KeyError):
+                cost = None
+            self._reshard[key] = cost
+        return self._reshard[key]
+
+
+# =========================================================================================
+# The integer program
+# =========================================================================================
+
+
+@dataclass
+class Solution:
+    choice: dict[int, int]  # node index -> strategy index
+    time: float
+    peak: float
+
+
+class Program:
+    """The ILP of one function: x (one binary per strategy), e (one continuous per pair of
+    distinct shardings on an edge whose ends both vary), memory rows per program point."""
+
+    def __init__(self, b: Builder):
+        self.b = b
+        self.costs: list[float] = []
+        self.upper: list[float] = []
+        self.integer: list[int] = []
+        self.rows: list[tuple[dict[int, float], float, float]] = []  # coefs, lower, upper
+        for node in b.nodes:
+            node.columns = [self._col(s.cost, True) for s in node.strategies]
+            self.rows.append(({c: 1.0 for c in node.columns}, 1.0, 1.0))
+        for edge in b.edges:
+            self._edge(edge)
+        self.memory_rows = self._memory()
+
+    def _col(self, cost: float, integer: bool, upper: float = 1.0) -> int:
+        self.costs.append(cost)
+        self.upper.append(upper)
+        if integer:
+            self.integer.append(len(self.costs) - 1)
+        return len(self.costs) - 1
+
+    def _sides(self, edge: Edge) -> tuple[dict[Sharding, list[int]], dict[Sharding, list[int]]]:
+        src: dict[Sharding, list[int]] = {}
+        for col, s in zip(edge.producer.columns, edge.producer.strategies):
+            sh = s.results[edge.result]
+            if sh is not None:
+                src.setdefault(sh, []).append(col)
+        dst: dict[Sharding, list[int]] = {}
+        whole = _replicated(self.b.grid)
+        for col, s in zip(edge.consumer.columns, edge.consumer.strategies):
+            sh = whole if edge.operand < 0 else s.operands[edge.operand]
+            if sh is not None:
+                dst.setdefault(sh, []).append(col)
+        return src, dst
+
+    def pair_cost(self, edge: Edge, source: Sharding, target: Sharding) -> float | None:
+        if edge.exact and source != target:
+            return None
+        return self.b.reshard_cost(edge.value, source, target)
+
+    def _edge(self, edge: Edge) -> None:
+        src, dst = self._sides(edge)
+        if not src or not dst:
+            return
+        if len(src) == 1 or len(dst) == 1:
+            # linear: the cost of each pair falls on the side that varies
+            (one, cols_one), many, one_is_src = (
+                (next(iter(src.items())), dst, True) if len(src) == 1 else (next(iter(dst.items())), src, False)
+            )
+            for sh, cols in many.items():
+                cost = self.pair_cost(edge, one, sh) if one_is_src else self.pair_cost(edge, sh, one)
+                for col in cols:
+                    if cost is None:
+                        self.upper[col] = 0.0
+                    else:
+                        self.costs[col] += cost
+            return
+        pairs: dict[tuple[Sharding, Sharding], int] = {}
+        for s, t in itertools.product(src, dst):
+            cost = self.pair_cost(edge, s, t)
+            pairs[(s, t)] = self._col(cost or 0.0, False, 0.0 if cost is None else 1.0)
+        for s, cols in src.items():
+            row = {c: 1.0 for c in cols}
+            for t in dst:
+                row[pairs[(s, t)]] = -1.0
+            self.rows.append((row, 0.0, 0.0))
+        for t, cols in dst.items():
+            row = {c: 1.0 for c in cols}
+            for s in src:
+                row[pairs[(s, t)]] = -1.0
+            self.rows.append((row, 0.0, 0.0))
+
+    def _memory(self) -> list[dict[int, float]]:
+        """One row per distinct live set: the local bytes of each live value."""
+        ranges, n = live_ranges(self.b.function.body.block)
+        per_value: dict[SSAValue, dict[int, float]] = {}
+        for value, (node, index) in self.b.producer.items():
+            if node.fixed or not isinstance(value.type, TensorType):
+                continue  # a shard.shard's result is its input's data
+            coefs: dict[int, float] = {}
+            for col, s in zip(node.columns, node.strategies):
+                sh = s.results[index]
+                if sh is not None:
+                    coefs[col] = local_bytes(value.type, sh, self.b.grid_shape)
+            per_value[value] = coefs
+        live: list[list[SSAValue]] = [[] for _ in range(n)]
+        for value, start, end in ranges:
+            if value in per_value:
+                for p in range(start, end + 1):
+                    live[p].append(value)
+        rows: dict[frozenset, dict[int, float]] = {}
+        for values in live:
+            key = frozenset(values)
+            if key in rows or not values:
+                continue
+            row: dict[int, float] = {}
+            for value in values:
+                for col, coef in per_value[value].items():
+                    row[col] = row.get(col, 0.0) + coef
+            rows[key] = row
+        return list(rows.values())
+
+    def solve(self, budget: float | None, minimize_memory: bool = False) -> list[float] | None:
+        """The optimal column values; None when infeasible."""
+        import highspy
+        import numpy as np
+
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("mip_rel_gap", 0.0)
+        h.setOptionValue("mip_abs_gap", 0.0)
+        ncol = len(self.costs)
+        # in nanoseconds: HiGHS's tolerances are absolute (1e-7), seconds would hide
+        # differences below them
+        costs = [0.0] * ncol if minimize_memory else [c * 1e9 for c in self.costs]
+        upper = list(self.upper)
+        rows = list(self.rows)
+        if minimize_memory:
+            peak = ncol
+            costs.append(1.0)
+            upper.append(highspy.kHighsInf)
+            for row in self.memory_rows:
+                rows.append(({**row, peak: -1.0}, -highspy.kHighsInf, 0.0))
+        elif budget is not None:
+            for row in self.memory_rows:
+                rows.append((row, -highspy.kHighsInf, float(budget)))
+        n = len(costs)
+        h.addCols(n, np.array(costs), np.zeros(n), np.array(upper), 0, np.array([], np.int32), np.array([], np.int32), np.array([]))
+        starts, index, values = [], [], []
+        for coefs, _, _ in rows:
+            starts.append(len(index))
+            index.extend(coefs.keys())
+            values.extend(coefs.values())
+        h.addRows(
+            len(rows),
+            np.array([lo for _, lo, _ in rows], dtype=float),
+            np.array([hi for _, _, hi in rows], dtype=float),
+            len(index),
+            np.array(starts, np.int32),
+            np.array(index, np.int32),
+            np.array(values, dtype=float),
+        )
+        if self.integer:
+            h.changeColsIntegrality(
+                len(self.integer),
+                np.array(self.integer, np.int32),
+                np.array([highspy.HighsVarType.kInteger] * len(self.integer)),
+            )
+        h.run()
+        status = h.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            return None
+        return list(h.getSolution().col_value)
+
+    def decode(self, x: Sequence[float]) -> Solution:
+        choice = {}
+        for i, node in enumerate(self.b.nodes):
+            choice[i] = max(range(len(node.columns)), key=lambda k: x[node.columns[k]])
+        return Solution(choice, self.time_of(choice), self.peak_of(choice))
+
+    def time_of(self, choice: dict[int, int]) -> float:
+        """The objective of a choice, recomputed from the nodes and edges."""
+        pos = {id(node): i for i, node in enumerate(self.b.nodes)}
+        total = sum(node.strategies[choice[i]].cost for i, node in enumerate(self.b.nodes))
+        whole = _replicated(self.b.grid)
+        for edge in self.b.edges:
+            s = edge.producer.strategies[choice[pos[id(edge.producer)]]].results[edge.result]
+            c = edge.consumer.strategies[choice[pos[id(edge.consumer)]]]
+            t = whole if edge.operand < 0 else c.operands[edge.operand]
+            if s is None or t is None:
+                continue
+            cost = self.pair_cost(edge, s, t)
+            total += math.inf if cost is None else cost
+        return total
+
+    def peak_of(self, choice: dict[int, int]) -> float:
+        x = [0.0] * len(self.costs)
+        for i, node in enumerate(self.b.nodes):
+            x[node.columns[choice[i]]] = 1.0
+        return max((sum(c * x[k] for k, c in row.items()) for row in self.memory_rows), default=0.0)
+
+
+# =========================================================================================
+# The pass
+# =========================================================================================
+
+
+def plan_function(function: func.FuncOp, grid: GridOp, model: CostModel, budget: float | None) -> tuple[Builder, Program, Solution]:
+    """Build and solve the ILP of `function`; raises AutoShardingError on an infeasible
+    budget (naming the smallest that fits) or a user annotation no strategy meets."""
+    b = Builder(function, grid, model)
+    b.build()
+    program = Program(b)
+    x = program.solve(budget)
+    if x is None:
+        least = program.solve(None, minimize_memory=True)
+        if least is None:
+            raise AutoShardingError(function, "auto-sharding: the user annotations admit no plan")
+        need = program.peak_of(program.decode(least).choice)
+        if budget is None:
+            raise AutoShardingError(function, "auto-sharding: the user annotations admit no plan")
+        raise AutoShardingError(
+            grid,
+            f"auto-sharding: memory budget {format_size(budget)} per rank is infeasible; "
+            f"the smallest budget that fits is {format_size(need)}",
+        )
+    return b, program, program.decode(x)
+
+
+def runner_up(program: Program, solution: Solution, i: int) -> tuple[int, float] | None:
+    """The best other strategy of node `i` with every other choice kept, and its extra time."""
+    node = program.b.nodes[i]
+    best: tuple[int, float] | None = None
+    for k in range(len(node.strategies)):
+        if k == solution.choice[i] or program.upper[node.columns[k]] == 0.0:
+            continue
+        t = program.time_of({**solution.choice, i: k})
+        if math.isfinite(t) and (best is None or t < best[1]):
+            best = (k, t)
+    return None if best is None else (best[0], best[1] - solution.time)
+
+
+def annotate(b: Builder, solution: Solution) -> None:
+    """Write the choice as propagation writes its own: results for the producer, then
+    operands for users, op by op; arguments first (the last first: each goes to the
+    top of the block, so they end in argument order)."""
+    order = [i for i, n in enumerate(b.nodes) if n.arg is not None][::-1]
+    order += [i for i, n in enumerate(b.nodes) if n.arg is None]
+    for i in order:
+        node = b.nodes[i]
+        if node.fixed:
+            continue
+        strategy = node.strategies[solution.choice[i]]
+        if node.arg is not None:
+            sh = strategy.results[0]
+            assert sh is not None
+            insert_result_annotation(ShardingInfo.get(sh.grid, sh.split_axes), node.arg)
+            continue
+        op = node.op
+        assert op is not None
+        impl = get_sharding_interface(op)
+        if strategy.option is not None and impl is not None:
+            impl.add_sharding_annotations(op, strategy.option)
+            continue
+        for result, sh in zip(op.results, strategy.results):
+            if sh is not None:
+                insert_result_annotation(ShardingInfo.get(sh.grid, sh.split_axes), result)
+        for k, sh in enumerate(strategy.operands):
+            if sh is not None:
+                insert_operand_annotation(ShardingInfo.get(sh.grid, sh.split_axes), op, k)
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.3g} us"
+
+
+def explain(program: Program, solution: Solution, rates: Rates) -> None:
+    diagnostics.emit_remark(
+        program.b.function,
+        f"auto-sharding: predicted {_us(solution.time)} per call, peak {format_size(solution.peak)} per rank "
+        f"(rates: {rates.source})",
+    )
+    for i, node in enumerate(program.b.nodes):
+        if node.fixed:
+            continue
+        chosen = node.strategies[solution.choice[i]]
+        what = ", ".join(describe_sharding(s) for s in chosen.results if s is not None)
+        text = f"auto-sharding: {node.name()}: {chosen.label} -> {what} (own cost {_us(chosen.cost)})"
+        alt = runner_up(program, solution, i)
+        if alt is None:
+            text += "; no runner-up"
+        else:
+            other = node.strategies[alt[0]]
+            alt_what = ", ".join(describe_sharding(s) for s in other.results if s is not None)
+            text += f"; runner-up {other.label} -> {alt_what} (+{_us(alt[1])})"
+        if node.op is not None:
+            diagnostics.emit_remark(node.op, text)
+        else:
+            diagnostics.emit_remark(node.where(), text)
+
+
+@dataclass(frozen=True)
+class AutoShardingPass(ModulePass):
+    """Choose a sharding for every tensor value by an integer program over the cost model."""
+
+    name = "auto-sharding"
+
+    memory_budget: str = ""
+    """Bytes per rank (`512MB`, `2GiB`); empty: no limit."""
+
+    explain: bool = False
+    """A remark per choice: the strategy, its predicted cost, the runner-up."""
+
+    recalibrate: bool = False
+    """Measure this machine's rates first (and cache them) instead of reading the cache."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        try:
+            budget = float(parse_size(self.memory_budget)) if self.memory_budget else None
+        except ValueError as e:
+            raise diagnostics.error(op, str(e)) from None
+        grids = [g for g in op.walk() if isinstance(g, GridOp)]
+        if len(grids) != 1:
+            raise diagnostics.error(op, f"auto-sharding: expected one shard.grid in the module, found {len(grids)}")
+        rates = load_rates(recalibrate=self.recalibrate)
+        model = CostModel(rates)
+        with pass_cache():
+            for function in [f for f in op.ops if isinstance(f, func.FuncOp) and f.body.blocks]:
+                try:
+                    b, program, solution = plan_function(function, grids[0], model, budget)
+                except AutoShardingError as e:
+                    raise diagnostics.error(e.op, e.message) from None
+                if self.explain:
+                    explain(program, solution, rates)
+                annotate(b, solution)
