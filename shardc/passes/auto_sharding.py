@@ -63,7 +63,7 @@ from shardc.interfaces.sharding import (
     verify_sharding_interface_impl,
 )
 from shardc.ir import diagnostics
-from shardc.passes.cost_model import CostModel, Rates, live_ranges, load_rates
+from shardc.passes.cost_model import DEFAULT_RATES, CostModel, Rates, live_ranges, load_rates
 from shardc.passes.resharding import ReshardingError, describe_sharding
 
 # =========================================================================================
@@ -694,8 +694,10 @@ class AutoShardingPass(ModulePass):
     explain: bool = False
     """A remark per choice: the strategy, its predicted cost, the runner-up."""
 
-    recalibrate: bool = False
-    """Measure this machine's rates first (and cache them) instead of reading the cache."""
+    rates: str = "cached"
+    """`cached`: this machine's calibrated rates if cached, else the defaults; `default`:
+    the defaults (reproducible plans, as the lit tests want); `measure`: calibrate now
+    (seconds; BLAS and an MPI job) and cache the result."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         try:
@@ -705,7 +707,9 @@ class AutoShardingPass(ModulePass):
         grids = [g for g in op.walk() if isinstance(g, GridOp)]
         if len(grids) != 1:
             raise diagnostics.error(op, f"auto-sharding: expected one shard.grid in the module, found {len(grids)}")
-        rates = load_rates(recalibrate=self.recalibrate)
+        if self.rates not in ("cached", "default", "measure"):
+            raise diagnostics.error(op, f"auto-sharding: rates must be cached, default or measure, got '{self.rates}'")
+        rates = DEFAULT_RATES if self.rates == "default" else load_rates(recalibrate=self.rates == "measure")
         model = CostModel(rates)
         with pass_cache():
             for function in [f for f in op.ops if isinstance(f, func.FuncOp) and f.body.blocks]:

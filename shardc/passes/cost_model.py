@@ -400,7 +400,7 @@ def machine_key(launcher: Sequence[str] | None = None) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 
-def _cache_path(launcher: Sequence[str] | None) -> str | None:
+def cache_path(launcher: Sequence[str] | None) -> str | None:
     if not cache_dir.enabled():
         return None
     root = cache_dir.usable_dir(cache_dir.cache_root(), lambda m: cache_dir.warning("cost model", m))
@@ -412,7 +412,7 @@ def load_rates(
 ) -> Rates:
     """The cached rates of this machine and MPI; measured and cached when `recalibrate`;
     `DEFAULT_RATES` when nothing is cached (never measures on its own)."""
-    path = _cache_path(launcher)
+    path = cache_path(launcher)
     if not recalibrate:
         if path is None or not os.path.isfile(path):
             return DEFAULT_RATES
