@@ -408,6 +408,10 @@ class Program:
         self.upper: list[float] = []
         self.integer: list[int] = []
         self.rows: list[tuple[dict[int, float], float, float]] = []  # coefs, lower, upper
+        self.position = {op: i for i, op in enumerate(b.function.body.block.ops)}
+        # point -> column -> bytes of a resharded copy its consumer reads there
+        self.copies: dict[int, dict[int, float]] = {}
+        self.pair_columns: list[tuple[Edge, dict[tuple[Sharding, Sharding], int]]] = []
         for node in b.nodes:
             node.columns = [self._col(s.cost, True) for s in node.strategies]
             self.rows.append(({c: 1.0 for c in node.columns}, 1.0, 1.0))
@@ -441,6 +445,16 @@ class Program:
             return None
         return self.b.reshard_cost(edge.value, source, target)
 
+    def _copy(self, edge: Edge, col: int, source: Sharding, target: Sharding) -> None:
+        """The consumer reads a new tensor when the shardings differ: its bytes count at
+        the consumer's point."""
+        if source == target or edge.consumer.op not in self.position:
+            return
+        t = edge.value.type
+        assert isinstance(t, TensorType)
+        point = self.copies.setdefault(self.position[edge.consumer.op], {})
+        point[col] = point.get(col, 0.0) + local_bytes(t, target, self.b.grid_shape)
+
     def _edge(self, edge: Edge) -> None:
         src, dst = self._sides(edge)
         if not src or not dst:
@@ -452,16 +466,20 @@ class Program:
             )
             for sh, cols in many.items():
                 cost = self.pair_cost(edge, one, sh) if one_is_src else self.pair_cost(edge, sh, one)
+                source, target = (one, sh) if one_is_src else (sh, one)
                 for col in cols:
                     if cost is None:
                         self.upper[col] = 0.0
                     else:
                         self.costs[col] += cost
+                        self._copy(edge, col, source, target)
             return
         pairs: dict[tuple[Sharding, Sharding], int] = {}
         for s, t in itertools.product(src, dst):
             cost = self.pair_cost(edge, s, t)
             pairs[(s, t)] = self._col(cost or 0.0, False, 0.0 if cost is None else 1.0)
+            self._copy(edge, pairs[(s, t)], s, t)
+        self.pair_columns.append((edge, pairs))
         for s, cols in src.items():
             row = {c: 1.0 for c in cols}
             for t in dst:
@@ -474,7 +492,8 @@ class Program:
             self.rows.append((row, 0.0, 0.0))
 
     def _memory(self) -> list[dict[int, float]]:
-        """One row per distinct live set: the local bytes of each live value."""
+        """One row per distinct program point: the local bytes of each live value and of
+        the resharded copies the op there reads (identical rows once)."""
         ranges, n = live_ranges(self.b.function.body.block)
         per_value: dict[SSAValue, dict[int, float]] = {}
         for value, (node, index) in self.b.producer.items():
@@ -491,16 +510,14 @@ class Program:
             if value in per_value:
                 for p in range(start, end + 1):
                     live[p].append(value)
-        rows: dict[frozenset, dict[int, float]] = {}
-        for values in live:
-            key = frozenset(values)
-            if key in rows or not values:
-                continue
-            row: dict[int, float] = {}
+        rows: dict[tuple, dict[int, float]] = {}
+        for point, values in enumerate(live):
+            row: dict[int, float] = dict(self.copies.get(point, {}))
             for value in values:
                 for col, coef in per_value[value].items():
                     row[col] = row.get(col, 0.0) + coef
-            rows[key] = row
+            if row:
+                rows.setdefault(tuple(sorted(row.items())), row)
         return list(rows.values())
 
     def solve(self, budget: float | None, minimize_memory: bool = False) -> list[float] | None:
@@ -580,6 +597,14 @@ class Program:
         x = [0.0] * len(self.costs)
         for i, node in enumerate(self.b.nodes):
             x[node.columns[choice[i]]] = 1.0
+        pos = {id(node): i for i, node in enumerate(self.b.nodes)}
+        whole = _replicated(self.b.grid)
+        for edge, pairs in self.pair_columns:
+            s = edge.producer.strategies[choice[pos[id(edge.producer)]]].results[edge.result]
+            c = edge.consumer.strategies[choice[pos[id(edge.consumer)]]]
+            t = whole if edge.operand < 0 else c.operands[edge.operand]
+            if (s, t) in pairs:
+                x[pairs[(s, t)]] = 1.0
         return max((sum(c * x[k] for k, c in row.items()) for row in self.memory_rows), default=0.0)
 
 

@@ -45,7 +45,7 @@ func.func @mlp(%x: tensor<8x16xf32>, %w1: tensor<16x32xf32>, %w2: tensor<32x16xf
 // EXPLAIN: remark: auto-sharding: argument #0: @g split_axes = {{\[\[}}0]] -> {{.*}} (own cost 0 us); runner-up @g split_axes = {{\[\[}}]] {{.*}} (+{{.*}} us)
 // EXPLAIN: 16:8: remark: auto-sharding: linalg.matmul: loops {{\[\[}}0]] -> @g split_axes = {{\[\[}}0]] (own cost {{.*}} us); runner-up loops {{.*}} (+{{.*}} us)
 
-// BUDGET: 10:1: error: auto-sharding: memory budget 1000B per rank is infeasible; the smallest budget that fits is 3.25KiB
+// BUDGET: 10:1: error: auto-sharding: memory budget 1000B per rank is infeasible; the smallest budget that fits is 3.75KiB
 // BUDGET-NOT: error
 
 // SIZE: error: memory-budget: expected a size such as 512MB or 2GiB, got 'lots'
