@@ -124,6 +124,12 @@ class Strategy:
     cost: float
     option: ShardingOption | None = None
     label: str = ""
+    folded: float = 0.0
+    """The best cost of the leaves folded into this node for this strategy (`fold_leaves`)."""
+
+    @property
+    def total(self) -> float:
+        return self.cost + self.folded
 
 
 @dataclass
@@ -205,8 +211,12 @@ class Builder:
         self.grid_shape: tuple[int, ...] = tuple(d for d in shape if d is not None)
         self.model = model
         self.nodes: list[Node] = []
+        self.all_nodes: list[Node] = []  # nodes before `fold_leaves` took some out
+        # (leaf, node it was folded into, leaf's best strategy per strategy of that node)
+        self.folded: list[tuple[Node, Node, list[int]]] = []
         self.producer: dict[SSAValue, tuple[Node, int]] = {}
         self.edges: list[Edge] = []
+        self.all_edges: list[Edge] = []  # edges before `fold_leaves`
         self.pinned: dict[SSAValue, Sharding] = {}  # value -> sharding a user fixed
         self._reshard: dict[tuple, float | None] = {}
 
@@ -263,6 +273,7 @@ class Builder:
 
     def _add(self, node: Node) -> None:
         self.nodes.append(node)
+        self.all_nodes.append(node)
         if node.op is not None:
             for i, result in enumerate(node.op.results):
                 self.producer[result] = (node, i)
@@ -349,7 +360,6 @@ class Builder:
     # --- edges -----------------------------------------------------------------------------
 
     def _edges(self, block: Block) -> None:
-        nodes_by_op = {node.op: node for node in self.nodes if node.op is not None}
         for node in self.nodes:
             op = node.op
             if op is None:
@@ -368,7 +378,91 @@ class Builder:
                         found = self.producer.get(value)
                         if found is not None and _is_tensor(value):
                             self.edges.append(Edge(found[0], found[1], node, -1, value))
-        del nodes_by_op
+        self.all_edges = list(self.edges)
+
+    def edge_cost(self, edge: Edge, source: Sharding | None, target: Sharding | None) -> float | None:
+        """What `edge` costs between a producer sharding and a consumer's (None: not
+        allowed); nothing for a side that is not a tensor."""
+        if source is None or target is None:
+            return 0.0
+        if edge.exact and source != target:
+            return None
+        return self.reshard_cost(edge.value, source, target)
+
+    def edge_ends(self, edge: Edge, producer: Strategy, consumer: Strategy) -> tuple[Sharding | None, Sharding | None]:
+        target = _replicated(self.grid) if edge.operand < 0 else consumer.operands[edge.operand]
+        return producer.results[edge.result], target
+
+    def peak(self, full: dict[int, int]) -> float:
+        """Per-rank peak bytes of a choice over all nodes (`expand`): live values at
+        their chosen shardings plus the resharded copies each op reads."""
+        block = self.function.body.block
+        position = {op: i for i, op in enumerate(block.ops)}
+        sizes: dict[SSAValue, float] = {}
+        for value, (node, index) in self.producer.items():
+            sharding = node.strategies[full[id(node)]].results[index]
+            if not node.fixed and sharding is not None and isinstance(value.type, TensorType):
+                sizes[value] = local_bytes(value.type, sharding, self.grid_shape)
+        ranges, n = live_ranges(block)
+        live = [0.0] * n
+        for value, start, end in ranges:
+            for p in range(start, end + 1):
+                live[p] += sizes.get(value, 0.0)
+        for edge in self.all_edges:
+            source, target = self.edge_ends(
+                edge, edge.producer.strategies[full[id(edge.producer)]], edge.consumer.strategies[full[id(edge.consumer)]]
+            )
+            if source is not None and target is not None and source != target and edge.consumer.op in position:
+                assert isinstance(edge.value.type, TensorType)
+                live[position[edge.consumer.op]] += local_bytes(edge.value.type, target, self.grid_shape)
+        return max(live, default=0.0)
+
+    def fold_leaves(self) -> None:
+        """Exact without a memory budget: a node whose every edge goes to one other node
+        (a weight read once, a tensor.empty feeding a fill, then that fill) takes, for
+        each strategy of that node, its cheapest strategy; its cost joins the other's
+        (`Strategy.folded`) and it leaves the problem. Repeated until none is left, so
+        chains hanging off the graph fold away."""
+        changed = True
+        while changed:
+            changed = False
+            incident: dict[int, list[Edge]] = {id(n): [] for n in self.nodes}
+            for edge in self.edges:
+                incident[id(edge.producer)].append(edge)
+                if edge.consumer is not edge.producer:
+                    incident[id(edge.consumer)].append(edge)
+            for leaf in list(self.nodes):
+                edges = incident[id(leaf)]
+                others = {id(e.consumer if e.producer is leaf else e.producer) for e in edges}
+                if len(others) != 1 or any(e.producer is e.consumer for e in edges):
+                    continue
+                e0 = edges[0]
+                other = e0.consumer if e0.producer is leaf else e0.producer
+                table: list[int] = []
+                for strategy in other.strategies:
+                    best, best_cost = -1, math.inf
+                    for k, mine in enumerate(leaf.strategies):
+                        cost = mine.total
+                        for e in edges:
+                            ends = self.edge_ends(e, mine, strategy) if e.producer is leaf else self.edge_ends(e, strategy, mine)
+                            c = self.edge_cost(e, *ends)
+                            cost = math.inf if c is None else cost + c
+                        if cost < best_cost:
+                            best, best_cost = k, cost
+                    table.append(best)
+                    strategy.folded += best_cost
+                self.folded.append((leaf, other, table))
+                self.nodes.remove(leaf)
+                self.edges = [e for e in self.edges if e.producer is not leaf and e.consumer is not leaf]
+                changed = True
+                break
+
+    def expand(self, choice: dict[int, int]) -> dict[int, int]:
+        """A choice over `nodes` (by position) as a choice over `all_nodes` (by id)."""
+        full = {id(node): choice[i] for i, node in enumerate(self.nodes)}
+        for leaf, other, table in reversed(self.folded):
+            full[id(leaf)] = table[full[id(other)]]
+        return full
 
     def reshard_cost(self, value: SSAValue, source: Sharding, target: Sharding) -> float | None:
         """Seconds to move `value` from `source` to `target`; None where impossible."""
@@ -393,9 +487,10 @@ class Builder:
 
 @dataclass
 class Solution:
-    choice: dict[int, int]  # node index -> strategy index
+    choice: dict[int, int]  # position in the program's nodes -> strategy index
     time: float
     peak: float
+    full: dict[int, int] = field(default_factory=dict)  # id of any node -> strategy index
 
 
 class Program:
@@ -413,7 +508,10 @@ class Program:
         self.copies: dict[int, dict[int, float]] = {}
         self.pair_columns: list[tuple[Edge, dict[tuple[Sharding, Sharding], int]]] = []
         for node in b.nodes:
-            node.columns = [self._col(s.cost, True) for s in node.strategies]
+            node.columns = [
+                self._col(s.total if math.isfinite(s.total) else 0.0, True, 1.0 if math.isfinite(s.total) else 0.0)
+                for s in node.strategies
+            ]
             self.rows.append(({c: 1.0 for c in node.columns}, 1.0, 1.0))
         for edge in b.edges:
             self._edge(edge)
@@ -441,9 +539,7 @@ class Program:
         return src, dst
 
     def pair_cost(self, edge: Edge, source: Sharding, target: Sharding) -> float | None:
-        if edge.exact and source != target:
-            return None
-        return self.b.reshard_cost(edge.value, source, target)
+        return self.b.edge_cost(edge, source, target)
 
     def _copy(self, edge: Edge, col: int, source: Sharding, target: Sharding) -> None:
         """The consumer reads a new tensor when the shardings differ: its bytes count at
@@ -581,7 +677,7 @@ class Program:
     def time_of(self, choice: dict[int, int]) -> float:
         """The objective of a choice, recomputed from the nodes and edges."""
         pos = {id(node): i for i, node in enumerate(self.b.nodes)}
-        total = sum(node.strategies[choice[i]].cost for i, node in enumerate(self.b.nodes))
+        total = sum(node.strategies[choice[i]].total for i, node in enumerate(self.b.nodes))
         whole = _replicated(self.b.grid)
         for edge in self.b.edges:
             s = edge.producer.strategies[choice[pos[id(edge.producer)]]].results[edge.result]
@@ -613,11 +709,16 @@ class Program:
 # =========================================================================================
 
 
-def plan_function(function: func.FuncOp, grid: GridOp, model: CostModel, budget: float | None) -> tuple[Builder, Program, Solution]:
-    """Build and solve the ILP of `function`; raises AutoShardingError on an infeasible
-    budget (naming the smallest that fits) or a user annotation no strategy meets."""
+def plan_function(
+    function: func.FuncOp, grid: GridOp, model: CostModel, budget: float | None, reduce: bool = True
+) -> tuple[Builder, Program, Solution]:
+    """Build and solve the ILP of `function` (leaves folded first when there is no
+    budget and `reduce`); raises AutoShardingError on an infeasible budget (naming the
+    smallest that fits) or user annotations no plan meets."""
     b = Builder(function, grid, model)
     b.build()
+    if reduce and budget is None:
+        b.fold_leaves()
     program = Program(b)
     x = program.solve(budget)
     if x is None:
@@ -632,7 +733,10 @@ def plan_function(function: func.FuncOp, grid: GridOp, model: CostModel, budget:
             f"auto-sharding: memory budget {format_size(budget)} per rank is infeasible; "
             f"the smallest budget that fits is {format_size(need)}",
         )
-    return b, program, program.decode(x)
+    solution = program.decode(x)
+    solution.full = b.expand(solution.choice)
+    solution.peak = b.peak(solution.full)
+    return b, program, solution
 
 
 def runner_up(program: Program, solution: Solution, i: int) -> tuple[int, float] | None:
@@ -652,13 +756,12 @@ def annotate(b: Builder, solution: Solution) -> None:
     """Write the choice as propagation writes its own: results for the producer, then
     operands for users, op by op; arguments first (the last first: each goes to the
     top of the block, so they end in argument order)."""
-    order = [i for i, n in enumerate(b.nodes) if n.arg is not None][::-1]
-    order += [i for i, n in enumerate(b.nodes) if n.arg is None]
-    for i in order:
-        node = b.nodes[i]
+    order = [n for n in b.all_nodes if n.arg is not None][::-1]
+    order += [n for n in b.all_nodes if n.arg is None]
+    for node in order:
         if node.fixed:
             continue
-        strategy = node.strategies[solution.choice[i]]
+        strategy = node.strategies[solution.full[id(node)]]
         if node.arg is not None:
             sh = strategy.results[0]
             assert sh is not None
@@ -688,14 +791,19 @@ def explain(program: Program, solution: Solution, rates: Rates) -> None:
         f"auto-sharding: predicted {_us(solution.time)} per call, peak {format_size(solution.peak)} per rank "
         f"(rates: {rates.source})",
     )
-    for i, node in enumerate(program.b.nodes):
+    position = {id(node): i for i, node in enumerate(program.b.nodes)}
+    folded_into = {id(leaf): other for leaf, other, _ in program.b.folded}
+    for node in program.b.all_nodes:
         if node.fixed:
             continue
-        chosen = node.strategies[solution.choice[i]]
+        chosen = node.strategies[solution.full[id(node)]]
         what = ", ".join(describe_sharding(s) for s in chosen.results if s is not None)
         text = f"auto-sharding: {node.name()}: {chosen.label} -> {what} (own cost {_us(chosen.cost)})"
-        alt = runner_up(program, solution, i)
-        if alt is None:
+        i = position.get(id(node))
+        alt = None if i is None else runner_up(program, solution, i)
+        if i is None:
+            text += f"; the best for the choice of {folded_into[id(node)].name()}, which it alone feeds or reads"
+        elif alt is None:
             text += "; no runner-up"
         else:
             other = node.strategies[alt[0]]

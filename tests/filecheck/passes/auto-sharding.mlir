@@ -42,8 +42,10 @@ func.func @mlp(%x: tensor<8x16xf32>, %w1: tensor<16x32xf32>, %w2: tensor<32x16xf
 // PART: return
 
 // EXPLAIN: remark: auto-sharding: predicted {{.*}} us per call, peak 5.25KiB per rank (rates: default)
-// EXPLAIN: remark: auto-sharding: argument #0: @g split_axes = {{\[\[}}0]] -> {{.*}} (own cost 0 us); runner-up @g split_axes = {{\[\[}}]] {{.*}} (+{{.*}} us)
-// EXPLAIN: 16:8: remark: auto-sharding: linalg.matmul: loops {{\[\[}}0]] -> @g split_axes = {{\[\[}}0]] (own cost {{.*}} us); runner-up loops {{.*}} (+{{.*}} us)
+// EXPLAIN: remark: auto-sharding: argument #0: @g split_axes = {{\[\[}}0]] -> {{.*}} (own cost 0 us); the best for the choice of linalg.matmul, which it alone feeds or reads
+// The first matmul alone feeds the second: folded into it before solving (exact).
+// EXPLAIN: 16:8: remark: auto-sharding: linalg.matmul: loops {{\[\[}}0]] -> @g split_axes = {{\[\[}}0]] (own cost {{.*}} us); the best for the choice of linalg.matmul
+// EXPLAIN: 19:8: remark: auto-sharding: linalg.matmul: loops {{\[\[}}0]] -> @g split_axes = {{\[\[}}0]] (own cost {{.*}} us); runner-up loops {{.*}} (+{{.*}} us)
 
 // BUDGET: 10:1: error: auto-sharding: memory budget 1000B per rank is infeasible; the smallest budget that fits is 3.75KiB
 // BUDGET-NOT: error

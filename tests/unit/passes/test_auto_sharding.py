@@ -97,25 +97,35 @@ def brute_force(program: Program, budget: float | None) -> tuple[float, float]:
     return best
 
 
-def plan(text: str, rates: Rates, budget: float | None = None):
+def plan(text: str, rates: Rates, budget: float | None = None, reduce: bool = True):
     module = _parse(text)
     function, grid = function_and_grid(module)
     with pass_cache():
-        return plan_function(function, grid, CostModel(rates), budget)
+        return plan_function(function, grid, CostModel(rates), budget, reduce)
 
 
 @pytest.mark.parametrize("text", [MATMUL, MLP, ELEMENTWISE_2X2, PINNED])
 @pytest.mark.parametrize("rates", [COMPUTE_BOUND, COMM_BOUND], ids=["compute", "comm"])
-def test_ilp_finds_the_enumerated_optimum(text, rates):
-    _, program, solution = plan(text, rates)
-    best, _ = brute_force(program, None)
+@pytest.mark.parametrize("reduce", [False, True], ids=["whole", "folded"])
+def test_ilp_finds_the_enumerated_optimum(text, rates, reduce):
+    """Enumerated on the whole graph; solved on it or after folding leaves (exact)."""
+    _, whole, _ = plan(text, rates, reduce=False)
+    best, _ = brute_force(whole, None)
     assert math.isfinite(best)
+    b, program, solution = plan(text, rates, reduce=reduce)
     assert solution.time == pytest.approx(best, rel=1e-9, abs=1e-12)
+    if reduce:
+        assert len(b.nodes) < len(b.all_nodes)  # something folded
+    # the expanded choice, priced on the whole graph, is what the solver says
+    order = {id(n): i for i, n in enumerate(b.all_nodes)}
+    choice = {order[k]: v for k, v in solution.full.items()}
+    assert whole.time_of(choice) == pytest.approx(solution.time, rel=1e-9, abs=1e-12)
+    assert whole.peak_of(choice) == pytest.approx(solution.peak)
 
 
 @pytest.mark.parametrize("text", [MATMUL, MLP])
 def test_ilp_finds_the_enumerated_optimum_under_a_budget(text):
-    _, program, unconstrained = plan(text, COMM_BOUND)
+    _, program, unconstrained = plan(text, COMM_BOUND, reduce=False)
     # every distinct peak the combinations reach, each as a budget
     peaks = sorted({program.peak_of(dict(enumerate(c))) for c in itertools.product(*(range(len(n.strategies)) for n in program.b.nodes))})
     assert len(peaks) > 2
@@ -130,9 +140,9 @@ def test_ilp_finds_the_enumerated_optimum_under_a_budget(text):
 
 
 def test_compute_bound_matmul_splits_and_comm_bound_does_not_communicate():
-    _, program, solution = plan(MATMUL, COMPUTE_BOUND)
-    matmul = program.b.nodes[-1]
-    chosen = matmul.strategies[solution.choice[len(program.b.nodes) - 1]]
+    b, _, solution = plan(MATMUL, COMPUTE_BOUND)
+    matmul = b.all_nodes[-1]
+    chosen = matmul.strategies[solution.full[id(matmul)]]
     assert chosen.option is not None and any(chosen.option.sharding_array)  # split somewhere
     # with collectives a thousand times dearer than the whole matmul, nothing is moved
     _, program, solution = plan(MLP, COMM_BOUND)
@@ -140,7 +150,7 @@ def test_compute_bound_matmul_splits_and_comm_bound_does_not_communicate():
 
 
 def test_infeasible_budget_names_the_least_that_fits():
-    _, program, _ = plan(MLP, COMM_BOUND)
+    _, program, _ = plan(MLP, COMM_BOUND, reduce=False)
     peaks = sorted({program.peak_of(dict(enumerate(c))) for c in itertools.product(*(range(len(n.strategies)) for n in program.b.nodes))})
     least = peaks[0]
     with pytest.raises(AutoShardingError) as info:
@@ -177,10 +187,10 @@ def test_parse_size(text, size):
 
 
 def test_user_annotations_are_kept(tmp_path, capsys, monkeypatch):
-    _, program, solution = plan(PINNED, COMPUTE_BOUND)
+    b, _, solution = plan(PINNED, COMPUTE_BOUND)
     # the pinned value's producer (argument %x) takes the user's sharding
-    x = program.b.nodes[0]
-    assert str(x.strategies[solution.choice[0]].results[0].split_axes) == "((), (0,))"
+    x = b.all_nodes[0]
+    assert str(x.strategies[solution.full[id(x)]].results[0].split_axes) == "((), (0,))"
     monkeypatch.setenv("SHARDC_CACHE_DIR", str(tmp_path / "cache"))
     src = tmp_path / "p.mlir"
     src.write_text(PINNED)
@@ -242,6 +252,8 @@ def test_explain_gives_cost_and_runner_up(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     remarks = [ln for ln in err.splitlines() if "remark: auto-sharding" in ln]
     assert any("predicted" in ln and "peak" in ln for ln in remarks)
-    matmul = [ln for ln in remarks if "linalg.matmul" in ln]
+    matmul = [ln for ln in remarks if "auto-sharding: linalg.matmul:" in ln]
     assert len(matmul) == 1 and "own cost" in matmul[0] and "runner-up" in matmul[0]
-    assert sum("argument #" in ln for ln in remarks) == 3
+    args = [ln for ln in remarks if "argument #" in ln]
+    assert len(args) == 3  # folded into the matmul, which alone reads them
+    assert all("the best for the choice of linalg.matmul" in ln for ln in args)
