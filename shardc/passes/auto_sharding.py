@@ -199,6 +199,20 @@ def _loop_sizes(op: Operation, maps: Sequence, loops: int) -> list[int | None]:
     return sizes
 
 
+def axis_assignments(slots: int, grid_rank: int) -> list[list[list[int]]]:
+    """Every way to give each grid axis to at most one of `slots` (dims or loops), the
+    axes of a slot in every order (`[[1, 0]]` splits majorly by axis 1)."""
+    out: list[list[list[int]]] = []
+    for assign in itertools.product(range(-1, slots), repeat=grid_rank):
+        groups: list[list[int]] = [[] for _ in range(slots)]
+        for axis, slot in enumerate(assign):
+            if slot >= 0:
+                groups[slot].append(axis)
+        for orders in itertools.product(*(itertools.permutations(g) for g in groups)):
+            out.append([list(o) for o in orders])
+    return out
+
+
 class Builder:
     """Builds the nodes and edges of one function and prices them."""
 
@@ -227,11 +241,7 @@ class Builder:
         (axes of one dim in increasing order)."""
         shape = t.get_shape()
         out: list[Sharding] = []
-        for assign in itertools.product(range(-1, len(shape)), repeat=len(self.grid_shape)):
-            split: list[list[int]] = [[] for _ in shape]
-            for axis, dim in enumerate(assign):
-                if dim >= 0:
-                    split[dim].append(axis)
+        for split in axis_assignments(len(shape), len(self.grid_shape)):
             ok = all(
                 not axes or (shape[d] >= 0 and shape[d] % math.prod(self.grid_shape[a] for a in axes) == 0)
                 for d, axes in enumerate(split)
@@ -298,11 +308,7 @@ class Builder:
         maps = indexing_maps(impl, op)
         sizes = _loop_sizes(op, maps, len(loops))
         strategies: dict[tuple, Strategy] = {}
-        for assign in itertools.product(range(-1, len(loops)), repeat=len(self.grid_shape)):
-            array: list[list[int]] = [[] for _ in loops]
-            for axis, loop in enumerate(assign):
-                if loop >= 0:
-                    array[loop].append(axis)
+        for array in axis_assignments(len(loops), len(self.grid_shape)):
             if any(
                 axes and (sizes[i] is None or sizes[i] % math.prod(self.grid_shape[a] for a in axes) != 0)
                 for i, axes in enumerate(array)
