@@ -199,30 +199,49 @@ def _loop_sizes(op: Operation, maps: Sequence, loops: int) -> list[int | None]:
     return sizes
 
 
-def axis_assignments(slots: int, grid_rank: int) -> list[list[list[int]]]:
-    """Every way to give each grid axis to at most one of `slots` (dims or loops), the
-    axes of a slot in every order (`[[1, 0]]` splits majorly by axis 1)."""
+def axis_assignments(slots: int, groups: Sequence[tuple[int, ...]]) -> list[list[list[int]]]:
+    """Every way to give each of `slots` (dims or loops) one of `groups` of grid axes or
+    none, no axis twice (`[[1, 0]]` splits majorly by axis 1)."""
     out: list[list[list[int]]] = []
-    for assign in itertools.product(range(-1, slots), repeat=grid_rank):
-        groups: list[list[int]] = [[] for _ in range(slots)]
-        for axis, slot in enumerate(assign):
-            if slot >= 0:
-                groups[slot].append(axis)
-        for orders in itertools.product(*(itertools.permutations(g) for g in groups)):
-            out.append([list(o) for o in orders])
+
+    def visit(slot: int, used: frozenset[int], chosen: list[list[int]]) -> None:
+        if slot == slots:
+            out.append([list(c) for c in chosen])
+            return
+        visit(slot + 1, used, [*chosen, []])
+        for group in groups:
+            if used.isdisjoint(group):
+                visit(slot + 1, used | set(group), [*chosen, list(group)])
+
+    visit(0, frozenset(), [])
     return out
 
 
 class Builder:
     """Builds the nodes and edges of one function and prices them."""
 
-    def __init__(self, function: func.FuncOp, grid: GridOp, model: CostModel):
+    def __init__(self, function: func.FuncOp, grid: GridOp, model: CostModel, reshard_memo: dict | None = None):
         self.function = function
         self.grid = grid.sym_name.data
         shape = grid.shape_tuple
         if any(d is None for d in shape):
             raise AutoShardingError(grid, "auto-sharding needs a grid of static shape")
         self.grid_shape: tuple[int, ...] = tuple(d for d in shape if d is not None)
+        # The groups of grid axes a dim or loop may be split by: every order of the axes
+        # larger than one, plus the groups the function's annotations write (`[1, 0]` on
+        # a 2x1 grid, as the trainer does); other groups with axes of size one split
+        # nothing a smaller group does not, and would only multiply the strategies.
+        live = [a for a, n in enumerate(self.grid_shape) if n > 1]
+        groups = {
+            perm
+            for k in range(1, len(live) + 1)
+            for subset in itertools.combinations(live, k)
+            for perm in itertools.permutations(subset)
+        }
+        for op in function.body.walk():
+            if isinstance(op, ShardingOp) and op.grid.string_value() == self.grid:
+                groups.update(tuple(g) for g in op.split_axes.as_tuple() if g)
+        self.axis_groups = sorted(groups)
         self.model = model
         self.nodes: list[Node] = []
         self.all_nodes: list[Node] = []  # nodes before `fold_leaves` took some out
@@ -232,7 +251,7 @@ class Builder:
         self.edges: list[Edge] = []
         self.all_edges: list[Edge] = []  # edges before `fold_leaves`
         self.pinned: dict[SSAValue, Sharding] = {}  # value -> sharding a user fixed
-        self._reshard: dict[tuple, float | None] = {}
+        self._reshard: dict[tuple, float | None] = reshard_memo if reshard_memo is not None else {}
 
     # --- shardings a tensor may have -----------------------------------------------------
 
@@ -241,7 +260,7 @@ class Builder:
         (axes of one dim in increasing order)."""
         shape = t.get_shape()
         out: list[Sharding] = []
-        for split in axis_assignments(len(shape), len(self.grid_shape)):
+        for split in axis_assignments(len(shape), self.axis_groups):
             ok = all(
                 not axes or (shape[d] >= 0 and shape[d] % math.prod(self.grid_shape[a] for a in axes) == 0)
                 for d, axes in enumerate(split)
@@ -308,7 +327,7 @@ class Builder:
         maps = indexing_maps(impl, op)
         sizes = _loop_sizes(op, maps, len(loops))
         strategies: dict[tuple, Strategy] = {}
-        for array in axis_assignments(len(loops), len(self.grid_shape)):
+        for array in axis_assignments(len(loops), self.axis_groups):
             if any(
                 axes and (sizes[i] is None or sizes[i] % math.prod(self.grid_shape[a] for a in axes) != 0)
                 for i, axes in enumerate(array)
@@ -476,7 +495,7 @@ class Builder:
             return 0.0
         t = value.type
         assert isinstance(t, TensorType)
-        key = (t, source, target)
+        key = (tuple(t.get_shape()), _element_bytes(t), source, target)
         if key not in self._reshard:
             try:
                 cost = self.model.reshard_time(source, target, t.get_shape(), self.grid_shape, _element_bytes(t))
@@ -716,12 +735,17 @@ class Program:
 
 
 def plan_function(
-    function: func.FuncOp, grid: GridOp, model: CostModel, budget: float | None, reduce: bool = True
+    function: func.FuncOp,
+    grid: GridOp,
+    model: CostModel,
+    budget: float | None,
+    reduce: bool = True,
+    reshard_memo: dict | None = None,
 ) -> tuple[Builder, Program, Solution]:
     """Build and solve the ILP of `function` (leaves folded first when there is no
     budget and `reduce`); raises AutoShardingError on an infeasible budget (naming the
     smallest that fits) or user annotations no plan meets."""
-    b = Builder(function, grid, model)
+    b = Builder(function, grid, model, reshard_memo)
     b.build()
     if reduce and budget is None:
         b.fold_leaves()
@@ -850,10 +874,11 @@ class AutoShardingPass(ModulePass):
             raise diagnostics.error(op, f"auto-sharding: rates must be cached, default or measure, got '{self.rates}'")
         rates = DEFAULT_RATES if self.rates == "default" else load_rates(recalibrate=self.rates == "measure")
         model = CostModel(rates)
+        memo: dict = {}  # resharding costs, shared by the functions of the module
         with pass_cache():
             for function in [f for f in op.ops if isinstance(f, func.FuncOp) and f.body.blocks]:
                 try:
-                    b, program, solution = plan_function(function, grids[0], model, budget)
+                    b, program, solution = plan_function(function, grids[0], model, budget, reshard_memo=memo)
                 except AutoShardingError as e:
                     raise diagnostics.error(e.op, e.message) from None
                 if self.explain:

@@ -257,3 +257,33 @@ def test_explain_gives_cost_and_runner_up(tmp_path, capsys, monkeypatch):
     args = [ln for ln in remarks if "argument #" in ln]
     assert len(args) == 3  # folded into the matmul, which alone reads them
     assert all("the best for the choice of linalg.matmul" in ln for ln in args)
+
+
+GROUPED = """
+shard.grid @g(shape = 2x1)
+
+func.func @f(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %o: tensor<8x32xf32>) -> tensor<8x32xf32> {
+  %s = shard.sharding @g split_axes = [[1, 0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x16xf32>
+  %y = linalg.matmul ins(%xs, %w : tensor<8x16xf32>, tensor<16x32xf32>) outs(%o : tensor<8x32xf32>) -> tensor<8x32xf32>
+  return %y : tensor<8x32xf32>
+}
+"""
+
+
+def test_axis_groups_as_annotations_write_them(tmp_path, capsys, monkeypatch):
+    """A 2x1 grid annotated `[[1, 0]]` (as the trainer writes batch splits): the plan
+    offers that group, so the matmul splits its rows by it and nothing is gathered."""
+    b, _, solution = plan(GROUPED, COMPUTE_BOUND)
+    assert (1, 0) in b.axis_groups and (1,) not in b.axis_groups  # axis 1 alone splits nothing
+    monkeypatch.setenv("SHARDC_CACHE_DIR", str(tmp_path / "cache"))
+    annotated = _annotate(GROUPED, tmp_path, capsys)
+    src = tmp_path / "a.mlir"
+    src.write_text(annotated)
+    assert opt_main([str(src), "--sharding-propagation", "--shard-partition", "--canonicalize"]) == 0
+    partitioned = capsys.readouterr().out
+    assert "shard.all_gather" not in partitioned and "tensor<4x32xf32>" in partitioned
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((8, 16), (16, 32), (8, 32))]
+    expected = run_program(MATMUL, inputs, ranks=1)
+    np.testing.assert_allclose(run_program(annotated, inputs, ranks=2)[0], expected[0], rtol=1e-5, atol=1e-5)
