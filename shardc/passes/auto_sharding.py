@@ -769,17 +769,35 @@ def plan_function(
     return b, program, solution
 
 
-def runner_up(program: Program, solution: Solution, i: int) -> tuple[int, float] | None:
-    """The best other strategy of node `i` with every other choice kept, and its extra time."""
-    node = program.b.nodes[i]
+def runner_up(
+    program: Program, solution: Solution, i: int, incident: dict[int, list[Edge]] | None = None
+) -> tuple[int, float] | None:
+    """The best other strategy of node `i` with every other choice kept, and its extra
+    time (only the node's own cost and its edges change: `incident` lists them)."""
+    b = program.b
+    node = b.nodes[i]
+    edges = incident[id(node)] if incident is not None else [e for e in b.edges if node in (e.producer, e.consumer)]
+    position = {id(n): j for j, n in enumerate(b.nodes)}
+
+    def local(k: int) -> float:
+        total = node.strategies[k].total
+        for e in edges:
+            mine = node.strategies[k]
+            p = mine if e.producer is node else e.producer.strategies[solution.choice[position[id(e.producer)]]]
+            c = mine if e.consumer is node else e.consumer.strategies[solution.choice[position[id(e.consumer)]]]
+            cost = b.edge_cost(e, *b.edge_ends(e, p, c))
+            total += math.inf if cost is None else cost
+        return total
+
+    current = local(solution.choice[i])
     best: tuple[int, float] | None = None
     for k in range(len(node.strategies)):
         if k == solution.choice[i] or program.upper[node.columns[k]] == 0.0:
             continue
-        t = program.time_of({**solution.choice, i: k})
+        t = local(k)
         if math.isfinite(t) and (best is None or t < best[1]):
             best = (k, t)
-    return None if best is None else (best[0], best[1] - solution.time)
+    return None if best is None else (best[0], best[1] - current)
 
 
 def annotate(b: Builder, solution: Solution) -> None:
@@ -822,6 +840,11 @@ def explain(program: Program, solution: Solution, rates: Rates) -> None:
         f"(rates: {rates.source})",
     )
     position = {id(node): i for i, node in enumerate(program.b.nodes)}
+    incident: dict[int, list[Edge]] = {id(node): [] for node in program.b.nodes}
+    for edge in program.b.edges:
+        incident[id(edge.producer)].append(edge)
+        if edge.consumer is not edge.producer:
+            incident[id(edge.consumer)].append(edge)
     folded_into = {id(leaf): other for leaf, other, _ in program.b.folded}
     for node in program.b.all_nodes:
         if node.fixed:
@@ -830,7 +853,7 @@ def explain(program: Program, solution: Solution, rates: Rates) -> None:
         what = ", ".join(describe_sharding(s) for s in chosen.results if s is not None)
         text = f"auto-sharding: {node.name()}: {chosen.label} -> {what} (own cost {_us(chosen.cost)})"
         i = position.get(id(node))
-        alt = None if i is None else runner_up(program, solution, i)
+        alt = None if i is None else runner_up(program, solution, i, incident)
         if i is None:
             text += f"; the best for the choice of {folded_into[id(node)].name()}, which it alone feeds or reads"
         elif alt is None:

@@ -287,3 +287,20 @@ def test_axis_groups_as_annotations_write_them(tmp_path, capsys, monkeypatch):
     inputs = [rng.standard_normal(s).astype(np.float32) for s in ((8, 16), (16, 32), (8, 32))]
     expected = run_program(MATMUL, inputs, ranks=1)
     np.testing.assert_allclose(run_program(annotated, inputs, ranks=2)[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("text", [MATMUL, MLP, ELEMENTWISE_2X2])
+def test_runner_up_is_the_best_single_change(text):
+    """The runner-up's extra time equals re-pricing the whole plan with that one change."""
+    from shardc.passes.auto_sharding import runner_up
+
+    _, program, solution = plan(text, COMPUTE_BOUND, reduce=False)
+    for i, node in enumerate(program.b.nodes):
+        alt = runner_up(program, solution, i)
+        others = [program.time_of({**solution.choice, i: k}) for k in range(len(node.strategies)) if k != solution.choice[i]]
+        others = [t for t in others if math.isfinite(t)]
+        if alt is None:
+            assert not others
+            continue
+        assert alt[1] >= -1e-15  # the optimum: no single change is cheaper
+        assert solution.time + alt[1] == pytest.approx(min(others), rel=1e-9, abs=1e-15)
