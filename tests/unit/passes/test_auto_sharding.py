@@ -17,7 +17,6 @@ from shardc.dialects.shard import GridOp, ShardOp
 from shardc.interfaces.sharding import pass_cache
 from shardc.passes.auto_sharding import (
     AutoShardingError,
-    Builder,
     Program,
     format_size,
     parse_size,
