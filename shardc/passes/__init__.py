@@ -27,6 +27,7 @@ PASSES: dict[str, str] = {
     "uncollapse-batch-matmuls": "shardc.passes.uncollapse_batch_matmuls:UncollapseBatchMatmulsPass",
     "split-shared-inits": "shardc.passes.split_shared_inits:SplitSharedInitsPass",
     "sharding-propagation": "shardc.passes.sharding_propagation:ShardingPropagationPass",
+    "auto-sharding": "shardc.passes.auto_sharding:AutoShardingPass",
     "shard-partition": "shardc.passes.partition:ShardPartitionPass",
     "shard-simplify": "shardc.passes.simplify:ShardSimplifyPass",
     "scatter-by-position": "shardc.passes.scatter_by_position:ScatterByPositionPass",

@@ -11,6 +11,10 @@ registry, so this module imports nothing).
 """
 
 PASS_HELP = """\
+  --auto-sharding                  Choose a sharding for every tensor value by an integer program over the cost model.
+      memory-budget=<str> (default: )
+      explain=<bool> (default: false)
+      rates=<str> (default: cached)
   --canonicalize                   Canonicalize operations: folding, canonicalization patterns, constant uniquing and
       top-down=<bool> (default: true)
       region-simplify=<disabled|normal|aggressive> (default: normal)

@@ -1,0 +1,165 @@
+"""The cost model: formulas, the alpha-beta fit, the per-machine cache (never measuring on
+its own), liveness peaks of partitioned programs. Calibration itself is not run here
+(it times BLAS and starts an MPI job); `fit_alpha_beta` is checked on synthetic timings."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from xdsl.dialects import func
+
+from shardc.dialects.shard import Sharding
+from shardc.passes import cost_model
+from shardc.passes.cost_model import (
+    DEFAULT_RATES,
+    AlphaBeta,
+    CostModel,
+    Rates,
+    bytes_factor,
+    fit_alpha_beta,
+    latency_factor,
+    live_ranges,
+    load_rates,
+    peak_memory,
+    tensor_bytes,
+)
+from shardc.tools.cli import parse_module
+
+RATES = Rates(
+    gemm_flops=1e9,
+    bandwidth=1e9,
+    op_overhead=1e-6,
+    collectives={k: AlphaBeta(1e-5, 1e-9) for k in cost_model.COLLECTIVES},
+    source="test",
+)
+
+
+def test_collective_times_follow_alpha_beta():
+    m = CostModel(RATES)
+    n = 1 << 20
+    assert m.collective_time("all_reduce", n, 1) == 0.0
+    assert m.collective_time("all_reduce", n, 4) == pytest.approx(1e-5 * 2 + 1e-9 * 2 * 3 / 4 * n)
+    assert m.collective_time("all_gather", n, 4) == pytest.approx(1e-5 * 2 + 1e-9 * 3 * n)
+    assert m.collective_time("reduce_scatter", n, 2) == pytest.approx(1e-5 + 1e-9 * n / 2)
+    assert m.collective_time("all_to_all", n, 4) == pytest.approx(1e-5 * 3 + 1e-9 * 3 / 4 * n)
+    with pytest.raises(ValueError):
+        bytes_factor("broadcast", 2, n)
+
+
+def test_op_time_contraction_uses_flops_and_others_bytes():
+    m = CostModel(RATES)
+    assert m.op_time(2e9, 10, True) == pytest.approx(1e-6 + 2.0)
+    assert m.op_time(2e9, 1e9, False) == pytest.approx(1e-6 + 1.0)
+
+
+def test_reshard_time_prices_the_planners_collectives():
+    m = CostModel(RATES)
+    rep = Sharding("g", ())
+    row = Sharding("g", ((0,),))
+    col = Sharding("g", ((), (0,)))
+    shape, grid = (8, 16), (2,)
+    assert m.reshard_time(row, row, shape, grid, 4) == 0.0
+    # split -> replicated is one all_gather of the local 4x16 f32 block
+    assert m.reshard_time(row, rep, shape, grid, 4) == pytest.approx(m.collective_time("all_gather", 4 * 16 * 4, 2))
+    # row -> column split is one all_to_all
+    assert m.reshard_time(row, col, shape, grid, 4) == pytest.approx(m.collective_time("all_to_all", 4 * 16 * 4, 2))
+    # replicated -> split communicates nothing
+    assert m.reshard_time(rep, row, shape, grid, 4) < m.collective_time("all_gather", 4 * 16 * 4, 2)
+
+
+def test_fit_recovers_alpha_and_beta():
+    rows = []
+    for kind in cost_model.COLLECTIVES:
+        for p in (2, 4, 8):
+            for n in (8, 4096, 1 << 20):
+                t = 3e-6 * latency_factor(kind, p) + 2e-10 * bytes_factor(kind, p, n)
+                rows.append((kind, p, float(n), t))
+    fitted = fit_alpha_beta(rows)
+    for kind in cost_model.COLLECTIVES:
+        assert fitted[kind].alpha == pytest.approx(3e-6, rel=1e-6)
+        assert fitted[kind].beta == pytest.approx(2e-10, rel=1e-6)
+
+
+def test_fit_clamps_negative_alpha():
+    # timings proportional to bytes only, with noise that pulls alpha below zero
+    rows = [("all_reduce", 2, float(n), 1e-9 * n - 1e-7) for n in (1000, 10_000, 100_000)]
+    fitted = fit_alpha_beta(rows)["all_reduce"]
+    assert fitted.alpha == 0.0 and fitted.beta > 0
+
+
+def test_rates_round_trip_through_json():
+    data = json.loads(json.dumps(RATES.to_json()))
+    assert Rates.from_json(data) == RATES
+    del data["collectives"]["halo"]
+    with pytest.raises(ValueError):
+        Rates.from_json(data)
+
+
+def test_load_rates_reads_the_cache_and_never_measures(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHARDC_CACHE_DIR", str(tmp_path))
+    os.chmod(tmp_path, 0o700)
+
+    def no_calibration(*a, **k):
+        raise AssertionError("calibration ran")
+
+    monkeypatch.setattr(cost_model, "calibrate", no_calibration)
+    assert load_rates() == DEFAULT_RATES  # nothing cached: the defaults
+    path = cost_model.cache_path(None)
+    assert path is not None and path.startswith(str(tmp_path))
+    with open(path, "w") as f:
+        json.dump(RATES.to_json(), f)
+    assert load_rates() == RATES
+    with open(path, "w") as f:
+        f.write("{not json")
+    assert load_rates() == DEFAULT_RATES  # a broken file is ignored (with a warning)
+
+
+def test_recalibrate_measures_and_caches(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHARDC_CACHE_DIR", str(tmp_path))
+    os.chmod(tmp_path, 0o700)
+    calls = []
+
+    def fake_calibration(ranks, launcher):
+        calls.append(ranks)
+        return RATES
+
+    monkeypatch.setattr(cost_model, "calibrate", fake_calibration)
+    assert load_rates(recalibrate=True) == RATES
+    assert calls == [2]
+    assert load_rates() == RATES and calls == [2]  # read back, not measured again
+
+
+def test_cache_key_depends_on_the_launcher():
+    assert cost_model.machine_key(["mpiexec", "-n", "2"]) != cost_model.machine_key(["srun"])
+
+
+PARTITIONED = """
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<8x8xf64>) -> tensor<4x8xf32> {
+  %0 = tosa.exp %a : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = tosa.abs %0 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = tosa.add %1, %0 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = tosa.exp %2 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %3 : tensor<4x8xf32>
+}
+"""
+
+
+def test_liveness_peak_of_a_partitioned_program():
+    module = parse_module(PARTITIONED, "<test>")
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    block = function.body.block
+    assert tensor_bytes(block.args[1]) == 8 * 8 * 8
+    ranges, n = live_ranges(block)
+    assert n == 5
+    by_value = {v: (s, e) for v, s, e in ranges}
+    ops = list(block.ops)
+    assert by_value[ops[0].results[0]] == (0, 2)  # %0 read by the add
+    assert by_value[block.args[0]] == (0, 4)  # arguments live throughout
+    peak, point = peak_memory(block)
+    # at the add: both arguments, %0, %1 and %2
+    assert peak == 128 + 512 + 3 * 128 and point == 2
+    # a sizing of our own (say, everything split in two)
+    half, _ = peak_memory(block, lambda v: tensor_bytes(v) / 2)
+    assert half == peak / 2
