@@ -242,3 +242,39 @@ def test_truncf_matmul_extf_matches_the_ml_dtypes_reference(backend: str) -> Non
 def test_bf16_scalar_arguments_convert() -> None:
     cm = compile_text("func.func @f(%s: bf16) -> f32 {\n  %e = arith.extf %s : bf16 to f32\n  return %e : f32\n}")
     assert cm.call("f", 0.1) == np.float32(BF(0.1))
+
+
+CACHED = """
+func.func @f(%a: tensor<8x16xbf16>, %b: tensor<16x4xbf16>, %s: bf16) -> (tensor<8x4xf32>, bf16) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x4xf32>
+  %c = linalg.fill ins(%z : f32) outs(%e : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<8x16xbf16>, tensor<16x4xbf16>) outs(%c : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %k = arith.constant 0.1 : bf16
+  %t = arith.addf %s, %k : bf16
+  return %m, %t : tensor<8x4xf32>, bf16
+}"""
+
+
+@pytest.mark.usefixtures("_own_cache")
+def test_compile_cache_keeps_bf16_argument_types() -> None:
+    """A cache hit restores bf16 array and scalar arguments as bf16 (numpy spells the dtype
+    `<V2`, which would read as raw bytes)."""
+    from shardc.runtime.cache import compile_cached, make_key, parse_lowered
+
+    key = make_key("bf16-program", text=CACHED)
+    built: list[int] = []
+
+    def build():  # noqa: ANN202
+        built.append(1)
+        return parse_lowered(CACHED), {}
+
+    rng = np.random.default_rng(5)
+    a, b = _bf(rng.standard_normal((8, 16))), _bf(rng.standard_normal((16, 4)))
+    first = compile_cached(key, build, "test")
+    hit = compile_cached(key, build, "test")
+    assert built == [1] and (first.source, hit.source) == ("compiled", "cache")
+    for cm in (first.compiled, hit.compiled):
+        m, t = cm.call("f", a, b.astype(np.float32), 0.5)  # float32 and Python float arguments convert to bf16
+        np.testing.assert_array_equal(m, cm.call("f", a, b, BF(0.5))[0])
+        assert m.dtype == np.float32 and type(t) is BF and float(t) == float(BF(BF(0.5) + BF(0.1)))
