@@ -278,3 +278,41 @@ def test_compile_cache_keeps_bf16_argument_types() -> None:
         m, t = cm.call("f", a, b.astype(np.float32), 0.5)  # float32 and Python float arguments convert to bf16
         np.testing.assert_array_equal(m, cm.call("f", a, b, BF(0.5))[0])
         assert m.dtype == np.float32 and type(t) is BF and float(t) == float(BF(BF(0.5) + BF(0.1)))
+
+
+REDUCTIONS = """
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @sum(%a: tensor<3x5xbf16>) -> tensor<3xbf16> {
+  %z = arith.constant 0.0 : bf16
+  %e = tensor.empty() : tensor<3xbf16>
+  %f = linalg.fill ins(%z : bf16) outs(%e : tensor<3xbf16>) -> tensor<3xbf16>
+  %r = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]} ins(%a : tensor<3x5xbf16>) outs(%f : tensor<3xbf16>) {
+  ^bb0(%in: bf16, %acc: bf16):
+    %t = arith.addf %in, %acc : bf16
+    linalg.yield %t : bf16
+  } -> tensor<3xbf16>
+  return %r : tensor<3xbf16>
+}
+func.func @max(%a: tensor<3x5xbf16>) -> tensor<3xbf16> {
+  %z = arith.constant 0xFF80 : bf16
+  %e = tensor.empty() : tensor<3xbf16>
+  %f = linalg.fill ins(%z : bf16) outs(%e : tensor<3xbf16>) -> tensor<3xbf16>
+  %r = linalg.reduce ins(%a : tensor<3x5xbf16>) outs(%f : tensor<3xbf16>) dimensions = [1]
+    (%in: bf16, %acc: bf16) {
+      %m = arith.maximumf %in, %acc : bf16
+      linalg.yield %m : bf16
+    }
+  return %r : tensor<3xbf16>
+}"""
+
+
+def test_bf16_reductions_accumulate_in_f32_and_round_once() -> None:
+    """A sum of bf16 runs in float32 and rounds once (as the GEMM does; torch's bf16 sum
+    too): 256 + 1 + 1 is 258, where bf16 steps give 256 (257 ties to even)."""
+    cm = compile_text(REDUCTIONS)
+    a = np.array([[256, 1, 1, 0, 0], [1, 1, 256, 0, 0], [-3.5, 0.25, 7, 0.125, -1]], np.float32).astype(BF)
+    r = cm.call("sum", a)
+    assert r.dtype == np.dtype(BF) and r.astype(np.float32).tolist() == [258.0, 258.0, 2.875]
+    m = cm.call("max", a)
+    assert m.dtype == np.dtype(BF) and m.astype(np.float32).tolist() == [256.0, 256.0, 7.0]
