@@ -105,3 +105,25 @@ def test_empty_contraction_and_bad_operands(backend: str) -> None:
         bf16_gemm.matmul(np.zeros((2, 2), np.float32), np.zeros((2, 2), BF))
     with pytest.raises(ValueError, match="do not multiply"):
         bf16_gemm.matmul(np.zeros((2, 3), BF), np.zeros((2, 2), BF))
+
+
+@pytest.mark.parametrize("pack_min", [0, 1 << 62])
+def test_packed_b_path_matches(backend: str, pack_min: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MKL's pack-then-compute path (every product past PACK_MIN_FLOPS; here all of them,
+    then none) gives the same sums, B plain, transposed or strided, alpha and beta too."""
+    monkeypatch.setattr(bf16_gemm, "PACK_MIN_FLOPS", pack_min)
+    rng = np.random.default_rng(11)
+    a, b = _pair(rng, 96, 200, 72)
+    bt = np.ascontiguousarray(b.T).T
+    for y in (b, bt, np.repeat(b, 2, axis=1)[:, ::2]):
+        _check(bf16_gemm.matmul(a, y), a, b)
+    c = rng.standard_normal((96, 72)).astype(np.float32)
+    out = c.copy()
+    bf16_gemm.matmul(a, bt, out, alpha=2.0, beta=-1.0)
+    _check(out, a, b, a.astype(np.float64) @ b.astype(np.float64) - c.astype(np.float64))
+
+
+def test_large_product_uses_the_default_threshold(backend: str) -> None:
+    a, b = _pair(np.random.default_rng(12), 256, 256, 512)  # 2^25 multiply-adds: packed on MKL
+    assert 256 * 256 * 512 >= bf16_gemm.PACK_MIN_FLOPS
+    _check(bf16_gemm.matmul(a, b), a, b)
