@@ -282,6 +282,8 @@ class _Encoder:
     def _dtype(self, dt: np.dtype) -> str:
         if dt.hasobject or dt.fields is not None or dt.subdtype is not None:
             raise UncacheableError(f"cannot store dtype {dt}")
+        if dt.kind == "V" and dt.name == "bfloat16":
+            return "bfloat16"  # ml_dtypes' (its `str` is "<V2": raw bytes when read back)
         return dt.str
 
     def _raw(self, data: bytes) -> list[int]:
@@ -325,6 +327,10 @@ class _Decoder:
         return self.blob[at : at + n]
 
     def dtype(self, text: Any) -> np.dtype:
+        if text == "bfloat16":
+            from shardc.runtime.dtypes import bfloat16
+
+            return bfloat16()
         dt = np.dtype(str(text))
         if dt.hasobject or dt.fields is not None:
             raise CorruptEntry(f"dtype {text!r} is not allowed")
@@ -732,10 +738,11 @@ class DiskCache:
 def _spec_of(t: Any) -> list[Any]:
     from xdsl.dialects.builtin import MemRefType, TensorType
 
-    from shardc.runtime.dtypes import np_dtype
+    from shardc.runtime.dtypes import is_bfloat16, np_dtype
 
     if isinstance(t, TensorType | MemRefType):
-        return ["array", np_dtype(t.get_element_type()).str, list(t.get_shape())]
+        dt = np_dtype(t.get_element_type())
+        return ["array", "bfloat16" if is_bfloat16(dt) else dt.str, list(t.get_shape())]  # bf16's str is "<V2"
     return ["scalar", str(t)]
 
 
@@ -756,6 +763,10 @@ def _scalar_type(text: str) -> Any:
 
 def _arg_spec(spec: list[Any]) -> Any:
     if spec[0] == "array":
+        if spec[1] == "bfloat16":
+            from shardc.runtime.dtypes import bfloat16
+
+            return bfloat16(), tuple(spec[2])
         return np.dtype(spec[1]), tuple(spec[2])
     return None, _scalar_type(spec[1])
 

@@ -135,7 +135,21 @@ def numpy_subset() -> types.SimpleNamespace:
     submodule, so no object in generated code's namespace is a module."""
     names = {n: getattr(np, n) for n in dir(np) if isinstance(getattr(np, n, None), np.ufunc)}
     names.update((n, getattr(np, n)) for n in NUMPY_FUNCTIONS)
-    return types.SimpleNamespace(**names)
+    return _NumpySubset(**names)
+
+
+class _NumpySubset(types.SimpleNamespace):
+    """`numpy_subset`'s namespace; `bfloat16` (bf16's scalar type, from ml_dtypes: numpy
+    has none) is looked up on first use, so programs without bf16 never import ml_dtypes."""
+
+    def __getattr__(self, name: str) -> object:
+        if name != "bfloat16":
+            raise AttributeError(name)
+        from shardc.runtime.dtypes import bfloat16
+
+        value = bfloat16().type
+        setattr(self, name, value)
+        return value
 
 
 @functools.cache

@@ -148,7 +148,7 @@ def combine_fn(kind: str, dtype: np.dtype) -> Callable[[np.ndarray, np.ndarray],
         table = {"sum": np.logical_xor, "average": np.logical_xor, "product": np.logical_and, "max": np.logical_or, "min": np.logical_and}
         table |= {"bitwise_and": np.logical_and, "bitwise_or": np.logical_or, "bitwise_xor": np.logical_xor}
         return table[kind]
-    if kind.startswith("bitwise") and dtype.kind == "f":
+    if kind.startswith("bitwise") and (dtype.kind == "f" or _is_bf16(dtype)):
         raise CommError(f"reduction '{kind}' needs an integer element type, got {dtype}")
     return {
         "sum": np.add,
@@ -165,6 +165,8 @@ def combine_fn(kind: str, dtype: np.dtype) -> Callable[[np.ndarray, np.ndarray],
 def reduce_list(parts: Sequence[np.ndarray], kind: str) -> np.ndarray:
     """Reference reduction of group contributions, in in-group order."""
     dtype = parts[0].dtype
+    if _is_bf16(dtype):  # as under MPI: reduced in float32, rounded to bf16 once
+        return reduce_list([np.asarray(p, np.float32) for p in parts], kind).astype(dtype)
     fn = combine_fn(kind, dtype)
     acc = np.array(parts[0], copy=True)
     for p in parts[1:]:
@@ -674,7 +676,7 @@ class MPIComm(Comm):
 
     @staticmethod
     def _widen(x: np.ndarray) -> np.ndarray:
-        return x.astype(np.float32) if x.dtype == np.float16 else x
+        return x.astype(np.float32) if x.dtype == np.float16 or _is_bf16(x.dtype) else x  # reduced in float32, rounded once
 
     def all_reduce(self, x: np.ndarray, grid: Grid, axes: Axes, kind: str = "sum") -> np.ndarray:
         c, x = self._prep(x, grid, axes, "all_reduce")
@@ -709,7 +711,7 @@ class MPIComm(Comm):
         c, x = self._prep(x, grid, axes, "all_gather")
         n = c.Get_size()
         buf = np.empty((n, *x.shape), dtype=x.dtype)
-        req = c.Iallgather(x, buf)
+        req = c.Iallgather(wire(x), wire(buf))
 
         def finish() -> np.ndarray:
             if gather_axis == 0:
@@ -728,7 +730,7 @@ class MPIComm(Comm):
         c, x = self._prep(x, grid, axes, "all_gather")
         n = c.Get_size()
         buf = np.empty((n, *x.shape), dtype=x.dtype)
-        c.Allgather(x, buf)
+        c.Allgather(wire(x), wire(buf))
         if gather_axis == 0:  # the pieces are already in place: a free reshape
             return buf.reshape((n * x.shape[0], *x.shape[1:]))
         return np.concatenate(list(buf), axis=gather_axis)
@@ -737,7 +739,7 @@ class MPIComm(Comm):
         c, x = self._prep(x, grid, axes, "all_to_all")
         send = np.ascontiguousarray(np.stack(split_even(x, c.Get_size(), split_axis, "all_to_all")))
         recv = np.empty_like(send)
-        c.Alltoall(send, recv)
+        c.Alltoall(wire(send), wire(recv))
         return np.concatenate(list(recv), axis=concat_axis)
 
     def reduce_scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, kind: str = "sum") -> np.ndarray:
@@ -751,14 +753,14 @@ class MPIComm(Comm):
         r = self._root_index(tuple(grid), tuple(axes), root)
         c, x = self._prep(x, grid, axes, "broadcast")
         buf = np.array(x, copy=True)
-        c.Bcast(buf, root=r)
+        c.Bcast(wire(buf), root=r)
         return buf
 
     def gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int, root: Sequence[int] | int) -> np.ndarray:
         r = self._root_index(tuple(grid), tuple(axes), root)
         c, x = self._prep(x, grid, axes, "gather")
         buf = np.empty((c.Get_size(), *x.shape), dtype=x.dtype) if c.Get_rank() == r else None
-        c.Gather(x, buf, root=r)
+        c.Gather(wire(x), None if buf is None else wire(buf), root=r)
         if buf is None:
             shape = list(x.shape)
             shape[gather_axis] *= c.Get_size()
@@ -780,30 +782,30 @@ class MPIComm(Comm):
         parts = split_even(x, n, scatter_axis, "scatter")
         send = np.ascontiguousarray(np.stack(parts)) if c.Get_rank() == r else None
         recv = np.empty_like(parts[0], order="C")
-        c.Scatter(send, recv, root=r)
+        c.Scatter(None if send is None else wire(send), wire(recv), root=r)
         return recv
 
     def send(self, x: np.ndarray, grid: Grid, axes: Axes, destination: Sequence[int] | int) -> None:
         """Buffered (MPIP2P.send): a program may send before it receives."""
         c = self.sub(tuple(grid), tuple(axes))
-        self.mpi_backend().send(c, np.asarray(x), self._root_index(tuple(grid), tuple(axes), destination), 17)
+        self.mpi_backend().send(c, wire(np.asarray(x)), self._root_index(tuple(grid), tuple(axes), destination), 17)
 
     def recv(self, like: np.ndarray, grid: Grid, axes: Axes, source: Sequence[int] | int | None) -> np.ndarray:
         c = self.sub(tuple(grid), tuple(axes))
         buf = np.empty(np.shape(like), dtype=np.asarray(like).dtype)
         src = self.mpi.ANY_SOURCE if source is None else self._root_index(tuple(grid), tuple(axes), source)
-        self.mpi_backend().recv(c, buf, src, 17)
+        self.mpi_backend().recv(c, wire(buf), src, 17)
         return buf
 
     def sendrecv(self, x: np.ndarray | None, dest: int | None, like: np.ndarray, source: int | None) -> np.ndarray | None:
         MPI = self.mpi
         buf = np.empty(np.shape(like), dtype=np.asarray(like).dtype) if source is not None else None
-        send = np.ascontiguousarray(x) if x is not None and dest is not None else np.empty(0, np.uint8)
+        send = wire(np.ascontiguousarray(x)) if x is not None and dest is not None else np.empty(0, np.uint8)
         self.comm.Sendrecv(
             send,
             dest=dest if dest is not None else MPI.PROC_NULL,
             sendtag=23,
-            recvbuf=buf if buf is not None else np.empty(0, np.uint8),
+            recvbuf=wire(buf) if buf is not None else np.empty(0, np.uint8),
             source=source if source is not None else MPI.PROC_NULL,
             recvtag=23,
         )
@@ -817,6 +819,17 @@ class MPIComm(Comm):
         if backend is None:
             backend = self._p2p = MPIP2P(self.comm)
         return backend
+
+
+def _is_bf16(dt: np.dtype) -> bool:
+    return dt.kind == "V" and dt.name == "bfloat16"
+
+
+def wire(x: np.ndarray) -> np.ndarray:
+    """`x` as MPI moves it: bf16 (ml_dtypes'; MPI has no bf16 datatype and mpi4py cannot
+    export its buffer) as its 16-bit patterns, a uint16 view of the same memory. Data
+    movement only: reductions widen bf16 to float32 first (`MPIComm._widen`)."""
+    return x.view(np.uint16) if _is_bf16(x.dtype) else x
 
 
 def mpi_op(kind: str, dtype: np.dtype) -> Any:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from xdsl.dialects import arith, cf
 from xdsl.dialects.linalg import ops as linalg
-from xdsl.dialects.builtin import AffineMapAttr
+from xdsl.dialects.builtin import AffineMapAttr, BFloat16Type, Float32Type
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 
@@ -218,6 +218,20 @@ def _classify_contraction(block: Block, n_ins: int, yields: Sequence[SSAValue], 
     if sum(1 for _, i in leaves if i >= 0) < 2:
         return None  # a plain sum: the reduction path handles it
     return leaves
+
+
+def _widened_bf16_leaves(leaves: Sequence[tuple[SSAValue, int]], block: Block, n_ins: int) -> tuple[int, ...]:
+    """The contraction leaves that are `arith.extf` of a bf16 input to f32 (a matmul of bf16
+    operands into a float32 result): the body leaves them bf16, for a bf16 GEMM
+    (`structured_run._widen`)."""
+    found = []
+    for k, (v, _) in enumerate(leaves):
+        op = v.owner
+        if isinstance(op, arith.ExtFOp) and isinstance(op.input.type, BFloat16Type) and isinstance(op.result.type, Float32Type):
+            src = op.input
+            if isinstance(src, BlockArgument) and src.block is block and src.index < n_ins:
+                found.append(k)
+    return tuple(found)
 
 
 def _classify_reduction(block: Block, n_ins: int, yields: Sequence[SSAValue], memo: dict[SSAValue, frozenset[int]]) -> list[tuple[Operation, SSAValue]] | None:
@@ -525,6 +539,9 @@ def emit_structured(
             spec.onehot = _onehot_spec(i, k, maps[i], src)
             onehot_args = (i, src)
         body_values = [v for v, _ in leaves]
+        if windows is None and spec.onehot is None:
+            spec.widened = _widened_bf16_leaves(leaves, block, n_ins)
+            body_values = [v.owner.operands[0] if k in spec.widened else v for k, v in enumerate(body_values)]  # type: ignore[union-attr]
         params = ["ins"]
     elif reduction is not None:
         spec.kind = "reduction"

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from shardc.runtime.dtypes import is_bfloat16
 from shardc.runtime.kernels import blas
+from shardc.runtime.kernels.bf16_gemm import matmul as bf16_matmul
 from shardc.runtime.kernels.fused_run import FusedKernel
 
 Map = tuple[int | None, ...]  # per operand axis: loop dim, or None for the constant 0
@@ -124,6 +126,7 @@ class StructuredSpec:
     sentinel: object = None  # first match: the init value that means "not found yet"
     windowed: bool = False  # an input is a window view (`contract2`, `_reduce_points`)
     init_inplace: bool = False  # contraction / reduction: the result is written into its init, a donated buffer (fusion.fuse_accumulations)
+    widened: tuple[int, ...] = ()  # contraction: leaves whose body's extf bf16 -> f32 is left to `_widen` (bf16 GEMM)
 
     # -- shapes ----------------------------------------------------------------------
     def sizes(self, operands: Sequence[np.ndarray]) -> tuple[int, ...]:
@@ -192,7 +195,13 @@ def run_structured(
             elif spec.windowed and 1 < math.prod(full[d] for d in spec.red_dims) <= MAX_WINDOW_POINTS:
                 vals.append(_reduce_points(init, e, spec.red_dims, comb, dt))
             else:
-                if red == np.add.reduce:
+                if dt.kind == "V" and is_bfloat16(dt) and red in _WIDENED_REDUCES:
+                    # bf16 in float32, rounded once: numpy's bf16 reduce rounds at every step
+                    # and ran 30x slower than widening (sum of 1M elements; max/min are exact)
+                    f32 = np.dtype(np.float32)
+                    w = e.astype(f32)
+                    r = (sum_axes(w, spec.red_dims, f32, keepdims=True) if red == np.add.reduce else red(w, axis=spec.red_dims, keepdims=True)).astype(dt)
+                elif red == np.add.reduce:
                     r = sum_axes(e, spec.red_dims, dt, keepdims=True)
                 elif (red == np.maximum.reduce or red == np.minimum.reduce) and _inner_axis(e, spec.red_dims):
                     # argmax + gather: 1.7-2.9x faster than maximum.reduce along a unit-stride
@@ -235,6 +244,9 @@ def _run_first_match(spec: StructuredSpec, found: Sequence[object], outs: Sequen
     init = spec.out_align[0](outs[0])
     return _finish(spec, [np.where(init != c, init, value).astype(dt, copy=False)], outs, sizes)
 
+
+_WIDENED_REDUCES = (np.add.reduce, np.maximum.reduce, np.minimum.reduce, np.fmax.reduce, np.fmin.reduce)
+"""The reductions `run_structured` runs on bf16 in float32."""
 
 MAX_WINDOW_POINTS = 64
 """A reduction over a window view (pooling) with at most this many window positions
@@ -620,7 +632,7 @@ def contract2(
         if acc is not None and A2.dtype == dt and B2.dtype == dt and acc.dtype == dt:
             target = _view(acc.transpose(plan.inv_perm), sh.rows_n)
             if target is not None and _blas_writable(target):
-                blas.matmul(A2, B2, target, beta=1.0, alpha=alpha)
+                _accumulate(A2, B2, target, alpha)
                 return acc, False
         if dt is not None and A2.dtype == dt and B2.dtype == dt:
             res = np.empty(sh.out, dt)
@@ -638,7 +650,7 @@ def contract2(
     if acc is not None and A.dtype == dt and B.dtype == dt and acc.dtype == dt:
         target = _view(acc.transpose(plan.inv_perm), sh.bmn)
         if target is not None and _blas_writable(target):
-            blas.matmul(A, B, target, beta=1.0, alpha=alpha)
+            _accumulate(A, B, target, alpha)
             return acc, False
     if dt is not None and A.dtype == dt and B.dtype == dt:
         # Allocate the result in output order (or in `layout`) and let the matmul write
@@ -702,11 +714,34 @@ def _is_matmul(sa: Map, sb: Map, so: Sequence[int]) -> bool:
 
 def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: float = 1.0) -> np.ndarray:
     """`alpha * np.matmul(a, b)` through MKL where the operands' views allow (`kernels/blas.py`)."""
+    if a.dtype.kind == "V" and a.dtype == b.dtype and is_bfloat16(a.dtype) and a.ndim >= 2 and b.ndim >= 2:
+        return bf16_matmul(a, b, out, alpha=alpha)  # float32 accumulation (a float32 result without `out`)
     if out is None:
         if a.dtype != b.dtype or a.dtype.char not in "fd" or a.ndim < 2 or b.ndim < 2:
             return _scaled(np.matmul(a, b), alpha)
         out = np.empty((*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1]), a.dtype)
     return blas.matmul(a, b, out, alpha=alpha)
+
+
+def _widen(spec: StructuredSpec, factors: list[tuple[np.ndarray, Map]], leaves: list[int], so: Sequence[int]) -> list[tuple[np.ndarray, Map]]:
+    """The factors of a contraction whose body extends bf16 inputs to float32
+    (`spec.widened`; the body returns them unextended): kept bf16 where two such factors
+    make one matmul (`contract2` runs a bf16 GEMM accumulating in float32, the same
+    numbers: bf16 products are exact in float32), extended to float32 otherwise."""
+    if len(factors) == 2 and all(k in spec.widened for k in leaves):
+        p = matmul_plan(tuple(factors[0][1]), tuple(factors[1][1]), tuple(so))
+        if (p.mdims or p.ndims) and not p.sum_a and not p.sum_b:
+            return factors
+    f32 = np.dtype(np.float32)
+    return [(x.astype(f32) if k in spec.widened else x, m) for (x, m), k in zip(factors, leaves)]
+
+
+def _accumulate(a: np.ndarray, b: np.ndarray, out: np.ndarray, alpha: float) -> None:
+    """`out += alpha * a @ b`, bf16 operands accumulated in float32 (`bf16_gemm.py`)."""
+    if a.dtype.kind == "V" and is_bfloat16(a.dtype):
+        bf16_matmul(a, b, out, alpha=alpha, beta=1.0)
+    else:
+        blas.matmul(a, b, out, beta=1.0, alpha=alpha)
 
 
 def _scaled(r: np.ndarray, alpha: float) -> np.ndarray:
@@ -919,6 +954,7 @@ def _run_contraction(
             ins[oh.input] = oh.materialize(aux[0], aux[1])
     leaves = leaves_fn(*ins, None)
     factors: list[tuple[np.ndarray, Map]] = []
+    factor_leaves: list[int] = []
     scale: object = plan.scale
     other: tuple[np.ndarray, Map] | None = None
     for k, leaf in enumerate(leaves):
@@ -932,9 +968,13 @@ def _run_contraction(
         if idx is not None:
             x = x[idx]
         factors.append((x, plan.factor_maps[k]))
+        if spec.widened:
+            factor_leaves.append(k)
         if oh is not None and k != oh.leaf:
             other = factors[-1]
     so = plan.so_free
+    if spec.widened:
+        factors = _widen(spec, factors, factor_leaves, so)
     dt = spec.out_dtypes[0]
     fresh = True
     if oh is not None and positions is not None and other is not None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DenseResourceAttr, FloatAttr, IntegerAttr, ShapedType
+from xdsl.dialects.builtin import BFloat16Type, DenseIntOrFPElementsAttr, DenseResourceAttr, FloatAttr, IntegerAttr, ShapedType
 from xdsl.ir import Operation
 
 from shardc.runtime import helpers
 from shardc.runtime.compile import FunctionBuilder, compile_error, register
 from shardc.runtime.dtypes import elem_type, int_width, is_index, is_shaped, np_dtype, scalar_ctor
+from shardc.runtime.kernels.bf16_run import widened_binary
 
 
 def _mro(table: dict, op: Operation):  # type: ignore[type-arg]
@@ -217,7 +218,11 @@ def _float_inline(op: Operation, g: FunctionBuilder) -> None:
 @register(*_FLOAT_UFUNC)
 def _float_ufunc(op: Operation, g: FunctionBuilder) -> None:
     a, b = g.vs(op.operands)
-    g.assign(op, f"_np.{_mro(_FLOAT_UFUNC, op)}({a}, {b})")  # type: ignore[index]
+    name = _mro(_FLOAT_UFUNC, op)
+    if g.arr_op(op) and isinstance(elem_type(op.results[0].type), BFloat16Type):
+        g.assign(op, f"{g.const(widened_binary, 'bf16_binary')}(_np.{name}, {a}, {b})")  # float32 loops (bf16_run.py)
+        return
+    g.assign(op, f"_np.{name}({a}, {b})")  # type: ignore[index]
 
 
 @register(arith.NegfOp)

@@ -79,6 +79,7 @@ class _Lib:
         self.path = path
         self.threads = threads
         self.version = version
+        self.lib = lib
         self.gemm: dict[np.dtype, Any] = {}
         self.strided: dict[np.dtype, Any] = {}
         self.batch: dict[np.dtype, Any] = {}
@@ -297,6 +298,13 @@ def _resolve(choice: str) -> _Lib | None:
 
     name = blas_choice.choose(_loaded)
     return _loaded(name) if name != "numpy" else None
+
+
+def mkl_library() -> ctypes.CDLL | None:
+    """MKL as `matmul` loads it (its threading layer set before any other call), for
+    kernels calling its other entry points (`bf16_gemm.py`); None where it is absent."""
+    lib = _loaded("mkl")
+    return lib.lib if lib is not None else None
 
 
 def enabled() -> bool:

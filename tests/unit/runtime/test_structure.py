@@ -245,12 +245,11 @@ def test_tosa_mul_shift():
     assert got.tolist() == [(int(x) * int(y) + 2) >> 2 for x, y in zip(a, b)]
 
 
-def test_bf16_is_rejected_clearly():
-    from shardc.runtime.dtypes import UnsupportedTypeError
-
+def test_bf16_runs_as_ml_dtypes_bfloat16():
+    """bf16 was refused before issue 35; it runs now (tests/unit/runtime/test_bf16.py)."""
     src = """func.func @f(%a: tensor<2xbf16>) -> tensor<2xbf16> {
   %r = arith.addf %a, %a : tensor<2xbf16>
   return %r : tensor<2xbf16>
 }"""
-    with pytest.raises(UnsupportedTypeError, match="bf16"):
-        compile_text(src).call("f", [1.0, 2.0])
+    got = compile_text(src).call("f", [1.0, 2.5])
+    assert got.dtype.name == "bfloat16" and got.astype(np.float32).tolist() == [2.0, 5.0]
