@@ -286,7 +286,7 @@ def random_inputs(prog: Any, seed: int) -> list[Any]:
 
 def _local_inputs(prog: Any, inputs: Sequence[Any], rank: int, world: int) -> list[Any]:
     """Rank `rank`'s pieces of the global `inputs`."""
-    from shardc.runtime.comm import CommError
+    from shardc.runtime.execute.comm import CommError
     from shardc.tools.run import InputSpec, local_inputs
 
     specs = [InputSpec(b.label, (lambda v: lambda r: v)(v)) for b, v in zip(prog.args, inputs)]
@@ -304,7 +304,7 @@ def _call(compiled: Any, prog: Any, local: Sequence[Any]) -> tuple[Any, ...]:
 
 def _run_ranks(compiled: Any, prog: Any, inputs: Sequence[Any], world: int) -> list[tuple[Any, ...]]:
     """Every rank's local results, on `world` simulated ranks."""
-    from shardc.runtime.comm import RankFailed, run_simulated
+    from shardc.runtime.execute.comm import RankFailed, run_simulated
 
     per_rank = [_local_inputs(prog, inputs, r, world) for r in range(world)]
     try:
@@ -393,7 +393,7 @@ def _compare_stage(
     atol: float | None,
     reduction: int = 1,
 ) -> None:
-    from shardc.runtime.comm import CommError
+    from shardc.runtime.execute.comm import CommError
     from shardc.tools.run import _grid_of  # pyright: ignore[reportPrivateUsage]
 
     for i, (b, want) in enumerate(zip(prog.results, reference)):
@@ -615,8 +615,8 @@ def verify_mpi(
     returns the same report (usage errors come back as status "rejected")."""
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.kernels import blas
+    from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.execute.kernels import blas
 
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()

@@ -167,7 +167,7 @@ def boundary_shardings(module: ModuleOp, f: func.FuncOp) -> tuple[list[tuple[Att
     """(global type, RuntimeSharding or None) per argument and per result of a lowered
     function, from the attributes `shard-to-mpi-pipeline` recorded; None if it has none."""
     from shardc.dialects.shard import GridOp
-    from shardc.runtime.sharding import RuntimeSharding
+    from shardc.runtime.execute.sharding import RuntimeSharding
 
     grids = {op.sym_name.data: op for op in module.walk() if isinstance(op, GridOp)}
 

@@ -5,7 +5,7 @@ global shapes, or lowered by `shard-to-mpi-pipeline`) is transformed by a pipeli
 (default: shardc-run's partitioning of a sharded program), compiled once, each rank gets
 its piece of every global input by the argument shardings, and the results are put back
 together by the result shardings. The whole compile (parse, pipeline, code generation)
-goes through the compile cache (`shardc.runtime.cache`, keyed as `shardc-run` keys it:
+goes through the compile cache (`shardc.runtime.codegen.cache`, keyed as `shardc-run` keys it:
 text, name, entry, pipeline, ranks), so a hit runs no pass; under `mpiexec` rank 0
 compiles or hits and the other ranks take its result. On simulated ranks (`ranks=N`)
 every rank is a thread of this process; under `mpiexec` (`ranks=None` in an MPI job)
@@ -114,7 +114,7 @@ def run_program(
                 raise ProgramError(unexpected_error_line(e)) from e
             if ranks is None:
                 return _run_mpi(prog, inputs)
-            from shardc.runtime.comm import run_simulated
+            from shardc.runtime.execute.comm import run_simulated
 
             specs = _as_specs(prog, inputs)
             per_rank = [local_inputs(prog, specs, r, ranks) for r in range(ranks)]
@@ -140,8 +140,8 @@ def _mpi_world() -> Any:
 def _run_mpi(prog: Any, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.kernels import blas
+    from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.execute.kernels import blas
     from shardc.tools.run import _as_results, local_inputs  # pyright: ignore[reportPrivateUsage]
 
     world = MPI.COMM_WORLD

@@ -25,7 +25,7 @@ Output: one line per result written (`wrote out/result0.npy: 16x32 f32`), or wit
 from rank 0; `--quiet` prints nothing but errors.
 
 Compiling (parse, pipeline, code generation) goes through the compile cache
-(`shardc.runtime.cache`), keyed by the file's text and name, `--entry`, `--pipeline`, the
+(`shardc.runtime.codegen.cache`), keyed by the file's text and name, `--entry`, `--pipeline`, the
 number of ranks and the compiler's identity: a second run of the same job loads the
 compiled program and runs no pass (`--timing` says so; the warnings and remarks the
 compile wrote are written again). Under mpiexec rank 0 compiles or loads it and the
@@ -153,7 +153,7 @@ def _entry(module: ModuleOp, name: str | None) -> func.FuncOp:
 
 def _static_sharding(value: SSAValue, what: str) -> Any:
     from shardc.dialects.shard import ShardingOp, lookup_grid
-    from shardc.runtime.sharding import RuntimeSharding
+    from shardc.runtime.execute.sharding import RuntimeSharding
 
     op = value.owner
     if not isinstance(op, ShardingOp):
@@ -271,7 +271,7 @@ def prepare(args: argparse.Namespace, text: str | None = None) -> Program:
     skips parsing and the pipeline too. Under MPI (`args.world`) the job compiles once:
     rank 0 compiles or hits, the other ranks take its entry. Only a program that
     compiled is stored, so every error is reported as it was without the cache."""
-    from shardc.runtime.cache import PeerFailed, compile_cached, make_key
+    from shardc.runtime.codegen.cache import PeerFailed, compile_cached, make_key
 
     t0 = time.perf_counter()
     source = read_program(args.program) if text is None else text
@@ -389,7 +389,7 @@ def _boundary_data(b: Boundary) -> list[Any]:
 
 
 def _boundary_of(data: list[Any], types: _TypeReader) -> Boundary:
-    from shardc.runtime.sharding import RuntimeSharding
+    from shardc.runtime.execute.sharding import RuntimeSharding
 
     label, type_text, sh = data
     sharding = None if sh is None else RuntimeSharding(sh[0], tuple(sh[1]), tuple(tuple(a) for a in sh[2]), tuple(sh[3]), tuple(sh[4]))
@@ -422,7 +422,7 @@ class _TypeReader:
 
 def _np_type(t: Attribute) -> tuple[np.dtype, tuple[int, ...] | None]:
     """(dtype, shape with -1 for dynamic dims) of a shaped type; shape None for a scalar."""
-    from shardc.runtime.dtypes import np_dtype
+    from shardc.runtime.execute.dtypes import np_dtype
 
     if isinstance(t, TensorType | MemRefType):
         return np_dtype(t.get_element_type()), tuple(t.get_shape())
@@ -711,13 +711,13 @@ def input_specs(prog: Program, given: Sequence[str], world: int, npz: str | None
 
 
 def _grid_of(sh: Any, world: int) -> tuple[int, ...]:
-    from shardc.runtime.sharding import resolve_grid
+    from shardc.runtime.execute.sharding import resolve_grid
 
     return resolve_grid(sh.grid_shape, world)
 
 
 def local_inputs(prog: Program, specs: Sequence[InputSpec], rank: int, world: int) -> list[Any]:
-    from shardc.runtime.comm import CommError, delinearize
+    from shardc.runtime.execute.comm import CommError, delinearize
 
     out: list[Any] = []
     for b, s in zip(prog.args, specs):
@@ -852,8 +852,8 @@ def _call(prog: Program, local: Sequence[Any]) -> tuple[tuple[Any, ...], float]:
 
 
 def run_simulated(args: argparse.Namespace) -> int:
-    from shardc.runtime.comm import RankFailed
-    from shardc.runtime.comm import run_simulated as simulate
+    from shardc.runtime.execute.comm import RankFailed
+    from shardc.runtime.execute.comm import run_simulated as simulate
 
     n = args.simulate
     if n < 1:
@@ -885,8 +885,8 @@ def _emit_python(prog: Program, args: argparse.Namespace) -> None:
 def run_mpi(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.kernels import blas
+    from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.execute.kernels import blas
 
     world = MPI.COMM_WORLD
     rank, n = world.Get_rank(), world.Get_size()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from _mpiexec import MPIEXEC
 
-from shardc.runtime.kernels import blas, blas_choice
+from shardc.runtime.execute.kernels import blas, blas_choice
 
 MAIN = Path(__file__).resolve().parent / "blas_agree_main.py"
 

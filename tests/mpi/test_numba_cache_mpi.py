@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shardc.runtime.kernels import fused
+from shardc.runtime.codegen.kernels import fused
 
 pytestmark = [pytest.mark.mpi, pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")]
 

@@ -1,5 +1,5 @@
 """`SHARDC_BLAS=auto`: the faster library measured once per machine and kept
-(`shardc.runtime.kernels.blas_choice`), one answer for every process that reads it, and
+(`shardc.runtime.execute.kernels.blas_choice`), one answer for every process that reads it, and
 rank 0's answer for every rank of a run (`blas.agree`)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from shardc.runtime.kernels import blas, blas_choice
+from shardc.runtime.execute.kernels import blas, blas_choice
 
 
 @pytest.fixture
@@ -148,7 +148,7 @@ def test_openblas_runs_on_the_threads_asked(tmp_path):
     import sys
 
     code = (
-        "import ctypes, json, numpy as np; from shardc.runtime.kernels import blas;"
+        "import ctypes, json, numpy as np; from shardc.runtime.execute.kernels import blas;"
         "a = np.ones((256, 256), np.float32); blas.matmul(a, a, np.empty_like(a));"
         "lib = ctypes.CDLL(blas.openblas_path());"
         "print(json.dumps([blas.active_path(), lib.scipy_openblas_get_num_threads64_()]))"

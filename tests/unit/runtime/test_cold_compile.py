@@ -19,9 +19,9 @@ from xdsl.ir import Block
 from xdsl.printer import Printer
 
 from shardc.ir.printer import module_to_string
-from shardc.runtime import compile as rt_compile
-from shardc.runtime.cache import compile_cached, make_key, parse_lowered
-from shardc.runtime.compile import compile_module
+from shardc.runtime.codegen import compile as rt_compile
+from shardc.runtime.codegen.cache import compile_cached, make_key, parse_lowered
+from shardc.runtime.codegen.compile import compile_module
 
 pytestmark = pytest.mark.usefixtures("_own_cache")  # conftest: an empty cache directory per test
 
@@ -166,7 +166,7 @@ def _without_dels(chunk: str) -> str:
 
 
 def test_dels_are_placed_as_from_the_tree_on_generated_code():
-    from shardc.runtime.cache import split_functions
+    from shardc.runtime.codegen.cache import split_functions
     from shardc.training.gpt import GPTConfig
     from shardc.training.trainer import TrainingConfig, compile_program
 
@@ -194,7 +194,7 @@ def test_a_name_in_a_literal_only_delays_its_del():
 
 
 def test_fusion_order_from_positions_agrees_with_walking_the_block():
-    from shardc.runtime.fusion import after
+    from shardc.runtime.codegen.fusion import after
 
     m = parse_lowered(CHAIN)
     block = next(op for op in m.walk() if op.name == "func.func").regions[0].blocks.first

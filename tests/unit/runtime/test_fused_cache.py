@@ -14,15 +14,15 @@ import sys
 import numpy as np
 import pytest
 
-from shardc.runtime.kernels import fused
+from shardc.runtime.codegen.kernels import fused
 
 pytestmark = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 _CHILD = r"""
 import json, sys
 import numpy as np
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.codegen.kernels import fused
 
 op, out = sys.argv[1], sys.argv[2]
 t = "tensor<64x1024xf32>"

@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime import horizontal, horizontal_run  # the run time (what the tests patch) is in horizontal_run
+from shardc.runtime.codegen import horizontal  # the run time (what the tests patch) is in horizontal_run
+from shardc.runtime.execute import horizontal_run
 from shardc.context import make_context
 from shardc.ir.fast_parser import FastParser
-from shardc.runtime.compile import compile_module, compile_text
-from shardc.runtime.kernels import fused
+from shardc.runtime.codegen.compile import compile_module, compile_text
+from shardc.runtime.codegen.kernels import fused
 
 pytestmark = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
 

@@ -1,4 +1,4 @@
-"""Fused elementwise kernels (`shardc.runtime.kernels.fused`): a body runs as a few
+"""Fused elementwise kernels (`shardc.runtime.codegen.kernels.fused`): a body runs as a few
 loop nests and numpy ufuncs, with results equal to the numpy path; the kernel source
 holds no IR text; `SHARDC_KERNELS=numpy` and missing numba keep the numpy path; the
 disk cache lives only in a private directory."""
@@ -12,9 +12,10 @@ import re
 import numpy as np
 import pytest
 
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused, fused_run  # the run time (what the tests patch) is in fused_run
-from shardc.runtime.structured import StructuredSpec
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.codegen.kernels import fused  # the run time (what the tests patch) is in fused_run
+from shardc.runtime.execute.kernels import fused_run
+from shardc.runtime.codegen.structured import StructuredSpec
 
 needs_numba = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
 

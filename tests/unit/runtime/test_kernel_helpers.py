@@ -10,10 +10,10 @@ import hashlib
 import numpy as np
 import pytest
 
-from shardc.runtime import horizontal_run
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused_run, rows_run, vecmath
-from shardc.runtime.structured_run import StructuredSpec
+from shardc.runtime.execute import horizontal_run
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.execute.kernels import fused_run, rows_run, vecmath
+from shardc.runtime.execute.structured_run import StructuredSpec
 
 needs_numba = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused, rows_run
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.execute.kernels import rows_run
 
 pytestmark = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
 

@@ -246,7 +246,7 @@ def test_tosa_mul_shift():
 
 
 def test_bf16_is_rejected_clearly():
-    from shardc.runtime.dtypes import UnsupportedTypeError
+    from shardc.runtime.execute.dtypes import UnsupportedTypeError
 
     src = """func.func @f(%a: tensor<2xbf16>) -> tensor<2xbf16> {
   %r = arith.addf %a, %a : tensor<2xbf16>

@@ -1,4 +1,4 @@
-"""The loop nests' float32 exp and tanh (`shardc.runtime.kernels.vecmath`): within one
+"""The loop nests' float32 exp and tanh (`shardc.runtime.execute.kernels.vecmath`): within one
 ulp of the correctly rounded result over a dense sweep of the float32 line and at the
 edges (+-0, subnormals, huge, +-inf, NaN), within two of numpy's own float32 ufuncs;
 and vectorized (SIMD arithmetic in the compiled loop, no call)."""
@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from shardc.runtime.kernels import fused
+from shardc.runtime.codegen.kernels import fused
 
 numba = pytest.importorskip("numba", reason="numba (the [fast] extra) is not installed")
 if fused._numba() is None:

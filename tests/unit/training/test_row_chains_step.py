@@ -10,8 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from shardc.runtime import compile_module, row_fusion
-from shardc.runtime.kernels import fused, rows_run
+from shardc.runtime import compile_module
+from shardc.runtime.codegen import row_fusion
+from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.execute.kernels import rows_run
 from shardc.training.gpt import GPTConfig, init_params, param_specs
 
 pytestmark = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
