@@ -80,7 +80,7 @@ from shardc.errors import ReportedElsewhere
 import numpy as np
 
 from shardc.runtime.codegen.codegen_safe import generated_namespace
-from shardc.runtime.execute.compiled import CompiledModule, _external_stub, scalar_spec  # pyright: ignore[reportPrivateUsage]
+from shardc.runtime.execute.compiled import CompiledModule, external_stub, scalar_spec
 
 FORMAT = 7
 _MAGIC = b"shardc-compile-cache\n"
@@ -124,7 +124,7 @@ def warn(message: str) -> None:
         cache_dirs.warning("compile cache", message)
 
 
-def _debug(message: str) -> None:
+def debug(message: str) -> None:
     cache_dirs.debug("compile cache", message)
 
 
@@ -863,7 +863,7 @@ class CachedModule(CompiledModule):
         with gc_paused():
             self._namespace = namespace = load_entry_bindings(entry, loaded)
         for sym in entry.externals:
-            namespace[entry.functions[sym]] = _external_stub(sym)
+            namespace[entry.functions[sym]] = external_stub(sym)
         chunks = split_functions(entry.source)
         prelude = chunks.pop(None, None)
         missing = [py for sym, py in entry.functions.items() if sym not in entry.externals and py not in chunks]
@@ -947,12 +947,10 @@ def parse_lowered(text: str) -> Any:
 
 def entry_module(entry: Entry) -> Any:
     """The lowered module of an entry: its text parsed, or its parts' texts parsed and
-    joined (`shardc.runtime.codegen.parts.join_modules`)."""
+    joined (`join_modules`)."""
     texts = _slices(entry.lowered, entry.lowered_parts)
     if len(texts) == 1:
         return parse_lowered(texts[0])
-    from shardc.runtime.codegen.parts import join_modules
-
     return join_modules([parse_lowered(t) for t in texts])
 
 
@@ -1001,11 +999,11 @@ def _compile_here(
                 share = None
             try:
                 cm = CachedModule(entry, name)
-                _debug(f"hit {key[:16]} ({name})")
+                debug(f"hit {key[:16]} ({name})")
                 return Compiled(cm, lambda e=entry: entry_module(e), entry.meta, "cache"), entry
             except CorruptEntry as e:
                 warn(f"ignoring corrupt entry {disk.path(key)} ({e}); rebuilding it")
-    _debug(f"miss {key[:16]} ({name}): compiling")
+    debug(f"miss {key[:16]} ({name}): compiling")
     from shardc.runtime.codegen.compile import compile_module  # a miss only
     from shardc.ir.printer import module_to_string  # a miss only
 
@@ -1018,7 +1016,7 @@ def _compile_here(
         try:
             entry = to_entry(key, module_to_string(module) if lowered is None else lowered, cm, meta)
         except Exception as e:  # UncacheableError, or a type the entry cannot describe
-            _debug(f"not storable ({type(e).__name__}: {e})")
+            debug(f"not storable ({type(e).__name__}: {e})")
     data = entry.encode() if entry is not None else None
     if data is not None and disk is not None:
         disk.put(entry, data)  # type: ignore[arg-type]
@@ -1080,11 +1078,11 @@ def compile_cached(
         try:
             entry = Entry.decode(payload, key)
             cm = CachedModule(entry, name)
-            _debug(f"received {key[:16]} ({name}) from rank 0")
+            debug(f"received {key[:16]} ({name}) from rank 0")
             return Compiled(cm, lambda e=entry: entry_module(e), entry.meta, "broadcast")
         except CorruptEntry as e:  # another key (ranks disagree) or damage in transit
             warn(f"the entry rank 0 sent does not verify ({e}); compiling here")
-    _debug(f"miss {key[:16]} ({name}): compiling")
+    debug(f"miss {key[:16]} ({name}): compiling")
     from shardc.runtime.codegen.compile import compile_module
 
     with gc_paused():
@@ -1108,6 +1106,32 @@ def compile_module_cached(
     return compile_cached(key, lambda: (module, {}), name, fuse=fuse, world=world, lowered=text, donate=donate).compiled
 
 
+def join_modules(modules: Sequence[Any]) -> Any:
+    """The parts' lowered modules as one: every function in order, each other top-level
+    op (a `shard.grid`) once, where it first appears; a declaration that a later part
+    repeats differently is CorruptEntry."""
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import ModuleOp
+
+    from shardc.ir.printer import module_to_string
+
+    ops: list[Any] = []
+    seen: dict[str, str] = {}
+    for m in modules:
+        for op in list(m.ops):
+            if not isinstance(op, func.FuncOp):
+                text = module_to_string(ModuleOp([op.clone()]))
+                name = getattr(getattr(op, "sym_name", None), "data", op.name)
+                if name in seen:
+                    if seen[name] != text:
+                        raise CorruptEntry(f"parts declare {name} differently")
+                    continue
+                seen[name] = text
+            op.detach()
+            ops.append(op)
+    return ModuleOp(ops)
+
+
 __all__ = [
     "CachedModule",
     "Compiled",
@@ -1120,6 +1144,8 @@ __all__ = [
     "compile_module_cached",
     "compiler_identity",
     "enabled",
+    "join_modules",
     "make_key",
     "usable_dir",
 ]
+

@@ -31,13 +31,9 @@ from shardc.ir.escape import display
 from shardc.runtime.codegen.codegen_safe import UnsafeCodeError, check_code, generated_namespace, numpy_subset, py_hint, py_identifier, py_literal
 from shardc.runtime.execute.dtypes import is_shaped
 from shardc.runtime.execute.compiled import (  # noqa: F401  (re-exported)
-    ArgSpec,
     CompiledModule,
     RuntimeExecutionError,
-    _arg_spec,  # pyright: ignore[reportPrivateUsage]
-    _convert_arg,  # pyright: ignore[reportPrivateUsage]
-    _external_stub,  # pyright: ignore[reportPrivateUsage]
-    _guard_donated,  # pyright: ignore[reportPrivateUsage]
+    external_stub,
     tune_allocator,
 )
 
@@ -348,7 +344,7 @@ def compile_module(
         pyname = cg.func_pyname(sym)
         pynames[sym] = pyname
         if not f.body.blocks:
-            cg.globals[pyname] = _external_stub(sym)
+            cg.globals[pyname] = external_stub(sym)
             continue
         chunks.append(_compile_function(cg, f, pyname))
         if sym in donations:  # on the function object, so a cached module has it too
@@ -406,7 +402,7 @@ def _compile_function(cg: ModuleCodegen, f: func.FuncOp, pyname: str) -> str:
     from shardc.runtime.codegen.overlap import emit_block
 
     emit_block(g, block)  # collectives split into start + wait, overlapped with compute
-    return _free_dead_values("\n".join([f"def {pyname}({', '.join(args)}):", docstring(f), *g.lines]) + "\n")
+    return free_dead_values("\n".join([f"def {pyname}({', '.join(args)}):", docstring(f), *g.lines]) + "\n")
 
 
 def docstring(f: func.FuncOp) -> str:
@@ -441,7 +437,7 @@ def too_deep(e: SyntaxError | RecursionError) -> Exception:
     )
 
 
-def _free_dead_values(source: str) -> str:
+def free_dead_values(source: str) -> str:
     """Insert `del` after the last top-level statement that mentions a local array, so
     large intermediates are freed as soon as they are dead (as numpy code written by hand
     would), not when the function returns. (The code is checked once compiled:

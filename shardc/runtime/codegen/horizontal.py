@@ -51,7 +51,7 @@ from xdsl.ir.affine import AffineMap
 from shardc.runtime.codegen.codegen_safe import check_generated
 from shardc.runtime.codegen.donation import INPLACE_ATTR
 from shardc.runtime.codegen.kernels import fused
-from shardc.runtime.execute.horizontal_run import _LOCK, CHUNK, MIN_GROUP_ELEMENTS, Group, Member, _grouped, _load, run_group  # noqa: F401  (the run time, re-exported)
+from shardc.runtime.execute.horizontal_run import CHUNK, Group, Member, run_group  # noqa: F401  (the run time, re-exported)
 
 GROUP = True
 """False: every generic runs alone (the baseline of bench/adamw_step.py; read at compile
@@ -223,7 +223,7 @@ def render_group(nest: object, params: Sequence[tuple[str, object]], writes: Seq
     apart (a ZeRO rank's slice of a parameter: a row of every matrix), so a row is one
     unit-stride inner loop; `i1` counts rows, `i{2 + t}` is where the row starts in the
     t-th array, `i{2 + len(arrays)}` in the outputs."""
-    n: fused._Nest = nest  # type: ignore[assignment]  # pyright: ignore[reportPrivateUsage]
+    n: fused.Nest = nest  # type: ignore[assignment]
     arrays = [q for q, (kind, _) in enumerate(params) if kind == "array"]
     at = {f"q{q}": f"i{2 + t}" for t, q in enumerate(arrays)} | {f"w{k}": f"i{2 + len(arrays)}" for k in writes}
     sig = n.header[0]

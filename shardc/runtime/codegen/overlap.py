@@ -74,9 +74,6 @@ from shardc.runtime.execute.comm import BUCKET_BYTES
 # The run time (starts in flight, waits, progress) is in overlap_run.py.
 from shardc.runtime.execute.overlap_run import (  # noqa: F401  (the run time, re-exported)
     DEFAULT_ON,
-    _inflight,
-    _local,
-    _max_inflight,
     enabled,
     in_flight,
     launch,

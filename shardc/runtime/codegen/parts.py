@@ -32,7 +32,7 @@ from shardc.runtime.codegen.cache import (
     gc_paused,
     to_entry,
     warn,
-    _debug,  # pyright: ignore[reportPrivateUsage]
+    debug,
 )
 
 Part = Callable[[], tuple[Any, Mapping[str, Any]]]
@@ -107,32 +107,6 @@ def join_entries(key: str, parts: Sequence[Entry], merge_meta: MergeMeta, donate
     )
 
 
-def join_modules(modules: Sequence[Any]) -> Any:
-    """The parts' lowered modules as one: every function in order, each other top-level
-    op (a `shard.grid`) once, where it first appears; a declaration that a later part
-    repeats differently is CorruptEntry."""
-    from xdsl.dialects import func
-    from xdsl.dialects.builtin import ModuleOp
-
-    from shardc.ir.printer import module_to_string
-
-    ops: list[Any] = []
-    seen: dict[str, str] = {}
-    for m in modules:
-        for op in list(m.ops):
-            if not isinstance(op, func.FuncOp):
-                text = module_to_string(ModuleOp([op.clone()]))
-                name = getattr(getattr(op, "sym_name", None), "data", op.name)
-                if name in seen:
-                    if seen[name] != text:
-                        raise CorruptEntry(f"parts declare {name} differently")
-                    continue
-                seen[name] = text
-            op.detach()
-            ops.append(op)
-    return ModuleOp(ops)
-
-
 def _compiled(entry: Entry, name: str, source: str, loaded: Mapping[int, Mapping[str, object]] | None = None) -> Compiled:
     return Compiled(CachedModule(entry, name, loaded), lambda e=entry: entry_module(e), entry.meta, source)
 
@@ -175,12 +149,12 @@ def compile_parts_cached(
                 world.bcast(("entry", data), root=0)
             try:
                 compiled = _compiled(entry, name, "cache")
-                _debug(f"hit {key[:16]} ({name})")
+                debug(f"hit {key[:16]} ({name})")
                 return compiled
             except CorruptEntry as e:  # verified but not loadable: every rank rebuilds alone
                 warn(f"ignoring corrupt entry {disk.path(key)} ({e}); rebuilding it")  # type: ignore[union-attr]
                 return _local(key, parts, merge_meta, name, fuse, donate, disk)
-        _debug(f"miss {key[:16]} ({name}): compiling in {min(n, len(parts))} part(s)")
+        debug(f"miss {key[:16]} ({name}): compiling in {min(n, len(parts))} part(s)")
         if n == 1:
             return _local(key, parts, merge_meta, name, fuse, donate, disk)
         world.bcast(("split", None), root=0)
@@ -238,11 +212,11 @@ def compile_parts_cached(
         raise PeerFailed(payload)
     try:
         compiled = _compiled(Entry.decode(payload, key), name, "broadcast", loaded)
-        _debug(f"received {key[:16]} ({name}) from rank 0")
+        debug(f"received {key[:16]} ({name}) from rank 0")
         return compiled
     except CorruptEntry as e:  # ranks disagree on the key, or damage in transit
         warn(f"the entry rank 0 sent does not verify ({e}); compiling here")
         return _local(key, parts, merge_meta, name, fuse, donate, None)
 
 
-__all__ = ["Part", "compile_part", "compile_parts_cached", "join_entries", "join_modules", "scope"]
+__all__ = ["Part", "compile_part", "compile_parts_cached", "join_entries", "scope"]

@@ -176,9 +176,9 @@ def _chains(block: Block, order: dict[Operation, int], kinds: _Kinds) -> list[tu
 
 def _onehot(op: Operation) -> bool:
     """A reduction over a one-hot (`structured`'s gather path: never materialised)."""
-    from shardc.runtime.codegen.structured import _onehot_source  # pyright: ignore[reportPrivateUsage]
+    from shardc.runtime.codegen.structured import onehot_source
 
-    return isinstance(op, GenericOp) and any(_onehot_source(v) is not None for v in op.inputs)
+    return isinstance(op, GenericOp) and any(onehot_source(v) is not None for v in op.inputs)
 
 
 def _wrap(members: list[Operation], space: tuple[int, ...], kinds: _Kinds) -> bool:

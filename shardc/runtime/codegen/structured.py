@@ -55,32 +55,16 @@ from shardc.runtime.codegen import horizontal  # noqa: F401  (loaded wherever sp
 from shardc.runtime.execute.structured_run import (  # noqa: F401  (the run time, re-exported)
     Aligner,
     ArgReduce,
-    ContractionPlan,
     Map,
-    MatmulPlan,
     OneHotUse,
     StructuredSpec,
     Unaligner,
     build_contraction_plan,
     contract2,
-    matmul_plan,
     onehot_positions,
     run_structured,
     scatter_rows,
     sum_axes,
-    _blas_writable,
-    _finish,
-    _inner_axis,
-    _is_matmul,
-    _matmul,
-    _ones,
-    _run_argreduce,
-    _run_contraction,
-    _run_general,
-    _run_stack,
-    _scaled,
-    _view,
-    _write_donated,
 )
 
 
@@ -348,7 +332,7 @@ def _generic_iters(op: linalg.GenericOp) -> list[str]:
     return [str(t.data).split(".")[-1].lower() for t in op.get_iterator_types().data]
 
 
-def _onehot_source(v: SSAValue) -> _OneHotSrc | None:
+def onehot_source(v: SSAValue) -> _OneHotSrc | None:
     op = v.owner
     if not isinstance(op, linalg.GenericOp) or len(op.results) != 1:
         return None
@@ -403,7 +387,7 @@ def _onehot_use(ins: Sequence[SSAValue], outs: Sequence[SSAValue], maps: Sequenc
     for (k, v, i), (_, _, j) in (factors, factors[::-1]):
         if v is not block.args[i] or list(ins).count(ins[i]) != 1 or None in maps[i]:
             continue
-        src = _onehot_source(ins[i])
+        src = onehot_source(ins[i])
         if src is None:
             continue
         to_consumer = dict(zip(src.out_map, maps[i]))
@@ -420,7 +404,7 @@ def _onehot_use(ins: Sequence[SSAValue], outs: Sequence[SSAValue], maps: Sequenc
 def _onehot_elided(op: Operation) -> bool:
     """Whether a one-hot generic is left out: every use is a contraction that gathers or
     scatters through its tokens and ids instead."""
-    if not isinstance(op, linalg.GenericOp) or len(op.results) != 1 or _onehot_source(op.results[0]) is None:
+    if not isinstance(op, linalg.GenericOp) or len(op.results) != 1 or onehot_source(op.results[0]) is None:
         return False
     uses = list(op.results[0].uses)
     if not uses:
@@ -564,7 +548,7 @@ def emit_structured(
                 spec.fused = (spec.inplace and build_kernel(block, n_ins, yields, shaped, n_loops, dict(spec.inplace))) or build_kernel(block, n_ins, yields, shaped, n_loops)
         body_values = yields
         params = ["ins", "outs"]
-    body_name = _emit_body_fn(g, block, n_ins, body_values, with_outs="outs" in params)
+    body_name = emit_body_fn(g, block, n_ins, body_values, with_outs="outs" in params)
     spec_name = g.const(spec, "spec")
     in_names = list(g.vs(ins)) if onehot_args is None else [
         "None" if k == onehot_args[0] and _onehot_elided(v.owner) else g.v(v) for k, v in enumerate(ins)  # type: ignore[arg-type]
@@ -726,7 +710,7 @@ def _stack_cases(block: Block, n_ins: int, yields: Sequence[SSAValue], maps: Seq
     return dim, tuple(cases[k] for k in range(len(cases)))
 
 
-def _emit_body_fn(g: FunctionBuilder, block: Block, n_ins: int, values: Sequence[SSAValue], with_outs: bool) -> str:
+def emit_body_fn(g: FunctionBuilder, block: Block, n_ins: int, values: Sequence[SSAValue], with_outs: bool) -> str:
     """Emit a nested `def` evaluating `values` from the block arguments (as arrays)."""
     name = g.fresh("body")
     args = list(block.args) if with_outs else list(block.args[:n_ins])

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shardc.ir.escape import display
-from shardc.runtime.execute.helpers import wrap
+from shardc.runtime.execute.helpers import scalar_converter
 
 if TYPE_CHECKING:
     from xdsl.dialects import func
@@ -27,7 +27,7 @@ class RuntimeExecutionError(Exception):
     """An error raised while running compiled code (e.g. calling an external function)."""
 
 
-def _external_stub(name: str) -> Callable[..., object]:
+def external_stub(name: str) -> Callable[..., object]:
     def stub(*args: object) -> object:
         raise RuntimeExecutionError(
             f"runtime: call to external function @{display(name)}: it is declared without a body and the runtime cannot execute it"
@@ -199,29 +199,6 @@ def tune_allocator() -> bool:
     ok = mallopt(m_mmap_threshold, 32 << 20) == 1 and mallopt(m_trim_threshold, 1 << 30) == 1
     _ALLOCATOR_TUNED = ok
     return ok
-
-
-def _int_scalar(width: int) -> Callable[[object], object]:
-    if width == 1:
-        return bool
-    return lambda value: wrap(int(value), width)  # type: ignore[call-overload]
-
-
-_SCALARS: dict[str, Callable[[object], object]] = {
-    "f64": np.float64, "f32": np.float32, "f16": np.float16, "index": int,  # type: ignore[dict-item]
-    **{f"i{w}": _int_scalar(w) for w in (1, 8, 16, 32, 64)},
-}
-"""Scalar argument types by their text -> the conversion `dtypes.to_scalar` makes for
-them (a cache hit converts scalars without building xDSL types)."""
-
-
-def scalar_converter(text: str) -> Callable[[object], object] | None:
-    """The conversion of a scalar argument whose type prints as `text` (`f32`, `i8`,
-    `index`, any `iN`), or None where there is none (`dtypes.to_scalar` uses it too)."""
-    conv = _SCALARS.get(text)
-    if conv is None and text[:1] == "i" and text[1:].isdigit() and int(text[1:]) > 0:
-        conv = _int_scalar(int(text[1:]))
-    return conv
 
 
 def scalar_spec(text: str) -> ArgSpec | None:

@@ -106,7 +106,7 @@ def scalar_ctor(t: Attribute) -> str:
 
 def to_scalar(value: object, t: Attribute) -> object:
     """Convert a number (or 0-d array) to the runtime scalar representation of `t`."""
-    from shardc.runtime.execute.compiled import scalar_converter
+    from shardc.runtime.execute.helpers import scalar_converter
 
     e = elem_type(t)
     if isinstance(e, IntegerType):

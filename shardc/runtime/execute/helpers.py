@@ -1,8 +1,11 @@
 """Small runtime helpers the generated code calls: integer semantics of arith that
 numpy and Python do not give directly (truncating division, unsigned views, shifts
-past the bit width), casts and dense-attribute decoding."""
+past the bit width), casts, dense-attribute decoding and scalar arguments by their
+type's text."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -276,3 +279,26 @@ def dense_to_array(attr: object, shape: tuple[int, ...], dt: np.dtype) -> np.nda
     out = np.full(shape, flat[0], dtype=dt) if flat.size == 1 and size != 1 else flat.reshape(shape)
     out.flags.writeable = False
     return out
+
+
+def _int_scalar(width: int) -> Callable[[object], object]:
+    if width == 1:
+        return bool
+    return lambda value: wrap(int(value), width)  # type: ignore[call-overload]
+
+
+_SCALARS: dict[str, Callable[[object], object]] = {
+    "f64": np.float64, "f32": np.float32, "f16": np.float16, "index": int,  # type: ignore[dict-item]
+    **{f"i{w}": _int_scalar(w) for w in (1, 8, 16, 32, 64)},
+}
+"""Scalar argument types by their text -> the conversion `dtypes.to_scalar` makes for
+them (a cache hit converts scalars without building xDSL types)."""
+
+
+def scalar_converter(text: str) -> Callable[[object], object] | None:
+    """The conversion of a scalar argument whose type prints as `text` (`f32`, `i8`,
+    `index`, any `iN`), or None where there is none (`dtypes.to_scalar` uses it too)."""
+    conv = _SCALARS.get(text)
+    if conv is None and text[:1] == "i" and text[1:].isdigit() and int(text[1:]) > 0:
+        conv = _int_scalar(int(text[1:]))
+    return conv

@@ -183,7 +183,7 @@ def _load(group: Group) -> bool:
     with _LOCK:
         if group.fn is None and not group._failed:  # pyright: ignore[reportPrivateUsage]
             try:  # a forged source raises UnsafeCodeError (`_compile` checks the text first)
-                group.fn = fused_run._compile(group.source)  # type: ignore[arg-type]  # pyright: ignore[reportPrivateUsage]
+                group.fn = fused_run.compile_kernel(group.source)  # type: ignore[arg-type]
             except fused_run.KernelRefused:  # member by member
                 group._failed = True
     return group.fn is not None

@@ -13,9 +13,9 @@ from shardc.runtime.execute import horizontal_run
 from shardc.context import make_context
 from shardc.ir.fast_parser import FastParser
 from shardc.runtime.codegen.compile import compile_module, compile_text
-from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.execute.kernels import fused_run
 
-pytestmark = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+pytestmark = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 T = "tensor<64xf32>"
 # bodies of their own (constants are kernel arguments, so the ops): no other test's

@@ -13,13 +13,12 @@ from xdsl.dialects.builtin import ModuleOp
 from shardc.runtime.codegen import horizontal  # the run time (what the tests patch) is in horizontal_run
 from shardc.runtime.execute import horizontal_run
 from shardc.runtime.codegen.compile import compile_module, compile_text
-from shardc.runtime.codegen.kernels import fused
 from shardc.runtime.execute.kernels import fused_run
 from shardc.training.gpt import GPTConfig, param_specs
 from shardc.training.optimizer import AdamWConfig, adamw_donation
 from shardc.training.step import build_adamw_step
 
-needs_numba = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+needs_numba = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 CFG = GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=64)
 

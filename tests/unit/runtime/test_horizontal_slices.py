@@ -13,9 +13,9 @@ import pytest
 from shardc.runtime.codegen import horizontal
 from shardc.runtime.execute import horizontal_run
 from shardc.runtime.codegen.compile import compile_text
-from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.execute.kernels import fused_run
 
-needs_numba = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+needs_numba = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 T, S, F = "tensor<8x32xf32>", "tensor<8x16xf32>", "f32"
 ID = "affine_map<(d0, d1) -> (d0, d1)>"

@@ -17,10 +17,11 @@ from shardc.ir.fast_parser import FastParser
 from shardc.runtime.codegen.compile import compile_text
 from shardc.runtime.codegen.fusion import fuse_elementwise
 from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.execute.kernels import fused_run
 from shardc.runtime.execute.kernels import rows_run
 from shardc.runtime.codegen.row_fusion import RowChainOp, fuse_rows
 
-pytestmark = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+pytestmark = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 DATA = Path(__file__).parents[2] / "data" / "torch_mlir"
 _NINF = {"f32": "0xFF800000", "f64": "0xFFF0000000000000"}

@@ -245,6 +245,7 @@ import sys
 import numpy as np
 from shardc.runtime.codegen.compile import compile_text
 from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.execute.kernels import fused_run
 t = "tensor<64x1024xf32>"
 text = f'''
 func.func @f(%x: {t}) -> {t} {{
@@ -261,7 +262,7 @@ func.func @f(%x: {t}) -> {t} {{
 x = np.linspace(-1, 1, 64 * 1024, dtype=np.float32).reshape(64, 1024)
 r = compile_text(text).call("f", x)
 assert np.array_equal(r, x * x + x)
-(kernel,) = fused._COMPILED.values()
+(kernel,) = fused_run._COMPILED.values()
 print(sum(kernel.stats.cache_hits.values()), sum(kernel.stats.cache_misses.values()))
 """
 

@@ -13,7 +13,7 @@ from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, regis
 from shardc.runtime.execute.dtypes import elem_type, int_width, is_index, is_shaped, np_dtype, scalar_ctor
 
 
-def _mro(table: dict, op: Operation):  # type: ignore[type-arg]
+def by_mro(table: dict, op: Operation):  # type: ignore[type-arg]
     for cls in type(op).__mro__:
         if cls in table:
             return table[cls]
@@ -211,13 +211,13 @@ _FLOAT_UFUNC = {
 @register(*_FLOAT_INLINE)
 def _float_inline(op: Operation, g: FunctionBuilder) -> None:
     a, b = g.vs(op.operands)
-    g.assign(op, f"{a} {_mro(_FLOAT_INLINE, op)} {b}")  # type: ignore[index]
+    g.assign(op, f"{a} {by_mro(_FLOAT_INLINE, op)} {b}")  # type: ignore[index]
 
 
 @register(*_FLOAT_UFUNC)
 def _float_ufunc(op: Operation, g: FunctionBuilder) -> None:
     a, b = g.vs(op.operands)
-    g.assign(op, f"_np.{_mro(_FLOAT_UFUNC, op)}({a}, {b})")  # type: ignore[index]
+    g.assign(op, f"_np.{by_mro(_FLOAT_UFUNC, op)}({a}, {b})")  # type: ignore[index]
 
 
 @register(arith.NegfOp)

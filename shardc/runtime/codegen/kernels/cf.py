@@ -26,7 +26,7 @@ from shardc.runtime.codegen.compile import (
     describe,
     register,
 )
-from shardc.runtime.execute.kernels.cf_run import _assert_all, _assert_failed  # noqa: F401  (the run time, re-exported)
+from shardc.runtime.execute.kernels.cf_run import assert_all, assert_failed  # noqa: F401  (the run time, re-exported)
 
 _BLOCK = "_block"
 """The dispatch loop's variable: the number of the block to run next."""
@@ -39,9 +39,9 @@ def _assert(op: Operation, g: FunctionBuilder) -> None:
     assert isinstance(op, cf.AssertOp)
     msg, where = g.const(op.msg.data, "msg"), g.const(describe(op), "where")
     if g.is_arr(op.arg):
-        g.emit(f"{g.const(_assert_all, 'assert_all')}({g.v(op.arg)}, {msg}, {where})")
+        g.emit(f"{g.const(assert_all, 'assert_all')}({g.v(op.arg)}, {msg}, {where})")
     else:
-        g.emit(f"if not {g.v(op.arg)}: {g.const(_assert_failed, 'assert_failed')}({msg}, {where})")
+        g.emit(f"if not {g.v(op.arg)}: {g.const(assert_failed, 'assert_failed')}({msg}, {where})")
 
 
 def _block_numbers(op: Operation, g: FunctionBuilder) -> dict[Block, int]:
@@ -84,7 +84,7 @@ def _switch(op: Operation, g: FunctionBuilder) -> None:
 def compile_function(cg: ModuleCodegen, f: func.FuncOp, pyname: str) -> str:
     """The Python source of a function of any number of blocks (a dispatch loop when
     it has more than one)."""
-    from shardc.runtime.codegen.compile import _free_dead_values, docstring  # pyright: ignore[reportPrivateUsage]
+    from shardc.runtime.codegen.compile import docstring, free_dead_values
 
     g = FunctionBuilder(cg)
     blocks = list(f.body.blocks)
@@ -104,4 +104,4 @@ def compile_function(cg: ModuleCodegen, f: func.FuncOp, pyname: str) -> str:
                 with g.indented():
                     g.emit_ops(b.ops)
     header = f"def {pyname}({', '.join(args)}):"
-    return _free_dead_values("\n".join([header, docstring(f), *g.lines]) + "\n")
+    return free_dead_values("\n".join([header, docstring(f), *g.lines]) + "\n")

@@ -56,37 +56,25 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from shardc.runtime.execute.dtypes import UnsupportedTypeError, np_dtype
 from shardc.runtime.execute.kernels.fused_run import (  # noqa: F401  (the run time, re-exported)
-    _CHECKED,
-    _COMPILED,
-    _HELPERS,
-    _LOCK,
-    _NUMBA,
     MIN_ELEMENTS,
     FusedKernel,
     InplaceUfunc,
-    _check,
-    _compile,
-    _erf32_py,
-    _helpers,
-    _load_key,
-    _module,
-    _Nest,
-    _numba,
-    _Stage,
-    _vecmath,
+    check_kernel_source,
+    Nest,
+    Stage,
     active_path,
     cache_dir,
     enabled,
     kernel_stats,
 )
 
-_BINARY: dict[type[Operation], str] = {
+BINARY: dict[type[Operation], str] = {
     arith.AddfOp: "({0} + {1})",
     arith.SubfOp: "({0} - {1})",
     arith.MulfOp: "({0} * {1})",
     arith.DivfOp: "({0} / {1})",
 }
-_UNARY: dict[type[Operation], str] = {
+UNARY: dict[type[Operation], str] = {
     arith.NegfOp: "(-{0})",
     mathd.SqrtOp: "math.sqrt({0})",
     mathd.RsqrtOp: "(1.0 / math.sqrt({0}))",
@@ -97,25 +85,25 @@ _UNARY: dict[type[Operation], str] = {
 # between two loop nests; on loop-invariant scalars they are computed once, in place.
 _UFUNC: dict[type[Operation], Callable[..., np.ndarray]] = {mathd.ExpOp: np.exp, mathd.LogOp: np.log, mathd.TanhOp: np.tanh}
 # ... except over float32, where these vectorizable versions keep them in the nest.
-_VEC32: dict[type[Operation], str] = {mathd.ExpOp: "exp32({0})", mathd.TanhOp: "tanh32({0})"}
+VEC32: dict[type[Operation], str] = {mathd.ExpOp: "exp32({0})", mathd.TanhOp: "tanh32({0})"}
 _SCALAR: dict[type[Operation], str] = {
     mathd.ExpOp: "math.exp({0})", mathd.LogOp: "math.log({0})", mathd.TanhOp: "math.tanh({0})",
     mathd.PowFOp: "({0} ** {1})",
 }
 # erf over f32 arrays: the numpy path's rational fit (kernels/math.py), the same float64
 # operations in the same order, so results are the same; it is arithmetic only, no libm.
-_ERF: dict[str, str] = {"float32": "erf32({0})", "float64": "math.erf({0})"}
-_CAST: tuple[type[Operation], ...] = (arith.SIToFPOp, arith.ExtFOp, arith.TruncFOp)
+ERF: dict[str, str] = {"float32": "erf32({0})", "float64": "math.erf({0})"}
+CAST: tuple[type[Operation], ...] = (arith.SIToFPOp, arith.ExtFOp, arith.TruncFOp)
 # arith.cmpf predicates: ordered ones are false on NaN as Python's comparisons are;
 # unordered ones are the negation of the opposite ordered one.
-_CMPF: dict[int, str] = {
+CMPF: dict[int, str] = {
     1: "({0} == {1})", 2: "({0} > {1})", 3: "({0} >= {1})", 4: "({0} < {1})", 5: "({0} <= {1})",
     6: "(({0} < {1}) or ({0} > {1}))", 8: "(not (({0} < {1}) or ({0} > {1})))",
     9: "(not ({0} <= {1}))", 10: "(not ({0} < {1}))", 11: "(not ({0} >= {1}))", 12: "(not ({0} > {1}))", 13: "({0} != {1})",
 }
-_CMPI: dict[int, str] = {0: "({0} == {1})", 1: "({0} != {1})", 2: "({0} < {1})", 3: "({0} <= {1})", 4: "({0} > {1})", 5: "({0} >= {1})"}
+CMPI: dict[int, str] = {0: "({0} == {1})", 1: "({0} != {1})", 2: "({0} < {1})", 3: "({0} <= {1})", 4: "({0} > {1})", 5: "({0} >= {1})"}
 # The element types a kernel handles, as the numba/numpy constructor named in its source.
-_DTYPES: dict[str, str] = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32", "int64": "np.int64", "bool": "np.bool_"}
+DTYPES: dict[str, str] = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32", "int64": "np.int64", "bool": "np.bool_"}
 
 
 _NAMES: dict[np.dtype, str] = {}
@@ -130,9 +118,9 @@ def _name(dt: np.dtype) -> str:
     return name
 
 
-def _dtype(t: Attribute) -> np.dtype | None:
+def kernel_dtype(t: Attribute) -> np.dtype | None:
     """The runtime's dtype of `t` (`np_dtype`), None where it has none; callers keep only
-    the `_DTYPES` a kernel handles."""
+    the `DTYPES` a kernel handles."""
     try:
         return np_dtype(t)
     except UnsupportedTypeError:
@@ -189,8 +177,8 @@ def build_kernel(
     pre: list[str] = []  # loop-invariant statements, in every kernel before its loops
 
     def constant(op: Operation) -> bool:
-        val, dt = getattr(op, "value", None), _dtype(op.results[0].type)
-        if not isinstance(val, FloatAttr | IntegerAttr) or dt is None or _name(dt) not in _DTYPES:
+        val, dt = getattr(op, "value", None), kernel_dtype(op.results[0].type)
+        if not isinstance(val, FloatAttr | IntegerAttr) or dt is None or _name(dt) not in DTYPES:
             return False
         q, x = len(params), f"x{next(counter)}"
         params.append(("const", np.asarray(val.value.data, dtype=dt)[()]))
@@ -201,8 +189,8 @@ def build_kernel(
     for k, arg in enumerate(block.args):
         if arg.first_use is None:
             continue
-        dt = _dtype(arg.type)
-        if dt is None or _name(dt) not in _DTYPES:
+        dt = kernel_dtype(arg.type)
+        if dt is None or _name(dt) not in DTYPES:
             return None
         q, x = len(params), f"x{next(counter)}"
         names[arg] = x
@@ -212,7 +200,7 @@ def build_kernel(
             varying.add(arg)
         else:
             params.append(("scalar", k))
-            pre.append(f"{x} = {_DTYPES[_name(dt)]}(q{q})")
+            pre.append(f"{x} = {DTYPES[_name(dt)]}(q{q})")
     # Stages in order: ("k", [(result, statement, operands)]) or ("u", op).
     stages: list[tuple[str, object]] = []
     n_varying = 0
@@ -220,8 +208,8 @@ def build_kernel(
         if len(op.results) != 1:
             return None
         res = op.results[0]
-        dt = _dtype(res.type)
-        if dt is None or _name(dt) not in _DTYPES:
+        dt = kernel_dtype(res.type)
+        if dt is None or _name(dt) not in DTYPES:
             return None
         operands = list(op.operands)
         for o in operands:
@@ -233,34 +221,34 @@ def build_kernel(
             continue
         vary = any(o in varying for o in operands)
         a = [names[o] for o in operands]
-        if vary and type(op) in _UFUNC and not (_name(dt) == "float32" and type(op) in _VEC32):
+        if vary and type(op) in _UFUNC and not (_name(dt) == "float32" and type(op) in VEC32):
             names[res] = f"x{next(counter)}"
             varying.add(res)
             stages.append(("u", op))
             n_varying += 1
             continue
-        if type(op) in _BINARY:
-            expr = _BINARY[type(op)].format(*a)
-        elif type(op) in _UNARY:
-            expr = _UNARY[type(op)].format(*a)
-        elif vary and type(op) in _VEC32:  # float32: the cases above took the rest
-            expr = _VEC32[type(op)].format(*a)
-        elif isinstance(op, mathd.ErfOp) and _name(dt) in _ERF:
-            expr = _ERF[_name(dt)].format(*a)
+        if type(op) in BINARY:
+            expr = BINARY[type(op)].format(*a)
+        elif type(op) in UNARY:
+            expr = UNARY[type(op)].format(*a)
+        elif vary and type(op) in VEC32:  # float32: the cases above took the rest
+            expr = VEC32[type(op)].format(*a)
+        elif isinstance(op, mathd.ErfOp) and _name(dt) in ERF:
+            expr = ERF[_name(dt)].format(*a)
         elif not vary and type(op) in _SCALAR:
             expr = _SCALAR[type(op)].format(*a)
-        elif isinstance(op, _CAST):
+        elif isinstance(op, CAST):
             expr = a[0]
-        elif isinstance(op, arith.CmpfOp) and op.predicate.value.data in _CMPF:
-            expr = _CMPF[op.predicate.value.data].format(*a)
-        elif isinstance(op, arith.CmpiOp) and op.predicate.value.data in _CMPI:
-            expr = _CMPI[op.predicate.value.data].format(*a)
+        elif isinstance(op, arith.CmpfOp) and op.predicate.value.data in CMPF:
+            expr = CMPF[op.predicate.value.data].format(*a)
+        elif isinstance(op, arith.CmpiOp) and op.predicate.value.data in CMPI:
+            expr = CMPI[op.predicate.value.data].format(*a)
         elif isinstance(op, arith.SelectOp):
             expr = f"({a[1]} if {a[0]} else {a[2]})"
         else:
             return None
         x = names[res] = f"x{next(counter)}"
-        stmt = f"{x} = {_DTYPES[_name(dt)]}({expr})"
+        stmt = f"{x} = {DTYPES[_name(dt)]}({expr})"
         if not vary:
             pre.append(stmt)
             continue
@@ -298,14 +286,14 @@ def build_kernel(
         if arg in later:
             return None  # a later pass would read the overwritten value
         into[y] = k
-    out_stages: list[_Stage] = []
+    out_stages: list[Stage] = []
     for t, (kind, what) in enumerate(stages):
         if kind == "u":
             op = what  # type: ignore[assignment]
             src, res = op.operands[0], op.results[0]  # type: ignore[union-attr]
             if res not in slot:
                 slot[res] = len(slot)  # a ufunc always writes an array (maybe dead: rare)
-            st = _Stage(ufunc=_UFUNC[type(op)], writes=[slot[res]], dtypes=[_dtype(res.type)])  # type: ignore[list-item]
+            st = Stage(ufunc=_UFUNC[type(op)], writes=[slot[res]], dtypes=[kernel_dtype(res.type)])  # type: ignore[list-item]
             if src in slot:
                 st.reads = [slot[src]]
                 st.inplace = last_use.get(src) == t and src not in yields
@@ -325,7 +313,7 @@ def build_kernel(
         sig = [*(f"q{j}" for j in range(len(params))), *(f"r{slot[o]}" for o in reads if o not in param_of), *(f"w{slot[r]}" for r in writes)]
         header = [f"def kernel({', '.join(sig)}):", *(f"    {p}" for p in pre)]
         header.append(f"    n = w{slot[writes[0]]}.shape" if writes else f"    n = q{next(iter(over.values()))}.shape" if over else "    return")
-        nest = _Nest(
+        nest = Nest(
             header,
             n_loops,
             [(names[o], f"q{param_of[o]}", param_of[o]) if o in param_of else (names[o], f"r{slot[o]}", None) for o in reads],
@@ -333,12 +321,12 @@ def build_kernel(
             [(f"w{slot[r]}", names[r]) for r in writes] + [(f"q{q}", names[r]) for r, q in over.items()],
         )
         source = nest.render(frozenset())
-        _check(source)
+        check_kernel_source(source)
         every = frozenset((q, d) for q in nest.loaded for d in range(n_loops))
         for q in nest.loaded:  # the unbroadcast variants are checked as the plain one is
-            _check(nest.render(frozenset(p for p in every if p[0] == q)))
-        _check(nest.render(every))
-        st = _Stage(source=source, reads=[slot[o] for o in reads if o not in param_of], writes=[slot[r] for r in writes], dtypes=[_dtype(r.type) for r in writes], nest=nest)  # type: ignore[misc]
+            check_kernel_source(nest.render(frozenset(p for p in every if p[0] == q)))
+        check_kernel_source(nest.render(every))
+        st = Stage(source=source, reads=[slot[o] for o in reads if o not in param_of], writes=[slot[r] for r in writes], dtypes=[kernel_dtype(r.type) for r in writes], nest=nest)  # type: ignore[misc]
         st.donated = [(slot[r], q) for r, q in over.items()]
         out_stages.append(st)
     results = [("slot", slot[y]) if y in slot else ("arg", block.args.index(y)) for y in yields]  # type: ignore[arg-type]

@@ -9,20 +9,15 @@ from xdsl.ir import Operation
 from shardc.runtime.execute import helpers
 from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register
 from shardc.runtime.execute.dtypes import elem_type, int_width, np_dtype
-from shardc.runtime.codegen.kernels.arith import _mro, dt_expr
+from shardc.runtime.codegen.kernels.arith import by_mro, dt_expr
 
 
 from shardc.runtime.execute.kernels.math_run import (  # noqa: F401  (the run-time functions, re-exported)
-    _ERF_CHUNK,
-    _ERF_P,
-    _ERF_Q,
-    _PY_ERF,
-    _count,
-    _erf,
-    _erf_block,
-    _fpowi,
-    _ipowi,
-    _rsqrt,
+    bit_count,
+    erf,
+    fpowi,
+    ipowi,
+    rsqrt,
 )
 
 
@@ -59,13 +54,13 @@ _BINARY = {math.Atan2Op: "_np.arctan2", math.CopySignOp: "_np.copysign", math.Po
 
 @register(*_UNARY)
 def _unary(op: Operation, g: FunctionBuilder) -> None:
-    g.assign(op, f"{_mro(_UNARY, op)}({g.v(op.operands[0])})")  # type: ignore[index]
+    g.assign(op, f"{by_mro(_UNARY, op)}({g.v(op.operands[0])})")  # type: ignore[index]
 
 
 @register(*_BINARY)
 def _binary(op: Operation, g: FunctionBuilder) -> None:
     a, b = g.vs(op.operands)
-    g.assign(op, f"{_mro(_BINARY, op)}({a}, {b})")  # type: ignore[index]
+    g.assign(op, f"{by_mro(_BINARY, op)}({a}, {b})")  # type: ignore[index]
 
 
 @register(math.RoundOp)
@@ -77,12 +72,12 @@ def _round(op: Operation, g: FunctionBuilder) -> None:
 
 @register(math.RsqrtOp)
 def _rsqrt_emit(op: Operation, g: FunctionBuilder) -> None:
-    g.assign(op, f"{g.const(_rsqrt, 'rsqrt')}({g.v(op.operands[0])})")
+    g.assign(op, f"{g.const(rsqrt, 'rsqrt')}({g.v(op.operands[0])})")
 
 
 @register(math.ErfOp)
 def _erf_emit(op: Operation, g: FunctionBuilder) -> None:
-    g.assign(op, f"{g.const(_erf, 'erf')}({g.v(op.operands[0])})")
+    g.assign(op, f"{g.const(erf, 'erf')}({g.v(op.operands[0])})")
 
 
 @register(math.FmaOp)
@@ -105,13 +100,13 @@ def _absi(op: Operation, g: FunctionBuilder) -> None:
 def _ipowi_emit(op: Operation, g: FunctionBuilder) -> None:
     a, b = g.vs(op.operands)
     dt = np_dtype(elem_type(op.operands[0].type))
-    g.assign(op, f"{g.const(_ipowi, 'ipowi')}({a}, {b}, {dt_expr(g, dt)})")
+    g.assign(op, f"{g.const(ipowi, 'ipowi')}({a}, {b}, {dt_expr(g, dt)})")
 
 
 @register(math.FPowIOp)
 def _fpowi_emit(op: Operation, g: FunctionBuilder) -> None:
     a, b = g.vs(op.operands)
-    g.assign(op, f"{g.const(_fpowi, 'fpowi')}({a}, {b})")
+    g.assign(op, f"{g.const(fpowi, 'fpowi')}({a}, {b})")
 
 
 @register(math.CtPopOp, math.CountLeadingZerosOp, math.CountTrailingZerosOp)
@@ -120,4 +115,4 @@ def _bitcount(op: Operation, g: FunctionBuilder) -> None:
     dt = np_dtype(elem_type(op.operands[0].type))
     if dt == np.bool_:
         raise compile_error(op, "bit counting on i1 is not supported")
-    g.assign(op, f"{g.const(_count, kind)}({g.v(op.operands[0])}, {dt_expr(g, dt)}, {kind!r})")
+    g.assign(op, f"{g.const(bit_count, kind)}({g.v(op.operands[0])}, {dt_expr(g, dt)}, {kind!r})")

@@ -34,14 +34,15 @@ from xdsl.dialects.linalg.ops import GenericOp, YieldOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
 
-from shardc.runtime.codegen.kernels.fused import _BINARY, _CAST, _CMPF, _CMPI, _DTYPES, _ERF, _UNARY, _VEC32, _check, _dtype
+from shardc.runtime.codegen.kernels.fused import BINARY, CAST, CMPF, CMPI, DTYPES, ERF, UNARY, VEC32, kernel_dtype
+from shardc.runtime.execute.kernels.fused_run import check_kernel_source
 from shardc.runtime.execute.kernels.rows_run import RowKernel
 from shardc.runtime.codegen.structured import ins_outs
 
 _LIBM: dict[type[Operation], str] = {mathd.ExpOp: "math.exp({0})", mathd.LogOp: "math.log({0})", mathd.TanhOp: "math.tanh({0})"}
 _COMBINE: dict[type[Operation], str] = {arith.AddfOp: "rsum", arith.MaximumfOp: "rmax", arith.MinimumfOp: "rmin"}
 _BODY_OPS: tuple[type[Operation], ...] = (
-    *_BINARY, *_UNARY, *_LIBM, mathd.ErfOp, *_CAST, arith.CmpfOp, arith.CmpiOp, arith.SelectOp, arith.ConstantOp,
+    *BINARY, *UNARY, *_LIBM, mathd.ErfOp, *CAST, arith.CmpfOp, arith.CmpiOp, arith.SelectOp, arith.ConstantOp,
 )
 
 FULL, RED, ROW, ROW1 = "full", "reduction", "row", "row1"
@@ -141,8 +142,8 @@ def build_row_kernel(
         return f"x{next(counter)}"
 
     def dt_name(t: object) -> str | None:
-        dt = _dtype(t)  # type: ignore[arg-type]
-        return dt.name if dt is not None and dt.name in _DTYPES else None
+        dt = kernel_dtype(t)  # type: ignore[arg-type]
+        return dt.name if dt is not None and dt.name in DTYPES else None
 
     def const(op: Operation) -> _Val | None:
         val, dn = getattr(op, "value", None), dt_name(op.results[0].type)
@@ -199,7 +200,7 @@ def build_row_kernel(
             return False
         if not isinstance(v.type, TensorType):
             x = fresh()
-            pre.append(f"{x} = {_DTYPES[dn]}(q{q})")
+            pre.append(f"{x} = {DTYPES[dn]}(q{q})")
             info[arg] = _Val("const", 0, x)
             return True
         if len(idx) != len(v.type.get_shape()):
@@ -235,29 +236,29 @@ def build_row_kernel(
                 continue
             srcs = [info[v] for v in o.operands]
             space_ = "full" if any(s.space == "full" for s in srcs) else "row" if any(s.space == "row" for s in srcs) else "const"
-            if type(o) in _BINARY:
-                text = _BINARY[type(o)]
-            elif type(o) in _UNARY:
-                text = _UNARY[type(o)]
-            elif type(o) in _VEC32 and dn == "float32" and space_ == "full":
-                text = _VEC32[type(o)]
+            if type(o) in BINARY:
+                text = BINARY[type(o)]
+            elif type(o) in UNARY:
+                text = UNARY[type(o)]
+            elif type(o) in VEC32 and dn == "float32" and space_ == "full":
+                text = VEC32[type(o)]
             elif type(o) in _LIBM:
                 text = _LIBM[type(o)]
-            elif isinstance(o, mathd.ErfOp) and dn in _ERF:
-                text = _ERF[dn]
-            elif isinstance(o, _CAST):
+            elif isinstance(o, mathd.ErfOp) and dn in ERF:
+                text = ERF[dn]
+            elif isinstance(o, CAST):
                 text = "{0}"
-            elif isinstance(o, arith.CmpfOp) and o.predicate.value.data in _CMPF:
-                text = _CMPF[o.predicate.value.data]
-            elif isinstance(o, arith.CmpiOp) and o.predicate.value.data in _CMPI:
-                text = _CMPI[o.predicate.value.data]
+            elif isinstance(o, arith.CmpfOp) and o.predicate.value.data in CMPF:
+                text = CMPF[o.predicate.value.data]
+            elif isinstance(o, arith.CmpiOp) and o.predicate.value.data in CMPI:
+                text = CMPI[o.predicate.value.data]
             elif isinstance(o, arith.SelectOp):
                 text = "({1} if {0} else {2})"
             else:
                 return False
             x = fresh()
             if space_ == "const":
-                pre.append(f"{x} = {_DTYPES[dn]}({text.format(*(s.name for s in srcs))})")
+                pre.append(f"{x} = {DTYPES[dn]}({text.format(*(s.name for s in srcs))})")
                 info[res] = _Val("const", 0, x)
                 continue
             # (a statement of a full body on row values alone runs once per row: a
@@ -372,7 +373,7 @@ def build_row_kernel(
     source = _render(stmts, info, space, pre, row_loads, row_stores, buf_dtype, len(params), len(yields))
     if source is None:
         return None
-    _check(source)
+    check_kernel_source(source)
     return RowKernel(source, tuple(space), params, outputs, shapes)
 
 
@@ -410,7 +411,7 @@ def _render(
     folded = {id(r) for rs in keyed.values() for r in rs}
     sig = ["n", *(f"q{q}" for q in range(n_params)), *(f"w{w}" for w in range(n_outs))]
     lines = [f"def kernel({', '.join(sig)}):", *(f"    {p}" for p in pre)]
-    lines += [f"    t{b} = np.empty(n[{k}], {_DTYPES[d]})" for b, d in sorted(buf_dtype.items())]
+    lines += [f"    t{b} = np.empty(n[{k}], {DTYPES[d]})" for b, d in sorted(buf_dtype.items())]
     for d in range(k):
         lines.append("    " * (d + 1) + f"for i{d} in range(n[{d}]):")
     ind = "    " * (k + 1)
@@ -421,8 +422,8 @@ def _render(
             helper, buf, init = s.reduce
             if id(s) in folded:
                 return _keyed(s.name, helper, "result")
-            return [f"{s.name} = {_DTYPES[s.dtype]}({helper}(t{buf}, n[{k}], {init}))"]
-        return [f"{s.name} = {_DTYPES[s.dtype]}({s.text.format(*(ref(v, s.level) for v in s.operands))})"]
+            return [f"{s.name} = {DTYPES[s.dtype]}({helper}(t{buf}, n[{k}], {init}))"]
+        return [f"{s.name} = {DTYPES[s.dtype]}({s.text.format(*(ref(v, s.level) for v in s.operands))})"]
 
     for p in range(n_pass + 1):
         lines += [ind + line for s in stmts if s.space == "row" and s.level == p for line in row_stmt(s)]
@@ -434,7 +435,7 @@ def _render(
         lines += [ind + line for s in body for r in keyed.get(s.name, ()) for line in _keyed(r.name, r.reduce[0], "init", r.reduce[2])]  # type: ignore[index]
         lines.append(ind + f"for j in range(n[{k}]):")
         for s in body:
-            lines.append(ind + "    " + f"{s.name} = {_DTYPES[s.dtype]}({s.text.format(*(ref(v, p) for v in s.operands))})")
+            lines.append(ind + "    " + f"{s.name} = {DTYPES[s.dtype]}({s.text.format(*(ref(v, p) for v in s.operands))})")
             lines += [ind + "    " + f"{t} = {s.name}" for t in s.stores]
             lines += [ind + "    " + line for r in keyed.get(s.name, ()) for line in _keyed(r.name, r.reduce[0], "step", s.name)]  # type: ignore[index]
     lines += [ind + s for s in row_stores]

@@ -26,7 +26,7 @@ from xdsl.ir import Operation
 
 from shardc.dialects.tm_tensor import ScanOp, ScatterOp, YieldOp
 from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register, single_block
-from shardc.runtime.codegen.structured import _emit_body_fn  # pyright: ignore[reportPrivateUsage]
+from shardc.runtime.codegen.structured import emit_body_fn
 from shardc.runtime.execute.kernels.tm_tensor_run import scan_body, scan_ufunc, scatter_assign, scatter_body, scatter_ufunc
 
 # region op (current, update) -> the ufunc whose `.at` applies it in place
@@ -89,7 +89,7 @@ def _scatter(op: Operation, g: FunctionBuilder) -> None:
         block = single_block(op.region)
         term = block.last_op
         assert term is not None
-        fn = _emit_body_fn(g, block, 2, list(term.operands), False)
+        fn = emit_body_fn(g, block, 2, list(term.operands), False)
         g.assign(op, f"{g.const(scatter_body, 'scatter_body')}({fn}, {upd}, {ind}, {orig}, {dims})")
     elif kind[0] == "keep":
         g.bind(op.results[0], orig)
@@ -130,7 +130,7 @@ def _scan(op: Operation, g: FunctionBuilder) -> None:
         block = single_block(op.region)
         term = block.last_op
         assert term is not None
-        fn = _emit_body_fn(g, block, 2, list(term.operands), False)
+        fn = emit_body_fn(g, block, 2, list(term.operands), False)
         call = f"{g.const(scan_body, 'scan_body')}({fn}, {args})"
     out, last = g.res(op, 0), g.res(op, 1)
     g.emit(f"{out}, {last} = {call}")

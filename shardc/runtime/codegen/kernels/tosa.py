@@ -15,7 +15,7 @@ from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, regis
 from shardc.runtime.execute.dtypes import np_dtype
 from shardc.runtime.codegen.kernels._common import elem, shape_of
 from shardc.runtime.codegen.kernels.arith import dt_expr
-from shardc.runtime.codegen.kernels.math import _erf  # pyright: ignore[reportPrivateUsage]
+from shardc.runtime.execute.kernels.math_run import erf
 from shardc.runtime.execute.kernels.tosa_run import cast, clamp, clz, matmul, mul_shift, negate, rescale, rsqrt, sigmoid
 
 
@@ -152,7 +152,7 @@ _UNARY_EXPR = {
     stosa.TanhOp: "_np.tanh({x})",
     stosa.LogicalNotOp: "_np.logical_not({x})",
 }
-_UNARY_FN = {stosa.ErfOp: _erf, stosa.SigmoidOp: sigmoid, stosa.RsqrtOp: rsqrt, stosa.ClzOp: clz}
+_UNARY_FN = {stosa.ErfOp: erf, stosa.SigmoidOp: sigmoid, stosa.RsqrtOp: rsqrt, stosa.ClzOp: clz}
 
 
 @register(*_UNARY_EXPR)

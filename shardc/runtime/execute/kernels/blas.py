@@ -295,8 +295,14 @@ def _resolve(choice: str) -> _Lib | None:
         return _loaded(_AGREED[0]) if _AGREED[0] != "numpy" else None
     from shardc.runtime.execute.kernels import blas_choice
 
-    name = blas_choice.choose(_loaded)
+    name = blas_choice.choose(_loaded, LIBRARIES, library_files())
     return _loaded(name) if name != "numpy" else None
+
+
+def library_files() -> tuple[str | None, ...]:
+    """The files of the libraries `auto` chooses between (MKL's, OpenBLAS's; None where
+    absent): what `blas_choice` keys its record by."""
+    return library_path(), openblas_path()
 
 
 def enabled() -> bool:

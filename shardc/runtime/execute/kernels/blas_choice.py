@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,13 +62,12 @@ def _file_id(path: str | None) -> str:
         return f"{path}:missing"
 
 
-def key() -> str:
-    from shardc.runtime.execute.kernels import blas
-
+def key(library_files: Sequence[str | None]) -> str:
+    """The record's key: this processor, the `library_files` (`blas.library_files()`:
+    MKL's and OpenBLAS's, None where absent), numpy and the variables the speed follows."""
     parts = [
         _cpu(),
-        _file_id(blas.library_path()),
-        _file_id(blas.openblas_path()),
+        *(_file_id(path) for path in library_files),
         np.__version__,
         os.environ.get("SHARDC_BLAS_THREADS", "1"),
         os.environ.get("OPENBLAS_CORETYPE", ""),
@@ -79,11 +78,11 @@ def key() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 
-def _record_path() -> str | None:
+def _record_path(library_files: Sequence[str | None]) -> str | None:
     if not cache_dirs.enabled():
         return None
     root = cache_dirs.usable_dir(cache_dirs.cache_root(), lambda m: cache_dirs.warning("BLAS choice", m))
-    return os.path.join(root, f"blas-choice-{key()}.json") if root is not None else None
+    return os.path.join(root, f"blas-choice-{key(library_files)}.json") if root is not None else None
 
 
 def _read(path: str) -> dict[str, Any] | None:
@@ -146,17 +145,15 @@ def measure(libs: dict[str, Any]) -> dict[str, float]:
     return {name: sum(ts) for name, ts in best.items()}
 
 
-def choose(load: Callable[[str], Any]) -> str:
-    """The library name `auto` runs (`mkl`, `openblas`, or `numpy` when neither loads):
-    the kept answer for this machine, else measured now (and kept)."""
-    from shardc.runtime.execute.kernels.blas import LIBRARIES
-
-    path = _record_path()
+def choose(load: Callable[[str], Any], libraries: Sequence[str], library_files: Sequence[str | None]) -> str:
+    """The library name `auto` runs (one of `libraries`, which `load` loads, or `numpy`
+    when none loads): the kept answer for this machine, else measured now (and kept)."""
+    path = _record_path(library_files)
     if path is not None:
         kept = _read(path)
-        if kept is not None and (kept["choice"] == "numpy" or (kept["choice"] in LIBRARIES and load(kept["choice"]) is not None)):
+        if kept is not None and (kept["choice"] == "numpy" or (kept["choice"] in libraries and load(kept["choice"]) is not None)):
             return kept["choice"]
-    libs = {name: lib for name in LIBRARIES if (lib := load(name)) is not None}
+    libs = {name: lib for name in libraries if (lib := load(name)) is not None}
     if not libs:
         return "numpy"
     if len(libs) == 1:

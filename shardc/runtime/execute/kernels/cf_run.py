@@ -10,12 +10,12 @@ from shardc.ir.escape import display
 from shardc.runtime.execute.compiled import RuntimeExecutionError
 
 
-def _assert_failed(message: str, where: str = "") -> None:
+def assert_failed(message: str, where: str = "") -> None:
     message = display(message)  # the IR's text: no control character reaches a terminal
     raise RuntimeExecutionError(f"runtime: {where}: assertion failed: {message}" if where else f"runtime: assertion failed: {message}")
 
 
-def _assert_all(cond: object, message: str, where: str) -> None:
+def assert_all(cond: object, message: str, where: str) -> None:
     """A vectorized assertion (inside a linalg body): every element must hold."""
     if not np.all(cond):
-        _assert_failed(message, where)
+        assert_failed(message, where)

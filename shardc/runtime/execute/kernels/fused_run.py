@@ -22,8 +22,8 @@ import numpy as np
 from shardc.cache_dir import read_regular
 from shardc.runtime.codegen.codegen_safe import check_generated
 from shardc.runtime.execute.kernels import numba_cache
-from shardc.runtime.execute.kernels.math_run import _ERF_P as _P  # pyright: ignore[reportPrivateUsage]
-from shardc.runtime.execute.kernels.math_run import _ERF_Q as _Q  # pyright: ignore[reportPrivateUsage]
+from shardc.runtime.execute.kernels.math_run import ERF_P as _P
+from shardc.runtime.execute.kernels.math_run import ERF_Q as _Q
 from shardc.runtime.execute.kernels import vecmath
 
 MIN_ELEMENTS = 1 << 15
@@ -88,7 +88,7 @@ def cache_dir() -> str | None:
 
 
 @dataclass
-class _Stage:
+class Stage:
     """One pass over the iteration space: a compiled loop nest (`source`) or a numpy
     ufunc (`ufunc`, SIMD where numba would call libm per element: exp, log, tanh).
     `reads`/`writes` are temporary arrays by slot; a ufunc reads `reads[0]`, or the
@@ -102,7 +102,7 @@ class _Stage:
     inplace: bool = False
     dtypes: list[np.dtype] = field(default_factory=list)  # of `writes` (kernel) or of the result (ufunc)
     donated: list[tuple[int, int]] = field(default_factory=list)  # (slot, kernel argument) stored in place
-    nest: _Nest | None = None  # what `source` is rendered from, for the hoisted variants
+    nest: Nest | None = None  # what `source` is rendered from, for the hoisted variants
     fn: Callable[..., None] | None = field(default=None, repr=False)
     variants: dict[frozenset[tuple[int, int]], Callable[..., None] | None] = field(default_factory=dict, repr=False)
 
@@ -121,12 +121,12 @@ class _Stage:
         mine = frozenset(p for p in bcast if p[0] in self.nest.loaded)
         if not mine:
             return self.fn
-        with _LOCK:
+        with LOCK:
             if mine not in self.variants:
                 source = self.nest.render(mine)
-                _check(source)
+                check_kernel_source(source)
                 try:
-                    fn = _compile(source)
+                    fn = compile_kernel(source)
                 except KernelRefused:
                     fn = None
                 self.variants[mine] = fn
@@ -134,7 +134,7 @@ class _Stage:
 
 
 @dataclass
-class _Nest:
+class Nest:
     """A loop nest before rendering: its header lines, loads (name, array, kernel
     argument or None for a temporary), statements (name, statement, operand names) and
     stores (array, name); names come from `build_kernel`'s numbering only."""
@@ -229,7 +229,7 @@ class FusedKernel:
     `results` name each yielded value: ("slot", n) a temporary, ("arg", k) a block
     argument yielded as it is (or, built with `inplace`, written over: a donated buffer)."""
 
-    stages: list[_Stage]
+    stages: list[Stage]
     n_loops: int
     params: list[tuple[str, object]]
     results: list[tuple[str, int]]
@@ -374,12 +374,12 @@ class FusedKernel:
             return False
         if all(st.fn is not None for st in self.stages if st.source is not None):
             return True  # compiled already: no lock on the hot path
-        with _LOCK:
+        with LOCK:
             if not self._failed and any(st.source is not None and st.fn is None for st in self.stages):
                 try:  # a forged source raises UnsafeCodeError: nothing of it runs
                     for st in self.stages:
                         if st.source is not None:
-                            st.fn = _compile(st.source)
+                            st.fn = compile_kernel(st.source)
                 except KernelRefused:  # this body stays on numpy
                     self._failed = True
         return not self._failed
@@ -438,7 +438,7 @@ def jit_helpers(
     return got
 
 
-def _helpers() -> tuple[str, dict[str, object]]:
+def kernel_helpers() -> tuple[str, dict[str, object]]:
     """The functions kernels call (`exp32`, `tanh32` from `kernels.vecmath`, `erf32`),
     jit-compiled (`jit_helpers`). FMA contraction is allowed inside vecmath's (their
     error bound holds either way), never in erf32's or the kernels' own statements."""
@@ -453,17 +453,17 @@ def _helpers() -> tuple[str, dict[str, object]]:
 
 
 def _vecmath() -> dict[str, object]:
-    """`kernels.vecmath`'s functions, jit-compiled (`_helpers`)."""
-    fns = _helpers()[1]
+    """`kernels.vecmath`'s functions, jit-compiled (`kernel_helpers`)."""
+    fns = kernel_helpers()[1]
     return {"exp32": fns["exp32"], "tanh32": fns["tanh32"]}
 
 
-_LOCK = threading.RLock()
+LOCK = threading.RLock()
 _COMPILED: dict[str, Callable[..., None]] = {}
 _CHECKED: set[str] = set()
 
 
-def _check(source: str) -> None:
+def check_kernel_source(source: str) -> None:
     """`check_generated` on a kernel's source, once per process per text: nests of one
     body recur (the GPT step's first step checked 147 broadcast variants, 8 distinct
     texts, in 0.07 s)."""
@@ -515,12 +515,12 @@ class KernelRefused(Exception):
 
 
 def njit_kernel(kind: str, source: str, kits: Sequence[Callable[[], tuple[str, dict[str, object]]]]) -> Callable[..., None]:
-    """`source`'s `kernel`, checked (`_check`) and jit-compiled from a file in
+    """`source`'s `kernel`, checked (`check_kernel_source`) and jit-compiled from a file in
     `cache_dir()` (`_module`, kind `kind`) so that numba caches its machine code between
-    processes (in sealed files: `numba_cache`), with the helpers of `kits` (`_helpers`, `rows_run._row_helpers`) defined.
+    processes (in sealed files: `numba_cache`), with the helpers of `kits` (`kernel_helpers`, `rows_run._row_helpers`) defined.
     What the kernel calls is part of its identity, since numba's cache sees only
     `source`: vecmath's version and each kit's hash name the file."""
-    _check(source)  # a cache hit's kernels come from the entry: data until checked
+    check_kernel_source(source)  # a cache hit's kernels come from the entry: data until checked
     numba = _numba()
     assert numba is not None
     try:
@@ -536,11 +536,11 @@ def njit_kernel(kind: str, source: str, kits: Sequence[Callable[[], tuple[str, d
         raise KernelRefused(f"{kind}: {type(e).__name__}: {e}") from e
 
 
-def _compile(source: str) -> Callable[..., None]:
+def compile_kernel(source: str) -> Callable[..., None]:
     """The fused kernel of `source`, jit-compiled once per process (`njit_kernel`)."""
     fn = _COMPILED.get(source)
     if fn is None:
-        fn = _COMPILED[source] = njit_kernel("kernel", source, (_helpers,))
+        fn = _COMPILED[source] = njit_kernel("kernel", source, (kernel_helpers,))
     return fn
 
 

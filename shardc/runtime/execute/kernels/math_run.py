@@ -16,7 +16,7 @@ from shardc.runtime.execute import helpers
 # points of [0, 4]): relative error 2.1e-9 when evaluated in float64, so float32 results
 # are within one ulp of correctly rounded. Beyond 4, erf rounds to +-1 in float32.
 # Coefficients by increasing power of x^2.
-_ERF_P = (
+ERF_P = (
     1.1283791693857033,
     0.18520295669497167,
     0.054316905935542614,
@@ -25,7 +25,7 @@ _ERF_P = (
     4.684812071013948e-06,
     -1.3202392462053289e-08,
 )
-_ERF_Q = (
+ERF_Q = (
     1.0,
     0.49746526077522835,
     0.11395833292622633,
@@ -41,14 +41,14 @@ def _erf_block(x: np.ndarray, out: np.ndarray) -> None:
     temporaries are reused by every pass."""
     v = np.clip(x, -4.0, 4.0, dtype=np.float64)
     t = v * v
-    num = t * _ERF_P[-1]
-    num += _ERF_P[-2]
-    for c in _ERF_P[-3::-1]:
+    num = t * ERF_P[-1]
+    num += ERF_P[-2]
+    for c in ERF_P[-3::-1]:
         num *= t
         num += c
-    den = t * _ERF_Q[-1]
-    den += _ERF_Q[-2]
-    for c in _ERF_Q[-3::-1]:
+    den = t * ERF_Q[-1]
+    den += ERF_Q[-2]
+    for c in ERF_Q[-3::-1]:
         den *= t
         den += c
     num /= den
@@ -58,7 +58,7 @@ def _erf_block(x: np.ndarray, out: np.ndarray) -> None:
 _PY_ERF = np.frompyfunc(pymath.erf, 1, 1)
 
 
-def _erf(x: object) -> object:
+def erf(x: object) -> object:
     """Vectorized erf. float32/float16: the rational fit above, in float64, block by
     block; float64 (which the fit would not round correctly): math.erf per element."""
     a = np.asarray(x)
@@ -72,13 +72,13 @@ def _erf(x: object) -> object:
     return out if a.ndim else out[()]
 
 
-def _rsqrt(x: object) -> object:
+def rsqrt(x: object) -> object:
     a = np.asarray(x)
     one = a.dtype.type(1) if a.dtype.kind == "f" else 1.0
     return one / np.sqrt(x)
 
 
-def _ipowi(a: object, b: object, dt: np.dtype) -> object:
+def ipowi(a: object, b: object, dt: np.dtype) -> object:
     base, exp = helpers.arr(a, dt), helpers.arr(b, dt)
     with np.errstate(all="ignore"):
         res = np.where(exp >= 0, np.power(base, np.maximum(exp, 0)), np.where(base == 1, 1, np.where(base == -1, np.where(exp % 2 == 0, 1, -1), 0)))
@@ -86,12 +86,12 @@ def _ipowi(a: object, b: object, dt: np.dtype) -> object:
     return res if res.ndim or isinstance(a, np.ndarray) else int(res)
 
 
-def _fpowi(a: object, b: object) -> object:
+def fpowi(a: object, b: object) -> object:
     x = np.asarray(a)
     return np.power(a, np.asarray(b).astype(x.dtype))
 
 
-def _count(x: object, dt: np.dtype, kind: str) -> object:
+def bit_count(x: object, dt: np.dtype, kind: str) -> object:
     w = dt.itemsize * 8
     u = helpers.uview(x, dt).astype(np.uint64)
     if kind == "ctpop":

@@ -127,7 +127,7 @@ def _compile(source: str) -> Callable[..., None]:
     cached by numba on disk."""
     fn = _COMPILED.get(source)
     if fn is None:
-        fn = _COMPILED[source] = fused_run.njit_kernel("rowkernel", source, (fused_run._helpers, _row_helpers))  # pyright: ignore[reportPrivateUsage]
+        fn = _COMPILED[source] = fused_run.njit_kernel("rowkernel", source, (fused_run.kernel_helpers, _row_helpers))
     return fn
 
 
@@ -172,7 +172,7 @@ class RowKernel:
                 call.append(what)
         fn = self.fn
         if fn is None:
-            with fused_run._LOCK:  # pyright: ignore[reportPrivateUsage]
+            with fused_run.LOCK:
                 try:  # a forged source raises UnsafeCodeError: nothing of it runs
                     fn = self.fn = _compile(self.source)
                 except fused_run.KernelRefused:  # the chain's own ops run
