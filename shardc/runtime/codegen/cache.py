@@ -11,7 +11,7 @@ disk keeps what a compile produced:
   names and times, boundary shardings).
 
 No code object is stored: a hit compiles the verified source, one function at a time
-when it is first needed, and checks the compiled code (`codegen_safe.check_code`, 5 ms
+when it is first needed, and checks the compiled code (`code_check.check_code`, 5 ms
 for the GPT step) before running it (compiling all of the GPT step's 0.75 MB took
 0.35-0.6 s). A marshalled code object would skip that, but marshal is data that
 becomes code without any check (the package never imports it: tests/unit/security).
@@ -37,7 +37,7 @@ Reading takes regular files below a size cap only (no FIFO, symlink or device: o
 with O_NOFOLLOW|O_NONBLOCK), then checks the seal, the key stored inside the entry, a
 sha256 over its contents and over the generated source; anything that fails
 (truncated, corrupt, forged, of another format) is ignored with one warning line and
-rebuilt. Generated code runs over `codegen_safe.generated_namespace()`: numpy's
+rebuilt. Generated code runs over `code_check.generated_namespace()`: numpy's
 functions bound by name, never a module. Constants are decoded (the cyclic GC paused: it made decoding
 the GPT step's 170,000 nodes 3x slower) from tagged data that can hold only
 plain values, numpy arrays, scalars, dtypes and ufuncs, and the functions, classes and
@@ -79,7 +79,7 @@ from shardc.errors import ReportedElsewhere
 
 import numpy as np
 
-from shardc.runtime.codegen.codegen_safe import generated_namespace
+from shardc.runtime.execute.code_check import generated_namespace
 from shardc.runtime.execute.compiled import CompiledModule, external_stub, scalar_spec
 
 FORMAT = 7
@@ -895,7 +895,7 @@ class CachedModule(CompiledModule):
     def _run(self, line: int, text: str) -> None:
         """Compile, check and run a piece of the stored source that starts at `line`
         (padded with blank lines, so tracebacks quote the stored source's lines)."""
-        from shardc.runtime.codegen.codegen_safe import UnsafeCodeError, check_code
+        from shardc.runtime.execute.code_check import UnsafeCodeError, check_code
 
         try:
             code = compile("\n" * (line - 1) + text, self._filename, "exec")

@@ -28,7 +28,8 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from shardc.ir.escape import display
-from shardc.runtime.codegen.codegen_safe import UnsafeCodeError, check_code, generated_namespace, numpy_subset, py_hint, py_identifier, py_literal
+from shardc.runtime.codegen.codegen_safe import py_hint, py_identifier, py_literal
+from shardc.runtime.execute.code_check import UnsafeCodeError, check_code, generated_namespace, numpy_subset
 from shardc.runtime.execute.dtypes import is_shaped
 from shardc.runtime.execute.compiled import (  # noqa: F401  (re-exported)
     CompiledModule,

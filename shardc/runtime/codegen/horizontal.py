@@ -48,7 +48,7 @@ from xdsl.dialects.linalg.ops import GenericOp, IndexOp
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
-from shardc.runtime.codegen.codegen_safe import check_generated
+from shardc.runtime.execute.code_check import check_generated
 from shardc.runtime.codegen.donation import INPLACE_ATTR
 from shardc.runtime.codegen.kernels import fused
 from shardc.runtime.execute.horizontal_run import CHUNK, Group, Member, run_group  # noqa: F401  (the run time, re-exported)

@@ -1,6 +1,6 @@
 """A compile-cache hit compiles each generated function when it is first needed (issue
 #16: the training step never needs `@loss`), checks the compiled code before it runs
-(`codegen_safe.check_code`), and behaves as the eagerly compiled module: same results,
+(`code_check.check_code`), and behaves as the eagerly compiled module: same results,
 calls between functions, donation attributes, tracebacks that quote the stored lines."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from shardc.runtime.codegen import cache
 from shardc.runtime.codegen.cache import CachedModule, CorruptEntry, DiskCache, Entry, compile_cached, make_key, parse_lowered, split_functions
-from shardc.runtime.codegen.codegen_safe import check_code
+from shardc.runtime.execute.code_check import check_code
 
 pytestmark = pytest.mark.usefixtures("_own_cache")  # conftest: an empty cache directory per test
 

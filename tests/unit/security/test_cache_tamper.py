@@ -24,7 +24,7 @@ import pytest
 from shardc import cache_dir as cache_dirs
 from shardc.runtime.codegen import cache
 from shardc.runtime.codegen.cache import DiskCache, Entry, compile_cached, make_key, parse_lowered
-from shardc.runtime.codegen.codegen_safe import UnsafeCodeError, check_code, generated_namespace
+from shardc.runtime.execute.code_check import UnsafeCodeError, check_code, generated_namespace
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -13,14 +13,8 @@ import numpy as np
 import pytest
 
 from shardc.ir.escape import display
-from shardc.runtime.codegen.codegen_safe import (
-    UnsafeCodeError,
-    check_code,
-    check_generated,
-    py_hint,
-    py_identifier,
-    py_literal,
-)
+from shardc.runtime.codegen.codegen_safe import py_hint, py_identifier, py_literal
+from shardc.runtime.execute.code_check import UnsafeCodeError, check_code, check_generated
 
 NASTY = [
     "", "_", "__", "a", "a_", "_a", "a__b", "a-b", "a.b", "a b", "a_b", "a_2d_b", "a__2d__b",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime.codegen.codegen_safe import UnsafeCodeError
+from shardc.runtime.execute.code_check import UnsafeCodeError
 from shardc.runtime.codegen.compile import compile_text
 from shardc.runtime.execute.kernels import fused_run, rows_run
 from shardc.runtime.codegen.structured import StructuredSpec

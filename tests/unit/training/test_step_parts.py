@@ -12,7 +12,7 @@ import pytest
 
 from shardc.ir.printer import module_to_string
 from shardc.runtime.codegen.cache import CorruptEntry, DiskCache, Entry, load_bindings, make_key
-from shardc.runtime.codegen.codegen_safe import generated_namespace
+from shardc.runtime.execute.code_check import generated_namespace
 from shardc.runtime.execute.comm import run_simulated
 from shardc.runtime.codegen.cache import join_modules
 from shardc.runtime.codegen.parts import compile_parts_cached, join_entries, scope

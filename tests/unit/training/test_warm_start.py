@@ -70,7 +70,7 @@ def _run(cache_dir: str) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-# What a hit imports of xDSL: its exceptions module alone (`codegen_safe`'s
+# What a hit imports of xDSL: its exceptions module alone (`code_check`'s
 # UnsafeCodeError is a DiagnosticException; a leaf of exception classes, 1 ms), never
 # its IR, IRDL, dialects, parser or printer (0.3 s). Nor shardc's compiler.
 _XDSL_ALLOWED = {"xdsl", "xdsl.utils", "xdsl.utils.exceptions"}

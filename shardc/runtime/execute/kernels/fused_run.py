@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shardc.cache_dir import read_regular
-from shardc.runtime.codegen.codegen_safe import check_generated
+from shardc.runtime.execute.code_check import check_generated
 from shardc.runtime.execute.kernels import numba_cache
 from shardc.runtime.execute.kernels.math_run import ERF_P as _P
 from shardc.runtime.execute.kernels.math_run import ERF_Q as _Q
