@@ -14,11 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shardc.runtime.codegen.compile import CompileError, compile_module, compile_text, register, register_name
+    from shardc.runtime.codegen.builder import CompileError, register, register_name
+    from shardc.runtime.codegen.compile import compile_module, compile_text
     from shardc.runtime.execute.compiled import CompiledModule, RuntimeExecutionError
 
 _FROM = {
-    "CompileError": "codegen.compile", "compile_module": "codegen.compile", "compile_text": "codegen.compile", "register": "codegen.compile", "register_name": "codegen.compile",
+    "CompileError": "codegen.builder", "register": "codegen.builder", "register_name": "codegen.builder",
+    "compile_module": "codegen.compile", "compile_text": "codegen.compile",
     "CompiledModule": "execute.compiled", "RuntimeExecutionError": "execute.compiled",
 }
 

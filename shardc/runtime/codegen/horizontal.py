@@ -261,26 +261,4 @@ def _member(array: str) -> str:
     return ("a" if array[0] == "q" else "b") + array[1:]
 
 
-def emit_group(ops: Sequence[Operation], g: object) -> None:
-    """Emit the group's members' bodies and one `run_group` call defining every
-    member's results (`emit_structured` calls this at the group's first member)."""
-    from shardc.runtime.codegen.compile import targets
-    from shardc.runtime.codegen.structured import emit_structured, maps_of
-
-    members: list[Member] = []
-    parts: list[str] = []
-    for op in ops:
-        assert isinstance(op, GenericOp)
-        iters = [str(t.data).split(".")[-1].lower() for t in op.iterator_types.data]  # pyright: ignore[reportUnknownMemberType]
-        got = emit_structured(op, g, list(op.inputs), list(op.outputs), maps_of(op, op.indexing_maps.data), iters, op.body.block, collect=True)  # type: ignore[arg-type]
-        assert got is not None
-        spec, call = got
-        shape = next(tuple(v.type.get_shape()) for v in op.operands if isinstance(v.type, TensorType))  # type: ignore[union-attr]
-        members.append(Member(spec, shape))
-        parts.append(call)
-    names = [g.res(op, i, vec=False) for op in ops for i in range(len(op.results))]  # type: ignore[attr-defined]
-    group = g.const(build_group(members), "hgroup")  # type: ignore[attr-defined]
-    g.emit(f"{targets(names)} = {g.const(run_group, 'run_group')}({group}, ({', '.join(parts)},))")  # type: ignore[attr-defined]
-
-
-__all__ = ["CHUNK", "GROUP", "MIN_GROUP_ELEMENTS", "Group", "Member", "build_group", "emit_group", "plan_groups", "render_group", "run_group"]
+__all__ = ["CHUNK", "GROUP", "Group", "Member", "build_group", "plan_groups", "render_group", "run_group"]

@@ -80,7 +80,7 @@ def compile_part(
 def join_entries(key: str, parts: Sequence[Entry], merge_meta: MergeMeta, donate: Mapping[str, object] | None = None) -> Entry:
     """One entry of the parts' entries, in order: sources, pools and lowered texts side
     by side, functions and argument types together, metadata by `merge_meta`."""
-    from shardc.runtime.codegen.compile import CompileError
+    from shardc.runtime.codegen.builder import CompileError
     from shardc.ir.escape import display
 
     functions: dict[str, str] = {}

@@ -26,7 +26,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, region_def, traits_def, var_operand_def, var_result_def
 from xdsl.traits import IsTerminator
 
-from shardc.runtime.codegen.compile import FunctionBuilder, register, targets, tuple_expr
+from shardc.runtime.codegen.builder import FunctionBuilder, register, targets, tuple_expr
 from shardc.runtime.codegen.fusion import after
 from shardc.runtime.codegen.kernels.rows import FULL, RED, build_row_kernel, classify, static_shape
 

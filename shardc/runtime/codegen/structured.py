@@ -40,17 +40,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 from xdsl.dialects import arith, cf
 from xdsl.dialects.linalg import ops as linalg
-from xdsl.dialects.builtin import AffineMapAttr
+from xdsl.dialects.builtin import AffineMapAttr, TensorType
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 
 from shardc.ir.segments import ins_outs
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, describe, targets, tuple_expr
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, describe, targets, tuple_expr
 from shardc.runtime.execute.dtypes import elem_type, is_shaped, np_dtype
 from shardc.runtime.codegen.donation import inplace_inits, inplace_pairs
 from shardc.runtime.codegen.kernels.fused import build_kernel
 from shardc.runtime.execute.window_run import WindowPlan, run_windowed
-from shardc.runtime.codegen import horizontal  # noqa: F401  (loaded wherever specs are: the compile cache names its groups)
+from shardc.runtime.codegen.horizontal import build_group
+from shardc.runtime.execute.horizontal_run import Member, run_group
 
 from shardc.runtime.execute.structured_run import (  # noqa: F401  (the run time, re-exported)
     Aligner,
@@ -66,20 +66,7 @@ from shardc.runtime.execute.structured_run import (  # noqa: F401  (the run time
     scatter_rows,
     sum_axes,
 )
-
-
-def map_dims(op: Operation, amap: AffineMap) -> Map:
-    if amap.num_symbols:
-        raise compile_error(op, "indexing maps with symbols are not supported by the runtime")
-    out: list[int | None] = []
-    for e in amap.results:
-        if isinstance(e, AffineDimExpr):
-            out.append(e.position)
-        elif isinstance(e, AffineConstantExpr) and e.value == 0:
-            out.append(None)
-        else:
-            raise compile_error(op, f"indexing map {amap} is not a projected permutation (not supported by the runtime)")
-    return tuple(out)
+from shardc.runtime.codegen.window import depthwise_plan, map_dims, shift_plan
 
 
 _REDUCERS: dict[type[Operation], tuple[Callable[..., np.ndarray], Callable[..., np.ndarray], bool]] = {
@@ -442,8 +429,6 @@ def emit_structured(
     and the call's argument tuple are returned, for the group's call."""
     if not collect and (group := g.cg.hgroups.get(op)) is not None:
         if op.results[0] not in g.names:  # the group's first member: run them all here
-            from shardc.runtime.codegen.horizontal import emit_group
-
             emit_group(group, g)
         return None
     if _onehot_elided(op):
@@ -561,8 +546,6 @@ def emit_structured(
         return spec, f"({spec_name}, {body_name}, {in_expr}, {tuple_expr(g.vs(outs))})"
     if windows is not None:
         if leaves is not None and spec.kind == "contraction":
-            from shardc.runtime.codegen.window import depthwise_plan, shift_plan  # (window.py reads this module's map_dims)
-
             direct = all(v is block.args[i] for v, i in leaves)
             windows = replace(windows, shift=shift_plan(windows, spec, direct), depthwise=depthwise_plan(windows, spec, direct))
         call = f"{g.const(run_windowed, 'run_windowed')}({spec_name}, {body_name}, {g.const(windows, 'windows')}, {in_expr}, {tuple_expr(g.vs(outs))})"
@@ -728,3 +711,22 @@ def emit_body_fn(g: FunctionBuilder, block: Block, n_ins: int, values: Sequence[
 
 def maps_of(op: Operation, attr: Sequence[AffineMapAttr]) -> list[Map]:
     return [map_dims(op, a.data) for a in attr]
+
+
+def emit_group(ops: Sequence[Operation], g: object) -> None:
+    """Emit the group's members' bodies and one `run_group` call defining every
+    member's results (`emit_structured` calls this at the group's first member)."""
+    members: list[Member] = []
+    parts: list[str] = []
+    for op in ops:
+        assert isinstance(op, linalg.GenericOp)
+        iters = [str(t.data).split(".")[-1].lower() for t in op.iterator_types.data]  # pyright: ignore[reportUnknownMemberType]
+        got = emit_structured(op, g, list(op.inputs), list(op.outputs), maps_of(op, op.indexing_maps.data), iters, op.body.block, collect=True)  # type: ignore[arg-type]
+        assert got is not None
+        spec, call = got
+        shape = next(tuple(v.type.get_shape()) for v in op.operands if isinstance(v.type, TensorType))  # type: ignore[union-attr]
+        members.append(Member(spec, shape))
+        parts.append(call)
+    names = [g.res(op, i, vec=False) for op in ops for i in range(len(op.results))]  # type: ignore[attr-defined]
+    group = g.const(build_group(members), "hgroup")  # type: ignore[attr-defined]
+    g.emit(f"{targets(names)} = {g.const(run_group, 'run_group')}({group}, ({', '.join(parts)},))")  # type: ignore[attr-defined]

@@ -17,8 +17,7 @@ from xdsl.dialects.builtin import AffineMapAttr
 from xdsl.ir import Operation
 from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 
-from shardc.runtime.codegen.compile import compile_error, describe
-from shardc.runtime.codegen.structured import map_dims
+from shardc.runtime.codegen.builder import compile_error, describe
 from shardc.runtime.execute.structured_run import Map, StructuredSpec
 from shardc.runtime.execute.window_run import DepthwisePlan, ShiftPlan, WindowPlan, WindowView
 
@@ -180,3 +179,17 @@ def depthwise_plan(windows: WindowPlan, spec: StructuredSpec, leaves_are_inputs:
     if out != (n, c, oh, ow) or tuple(spec.in_maps[w]) != (c, kh, kw) or set(spec.red_dims) != {kh, kw}:
         return None
     return DepthwisePlan(x, w, (sh, sw), (dh, dw))
+
+
+def map_dims(op: Operation, amap: AffineMap) -> Map:
+    if amap.num_symbols:
+        raise compile_error(op, "indexing maps with symbols are not supported by the runtime")
+    out: list[int | None] = []
+    for e in amap.results:
+        if isinstance(e, AffineDimExpr):
+            out.append(e.position)
+        elif isinstance(e, AffineConstantExpr) and e.value == 0:
+            out.append(None)
+        else:
+            raise compile_error(op, f"indexing map {amap} is not a projected permutation (not supported by the runtime)")
+    return tuple(out)

@@ -19,7 +19,8 @@ from shardc.ir import printer as shardc_printer
 from shardc.ir.fast_parser import FastParser
 from shardc.ir.printer import module_to_string
 from shardc.runtime.codegen import compile as rt_compile
-from shardc.runtime.codegen.compile import CompileError, compile_module
+from shardc.runtime.codegen.builder import CompileError
+from shardc.runtime.codegen.compile import compile_module
 from shardc.runtime.codegen.kernels import fused
 from shardc.runtime.codegen.structured import ins_outs
 

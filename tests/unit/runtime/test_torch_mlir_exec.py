@@ -16,7 +16,8 @@ import pytest
 from shardc.context import make_context
 from shardc.ir.locations import LocatingParser
 from shardc.runtime import compile_module, compile_text
-from shardc.runtime.codegen.compile import CompileError, RuntimeExecutionError
+from shardc.runtime.codegen.builder import CompileError
+from shardc.runtime.codegen.compile import RuntimeExecutionError
 
 DATA = Path(__file__).parents[2] / "data" / "torch_mlir"
 

@@ -162,7 +162,7 @@ def test_emitter_that_lets_ir_text_in_is_caught(monkeypatch):
     from xdsl.dialects import arith
 
     from shardc.runtime import compile_text
-    from shardc.runtime.codegen.compile import _BY_CLASS, CompileError  # pyright: ignore[reportPrivateUsage]
+    from shardc.runtime.codegen.builder import _BY_CLASS, CompileError  # pyright: ignore[reportPrivateUsage]
 
     def leaky(op, g):
         g.emit("__import__('os')")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from shardc.runtime import compile_module
-from shardc.runtime.codegen.compile import CompileError
+from shardc.runtime.codegen.builder import CompileError
 from shardc.runtime.codegen.kernels import fused
 from shardc.training.data import batches
 from shardc.training.gpt import GPTConfig, param_specs

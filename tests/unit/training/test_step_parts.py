@@ -105,7 +105,7 @@ def test_joining_refuses_what_does_not_join(cache):
     key = make_key("test-parts", n=3)
     _parted(key, parts, {})
     entry = DiskCache.default().get(key)  # type: ignore[union-attr]
-    from shardc.runtime.codegen.compile import CompileError
+    from shardc.runtime.codegen.builder import CompileError
 
     with pytest.raises(CorruptEntry, match="in two parts"):
         join_entries(key, [entry, entry], split_compile._merge_meta)  # pyright: ignore[reportPrivateUsage]
@@ -130,7 +130,7 @@ def _grid_module(grid: str):
 
 
 def test_scopes():
-    from shardc.runtime.codegen.compile import ModuleCodegen
+    from shardc.runtime.codegen.builder import ModuleCodegen
 
     assert (scope(0), scope(3)) == ("", "p3__")
     with pytest.raises(ValueError, match="bad scope"):

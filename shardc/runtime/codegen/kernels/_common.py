@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import DYNAMIC_INDEX, DenseArrayBase, ShapedType
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error
 from shardc.runtime.execute.dtypes import elem_type, int_width, is_index
 
 

@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import AffineMapAttr, DenseArrayBase
 from xdsl.ir import Operation
 from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register, register_name, single_block
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register, register_name, single_block
 from shardc.runtime.codegen.kernels._common import scalar_read
 
 

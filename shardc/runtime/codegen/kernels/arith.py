@@ -9,7 +9,7 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DenseResourceAttr, F
 from xdsl.ir import Operation
 
 from shardc.runtime.execute import helpers
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register
 from shardc.runtime.execute.dtypes import elem_type, int_width, is_index, is_shaped, np_dtype, scalar_ctor
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from xdsl.dialects import bufferization
 from xdsl.ir import Operation
 
-from shardc.runtime.codegen.compile import FunctionBuilder, register
+from shardc.runtime.codegen.builder import FunctionBuilder, register
 from shardc.runtime.execute.dtypes import np_dtype
 from shardc.runtime.codegen.kernels._common import elem, shape_tuple
 from shardc.runtime.codegen.kernels.arith import dt_expr

@@ -19,13 +19,7 @@ from collections.abc import Sequence
 from xdsl.dialects import cf, func
 from xdsl.ir import Block, Operation, SSAValue
 
-from shardc.runtime.codegen.compile import (
-    FunctionBuilder,
-    ModuleCodegen,
-    compile_error,
-    describe,
-    register,
-)
+from shardc.runtime.codegen.builder import FunctionBuilder, ModuleCodegen, compile_error, describe, register
 from shardc.runtime.execute.kernels.cf_run import assert_all, assert_failed  # noqa: F401  (the run time, re-exported)
 
 _BLOCK = "_block"
@@ -84,7 +78,7 @@ def _switch(op: Operation, g: FunctionBuilder) -> None:
 def compile_function(cg: ModuleCodegen, f: func.FuncOp, pyname: str) -> str:
     """The Python source of a function of any number of blocks (a dispatch loop when
     it has more than one)."""
-    from shardc.runtime.codegen.compile import docstring, free_dead_values
+    from shardc.runtime.codegen.builder import docstring, free_dead_values
 
     g = FunctionBuilder(cg)
     blocks = list(f.body.blocks)

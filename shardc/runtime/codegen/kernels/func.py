@@ -3,7 +3,7 @@
 from xdsl.dialects import builtin, func
 from xdsl.ir import Operation
 
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register, targets
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register, targets
 
 
 @register(func.ReturnOp)

@@ -8,7 +8,7 @@ from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.builtin import ShapedType
 from xdsl.ir import Operation
 
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register, single_block
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register, single_block
 from shardc.runtime.codegen.structured import Map, emit_structured, ins_outs
 from shardc.runtime.codegen.window import window_maps
 

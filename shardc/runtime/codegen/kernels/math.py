@@ -7,7 +7,7 @@ from xdsl.dialects import math
 from xdsl.ir import Operation
 
 from shardc.runtime.execute import helpers
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register
 from shardc.runtime.execute.dtypes import elem_type, int_width, np_dtype
 from shardc.runtime.codegen.kernels.arith import by_mro, dt_expr
 

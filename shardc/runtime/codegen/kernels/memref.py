@@ -9,7 +9,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX, DenseIntOrFPElementsAttr, MemRe
 from xdsl.ir import Operation
 
 from shardc.runtime.execute import helpers
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register, single_block
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register, single_block
 from shardc.runtime.execute.dtypes import np_dtype
 from shardc.runtime.codegen.kernels._common import elem, mixed, rank_reduction_keep, scalar_read, shape_of, shape_tuple, slice_exprs
 from shardc.runtime.codegen.kernels.arith import dt_expr

@@ -21,7 +21,7 @@ from xdsl.ir import Operation
 from shardc.dialects import mpi
 from shardc.runtime.codegen import overlap
 from shardc.runtime.codegen.codegen_safe import py_literal
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register
 from shardc.runtime.execute.kernels.mpi_run import backend, hold_or_run, reduce_scatter_block, start_allgather, start_allreduce, start_reduce_scatter_block  # noqa: F401  (the run time, re-exported)
 
 

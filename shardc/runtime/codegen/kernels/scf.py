@@ -6,7 +6,7 @@ from __future__ import annotations
 from xdsl.dialects import scf
 from xdsl.ir import Operation, Region
 
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register, single_block
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register, single_block
 
 
 def _emit_region_into(g: FunctionBuilder, region: Region, outs: list[str], arg_names: list[str] | None = None) -> None:

@@ -28,7 +28,7 @@ from xdsl.ir import Operation, SSAValue
 
 from shardc.dialects import shard
 from shardc.runtime.codegen import overlap
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register
 from shardc.runtime.codegen.codegen_safe import py_literal
 from shardc.runtime.execute.dtypes import np_dtype
 from shardc.runtime.codegen.kernels._common import elem, mixed

@@ -9,7 +9,7 @@ from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects.builtin import DYNAMIC_INDEX, ShapedType
 from xdsl.ir import Operation
 
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, describe, register, single_block
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, describe, register, single_block
 from shardc.runtime.execute.dtypes import np_dtype
 from shardc.runtime.codegen.kernels._common import elem, mixed, rank_reduction_keep, scalar_read, shape_of, shape_tuple, slice_exprs
 from shardc.runtime.codegen.kernels.arith import dt_expr
@@ -153,7 +153,7 @@ def _pad(op: Operation, g: FunctionBuilder) -> None:
 
 # shardc's tensor overlay: rank, generate (parallel_insert_slice is part of scf.forall).
 from shardc.dialects import tensor as stensor  # noqa: E402
-from shardc.runtime.codegen.compile import CompileError  # noqa: E402
+from shardc.runtime.codegen.builder import CompileError  # noqa: E402
 
 
 @register(stensor.RankOp)

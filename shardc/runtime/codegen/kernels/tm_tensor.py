@@ -25,7 +25,7 @@ from xdsl.dialects.builtin import i1
 from xdsl.ir import Operation
 
 from shardc.dialects.tm_tensor import ScanOp, ScatterOp, YieldOp
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register, single_block
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register, single_block
 from shardc.runtime.codegen.structured import emit_body_fn
 from shardc.runtime.execute.kernels.tm_tensor_run import scan_body, scan_ufunc, scatter_assign, scatter_body, scatter_ufunc
 

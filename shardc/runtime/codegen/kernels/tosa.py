@@ -11,7 +11,7 @@ from xdsl.ir import Operation
 from shardc.dialects import tosa as stosa
 from shardc.runtime.execute import helpers
 from shardc.runtime.codegen.codegen_safe import py_literal
-from shardc.runtime.codegen.compile import FunctionBuilder, compile_error, register, single_block
+from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register, single_block
 from shardc.runtime.execute.dtypes import np_dtype
 from shardc.runtime.codegen.kernels._common import elem, shape_of
 from shardc.runtime.codegen.kernels.arith import dt_expr
