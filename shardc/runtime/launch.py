@@ -43,7 +43,7 @@ class _Options:
 
 
 def _as_specs(prog: Any, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
-    from shardc.tools.run import InputSpec, _check, _np_type  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import InputSpec, check_input, np_type
 
     args = prog.args
     if isinstance(inputs, Mapping):
@@ -64,8 +64,8 @@ def _as_specs(prog: Any, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]
             raise ProgramError(f"@{prog.entry} takes {len(args)} arguments, {len(values)} inputs given")
     specs = []
     for b, value in zip(args, values):
-        dtype, shape = _np_type(b.type)
-        checked = _check(np.asarray(value) if shape is not None else value, dtype, shape, f"input {b.label}")
+        dtype, shape = np_type(b.type)
+        checked = check_input(np.asarray(value) if shape is not None else value, dtype, shape, f"input {b.label}")
         specs.append(InputSpec(b.label, lambda r, v=checked: v))
     return specs
 
@@ -99,7 +99,7 @@ def run_program(
     from shardc.ir import diagnostics
     from shardc.ir.locations import SourceFile
     from shardc.tools.cli import Reported, UserError, unexpected_error_line
-    from shardc.tools.run import _as_results, local_inputs  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import as_results, local_inputs
 
     opts = _Options(entry, pipeline, name)
     engine = diagnostics.DiagnosticEngine(stream=io.StringIO())
@@ -120,7 +120,7 @@ def run_program(
             per_rank = [local_inputs(prog, specs, r, ranks) for r in range(ranks)]
             outs = run_simulated(
                 ranks,
-                lambda *a: _as_results(prog.compiled.call(prog.entry, *a), len(prog.results)),
+                lambda *a: as_results(prog.compiled.call(prog.entry, *a), len(prog.results)),
                 per_rank_args=per_rank,
             )
             return _results(prog, outs, ranks)
@@ -142,13 +142,13 @@ def _run_mpi(prog: Any, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
 
     from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
     from shardc.runtime.execute.kernels import blas
-    from shardc.tools.run import _as_results, local_inputs  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import as_results, local_inputs
 
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
     blas.agree(world)
     local = local_inputs(prog, _as_specs(prog, inputs), rank, size)
     with abort_on_error(world), use_comm(MPIComm(world)):
-        values = _as_results(prog.compiled.call(prog.entry, *local), len(prog.results))
+        values = as_results(prog.compiled.call(prog.entry, *local), len(prog.results))
     gathered = world.allgather(values)
     return _results(prog, gathered, size)
