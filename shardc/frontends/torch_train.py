@@ -1306,7 +1306,7 @@ def forward_module(
     state = {n: _np(p) for n, p in [*model.named_parameters(), *model.named_buffers()]}
     state.update(params or {})
     values = [*(_np(x) for x in inputs), *(state[n] for n in names[len(inputs) :])]
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     return run_program(text, values, ranks=world, pipeline=pipeline)
 

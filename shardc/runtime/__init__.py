@@ -3,7 +3,7 @@
 IR -> generated Python, fusion, scheduling, donation, the emitters, the compile cache)
 and `execute` (what runs every step: Comm, BLAS, the helpers and kernels generated code
 calls). Generated code binds only `execute`; `execute` never imports `codegen`.
-`launch` runs a program end to end (compile, then run on simulated ranks or under MPI).
+(`shardc.launch` runs a whole program: passes, compile, then ranks.)
 
 The names below are loaded on first use (PEP 562): importing a module that runs
 compiled code (a compile-cache hit: `codegen.cache`, `execute.*`) must not load the

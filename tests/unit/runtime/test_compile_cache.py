@@ -263,7 +263,7 @@ HOSTILE = [
     ["global", "posix", "system"],
     ["global", "builtins", "eval"],
     ["global", "shardc.runtime.codegen.compile", "compile_text"],
-    ["global", "shardc.runtime.launch", "run_program"],
+    ["global", "shardc.launch", "run_program"],
     ["global", "shardc.runtime.codegen.cache", "compile_cached"],
     ["global", "shardc.runtime.codegen.structured", "__builtins__"],
     ["global", "shardc.runtime.codegen.structured", "emit_structured"],  # the code-generation side
@@ -417,7 +417,7 @@ def test_shardc_run_second_run_hits(_own_cache):
 
 
 def test_run_program_uses_the_cache(_own_cache):
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     text = (ROOT / "examples" / "mlp.mlir").read_text()
     rng = np.random.default_rng(3)

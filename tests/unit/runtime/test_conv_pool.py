@@ -362,7 +362,7 @@ def test_avg_pool_training_step_matches_torch(shifted: bool, monkeypatch: pytest
 
     from shardc.frontends.torch_train import export_train_step
     from shardc.runtime.execute import window_run
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     if shifted:
         taken, _ = _count_shift_plans(monkeypatch)
@@ -416,7 +416,7 @@ def test_conv_training_step_matches_torch(name: str, shifted: bool, monkeypatch:
 
     from shardc.frontends.torch_train import export_train_step
     from shardc.runtime.execute import window_run
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     if shifted:
         taken, loops = _count_shift_plans(monkeypatch)
@@ -482,7 +482,7 @@ def test_max_pool_training_step_matches_torch(kernel: int, stride: int) -> None:
     import copy
 
     from shardc.frontends.torch_train import export_train_step
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     class ScaledPool(torch.nn.Module):
         def __init__(self) -> None:

@@ -204,7 +204,7 @@ def _mlp_inputs() -> dict[str, np.ndarray]:
 
 
 def test_run_program_hit_skips_the_pipeline(passes, capsys, _own_cache):
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     text, inputs = MLP.read_text(), _mlp_inputs()
     (a,) = run_program(text, inputs, ranks=4, pipeline="shard-to-mpi-pipeline")
@@ -222,7 +222,7 @@ def test_run_program_hit_skips_the_pipeline(passes, capsys, _own_cache):
 
 
 def test_run_program_error_is_the_same_on_every_call(_own_cache):
-    from shardc.runtime.launch import ProgramError, run_program
+    from shardc.launch import ProgramError, run_program
 
     bad = "func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %b : tensor<4xf32>\n}\n"
     messages = []

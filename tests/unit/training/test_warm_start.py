@@ -120,7 +120,7 @@ def test_warm_start_loads_only_what_the_entry_names_and_matches_the_cold_run(run
 
 def test_entry_modules_must_be_runtime_modules():
     cache.import_named(["shardc.runtime.execute.helpers"])
-    for bad in ["os", "shardc.runtime.codegen.compile", "shardc.runtime.execute.compiled", "shardc.runtime.launch", "shardc.runtime.codegen.cache", "shardc.runtime.no_such_module", "shardc.runtime.x;y", 7]:
+    for bad in ["os", "shardc.runtime.codegen.compile", "shardc.runtime.execute.compiled", "shardc.launch", "shardc.runtime.codegen.cache", "shardc.runtime.no_such_module", "shardc.runtime.x;y", 7]:
         with pytest.raises(CorruptEntry):
             cache.import_named([bad])  # type: ignore[list-item]
 

@@ -11,7 +11,7 @@ compiles or hits and the other ranks take its result. On simulated ranks (`ranks
 every rank is a thread of this process; under `mpiexec` (`ranks=None` in an MPI job)
 every process is a rank and every rank gets the global results.
 
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
     (logits,) = run_program(text, {"arg0": idx, "arg1": wte, ...}, ranks=4,
                             pipeline="shard-to-mpi-pipeline")
 
