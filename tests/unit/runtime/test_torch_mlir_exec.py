@@ -311,7 +311,7 @@ func.func @f(%w: tensor<6x3xf32>) -> tensor<3x6xf32> {
 
 
 def test_erf_within_one_ulp_of_correctly_rounded() -> None:
-    from shardc.runtime.codegen.kernels.math import _erf  # pyright: ignore[reportPrivateUsage]
+    from shardc.runtime.execute.kernels.math_run import erf as _erf
 
     x = np.concatenate([np.linspace(-6, 6, 200001), [0.0, -0.0, 1e-30, 3.9, 4.0, 4.1, 30.0, np.inf, -np.inf]]).astype(np.float32)
     expected = np.array([math.erf(v) for v in x.astype(np.float64)]).astype(np.float32)
