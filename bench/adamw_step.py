@@ -1,7 +1,7 @@
 """Milliseconds of `@adamw_step` per training step, unsharded: out of place (new p', m',
 v' arrays every step) vs in place (the parameters and moments donated), both one call
 per parameter; in place with the parameters of one body grouped into one kernel call
-(`shardc.runtime.horizontal`, the default); and the same in-place update over one
+(`shardc.runtime.codegen.horizontal`, the default); and the same in-place update over one
 buffer holding every parameter (what keeping each layout's parameters in one flat
 buffer would take). Also the bytes the update allocates per step (tracemalloc's peak
 over one call).
@@ -33,7 +33,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 from xdsl.dialects.builtin import ModuleOp, TensorType, i64  # noqa: E402
 
-from shardc.runtime import compile_module, horizontal  # noqa: E402
+from shardc.runtime import compile_module  # noqa: E402
+from shardc.runtime.codegen import horizontal
 from shardc.training.gpt import GPTConfig, ParamSpec, float_type, param_specs  # noqa: E402
 from shardc.training.ir_builder import FuncBuilder  # noqa: E402
 from shardc.training.optimizer import AdamWConfig, StepScalars, adamw_donation, adamw_update  # noqa: E402

@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 from mpi4py import MPI
 
-from shardc.runtime.comm import MPIComm
+from shardc.runtime.execute.comm import MPIComm
 
 BF = np.dtype(ml_dtypes.bfloat16)
 

@@ -24,7 +24,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 
-from shardc.runtime.kernels import bf16_gemm  # noqa: E402
+from shardc.runtime.execute.kernels import bf16_gemm  # noqa: E402
 
 
 def best(fn, repeat: int) -> tuple[float, float]:

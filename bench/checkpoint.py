@@ -47,7 +47,7 @@ def main() -> None:
 
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, use_comm
+    from shardc.runtime.execute.comm import MPIComm, use_comm
     from shardc.training.checkpoint import BatchStream, CheckpointOptions, load_rank, open_for_resume, save_rank, state_of
     from shardc.training.spmd import RankState, assemble
     from shardc.training.train import set_blas_threads

@@ -131,7 +131,7 @@ def _compile(a: argparse.Namespace, split_dim: int):
     from shardc.frontends.annotate import annotate_arguments
     from shardc.frontends.torch_train import export_train_step
     from shardc.ir.locations import LocatingParser
-    from shardc.runtime.compile import compile_module
+    from shardc.runtime.codegen.compile import compile_module
     from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline
 
     model = resnet(a.width)
@@ -193,7 +193,7 @@ def shardc_worker(a: argparse.Namespace) -> dict:
     """One of 2 MPI ranks: compile the split step, check it against PyTorch, time it."""
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, use_comm
+    from shardc.runtime.execute.comm import MPIComm, use_comm
     from shardc.training.train import set_blas_threads
 
     set_blas_threads(1)

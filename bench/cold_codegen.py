@@ -41,7 +41,7 @@ def _child(n_layer: int, n_embd: int, n_head: int) -> None:
 
     spmd.run_pipeline = timed  # type: ignore[assignment]
     import shardc.ir.printer  # noqa: F401  (imports are not the compile's)
-    import shardc.runtime.compile  # noqa: F401
+    import shardc.runtime.codegen.compile  # noqa: F401
     import shardc.training.step  # noqa: F401
 
     cfg = TrainingConfig(GPTConfig(n_layer, n_head, n_embd, 32, 64), per_device_batch=8, steps=1)

@@ -44,7 +44,7 @@ def job() -> int:
     from mpi4py import MPI
 
     from shardc.runtime import compile_text
-    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
 
     world = MPI.COMM_WORLD
     n, rank = world.Get_size(), world.Get_rank()

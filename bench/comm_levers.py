@@ -68,8 +68,8 @@ LEVERS = ("inplace", "rs_copy", "held")
 
 def build(cfg, grid, tp, off: set[str]):
     import shardc.lowering.shard_to_mpi_collectives as coll
-    import shardc.runtime.kernels.fused as fused
-    import shardc.runtime.overlap as overlap
+    import shardc.runtime.codegen.kernels.fused as fused
+    import shardc.runtime.codegen.overlap as overlap
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.spmd import StepProgram
 

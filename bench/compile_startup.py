@@ -49,7 +49,7 @@ def _child(n_layer: int, n_embd: int, n_head: int, compile_only: bool = False) -
     import numpy as np
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, use_comm
+    from shardc.runtime.execute.comm import MPIComm, use_comm
     from shardc.training.gpt import GPTConfig, init_params
     from shardc.training.spmd import RankState
     from shardc.training.train import set_blas_threads
@@ -82,9 +82,9 @@ def _child(n_layer: int, n_embd: int, n_head: int, compile_only: bool = False) -
     world.Barrier()
     marks["first_step_done"] = time.time() - t0
     try:  # the run time alone: fused.py (the emitters) would import xDSL here
-        from shardc.runtime.kernels import fused_run as fused
+        from shardc.runtime.execute.kernels import fused_run as fused
     except ImportError:  # a baseline tree may predate it
-        from shardc.runtime.kernels import fused
+        from shardc.runtime.codegen.kernels import fused
 
     stats = getattr(fused, "kernel_stats", None)  # a baseline tree may predate it
     kernels = stats() if stats is not None else {"sources": len(fused._COMPILED)}  # pyright: ignore[reportPrivateUsage]

@@ -72,7 +72,7 @@ def main() -> int:
     from mpi4py import MPI
 
     from shardc.runtime import compile_module
-    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
 
     world = MPI.COMM_WORLD
     n, rank = world.Get_size(), world.Get_rank()

@@ -52,7 +52,7 @@ def rank_main(cfg: GPTConfig, zero: bool, steps: int, tp: int = 1, bucket: int =
     from shardc.training.mesh import make_grid
     from shardc.training.spmd import RankState, StepProgram
 
-    from shardc.runtime import overlap
+    from shardc.runtime.codegen import overlap
 
     world = MPI.COMM_WORLD
     n, rank = world.Get_size(), world.Get_rank()

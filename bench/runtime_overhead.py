@@ -67,10 +67,10 @@ def per_op() -> None:
 
 
 def step(args: argparse.Namespace) -> None:
-    import shardc.runtime.structured as structured
-    import shardc.runtime.structured_run as sr
-    from shardc.runtime import horizontal_run
-    from shardc.runtime.kernels import blas, fused_run
+    import shardc.runtime.codegen.structured as structured
+    import shardc.runtime.execute.structured_run as sr
+    from shardc.runtime.execute import horizontal_run
+    from shardc.runtime.execute.kernels import blas, fused_run
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.gpt import GPTConfig, init_params
     from shardc.training.mesh import make_grid

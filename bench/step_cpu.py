@@ -29,9 +29,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-import shardc.runtime.structured as structured  # noqa: E402
-import shardc.runtime.structured_run as structured_run  # noqa: E402
-from shardc.runtime.kernels import rows_run  # noqa: E402
+import shardc.runtime.codegen.structured as structured  # noqa: E402
+import shardc.runtime.execute.structured_run as structured_run  # noqa: E402
+from shardc.runtime.execute.kernels import rows_run  # noqa: E402
 
 _REAL = structured.run_structured
 _REAL_ROWS = rows_run.RowKernel.__call__

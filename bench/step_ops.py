@@ -14,14 +14,14 @@ their GFLOP/s, the other calls with the bytes they must move (inputs read once, 
 written once) and the GB/s that makes, against the machine's copy bandwidth measured in
 the same run; the sum against the step's own time says what dispatch costs.
 
-Row kernels (`shardc/runtime/kernels/rows_run.py`: a softmax, layernorm, attention
+Row kernels (`shardc/runtime/execute/kernels/rows_run.py`: a softmax, layernorm, attention
 backward or cross-entropy chain in one call) are timed too: in place with `--in-step`
 (kind "row chain"), re-timed alone on their recorded inputs otherwise (one total line:
 their member ops never reach `run_structured`, so they are not in the table).
 
 The ops run on recorded copies of their operands, so a time here is an op's own cost
 with its inputs warm in cache: a step, whose inputs come from earlier ops, pays more.
-The recording hook wraps `shardc.runtime.structured.run_structured` for this process
+The recording hook wraps `shardc.runtime.codegen.structured.run_structured` for this process
 only (before the step is compiled, so the generated code calls the wrapper).
 """
 
@@ -40,9 +40,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-import shardc.runtime.structured as structured  # noqa: E402
-import shardc.runtime.structured_run as structured_run  # noqa: E402
-from shardc.runtime.kernels import rows_run  # noqa: E402
+import shardc.runtime.codegen.structured as structured  # noqa: E402
+import shardc.runtime.execute.structured_run as structured_run  # noqa: E402
+from shardc.runtime.execute.kernels import rows_run  # noqa: E402
 
 _REAL = structured.run_structured
 _RECORDED: dict[int, list] = {}

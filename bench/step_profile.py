@@ -82,7 +82,7 @@ def _label(gname: str, obj) -> str:
 
 
 def instrument(namespace: dict) -> None:
-    import shardc.runtime.structured as structured
+    import shardc.runtime.codegen.structured as structured
 
     for gname, obj in list(namespace.items()):
         if gname.startswith("__") or not callable(obj) or isinstance(obj, type) or gname.startswith("fn__"):
@@ -124,7 +124,7 @@ COLLECTIVES = ("allreduce", "allgather", "reduce_scatter_block", "comm_split")
 
 
 def instrument_backend(namespace: dict, barrier) -> None:
-    from shardc.runtime.comm import current_comm
+    from shardc.runtime.execute.comm import current_comm
 
     b = current_comm().mpi_backend()
     for m in ("allreduce", "allgather", "reduce_scatter_block", "send", "recv", "comm_world", "comm_rank", "comm_split", "barrier", "wait"):
@@ -144,7 +144,7 @@ def _free_stand_ins(backend, namespace: dict) -> None:
     reduce-scatters move nothing between ranks: each writes only its own part (what a
     1-rank collective would), and a cached sub-communicator is reused without asking the
     others."""
-    from shardc.runtime.comm import _write  # pyright: ignore[reportPrivateUsage]
+    from shardc.runtime.execute.comm import _write  # pyright: ignore[reportPrivateUsage]
 
     def allreduce(comm, send, recv, op):
         if send is not recv:
@@ -181,7 +181,7 @@ def _free_stand_ins(backend, namespace: dict) -> None:
 def free_comm_bound(prog, rank: int, params: dict, it, steps: int, world_comm) -> str | None:
     """Median step (slowest rank, between barriers) with real and with free
     communication, alternating; the report on rank 0."""
-    from shardc.runtime.comm import current_comm
+    from shardc.runtime.execute.comm import current_comm
     from shardc.training.spmd import RankState
 
     states = {"real": RankState(prog, rank, params), "free": RankState(prog, rank, params)}

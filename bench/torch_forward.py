@@ -145,7 +145,7 @@ def worker(tmp: str, repeats: int) -> None:
     median of the slowest rank's times."""
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, use_comm
+    from shardc.runtime.execute.comm import MPIComm, use_comm
     from shardc.tools import run as run_tool
 
     world = MPI.COMM_WORLD
@@ -167,7 +167,7 @@ def worker(tmp: str, repeats: int) -> None:
 
 
 def main() -> None:
-    from shardc.runtime.kernels.fused import active_path
+    from shardc.runtime.codegen.kernels.fused import active_path
 
     a = _args()
     if a.kernels == "numpy":

@@ -132,7 +132,7 @@ def worker(a: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from shardc.frontends.torch_train import _Rank  # pyright: ignore[reportPrivateUsage]
-    from shardc.runtime.comm import MPIComm, use_comm
+    from shardc.runtime.execute.comm import MPIComm, use_comm
 
     world = MPI.COMM_WORLD
     tp = 2 if a.worker == "tp2" else 1
@@ -178,7 +178,7 @@ def two_ranks(a: argparse.Namespace, config: str) -> None:
 
 
 def main() -> None:
-    from shardc.runtime.kernels.fused import active_path
+    from shardc.runtime.codegen.kernels.fused import active_path
 
     a = _args()
     if a.kernels == "numpy":

@@ -180,7 +180,7 @@ def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int) -> 
 
 
 def _blas_in_use() -> str:
-    from shardc.runtime.kernels import blas
+    from shardc.runtime.execute.kernels import blas
 
     return blas.active_path()
 
@@ -368,8 +368,8 @@ def kernels_vs_numpy(cfg: GPTConfig, repeats: int) -> None:
 
 
 SWITCHES = {
-    "accumulate": ("accumulations folded", "shardc.runtime.fusion", "ACCUMULATE"),
-    "rows": ("row-chain kernels", "shardc.runtime.row_fusion", "ENABLED"),
+    "accumulate": ("accumulations folded", "shardc.runtime.codegen.fusion", "ACCUMULATE"),
+    "rows": ("row-chain kernels", "shardc.runtime.codegen.row_fusion", "ENABLED"),
 }
 """A/B runs of one compile-time switch: (what it is, its module, its flag)."""
 
@@ -428,7 +428,7 @@ def worker(args: argparse.Namespace) -> None:
         os._exit(0)
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, use_comm
+    from shardc.runtime.execute.comm import MPIComm, use_comm
     from shardc.training.train import set_blas_threads
 
     set_blas_threads(1)

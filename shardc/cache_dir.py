@@ -1,6 +1,6 @@
 """Where shardc's caches live and whether a directory is safe to keep them in.
 
-Shared by the compile cache (`shardc.runtime.cache`) and shardc-opt's result cache
+Shared by the compile cache (`shardc.runtime.codegen.cache`) and shardc-opt's result cache
 (`shardc.tools.opt_cache`). The standard library only: shardc-opt's start-up reads it
 before anything else is imported. A cache entry is code the next run executes, so a
 directory another user owns, or one that group or others may write, is refused (IR is

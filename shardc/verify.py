@@ -209,9 +209,9 @@ def _compile(module: ModuleOp, name: str) -> Any:
 
 def _boundary(module: ModuleOp, entry: str) -> Any:
     """shardc-run's Program skeleton (argument and result shardings) of `entry`."""
-    from shardc.tools.run import Program, _boundaries, _entry  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import Program, boundaries, entry_function
 
-    args, results, _ = _boundaries(module, _entry(module, entry))
+    args, results, _ = boundaries(module, entry_function(module, entry))
     return Program(module, entry, args, results, sharded=True)
 
 
@@ -269,13 +269,13 @@ def _grid_size(module: ModuleOp) -> int:
 def random_inputs(prog: Any, seed: int) -> list[Any]:
     """One global random value per entry argument, of its type (normal floats, small
     integers, booleans); deterministic in `seed`."""
-    from shardc.tools.run import RANDOM_SCRATCH, _np_type, _random, allocating  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import RANDOM_SCRATCH, np_type, random_input, allocating
 
     out = []
     for k, b in enumerate(prog.args):
-        dtype, shape = _np_type(b.type)
+        dtype, shape = np_type(b.type)
         what = f"input {b.label}"
-        out.append(allocating(lambda: _random({"seed": str(seed * 7919 + k)}, dtype, shape, what), shape, dtype, what, RANDOM_SCRATCH))
+        out.append(allocating(lambda: random_input({"seed": str(seed * 7919 + k)}, dtype, shape, what), shape, dtype, what, RANDOM_SCRATCH))
     return out
 
 
@@ -286,7 +286,7 @@ def random_inputs(prog: Any, seed: int) -> list[Any]:
 
 def _local_inputs(prog: Any, inputs: Sequence[Any], rank: int, world: int) -> list[Any]:
     """Rank `rank`'s pieces of the global `inputs`."""
-    from shardc.runtime.comm import CommError
+    from shardc.runtime.execute.comm import CommError
     from shardc.tools.run import InputSpec, local_inputs
 
     specs = [InputSpec(b.label, (lambda v: lambda r: v)(v)) for b, v in zip(prog.args, inputs)]
@@ -297,14 +297,14 @@ def _local_inputs(prog: Any, inputs: Sequence[Any], rank: int, world: int) -> li
 
 
 def _call(compiled: Any, prog: Any, local: Sequence[Any]) -> tuple[Any, ...]:
-    from shardc.tools.run import _as_results  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import as_results
 
-    return _as_results(compiled.call(prog.entry, *local), len(prog.results))
+    return as_results(compiled.call(prog.entry, *local), len(prog.results))
 
 
 def _run_ranks(compiled: Any, prog: Any, inputs: Sequence[Any], world: int) -> list[tuple[Any, ...]]:
     """Every rank's local results, on `world` simulated ranks."""
-    from shardc.runtime.comm import RankFailed, run_simulated
+    from shardc.runtime.execute.comm import RankFailed, run_simulated
 
     per_rank = [_local_inputs(prog, inputs, r, world) for r in range(world)]
     try:
@@ -393,14 +393,14 @@ def _compare_stage(
     atol: float | None,
     reduction: int = 1,
 ) -> None:
-    from shardc.runtime.comm import CommError
-    from shardc.tools.run import _grid_of  # pyright: ignore[reportPrivateUsage]
+    from shardc.runtime.execute.comm import CommError
+    from shardc.tools.run import grid_of
 
     for i, (b, want) in enumerate(zip(prog.results, reference)):
         name, loc = names[i] if i < len(names) else (b.label, "unknown location")
         if b.sharding is not None:
             try:
-                got = b.sharding.assemble([np.asarray(r[i]) for r in per_rank], _grid_of(b.sharding, world))
+                got = b.sharding.assemble([np.asarray(r[i]) for r in per_rank], grid_of(b.sharding, world))
             except (CommError, ValueError) as e:
                 stage.results.append(ResultCheck(i, name, loc, ok=False, detail=f"cannot assemble the pieces: {e}"))
                 continue
@@ -438,13 +438,13 @@ class _Setup:
 
 
 def _setup(module_or_text: ModuleOp | str, entry: str | None, seed: int, inputs: Sequence[Any] | Mapping[str, Any] | None, name: str) -> _Setup:
-    from shardc.tools.run import _entry  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import entry_function
 
     if isinstance(module_or_text, str):
         module = parse_module(module_or_text, name)
     else:
         module = module_or_text.clone()
-    f = _entry(module, entry)
+    f = entry_function(module, entry)
     prog = _boundary(module, f.sym_name.data)
     if isinstance(inputs, Mapping):
         inputs = _inputs_by_name(prog, inputs)
@@ -488,12 +488,12 @@ def reduction_length(module: ModuleOp) -> int:
 def _inputs_by_name(prog: Any, inputs: Mapping[str, Any]) -> list[Any]:
     """Arguments in order from a mapping keyed by argument name, `argN` or index (as
     `shardc-run --inputs` takes them); shapes and dtypes checked."""
-    from shardc.tools.run import _check, _np_type, _positional  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.run import check_input, np_type, positional_inputs
 
     values: list[Any] = []
     names: set[str] = set()
     keys_of = [[b.label.lstrip("%"), str(k), f"arg{k}"] for k, b in enumerate(prog.args)]
-    positional = _positional(inputs, keys_of, None, "shardc-verify")
+    positional = positional_inputs(inputs, keys_of, None, "shardc-verify")
     if positional is not None:  # an archive by another tool's names: in order
         inputs = {keys_of[k][0]: inputs[n] for k, n in enumerate(positional[: len(keys_of)])}
     for k, b in enumerate(prog.args):
@@ -502,8 +502,8 @@ def _inputs_by_name(prog: Any, inputs: Mapping[str, Any]) -> list[Any]:
         key = next((x for x in keys if x in inputs), None)
         if key is None:
             raise VerifyError(f"no input for {b.label} (give one of {', '.join(keys)})")
-        dtype, shape = _np_type(b.type)
-        values.append(_check(inputs[key], dtype, shape, f"input {b.label}"))
+        dtype, shape = np_type(b.type)
+        values.append(check_input(inputs[key], dtype, shape, f"input {b.label}"))
     extra = sorted(set(inputs) - names)
     if extra:
         raise VerifyError(f"input '{extra[0]}': @{prog.entry} has no such argument")
@@ -615,8 +615,8 @@ def verify_mpi(
     returns the same report (usage errors come back as status "rejected")."""
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.kernels import blas
+    from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.execute.kernels import blas
 
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()

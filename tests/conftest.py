@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The compile cache (shardc.runtime.cache) of a test session is a fresh directory, never
+# The compile cache (shardc.runtime.codegen.cache) of a test session is a fresh directory, never
 # the user's; subprocesses (mpiexec, the tools) inherit it.
 os.environ["SHARDC_CACHE_DIR"] = tempfile.mkdtemp(prefix="shardc-test-cache-")
 atexit.register(shutil.rmtree, os.environ["SHARDC_CACHE_DIR"], ignore_errors=True)

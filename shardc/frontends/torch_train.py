@@ -619,7 +619,7 @@ class TorchStepProgram:
         Under MPI pass `world` (the communicator): rank 0 compiles or loads, the other
         ranks take its result; where rank 0 failed they compile too, so each raises the
         error it raised without the cache."""
-        from shardc.runtime.cache import PeerFailed, compile_cached, make_key
+        from shardc.runtime.codegen.cache import PeerFailed, compile_cached, make_key
         from shardc.training.spmd import PIPELINE, Stage, count_collectives
 
         t0 = time.perf_counter()
@@ -651,7 +651,7 @@ class TorchStepProgram:
             got = compile_cached(key, build, "torch_train_step", world=world, read=not keep_text)
             ir, compiled, meta, source = got.module, got.compiled, got.meta, got.source
         except PeerFailed:  # rank 0's error: raise it here too
-            from shardc.runtime.compile import compile_module
+            from shardc.runtime.codegen.compile import compile_module
 
             built.clear()
             ir, meta = build()
@@ -1110,7 +1110,7 @@ class TorchTraining:
 
         size = self.grid.size
         if not self.mpi:
-            from shardc.runtime.comm import run_simulated
+            from shardc.runtime.execute.comm import run_simulated
 
             outs = run_simulated(size, lambda r: self._run_rank(r, on_step if r == 0 else None), per_rank_args=[(r,) for r in range(size)], timeout=3600.0)
         else:
@@ -1129,7 +1129,7 @@ class TorchTraining:
 
     def _run_rank(self, rank: int, on_step: Callable[[StepLog], None] | None) -> tuple[list[StepLog], list[np.ndarray], list[np.ndarray]]:
         """One rank's loop: the built-in trainer's (`trainer.run_rank`) on this program."""
-        from shardc.runtime.comm import current_comm
+        from shardc.runtime.execute.comm import current_comm
         from shardc.training.checkpoint import crash_point, load_rank, save_rank
 
         cfg, stream = self.config, _fork(self.stream)
@@ -1299,7 +1299,7 @@ def forward_module(
     state = {n: _np(p) for n, p in [*model.named_parameters(), *model.named_buffers()]}
     state.update(params or {})
     values = [*(_np(x) for x in inputs), *(state[n] for n in names[len(inputs) :])]
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     return run_program(text, values, ranks=world, pipeline=pipeline)
 
@@ -1313,8 +1313,8 @@ def _mpi_size() -> int:
 def _run_mpi(run_rank: Callable[[int], Any]) -> list[Any]:
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.kernels import blas
+    from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.execute.kernels import blas
 
     world = MPI.COMM_WORLD
     blas.agree(world)

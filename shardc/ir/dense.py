@@ -11,7 +11,7 @@ keeps the attribute class and its printing (`dense<...>` text is unchanged) and 
   that two equal splats are one attribute;
 * a literal list or hex string read straight into a numpy buffer (`fast_parser`).
 
-Readers of the values go through `shardc.runtime.helpers.dense_to_array` (a compact
+Readers of the values go through `shardc.runtime.execute.helpers.dense_to_array` (a compact
 splat is a read-only broadcast of its element until an op reads it), `is_splat` and
 `element_attr` here (the folders, the printer), or `get_values()[0]` of a splat."""
 

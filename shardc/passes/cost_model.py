@@ -4,7 +4,7 @@ Three parts, each measured rather than assumed:
 
 * **compute**: an op's time from its FLOPs and the bytes it touches, at the rates of this
   machine: contractions at the GFLOP/s of the BLAS the runtime calls (`calibrate` times
-  `shardc.runtime.kernels.blas.matmul` on a few shapes), everything else at the measured
+  `shardc.runtime.execute.kernels.blas.matmul` on a few shapes), everything else at the measured
   elementwise bandwidth, plus a fixed cost per op (the generated code's call);
 * **collectives**: per kind (all_reduce, all_gather, reduce_scatter, all_to_all, halo;
   all_slice is a local copy) `alpha * latency_factor(p) + beta * bytes_factor(p, n)`,
@@ -31,7 +31,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
@@ -254,35 +253,45 @@ _MATMUL_SHAPES = ((256, 256, 256), (512, 512, 512), (1024, 256, 768))
 _MPI_SIZES = (8, 4096, 65536, 1 << 20)
 
 
-def _best_time(fn: Callable[[], object], repeat: int = 5) -> float:
+_COMPUTE_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+from shardc.runtime.execute.kernels import blas
+
+def best_time(fn, repeat=5):
     fn()
-    best = math.inf
+    best = float("inf")
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
+        t0 = time.perf_counter(); fn(); best = min(best, time.perf_counter() - t0)
     return best
 
+flops = []
+for m, k, n in json.loads(sys.argv[1]):
+    a = np.random.rand(m, k).astype(np.float32)
+    b = np.random.rand(k, n).astype(np.float32)
+    out = np.empty((m, n), np.float32)
+    flops.append(2 * m * k * n / best_time(lambda: blas.matmul(a, b, out)))
+x = np.random.rand(1 << 22).astype(np.float32)
+y = np.empty_like(x)
+bandwidth = 3 * x.nbytes / best_time(lambda: np.add(x, x, out=y))
+small = np.ones(4, np.float32)
+overhead = best_time(lambda: [np.add(small, small) for _ in range(1000)]) / 1000
+print(json.dumps({"gemm_flops": float(np.median(flops)), "bandwidth": bandwidth, "op_overhead": overhead}))
+"""
 
-def measure_compute() -> dict[str, float]:
+
+def measure_compute(timeout: float = 300.0) -> dict[str, float]:
     """Contraction FLOP/s through the runtime's BLAS (float32, the best of the shapes'
-    medians), elementwise bandwidth and the per-op overhead, on this process's thread."""
-    import numpy as np
-
-    from shardc.runtime.kernels import blas
-
-    flops = []
-    for m, k, n in _MATMUL_SHAPES:
-        a = np.random.rand(m, k).astype(np.float32)
-        b = np.random.rand(k, n).astype(np.float32)
-        out = np.empty((m, n), np.float32)
-        flops.append(2 * m * k * n / _best_time(lambda: blas.matmul(a, b, out)))
-    x = np.random.rand(1 << 22).astype(np.float32)
-    y = np.empty_like(x)
-    bandwidth = 3 * x.nbytes / _best_time(lambda: np.add(x, x, out=y))
-    small = np.ones(4, np.float32)
-    overhead = _best_time(lambda: [np.add(small, small) for _ in range(1000)]) / 1000
-    return {"gemm_flops": float(np.median(flops)), "bandwidth": bandwidth, "op_overhead": overhead}
+    medians), elementwise bandwidth and the per-op overhead, on one thread. Measured in a
+    fresh process running the runtime, as the collectives are: the compiler does not
+    import the runtime it prices, and a fresh process has no warm state to flatter it."""
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPUTE_SCRIPT, json.dumps(_MATMUL_SHAPES)],
+        capture_output=True, text=True, timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"measuring the runtime's compute rates failed: {done.stderr.strip()[-300:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 _MPI_SCRIPT = r"""
@@ -373,7 +382,7 @@ def fit_alpha_beta(rows: Iterable[tuple[str, int, float, float]]) -> dict[str, A
 
 
 def calibrate(ranks: int = 2, launcher: Sequence[str] | None = None) -> Rates:
-    """Measure this machine: compute in this process, collectives under MPI (the
+    """Measure this machine: compute in a fresh process running the runtime, collectives under MPI (the
     defaults stay for collectives when no MPI job can start; `source` says so)."""
     compute = measure_compute()
     try:

@@ -1,21 +1,27 @@
 """shardc's runtime: MLIR functions compiled to Python over numpy, and a Comm layer
-(MPI or simulated ranks) for collectives. See compile.py, structured.py and comm.py.
+(MPI or simulated ranks) for collectives, in two halves: `codegen` (what happens once:
+IR -> generated Python, fusion, scheduling, donation, the emitters, the compile cache)
+and `execute` (what runs every step: Comm, BLAS, the helpers and kernels generated code
+calls). Generated code binds only `execute`; `execute` never imports `codegen`.
+(`shardc.launch` runs a whole program: passes, compile, then ranks.)
 
-The names below are loaded on first use (PEP 562): importing a submodule that runs
-compiled code (a compile-cache hit: `cache`, `compiled`, the `*_run` modules) must not
-load the compiler and xDSL with it."""
+The names below are loaded on first use (PEP 562): importing a module that runs
+compiled code (a compile-cache hit: `codegen.cache`, `execute.*`) must not load the
+compiler and xDSL with it."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shardc.runtime.compile import CompileError, compile_module, compile_text, register, register_name
-    from shardc.runtime.compiled import CompiledModule, RuntimeExecutionError
+    from shardc.runtime.codegen.builder import CompileError, register, register_name
+    from shardc.runtime.codegen.compile import compile_module, compile_text
+    from shardc.runtime.execute.compiled import CompiledModule, RuntimeExecutionError
 
 _FROM = {
-    "CompileError": "compile", "compile_module": "compile", "compile_text": "compile", "register": "compile", "register_name": "compile",
-    "CompiledModule": "compiled", "RuntimeExecutionError": "compiled",
+    "CompileError": "codegen.builder", "register": "codegen.builder", "register_name": "codegen.builder",
+    "compile_module": "codegen.compile", "compile_text": "codegen.compile",
+    "CompiledModule": "execute.compiled", "RuntimeExecutionError": "execute.compiled",
 }
 
 __all__ = [

@@ -18,7 +18,7 @@ error, a crash inside a pass or the parser, ^C, or an output written other than 
 lines that fail to parse are not looked up.
 
 Where and how safely: the directory and rules of the compile cache
-(`shardc.runtime.cache`): `$SHARDC_CACHE_DIR`, else `$XDG_CACHE_HOME/shardc`, else
+(`shardc.runtime.codegen.cache`): `$SHARDC_CACHE_DIR`, else `$XDG_CACHE_HOME/shardc`, else
 `~/.cache/shardc`; `SHARDC_CACHE=0` turns it off; the directory must be this user's and
 not writable by group or others (else one warning line and no caching). Entries live in
 `opt-<identity>/`, are written to a temporary file and renamed into place, carry their

@@ -25,7 +25,7 @@ Output: one line per result written (`wrote out/result0.npy: 16x32 f32`), or wit
 from rank 0; `--quiet` prints nothing but errors.
 
 Compiling (parse, pipeline, code generation) goes through the compile cache
-(`shardc.runtime.cache`), keyed by the file's text and name, `--entry`, `--pipeline`, the
+(`shardc.runtime.codegen.cache`), keyed by the file's text and name, `--entry`, `--pipeline`, the
 number of ranks and the compiler's identity: a second run of the same job loads the
 compiled program and runs no pass (`--timing` says so; the warnings and remarks the
 compile wrote are written again). Under mpiexec rank 0 compiles or loads it and the
@@ -134,7 +134,7 @@ def _functions(module: ModuleOp) -> list[func.FuncOp]:
     return [op for op in module.walk() if isinstance(op, func.FuncOp) and op.body.blocks]
 
 
-def _entry(module: ModuleOp, name: str | None) -> func.FuncOp:
+def entry_function(module: ModuleOp, name: str | None) -> func.FuncOp:
     funcs = _functions(module)
     names = [f.sym_name.data for f in funcs]
     if name is not None:
@@ -153,7 +153,7 @@ def _entry(module: ModuleOp, name: str | None) -> func.FuncOp:
 
 def _static_sharding(value: SSAValue, what: str) -> Any:
     from shardc.dialects.shard import ShardingOp, lookup_grid
-    from shardc.runtime.sharding import RuntimeSharding
+    from shardc.runtime.execute.sharding import RuntimeSharding
 
     op = value.owner
     if not isinstance(op, ShardingOp):
@@ -191,7 +191,7 @@ def _label(arg: BlockArgument) -> str:
     return f"%{display(arg.name_hint)}" if arg.name_hint else f"argument #{arg.index}"
 
 
-def _boundaries(module: ModuleOp, f: func.FuncOp) -> tuple[list[Boundary], list[Boundary], bool]:
+def boundaries(module: ModuleOp, f: func.FuncOp) -> tuple[list[Boundary], list[Boundary], bool]:
     """The entry's arguments and results as global values, and whether their shardings
     were recorded by shard-to-mpi-pipeline (the program is lowered already) rather than
     read from shard.shard annotations."""
@@ -221,7 +221,7 @@ def _boundaries(module: ModuleOp, f: func.FuncOp) -> tuple[list[Boundary], list[
 
 def _recorded_boundaries(module: ModuleOp, f: func.FuncOp) -> Any:
     from shardc.passes.pipelines import boundary_shardings
-    from shardc.runtime.sharding import RuntimeSharding
+    from shardc.runtime.execute.sharding import RuntimeSharding
 
     try:
         return boundary_shardings(module, f, RuntimeSharding)
@@ -254,11 +254,11 @@ def transform(
     def before(p: Any) -> None:
         nonlocal boundary
         if p.name == "shard-partition":
-            boundary = _boundaries(module, _entry(module, entry))
+            boundary = boundaries(module, entry_function(module, entry))
 
     apply_passes(module, passes, before)
     if not boundary[2]:
-        after = _boundaries(module, _entry(module, entry))
+        after = boundaries(module, entry_function(module, entry))
         if after[2]:
             return after
     return boundary
@@ -272,7 +272,7 @@ def prepare(args: argparse.Namespace, text: str | None = None) -> Program:
     skips parsing and the pipeline too. Under MPI (`args.world`) the job compiles once:
     rank 0 compiles or hits, the other ranks take its entry. Only a program that
     compiled is stored, so every error is reported as it was without the cache."""
-    from shardc.runtime.cache import PeerFailed, compile_cached, make_key
+    from shardc.runtime.codegen.cache import PeerFailed, compile_cached, make_key
 
     t0 = time.perf_counter()
     source = read_program(args.program) if text is None else text
@@ -347,13 +347,13 @@ def _build(source: str, args: argparse.Namespace) -> tuple[ModuleOp, dict[str, A
     try:
         t0 = time.perf_counter()
         module = parse_module(source, args.program)
-        entry = _entry(module, args.entry)
-        in_b, out_b, lowered = _boundaries(module, entry)
+        entry = entry_function(module, args.entry)
+        in_b, out_b, lowered = boundaries(module, entry)
         sharded = any(b.sharding is not None for b in [*in_b, *out_b]) or any(isinstance(op, ShardOp) for op in entry.walk())
         t1 = time.perf_counter()
         passes = _pipeline_passes(args.pipeline, sharded and not lowered)
         in_b, out_b, lowered = transform(module, entry.sym_name.data, passes, (in_b, out_b, lowered))
-        entry = _entry(module, entry.sym_name.data)
+        entry = entry_function(module, entry.sym_name.data)
         t2 = time.perf_counter()
     finally:
         engine.stream = record.inner
@@ -390,7 +390,7 @@ def _boundary_data(b: Boundary) -> list[Any]:
 
 
 def _boundary_of(data: list[Any], types: _TypeReader) -> Boundary:
-    from shardc.runtime.sharding import RuntimeSharding
+    from shardc.runtime.execute.sharding import RuntimeSharding
 
     label, type_text, sh = data
     sharding = None if sh is None else RuntimeSharding(sh[0], tuple(sh[1]), tuple(tuple(a) for a in sh[2]), tuple(sh[3]), tuple(sh[4]))
@@ -421,9 +421,9 @@ class _TypeReader:
 # ---------------------------------------------------------------------------------------
 
 
-def _np_type(t: Attribute) -> tuple[np.dtype, tuple[int, ...] | None]:
+def np_type(t: Attribute) -> tuple[np.dtype, tuple[int, ...] | None]:
     """(dtype, shape with -1 for dynamic dims) of a shaped type; shape None for a scalar."""
-    from shardc.runtime.dtypes import np_dtype
+    from shardc.runtime.execute.dtypes import np_dtype
 
     if isinstance(t, TensorType | MemRefType):
         return np_dtype(t.get_element_type()), tuple(t.get_shape())
@@ -454,7 +454,7 @@ def _parse_options(text: str, what: str) -> dict[str, str]:
     return out
 
 
-def _random(opts: dict[str, str], dtype: np.dtype, shape: tuple[int, ...] | None, what: str) -> Any:
+def random_input(opts: dict[str, str], dtype: np.dtype, shape: tuple[int, ...] | None, what: str) -> Any:
     unknown = set(opts) - {"seed", "low", "high"}
     if unknown:
         raise UserError(f"{what}: unknown random option(s) {', '.join(sorted(unknown))} (seed, low, high)")
@@ -499,7 +499,7 @@ def _int_bounds(low: float | None, high: float | None, dtype: np.dtype, what: st
     return ilo, ihi
 
 
-def _check(value: Any, dtype: np.dtype, shape: tuple[int, ...] | None, what: str) -> Any:
+def check_input(value: Any, dtype: np.dtype, shape: tuple[int, ...] | None, what: str) -> Any:
     if shape is None:
         if dtype.kind in "iu" and isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
             info = np.iinfo(dtype)
@@ -558,7 +558,7 @@ def _gib(nbytes: int) -> str:
 
 
 RANDOM_SCRATCH = 8
-"""Bytes per element `_random` needs besides the result: numpy draws in float64 or int64."""
+"""Bytes per element `random_input` needs besides the result: numpy draws in float64 or int64."""
 
 
 def check_allocation(shape: Sequence[int] | None, dtype: np.dtype, what: str, scratch: int = 0) -> None:
@@ -601,12 +601,12 @@ def allocating(make: Callable[[], Any], shape: Sequence[int] | None, dtype: np.d
 
 
 def _input_spec(spec: str, b: Boundary, world: int) -> InputSpec:
-    dtype, shape = _np_type(b.type)
+    dtype, shape = np_type(b.type)
     what = f"input {b.label}"
     kind, _, rest = spec.partition(":")
     if kind == "random":
         opts = _parse_options(rest, what)
-        value = allocating(lambda: _random(opts, dtype, shape, what), shape, dtype, what, RANDOM_SCRATCH)
+        value = allocating(lambda: random_input(opts, dtype, shape, what), shape, dtype, what, RANDOM_SCRATCH)
         return InputSpec(b.label, lambda r: value)
     if kind in ("zeros", "ones") and not rest:
         if shape is not None and any(s < 0 for s in shape):
@@ -617,8 +617,8 @@ def _input_spec(spec: str, b: Boundary, world: int) -> InputSpec:
         if "{rank}" in spec:
             if b.sharding is not None:
                 raise UserError(f"{what}: is sharded: give one global array, not one file per rank")
-            return InputSpec(b.label, lambda r: _check(_load_npy(spec.replace("{rank}", str(r)), what), dtype, shape, what), per_rank=True)
-        value = _check(_load_npy(spec, what), dtype, shape, what)
+            return InputSpec(b.label, lambda r: check_input(_load_npy(spec.replace("{rank}", str(r)), what), dtype, shape, what), per_rank=True)
+        value = check_input(_load_npy(spec, what), dtype, shape, what)
         return InputSpec(b.label, lambda r: value)
     try:
         number = int(spec) if spec.lstrip("+-").isdigit() else float(spec)
@@ -626,7 +626,7 @@ def _input_spec(spec: str, b: Boundary, world: int) -> InputSpec:
         raise UserError(f"{what}: bad input spec '{spec}' (a .npy file, random[:seed=S], zeros, ones or a number)") from None
     if shape is not None:
         raise UserError(f"{what}: expected {_describe(dtype, shape)}, got the number {spec}")
-    value = _check(number, dtype, None, what)
+    value = check_input(number, dtype, None, what)
     return InputSpec(b.label, lambda r: value)
 
 
@@ -653,7 +653,7 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
         raise UserError(f"{what}: cannot read '{path}' as a .npz file ({reason})") from None
 
 
-def _positional(arrays: Mapping[str, Any], keys_of: list[list[str]], npz: str | None, tool: str = "shardc-run") -> list[str] | None:
+def positional_inputs(arrays: Mapping[str, Any], keys_of: list[list[str]], npz: str | None, tool: str = "shardc-run") -> list[str] | None:
     """The archive's array names in order, when none of them names an argument: an
     archive written by name from another tool (torch-mlir's functions take %arg0, ...,
     PyTorch's state_dict names its arrays by FQN) is read in order, argument k from
@@ -679,7 +679,7 @@ def input_specs(prog: Program, given: Sequence[str], world: int, npz: str | None
         by_name[key] = spec.strip()
     arrays = load_npz(npz) if npz is not None else {}
     keys_of = [[b.label.lstrip("%"), str(k), f"arg{k}"] for k, b in enumerate(prog.args)]
-    positional = _positional(arrays, keys_of, npz)
+    positional = positional_inputs(arrays, keys_of, npz)
     specs: list[InputSpec] = []
     used: set[str] = set()
     used_arrays: set[str] = set()
@@ -692,10 +692,10 @@ def input_specs(prog: Program, given: Sequence[str], world: int, npz: str | None
         if key is None:
             from_npz = positional[k] if positional is not None and k < len(positional) else next((x for x in keys if x in arrays), None)
             if from_npz is None:
-                raise UserError(f"missing --input for {b.label} ({_describe(*_np_type(b.type))})")
+                raise UserError(f"missing --input for {b.label} ({_describe(*np_type(b.type))})")
             used_arrays.add(from_npz)
-            dtype, shape = _np_type(b.type)
-            value = _check(arrays[from_npz], dtype, shape, f"input {b.label} (from {npz})")
+            dtype, shape = np_type(b.type)
+            value = check_input(arrays[from_npz], dtype, shape, f"input {b.label} (from {npz})")
             specs.append(InputSpec(b.label, lambda r, v=value: v))
             continue
         used.add(key)
@@ -711,21 +711,21 @@ def input_specs(prog: Program, given: Sequence[str], world: int, npz: str | None
     return specs
 
 
-def _grid_of(sh: Any, world: int) -> tuple[int, ...]:
-    from shardc.runtime.sharding import resolve_grid
+def grid_of(sh: Any, world: int) -> tuple[int, ...]:
+    from shardc.runtime.execute.sharding import resolve_grid
 
     return resolve_grid(sh.grid_shape, world)
 
 
 def local_inputs(prog: Program, specs: Sequence[InputSpec], rank: int, world: int) -> list[Any]:
-    from shardc.runtime.comm import CommError, delinearize
+    from shardc.runtime.execute.comm import CommError, delinearize
 
     out: list[Any] = []
     for b, s in zip(prog.args, specs):
         value = s.make(rank)
         if b.sharding is not None:
             try:
-                grid = _grid_of(b.sharding, world)
+                grid = grid_of(b.sharding, world)
                 value = np.require(b.sharding.local_part(value, grid, delinearize(rank, grid)), requirements="C")  # 0-d stays 0-d
             except CommError as e:
                 raise UserError(f"input {b.label}: {e}") from None
@@ -745,7 +745,7 @@ def assemble(prog: Program, per_rank: Sequence[Sequence[Any]], world: int) -> li
     out: list[tuple[str, Any, bool]] = []
     for i, b in enumerate(prog.results):
         if b.sharding is not None:
-            grid = _grid_of(b.sharding, world)
+            grid = grid_of(b.sharding, world)
             out.append((f"result{i}", b.sharding.assemble([np.asarray(r[i]) for r in per_rank], grid), True))
         elif prog.sharded or world == 1:
             out.append((f"result{i}", _whole(b, per_rank[0][i]), True))
@@ -757,7 +757,7 @@ def assemble(prog: Program, per_rank: Sequence[Sequence[Any]], world: int) -> li
 
 def _whole(b: Boundary, value: Any) -> Any:
     """A result without a sharding, checked to be the whole value (not one rank's piece)."""
-    dtype, shape = _np_type(b.type)
+    dtype, shape = np_type(b.type)
     got = np.shape(value)
     if shape is not None and (len(got) != len(shape) or any(0 <= s != g for s, g in zip(shape, got))):
         raise UserError(
@@ -822,7 +822,7 @@ def write_outputs(results: list[tuple[str, Any, bool]], out_dir: str | None, qui
         raise UserError(f"cannot write to '{out_dir}': {e.strerror}") from None
 
 
-def _as_results(value: Any, n: int) -> tuple[Any, ...]:
+def as_results(value: Any, n: int) -> tuple[Any, ...]:
     if n == 1 and not isinstance(value, tuple):
         return (value,)
     if value is None:
@@ -849,12 +849,12 @@ def _print_timing(prog: Program, runs: Sequence[float]) -> None:
 def _call(prog: Program, local: Sequence[Any]) -> tuple[tuple[Any, ...], float]:
     t0 = time.perf_counter()
     value = prog.compiled.call(prog.entry, *local)
-    return _as_results(value, len(prog.results)), time.perf_counter() - t0
+    return as_results(value, len(prog.results)), time.perf_counter() - t0
 
 
 def run_simulated(args: argparse.Namespace) -> int:
-    from shardc.runtime.comm import RankFailed
-    from shardc.runtime.comm import run_simulated as simulate
+    from shardc.runtime.execute.comm import RankFailed
+    from shardc.runtime.execute.comm import run_simulated as simulate
 
     n = args.simulate
     if n < 1:
@@ -886,8 +886,8 @@ def _emit_python(prog: Program, args: argparse.Namespace) -> None:
 def run_mpi(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.kernels import blas
+    from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.execute.kernels import blas
 
     world = MPI.COMM_WORLD
     rank, n = world.Get_rank(), world.Get_size()

@@ -414,7 +414,7 @@ def _say_resumed(ck, cfg, grid) -> None:
 
 
 def _run_simulated(a: argparse.Namespace) -> int:
-    from shardc.runtime.comm import RankFailed
+    from shardc.runtime.execute.comm import RankFailed
     from shardc.training.checkpoint import CheckpointError
     from shardc.training.progress import Progress
     from shardc.training.train import set_blas_threads

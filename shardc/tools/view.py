@@ -43,7 +43,7 @@ def _value_texts(text: str, name: str, only: str | None) -> list[Text | str]:
     from shardc.dialects.shard import GridOp, ShardingOp, ShardOp, lookup_grid
     from shardc.ir.escape import display
     from shardc.ir.locations import find_file_loc
-    from shardc.runtime.sharding import RuntimeSharding
+    from shardc.runtime.execute.sharding import RuntimeSharding
     from shardc.tools.cli import parse_module
     from shardc.training.layout_view import grid_text, render_layout, spec_text
 

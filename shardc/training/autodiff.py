@@ -169,7 +169,7 @@ def _attention_vjp(fb: FuncBuilder, node: Node, g: Value, active: Sequence[bool]
     saved: dict[str, Value] = node.attrs["saved"]  # type: ignore[assignment]
     s = fb.einsum("bthd,buhd->bhtu", q, k, scale=scale)
     # dp first and dv after ds: p, its row sum with dp and ds follow one another, one
-    # row chain (`shardc.runtime.row_fusion`: s and dp read once, p and ds written once)
+    # row chain (`shardc.runtime.codegen.row_fusion`: s and dp read once, p and ds written once)
     dp = fb.einsum("bthd,buhd->bhtu", g, v) if active[0] or active[1] else None
     p = fb.unary("exp", "bhtu", fb.sub("bhtu,bht->bhtu", fb.causal_mask("bhtu", s, query="t", key="u"), saved["lse"]))
     if dp is None:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from shardc.runtime.comm import delinearize
-from shardc.runtime.sharding import RuntimeSharding
+from shardc.runtime.execute.comm import delinearize
+from shardc.runtime.execute.sharding import RuntimeSharding
 
 # Background colours of the blocks (cycled; the 16 ANSI colours every terminal has).
 PALETTE = (

@@ -85,7 +85,7 @@ def adamw_update(fb: FuncBuilder, cfg: AdamWConfig, s: StepScalars, p: Value, g:
 
 def adamw_donation(n: int) -> dict[str, dict[int, int]]:
     """The donation of `@adamw_step(P, G, M, V, lr, step, scale) -> (P', M', V')` over
-    `n` parameters (`shardc.runtime.donation`): each of p', m', v' is written over p, m,
+    `n` parameters (`shardc.runtime.codegen.donation`): each of p', m', v' is written over p, m,
     v, which its caller gives up. The gradients are not donated (they are read once,
     but nothing is returned in their place). The compiler honours a pair only where the
     update reads that argument where it writes the result: a parameter whose storage

@@ -72,7 +72,7 @@ class Sampler:
     """Where `compiled` came from: "compiled", "cache" (this rank's disk) or "broadcast"."""
 
     def __post_init__(self) -> None:
-        from shardc.runtime.cache import compile_cached, make_key
+        from shardc.runtime.codegen.cache import compile_cached, make_key
 
         key = make_key(
             "gpt-logits", model=self.model, batch=self.batch, grid=self.grid, policy=self.policy, plan=self.plan,
@@ -159,7 +159,7 @@ def generate(
     n_valid: int | None = None,
 ) -> np.ndarray:
     """`generate_rank` on every rank of the sampler's grid, as threads (SimulatedComm)."""
-    from shardc.runtime.comm import run_simulated
+    from shardc.runtime.execute.comm import run_simulated
 
     world = sampler.grid.size
     outs = run_simulated(
@@ -185,8 +185,8 @@ def generate_mpi(
     (it is broadcast)."""
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.kernels import blas
+    from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.execute.kernels import blas
 
     world = MPI.COMM_WORLD
     params = world.bcast(dict(params) if world.Get_rank() == 0 and params is not None else None, root=0)

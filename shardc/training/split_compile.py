@@ -1,5 +1,5 @@
 """The training step compiled in two parts, `@train_step` on one rank and `@adamw_step`
-with `@loss` on another (`shardc.runtime.parts`): under `mpiexec` the job's first compile
+with `@loss` on another (`shardc.runtime.codegen.parts`): under `mpiexec` the job's first compile
 no longer leaves every rank but one waiting (issue #16). The parts are of about equal
 cost (the GPT step at n_layer 12: passes 2.2 s and 1.9 s of CPU), and their lowered
 functions are those of the whole step module, byte for byte
@@ -52,10 +52,10 @@ def compile_parted(
     model: GPTConfig, batch: int, grid: Grid, policy: ShardingPolicy, plan: ShardingPlan, dtype: str, opt: AdamWConfig, donate: Any, world: Any
 ) -> Any:
     """The step through the compile cache, its parts (`PARTS`) compiled on different
-    ranks of `world` on a miss (`shardc.runtime.parts.compile_parts_cached`); what
+    ranks of `world` on a miss (`shardc.runtime.codegen.parts.compile_parts_cached`); what
     `StepProgram.build` takes under a communicator of several ranks."""
-    from shardc.runtime.cache import make_key
-    from shardc.runtime.parts import compile_parts_cached
+    from shardc.runtime.codegen.cache import make_key
+    from shardc.runtime.codegen.parts import compile_parts_cached
 
     key = make_key("gpt-step", model=model, batch=batch, grid=grid, policy=policy, plan=plan, dtype=dtype, opt=opt, pipeline=PIPELINE, fuse=True, donate=donate, parts=PARTS)
     parts = [_part(model, batch, grid, policy, plan, dtype, opt, names) for names in PARTS]

@@ -235,11 +235,11 @@ class StepProgram:
     ) -> StepProgram:
         """Check the whole state against the grid (before anything is allocated), build
         the annotated step module, run the pipeline and compile the lowered program,
-        through the compile cache (`shardc.runtime.cache`; `keep_text` compiles afresh to
+        through the compile cache (`shardc.runtime.codegen.cache`; `keep_text` compiles afresh to
         keep every stage's text). Under MPI pass `world` (the communicator): rank 0
         loads, or on a miss the ranks compile the step's parts at once
         (`shardc.training.split_compile`); every rank takes rank 0's result."""
-        from shardc.runtime.cache import compile_cached, make_key
+        from shardc.runtime.codegen.cache import compile_cached, make_key
 
         opt = opt or AdamWConfig()
         t0 = time.perf_counter()

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shardc.runtime.cache import compile_module_cached
-from shardc.runtime.compiled import CompiledModule
+from shardc.runtime.codegen.cache import compile_module_cached
+from shardc.runtime.execute.compiled import CompiledModule
 from shardc.training.data import CharTokenizer, batches, load_text, synthetic_corpus
 from shardc.training.gpt import GPTConfig, init_params, param_specs
 from shardc.training.mesh import Grid, global_batch
@@ -33,7 +33,7 @@ def set_blas_threads(n: int) -> int | None:
     BLAS threads cost more than they give (and under MPI each rank should use one)."""
     import ctypes
 
-    from shardc.runtime.kernels.blas import openblas_path
+    from shardc.runtime.execute.kernels.blas import openblas_path
 
     path = openblas_path()
     if path is None:

@@ -161,7 +161,7 @@ def run_rank(
     """The training loop of one rank; returns its log and its local parameters. With
     `resume`, it continues from that checkpoint (its log included); with `checkpoint`,
     it saves its pieces of the state when due (collectively with the other ranks)."""
-    from shardc.runtime.comm import current_comm
+    from shardc.runtime.execute.comm import current_comm
 
     sched = cfg.schedule()
     micro = program.batch
@@ -214,7 +214,7 @@ def train_simulated(
     `checkpoint`/`resume` as in `run_rank` (`resume` a checkpoint or a directory of
     them: the newest complete one; CheckpointError before training if it is unusable;
     or a Checkpoint `open_for_resume` already checked)."""
-    from shardc.runtime.comm import run_simulated
+    from shardc.runtime.execute.comm import run_simulated
 
     grid = cfg.grid(world, ranks_per_host)
     ck = resume if isinstance(resume, Checkpoint) or resume is None else open_for_resume(resume, cfg, checkpoint.meta if checkpoint else None, arrays=model_arrays(cfg.model))
@@ -257,8 +257,8 @@ def train_mpi(
     raises the same CheckpointError when one of them finds a problem."""
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.kernels import blas
+    from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.execute.kernels import blas
 
     world = MPI.COMM_WORLD
     rank = world.Get_rank()

@@ -59,7 +59,7 @@ def check(comm, rank: int, size: int) -> list[str]:
 
 
 def main() -> int:
-    from shardc.runtime.comm import MPIComm
+    from shardc.runtime.execute.comm import MPIComm
 
     comm = MPIComm()
     bad = check(comm, comm.rank, comm.size)

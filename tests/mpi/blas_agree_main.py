@@ -3,7 +3,7 @@ then the one it runs after `blas.agree` over the world."""
 
 from mpi4py import MPI
 
-from shardc.runtime.kernels import blas
+from shardc.runtime.execute.kernels import blas
 
 world = MPI.COMM_WORLD
 alone = blas.active_name()

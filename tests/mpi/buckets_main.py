@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from shardc.runtime.comm import MPIComm, abort_on_error, held_count, hold
+from shardc.runtime.execute.comm import MPIComm, abort_on_error, held_count, hold
 
 
 def check_collectives(comm: MPIComm) -> int:
@@ -49,8 +49,8 @@ def check_collectives(comm: MPIComm) -> int:
 def check_training(n: int) -> str:
     from mpi4py import MPI
 
-    from shardc.runtime import comm as comm_mod
-    from shardc.runtime import overlap
+    from shardc.runtime.execute import comm as comm_mod
+    from shardc.runtime.codegen import overlap
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.data import batches
     from shardc.training.gpt import GPTConfig, init_params

@@ -10,9 +10,9 @@ import sys
 
 import numpy as np
 
-from shardc.runtime import horizontal_run
-from shardc.runtime import structured_run as sr
-from shardc.runtime.kernels import blas, fused_run
+from shardc.runtime.execute import horizontal_run
+from shardc.runtime.execute import structured_run as sr
+from shardc.runtime.execute.kernels import blas, fused_run
 from shardc.training.axis import GPT_PLAN, ShardingPolicy
 from shardc.training.gpt import GPTConfig, init_params
 from shardc.training.mesh import make_grid

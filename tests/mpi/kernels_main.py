@@ -17,7 +17,7 @@ import numpy as np
 from mpi4py import MPI
 
 from shardc.runtime import compile_text
-from shardc.runtime.comm import abort_on_error
+from shardc.runtime.execute.comm import abort_on_error
 
 UNIT = Path(__file__).resolve().parent.parent / "unit" / "runtime"
 

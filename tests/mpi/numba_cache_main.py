@@ -24,9 +24,10 @@ os.environ["SHARDC_CACHE_DIR"] = cache  # read at every kernel compile
 
 import numpy as np  # noqa: E402
 
-from shardc.runtime import horizontal, horizontal_run  # noqa: E402
-from shardc.runtime.compile import compile_text  # noqa: E402
-from shardc.runtime.kernels import fused  # noqa: E402
+from shardc.runtime.codegen import horizontal  # noqa: E402
+from shardc.runtime.execute import horizontal_run
+from shardc.runtime.codegen.compile import compile_text  # noqa: E402
+from shardc.runtime.codegen.kernels import fused  # noqa: E402
 
 horizontal_run.MIN_GROUP_ELEMENTS = 0  # the run time's threshold
 T = "tensor<64x1024xf32>"

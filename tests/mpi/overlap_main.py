@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from shardc.runtime.comm import MPIComm, abort_on_error
+from shardc.runtime.execute.comm import MPIComm, abort_on_error
 
 SIZES = (1, 3, 64, 1000, 4096, 20000, 65536, 300000)
 
@@ -60,7 +60,7 @@ def check_collectives(comm: MPIComm) -> int:
 def check_training(n: int) -> str:
     from mpi4py import MPI
 
-    from shardc.runtime import overlap
+    from shardc.runtime.codegen import overlap
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.data import batches
     from shardc.training.gpt import GPTConfig, init_params

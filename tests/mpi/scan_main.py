@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 
-from shardc.runtime.comm import abort_on_error
-from shardc.runtime.launch import run_program
+from shardc.runtime.execute.comm import abort_on_error
+from shardc.launch import run_program
 
 TESTS = Path(__file__).resolve().parent.parent / "unit" / "interfaces" / "test_tm_tensor_scan_sharding.py"
 

@@ -12,7 +12,7 @@ import json
 import numpy as np
 from mpi4py import MPI
 
-from shardc.runtime.comm import MPIComm, use_comm
+from shardc.runtime.execute.comm import MPIComm, use_comm
 from shardc.training import split_compile
 from shardc.training.gpt import GPTConfig, init_params
 from shardc.training.spmd import RankState

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from _mpiexec import MPIEXEC
 
-from shardc.runtime.kernels import blas, blas_choice
+from shardc.runtime.execute.kernels import blas, blas_choice
 
 MAIN = Path(__file__).resolve().parent / "blas_agree_main.py"
 
@@ -28,7 +28,7 @@ def test_every_rank_runs_rank_0s_library(tmp_path):
     for rank, choice in ((0, "mkl"), (1, "openblas")):
         d = tmp_path / f"host{rank}"
         d.mkdir(mode=0o700)
-        (d / f"blas-choice-{blas_choice.key()}.json").write_text(json.dumps({"choice": choice}))
+        (d / f"blas-choice-{blas_choice.key(blas.library_files())}.json").write_text(json.dumps({"choice": choice}))
         cmd += [*([":"] if rank else []), "-n", "1", "env", f"SHARDC_CACHE_DIR={d}", sys.executable, str(MAIN)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

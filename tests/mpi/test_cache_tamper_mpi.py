@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from shardc.runtime.cache import DiskCache, Entry
+from shardc.runtime.codegen.cache import DiskCache, Entry
 
 pytestmark = pytest.mark.mpi
 

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.mpi
 
 
 def _run(n: int, mode: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    return run_ranks(n, ["-m", "shardc.runtime.selftest", mode], timeout)
+    return run_ranks(n, ["-m", "shardc.runtime.execute.selftest", mode], timeout)
 
 
 @pytest.mark.parametrize("n", [2, 4])

@@ -43,7 +43,7 @@ def _losses(out: Path) -> list[str]:
 
 
 def _identity_now() -> str:
-    code = "from shardc.runtime.cache import compiler_identity; print(compiler_identity())"
+    code = "from shardc.runtime.codegen.cache import compiler_identity; print(compiler_identity())"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
 
 
@@ -77,7 +77,7 @@ def test_run_program_compiles_once_per_job(tmp_path):
     script.write_text(textwrap.dedent(f"""
         import numpy as np
         from mpi4py import MPI
-        from shardc.runtime.launch import run_program
+        from shardc.launch import run_program
         text = open({str(ROOT / "examples" / "mlp.mlir")!r}).read()
         rng = np.random.default_rng(0)
         inputs = {{k: rng.standard_normal(s).astype(np.float32) for k, s in (("x", (16, 32)), ("w1", (32, 64)), ("w2", (64, 32)))}}

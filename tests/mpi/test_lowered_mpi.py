@@ -57,7 +57,7 @@ def sample(m, grid: tuple[int, ...]) -> list:
 def worker(grid: tuple[int, ...]) -> int:
     from mpi4py import MPI
 
-    from shardc.runtime.comm import MPIComm, abort_on_error, use_comm
+    from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
 
     world = MPI.COMM_WORLD
     rank = world.Get_rank()

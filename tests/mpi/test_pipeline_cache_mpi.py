@@ -36,7 +36,7 @@ def _counts(stderr: str) -> dict[str, int]:
 
 
 def _identity_now() -> str:
-    code = "from shardc.runtime.cache import compiler_identity; print(compiler_identity())"
+    code = "from shardc.runtime.codegen.cache import compiler_identity; print(compiler_identity())"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
 
 

@@ -42,7 +42,7 @@ def _counts(stderr: str) -> dict[str, int]:
 
 def _in_process_source(cache: Path, monkeypatch) -> str:
     """The generated source of the same parted compile in this process."""
-    from shardc.runtime.parts import compile_parts_cached
+    from shardc.runtime.codegen.parts import compile_parts_cached
     from shardc.training import split_compile
     from shardc.training.gpt import GPTConfig, param_specs
     from shardc.training.optimizer import step_donation

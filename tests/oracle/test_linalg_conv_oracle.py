@@ -55,7 +55,7 @@ def _body(op) -> list[tuple[str, tuple[str, ...]]]:  # noqa: ANN001
 @pytest.mark.parametrize("chunk", CHUNKS)
 def test_generalized_by_mlir_opt(chunk: Chunk, mlir_opt: MlirOpt) -> None:
     from shardc.runtime import compile_text
-    from shardc.runtime.window import linear_form
+    from shardc.runtime.codegen.window import linear_form
 
     generalized = mlir_opt.run(chunk.text, "--linalg-generalize-named-ops")
     named = next(line.split("linalg.")[1].split()[0] for line in chunk.text.splitlines() if "= linalg." in line)

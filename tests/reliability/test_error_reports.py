@@ -34,7 +34,7 @@ def crashing_pass(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_run_program_error_carries_the_diagnostic_of_an_op_the_runtime_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shardc.runtime.launch import ProgramError, run_program
+    from shardc.launch import ProgramError, run_program
 
     monkeypatch.setenv("SHARDC_CACHE", "0")
     text = "func.func @main(%a: f32) -> vector<4xf32> {\n  %b = vector.broadcast %a : f32 to vector<4xf32>\n  return %b : vector<4xf32>\n}\n"
@@ -46,7 +46,7 @@ def test_run_program_error_carries_the_diagnostic_of_an_op_the_runtime_cannot_ru
 
 
 def test_run_program_error_carries_a_parse_diagnostic_with_its_source_line() -> None:
-    from shardc.runtime.launch import ProgramError, run_program
+    from shardc.launch import ProgramError, run_program
 
     with pytest.raises(ProgramError) as info:
         run_program(ADD.replace("arith.addf", "arith.adf"), [np.ones(4, np.float32)], name="p.mlir")
@@ -54,7 +54,7 @@ def test_run_program_error_carries_a_parse_diagnostic_with_its_source_line() -> 
 
 
 def test_pass_bug_under_run_program_names_the_op_its_location_and_the_pass(crashing_pass: str) -> None:
-    from shardc.runtime.launch import ProgramError, run_program
+    from shardc.launch import ProgramError, run_program
 
     with pytest.raises(ProgramError) as info:
         run_program(ADD, [np.ones(4, np.float32)], pipeline=crashing_pass, name="p.mlir")

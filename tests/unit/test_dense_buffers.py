@@ -120,7 +120,7 @@ def test_literal_list_parses_in_a_few_times_its_size():
 
 
 def test_runtime_reads_a_large_splat_without_expanding_dead_ones():
-    from shardc.runtime.compile import compile_text
+    from shardc.runtime.codegen.compile import compile_text
 
     text = """func.func @f(%a: tensor<300x300xf32>) -> tensor<300x300xf32> {
   %c = arith.constant dense<2.5> : tensor<300x300xf32>
@@ -139,7 +139,7 @@ def test_runtime_reads_a_large_splat_without_expanding_dead_ones():
 
 
 def test_cache_stores_a_broadcast_splat_as_one_element():
-    from shardc.runtime import cache
+    from shardc.runtime.codegen import cache
 
     splat = np.broadcast_to(np.float32(3.0).reshape(1, 1), (50000, 50000))
     data = cache.dump_bindings({"_cst_1": splat})

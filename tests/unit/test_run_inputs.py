@@ -1,5 +1,5 @@
 """Arguments from a .npz file (`shardc-run --inputs`) and the Python API behind
-shardc-run (`shardc.runtime.launch.run_program`): global inputs in, global results out."""
+shardc-run (`shardc.launch.run_program`): global inputs in, global results out."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shardc.runtime.launch import ProgramError, run_program
+from shardc.launch import ProgramError, run_program
 from shardc.tools.run import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -30,7 +30,7 @@ from shardc.tools.opt import main
 rc = main(["examples/mlp.mlir", "--sharding-propagation", "--shard-partition", "-o", "/dev/null"])
 assert rc == 0, rc
 """
-    heavy = ["numpy", "shardc.dialects.affine", "shardc.runtime.compile", "shardc.lowering.shard_to_mpi"]
+    heavy = ["numpy", "shardc.dialects.affine", "shardc.runtime.codegen.compile", "shardc.lowering.shard_to_mpi"]
     assert _imported_after(code, heavy) == []
 
 

@@ -54,7 +54,7 @@ def test_install_without_editable_mode_trains_and_views(form, tmp_path):
     _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(src)], src)
     (wheel,) = dist.glob("shardc-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for module in ("shardc/tools/train.py", "shardc/tools/view.py", "shardc/training/plot.py", "shardc/training/tokenizer.py", "shardc/runtime/compile.py", "shardc/dialects/shard.py"):
+    for module in ("shardc/tools/train.py", "shardc/tools/view.py", "shardc/training/plot.py", "shardc/training/tokenizer.py", "shardc/runtime/codegen/compile.py", "shardc/dialects/shard.py"):
         assert module in names, module
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     for tool in ("shardc-opt", "shardc-run", "shardc-verify", "shardc-train", "shardc-view"):

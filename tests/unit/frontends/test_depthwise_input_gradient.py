@@ -16,7 +16,7 @@ pytest.importorskip("torch_mlir", reason="needs the [torch] extra: pip install -
 import torch.nn as nn  # noqa: E402
 
 from shardc.frontends.torch_train import export_train_step  # noqa: E402
-from shardc.runtime.launch import run_program  # noqa: E402
+from shardc.launch import run_program  # noqa: E402
 
 CASES = {
     # name: (layers before the grouped conv's input, input shape)

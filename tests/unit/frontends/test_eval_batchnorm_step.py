@@ -16,7 +16,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from shardc.frontends.torch_train import export_train_step  # noqa: E402
-from shardc.runtime.launch import run_program  # noqa: E402
+from shardc.launch import run_program  # noqa: E402
 
 
 def _model() -> nn.Module:

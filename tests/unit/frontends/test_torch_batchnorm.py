@@ -25,7 +25,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 from shardc.frontends.torch_train import TorchTrainError, export_train_step, train_module  # noqa: E402
-from shardc.runtime.launch import run_program  # noqa: E402
+from shardc.launch import run_program  # noqa: E402
 from shardc.training.axis import ShardingPolicy  # noqa: E402
 
 STATS = ("running_mean", "running_var", "num_batches_tracked")

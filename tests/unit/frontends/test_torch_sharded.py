@@ -18,7 +18,7 @@ pytest.importorskip("torch_mlir", reason="needs the [torch] extra: pip install -
 import torch  # noqa: E402
 
 from shardc.frontends.annotate import AnnotationError, annotate_arguments  # noqa: E402
-from shardc.runtime.launch import ProgramError, run_program  # noqa: E402
+from shardc.launch import ProgramError, run_program  # noqa: E402
 from shardc.testing import torch_models as tm  # noqa: E402
 
 TOL = 1e-4

@@ -22,7 +22,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from shardc.frontends.torch_train import TorchTrainError, export_train_step, train_module  # noqa: E402
-from shardc.runtime.launch import run_program  # noqa: E402
+from shardc.launch import run_program  # noqa: E402
 from shardc.testing import torch_models as tm  # noqa: E402
 from shardc.training.axis import PartitionSpec, ShardingPlan, ShardingPolicy, ShardingValidationError  # noqa: E402
 

@@ -145,7 +145,7 @@ def test_uncollapsed_attention_equals_pytorch(task):
     from shardc.frontends.torch_train import export_train_step
     from shardc.ir.locations import LocatingParser
     from shardc.ir.printer import module_to_string
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     idx, tgt = _batches(1)[0]
     exported = export_train_step(task.model, (idx,), (tgt,), task.loss_fn)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shardc.ir.printer import module_to_string
-from shardc.runtime.launch import ProgramError, run_program
+from shardc.launch import ProgramError, run_program
 from shardc.tools.cli import apply_passes, parse_module, pipeline_passes
 
 EMBED_GRAD = """\

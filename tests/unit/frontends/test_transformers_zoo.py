@@ -480,7 +480,7 @@ def test_gelu_tanh_is_exact():
     np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=0, atol=1e-12)
     target = torch.zeros(4, 8, dtype=torch.float64)
     step = export_train_step(model, [x], [target], F.mse_loss)
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     loss, *grads = run_program(step.text, [x.numpy(), target.numpy(), *(p.detach().numpy() for p in model.parameters())], ranks=1)
     F.mse_loss(model(x), target).backward()
@@ -547,7 +547,7 @@ def test_training_step_with_eager_attention(name):
     """The training runs below use the class default (SDPA); the imported step of the
     eager attention gives PyTorch's loss and gradients too (float32, relative to each
     gradient's magnitude)."""
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     model = _built(name, "eager")
     ids, targets = _batches(name)[0]

@@ -52,7 +52,7 @@ def test_height_split_exchanges_halos_and_gathers_nothing(cnn, ranks: int) -> No
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_height_split_equals_pytorch(cnn, ranks: int) -> None:
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     model, inputs, exported = cnn
     program = cm.height_split_program(exported, ranks)
@@ -64,7 +64,7 @@ def test_height_split_equals_pytorch(cnn, ranks: int) -> None:
 
 
 def test_non_dividing_height_is_one_located_error() -> None:
-    from shardc.runtime.launch import ProgramError, run_program
+    from shardc.launch import ProgramError, run_program
 
     model, inputs, exported = cm.small_cnn_export(batch=1, size=12)
     # 12 rows on 8 ranks (annotate_arguments refuses to write it: the grid is edited)
@@ -163,7 +163,7 @@ WINDOW_CASES = [
 
 @pytest.mark.parametrize("name", WINDOW_CASES)
 def test_window_op_split_with_halos_equals_pytorch(name: str) -> None:
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     x, w, want, program = _case(name)
     ranks = int(np.prod([int(s) for s in program.split("shape = ")[1].split(")")[0].split("x")]))
@@ -193,7 +193,7 @@ def test_height_split_training_step_equals_pytorch(ranks: int) -> None:
 
     from shardc.frontends.annotate import annotate_arguments
     from shardc.frontends.torch_train import export_train_step
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     torch.manual_seed(0)
     model = cm.SmallCNN()
@@ -244,7 +244,7 @@ def test_padded_image_wanted_whole_is_gathered_correctly() -> None:
     result is pinned replicated, so the conv takes the padded image whole: the halo
     layout is turned back into the padded image (cores gathered, then padded), not
     handed to a gather that would read it as an ordinary halo layout."""
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     F = torch.nn.functional
     program = _window_program("conv_2d_nchw_fchw", (1, 3, 8, 8), (4, 3, 3, 3), (1, 4, 8, 8), (0, 0, 1, 1), (0, 0, 1, 1), (1, 1), (1, 1), (2,), [[], [], [0]])
@@ -316,7 +316,7 @@ func.func @main(%x: tensor<2x3x8x6xf32>) -> (tensor<2x3x4x3xf32>, tensor<2x3x4x3
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_pool_indices_read_their_window_locally(ranks: int) -> None:
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     program = _POOL_INDICES.replace("RANKS", str(ranks))
     partitioned, _, text = _compiled(program.replace("@main", "@cnn"))
@@ -355,7 +355,7 @@ func.func @main(%x: tensor<1x2x8x4xf32>, %w: tensor<3x2x3x3xf32>) -> tensor<1x3x
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_strided_insert_slice_splits_with_halos(ranks: int) -> None:
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     program = _DILATED_CONV.replace("RANKS", str(ranks))
     partitioned, _, text = _compiled(program.replace("@main", "@cnn"))
@@ -375,7 +375,7 @@ def test_strided_insert_slice_splits_with_halos(ranks: int) -> None:
 def test_strided_insert_slice_wanted_whole_is_gathered_correctly() -> None:
     """The dilated gradient split with halos, its conv pinned replicated: the cores
     (already dilated) are gathered and padded, not dilated twice."""
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     program = _DILATED_CONV.replace("RANKS", "2").replace(
         "  return %y : tensor<1x3x16x8xf32>",
@@ -451,7 +451,7 @@ def test_height_split_cnn_trains_like_torch_adamw(ranks: int) -> None:
 def test_height_split_resnet_forward_equals_pytorch(ranks: int) -> None:
     from shardc.frontends.annotate import annotate_arguments
     from shardc.frontends.torch import export_module
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     torch.manual_seed(0)
     model = cm.SmallResNet()

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from shardc.runtime.launch import run_program
+from shardc.launch import run_program
 from shardc.tools.cli import apply_passes, parse_module, pipeline_passes
 from shardc.ir.printer import module_to_string
 

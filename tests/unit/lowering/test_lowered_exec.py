@@ -362,7 +362,7 @@ class Runner:
 
 
 def run_simulated_case(case: Case) -> None:
-    from shardc.runtime.comm import run_simulated
+    from shardc.runtime.execute.comm import run_simulated
 
     runner = Runner(case)
     results = {

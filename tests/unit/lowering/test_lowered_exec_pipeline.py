@@ -14,8 +14,8 @@ from shardc.ir.locations import LocatingParser
 from shardc.passes import all_passes
 from shardc.passes.pipelines import ShardToMPIPipelinePass, boundary_shardings
 from shardc.runtime import compile_module
-from shardc.runtime.comm import delinearize, run_simulated
-from shardc.runtime.sharding import RuntimeSharding
+from shardc.runtime.execute.comm import delinearize, run_simulated
+from shardc.runtime.execute.sharding import RuntimeSharding
 from shardc.testing.oracle import find_mlir_opt, run_mlir_opt
 from shardc.tools.argv import UsageError, instantiate, parse_argv, parse_pipeline
 from shardc.tools.run import main as shardc_run

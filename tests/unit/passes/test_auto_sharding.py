@@ -23,7 +23,7 @@ from shardc.passes.auto_sharding import (
     plan_function,
 )
 from shardc.passes.cost_model import AlphaBeta, CostModel, Rates
-from shardc.runtime.launch import run_program
+from shardc.launch import run_program
 from shardc.tools.cli import parse_module
 from shardc.tools.opt import main as opt_main
 

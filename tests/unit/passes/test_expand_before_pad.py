@@ -44,7 +44,7 @@ def _rewrite(text: str) -> tuple[int, str]:
 
 
 def test_expand_of_unpadded_dimension_moves_before_the_pad() -> None:
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     text = _program((1, 2), (1, 0), "[[0, 1], [2], [3]]", [2, 2, 5, 7])
     count, rewritten = _rewrite(text)

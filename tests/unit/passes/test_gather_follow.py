@@ -19,7 +19,7 @@ from shardc.interfaces.linalg import captured_loop_dims
 from shardc.ir import diagnostics
 from shardc.ir.diagnostics import DiagnosticEngine
 from shardc.ir.printer import module_to_string
-from shardc.runtime.launch import run_program
+from shardc.launch import run_program
 from shardc.tools.cli import apply_passes, parse_module, pipeline_passes
 from shardc.verify import verify
 

@@ -13,7 +13,7 @@ from shardc.context import make_context
 from shardc.ir.locations import LocatingParser
 from shardc.ir.printer import module_to_string
 from shardc.passes.scatter_by_position import scatters_by_position
-from shardc.runtime.launch import run_program
+from shardc.launch import run_program
 
 # torch-mlir's form of cross-entropy's backward: row n's update lands at (n, target[n]).
 ONE_HOT = """

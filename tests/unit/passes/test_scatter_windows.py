@@ -60,7 +60,7 @@ def _check(model, x, target, got) -> None:
 
 @pytest.mark.parametrize("kernel,stride", [(2, 2), (2, 4)])
 def test_non_overlapping_pool_gradient_is_a_windowed_generic(kernel: int, stride: int) -> None:
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     model, x, target, step = _step(kernel, stride)
     assert "tm_tensor.scatter" in step.text
@@ -71,7 +71,7 @@ def test_non_overlapping_pool_gradient_is_a_windowed_generic(kernel: int, stride
 
 
 def test_overlapping_pool_keeps_its_scatter() -> None:
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     model, x, target, step = _step(3, 2, 1)
     count, text = _rewritten(step.text)

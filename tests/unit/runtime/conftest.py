@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from shardc.runtime import cache, compile_text
+from shardc.runtime.codegen import cache
+from shardc.runtime import compile_text
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def _own_cache(tmp_path, monkeypatch):
 def blas_library(request, monkeypatch):
     """Every product through this BLAS however small (the thresholds are about speed);
     skipped where the library does not load (MKL: the [fast] extra)."""
-    from shardc.runtime.kernels import blas
+    from shardc.runtime.execute.kernels import blas
 
     if blas._loaded(request.param) is None:  # pyright: ignore[reportPrivateUsage]
         pytest.skip(f"{request.param} not loadable here (MKL: the [fast] extra): products run numpy's matmul")

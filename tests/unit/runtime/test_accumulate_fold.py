@@ -1,4 +1,4 @@
-"""`x + c` folded into c's contraction (`shardc.runtime.fusion.fuse_accumulations`): the
+"""`x + c` folded into c's contraction (`shardc.runtime.codegen.fusion.fuse_accumulations`): the
 contraction starts from x instead of zeros; over a donated x (a gradient accumulator)
 BLAS adds the product straight into its buffer (`shardc.inplace_init`). Results equal
 the unfolded program within float32 rounding, on every path a contraction can take
@@ -14,10 +14,10 @@ from xdsl.dialects.linalg.ops import GenericOp
 
 from shardc.context import make_context
 from shardc.ir.fast_parser import FastParser
-from shardc.runtime import fusion
-from shardc.runtime.compile import compile_module, compile_text
-from shardc.runtime.donation import INPLACE_INIT_ATTR
-from shardc.runtime.kernels import blas
+from shardc.runtime.codegen import fusion
+from shardc.runtime.codegen.compile import compile_module, compile_text
+from shardc.runtime.codegen.donation import INPLACE_INIT_ATTR
+from shardc.runtime.execute.kernels import blas
 
 RNG = np.random.default_rng(11)
 

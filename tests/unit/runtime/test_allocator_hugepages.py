@@ -13,7 +13,7 @@ import pytest
 
 _PROBE = (
     "import numpy as np\n"
-    "from shardc.runtime.compile import tune_allocator\n"
+    "from shardc.runtime.codegen.compile import tune_allocator\n"
     "get = np._core.multiarray._get_madvise_hugepage\n"
     "before = get(); tune_allocator(); print(before, get())\n"
 )

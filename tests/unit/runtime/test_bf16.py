@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from shardc.runtime import compile_text
-from shardc.runtime import structured_run
-from shardc.runtime.dtypes import bfloat16, is_bfloat16, np_dtype
-from shardc.runtime.kernels import bf16_gemm
+from shardc.runtime.execute import structured_run
+from shardc.runtime.execute.dtypes import bfloat16, is_bfloat16, np_dtype
+from shardc.runtime.execute.kernels import bf16_gemm
 
 BF = ml_dtypes.bfloat16
 EPS32 = float(np.finfo(np.float32).eps)
@@ -260,7 +260,7 @@ func.func @f(%a: tensor<8x16xbf16>, %b: tensor<16x4xbf16>, %s: bf16) -> (tensor<
 def test_compile_cache_keeps_bf16_argument_types() -> None:
     """A cache hit restores bf16 array and scalar arguments as bf16 (numpy spells the dtype
     `<V2`, which would read as raw bytes)."""
-    from shardc.runtime.cache import compile_cached, make_key, parse_lowered
+    from shardc.runtime.codegen.cache import compile_cached, make_key, parse_lowered
 
     key = make_key("bf16-program", text=CACHED)
     built: list[int] = []

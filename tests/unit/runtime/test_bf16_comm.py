@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shardc.runtime.comm import current_comm, run_simulated
+from shardc.runtime.execute.comm import current_comm, run_simulated
 
 _MAIN = Path(__file__).resolve().parents[2] / "mpi" / "bf16_comm_main.py"
 _spec = importlib.util.spec_from_file_location("bf16_comm_main", _MAIN)

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from shardc.runtime.kernels import bf16_gemm
+from shardc.runtime.execute.kernels import bf16_gemm
 
 BF = ml_dtypes.bfloat16
 EPS32 = float(np.finfo(np.float32).eps)

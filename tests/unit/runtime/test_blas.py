@@ -1,5 +1,5 @@
 """Matrix products through MKL or numpy's OpenBLAS called directly
-(`shardc.runtime.kernels.blas`): equal to numpy's matmul within rounding on every layout
+(`shardc.runtime.execute.kernels.blas`): equal to numpy's matmul within rounding on every layout
 the runtime hands them, numpy's path when switched off or absent, and a GPT step through
 each library equal to the numpy-BLAS step."""
 
@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from shardc.runtime.kernels import blas
+from shardc.runtime.execute.kernels import blas
 
 needs_mkl = pytest.mark.skipif(
     blas._loaded("mkl") is None,  # pyright: ignore[reportPrivateUsage]
@@ -193,7 +193,7 @@ def _child(code: str, **env: str) -> tuple[dict, str]:
 
 THREADS = """
 import json, os, numpy as np
-from shardc.runtime.kernels import blas
+from shardc.runtime.execute.kernels import blas
 before = len(os.listdir("/proc/self/task"))
 a = np.ones((512, 512), np.float32)
 c = blas.matmul(a, a, np.empty_like(a))
@@ -217,7 +217,7 @@ def test_library_path_from_the_environment():
     """`SHARDC_MKL` names the library; one that does not load leaves numpy's path, with
     one warning line (no traceback)."""
     code = (
-        "import json; from shardc.runtime.kernels import blas;"
+        "import json; from shardc.runtime.execute.kernels import blas;"
         "print(json.dumps({'path': blas.library_path(), 'on': blas.enabled(), 'what': blas.active_path()}))"
     )
     got, err = _child(code, SHARDC_MKL="/nonexistent/libmkl_rt.so", SHARDC_BLAS="mkl")
@@ -227,13 +227,13 @@ def test_library_path_from_the_environment():
 
 @needs_mkl
 def test_bad_thread_count_warns_and_uses_one():
-    got, err = _child("import json; from shardc.runtime.kernels import blas; print(json.dumps({'what': blas.active_path()}))", SHARDC_BLAS_THREADS="lots", SHARDC_BLAS="mkl")
+    got, err = _child("import json; from shardc.runtime.execute.kernels import blas; print(json.dumps({'what': blas.active_path()}))", SHARDC_BLAS_THREADS="lots", SHARDC_BLAS="mkl")
     assert "1 thread" in got["what"]
     assert err == "shardc: warning: SHARDC_BLAS_THREADS='lots' is not a positive integer; BLAS runs on 1 thread\n"
 
 
 def test_contract2_routes_through_blas_and_batched_dots_are_exact(every_size):
-    from shardc.runtime.structured import contract2
+    from shardc.runtime.codegen.structured import contract2
 
     f32 = np.dtype(np.float32)
     # A projection y[b,t,o] = x[b,t,c] w[o,c] (the weight read transposed), and its
@@ -261,8 +261,8 @@ def test_gpt_step_with_each_blas_equals_the_numpy_blas_step(every_size, monkeypa
     """A training step with every contraction through each library (fused numba kernels
     in the same process where installed): loss and updated parameters equal numpy's
     within float32 rounding."""
-    from shardc.runtime.kernels import fused
-    from shardc.runtime.structured import StructuredSpec
+    from shardc.runtime.codegen.kernels import fused
+    from shardc.runtime.codegen.structured import StructuredSpec
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.gpt import GPTConfig, init_params
     from shardc.training.mesh import make_grid

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import blas
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.execute.kernels import blas
 
 RNG = np.random.default_rng(5)
 

@@ -1,5 +1,5 @@
 """`SHARDC_BLAS=auto`: the faster library measured once per machine and kept
-(`shardc.runtime.kernels.blas_choice`), one answer for every process that reads it, and
+(`shardc.runtime.execute.kernels.blas_choice`), one answer for every process that reads it, and
 rank 0's answer for every rank of a run (`blas.agree`)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from shardc.runtime.kernels import blas, blas_choice
+from shardc.runtime.execute.kernels import blas, blas_choice
 
 
 @pytest.fixture
@@ -56,18 +56,18 @@ def test_the_first_answer_kept_wins(fresh, monkeypatch):
     machine agree even when their own measurements would not."""
     _need_both()
     fresh.mkdir(mode=0o700)
-    (fresh / f"blas-choice-{blas_choice.key()}.json").write_text(json.dumps({"choice": "mkl"}))
+    (fresh / f"blas-choice-{blas_choice.key(blas.library_files())}.json").write_text(json.dumps({"choice": "mkl"}))
     monkeypatch.setattr(blas_choice, "measure", lambda libs: {"mkl": 9.0, "openblas": 1.0})
     assert blas.active_name() == "mkl"
     monkeypatch.setattr(blas, "_ACTIVE", {})
-    (fresh / f"blas-choice-{blas_choice.key()}.json").unlink()
+    (fresh / f"blas-choice-{blas_choice.key(blas.library_files())}.json").unlink()
     assert blas.active_name() == "openblas"  # deleted: measured again
 
 
 def test_a_damaged_record_is_measured_over(fresh, monkeypatch):
     _need_both()
     fresh.mkdir(mode=0o700)
-    path = fresh / f"blas-choice-{blas_choice.key()}.json"
+    path = fresh / f"blas-choice-{blas_choice.key(blas.library_files())}.json"
     path.write_text("{not json")
     monkeypatch.setattr(blas_choice, "measure", lambda libs: {"mkl": 2.0, "openblas": 1.0})
     assert blas.active_name() == "openblas"
@@ -85,13 +85,13 @@ def test_nothing_kept_with_the_cache_off(fresh, monkeypatch):
 def test_the_key_follows_what_the_speed_depends_on(monkeypatch):
     monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
     monkeypatch.delenv("SHARDC_BLAS_THREADS", raising=False)
-    base = blas_choice.key()
-    assert blas_choice.key() == base
+    base = blas_choice.key(blas.library_files())
+    assert blas_choice.key(blas.library_files()) == base
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
-    assert blas_choice.key() != base
+    assert blas_choice.key(blas.library_files()) != base
     monkeypatch.delenv("OPENBLAS_CORETYPE")
     monkeypatch.setenv("SHARDC_BLAS_THREADS", "2")
-    assert blas_choice.key() != base
+    assert blas_choice.key(blas.library_files()) != base
 
 
 def test_the_measurement_times_every_library():
@@ -148,7 +148,7 @@ def test_openblas_runs_on_the_threads_asked(tmp_path):
     import sys
 
     code = (
-        "import ctypes, json, numpy as np; from shardc.runtime.kernels import blas;"
+        "import ctypes, json, numpy as np; from shardc.runtime.execute.kernels import blas;"
         "a = np.ones((256, 256), np.float32); blas.matmul(a, a, np.empty_like(a));"
         "lib = ctypes.CDLL(blas.openblas_path());"
         "print(json.dumps([blas.active_path(), lib.scipy_openblas_get_num_threads64_()]))"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime.kernels import blas
+from shardc.runtime.execute.kernels import blas
 
 @pytest.mark.parametrize("t, h, d", [(16, 4, 8), (5, 3, 7), (128, 4, 64)])
 def test_interleaved_outputs_and_operands(blas_library, t, h, d):

@@ -1,13 +1,13 @@
-"""Small collectives held and bucketed (`shardc.runtime.comm.hold`): results bitwise the
+"""Small collectives held and bucketed (`shardc.runtime.execute.comm.hold`): results bitwise the
 separate calls', one call per bucket, what is held and when it runs; and the scheduled
 training step on simulated ranks, bucketed and not, bitwise equal with fewer calls."""
 
 import numpy as np
 import pytest
 
-from shardc.runtime import comm as comm_mod
-from shardc.runtime import overlap
-from shardc.runtime.comm import SimulatedMPI, hold, held_count, run_simulated
+from shardc.runtime.execute import comm as comm_mod
+from shardc.runtime.codegen import overlap
+from shardc.runtime.execute.comm import SimulatedMPI, hold, held_count, run_simulated
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def calls(monkeypatch):
 def _held_round(r: int, n: int, sizes=(3, 8, 5)):
     """Per rank: held allreduces, reduce-scatters and all-gathers of `sizes`, some into
     strided views, waited for in an odd order; the separate calls' results alongside."""
-    from shardc.runtime.comm import current_comm
+    from shardc.runtime.execute.comm import current_comm
 
     b = current_comm().mpi_backend()
     world = b.comm_world()
@@ -69,7 +69,7 @@ def test_bucket_bitwise_the_separate_calls_and_one_call_per_kind(n, calls):
 
 def test_large_or_switched_off_is_not_held(monkeypatch):
     def body(r: int):
-        from shardc.runtime.comm import current_comm
+        from shardc.runtime.execute.comm import current_comm
 
         b = current_comm().mpi_backend()
         world = b.comm_world()
@@ -90,7 +90,7 @@ def test_large_or_switched_off_is_not_held(monkeypatch):
 
 def test_one_run_for_all_held_and_a_second_wait_runs_nothing(calls):
     def body(r: int):
-        from shardc.runtime.comm import current_comm
+        from shardc.runtime.execute.comm import current_comm
 
         b = current_comm().mpi_backend()
         world = b.comm_world()

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from shardc.runtime import compile_text
-from shardc.runtime import structured_run as sr
-from shardc.runtime.compiled import RuntimeExecutionError
-from shardc.runtime.kernels import blas
+from shardc.runtime.execute import structured_run as sr
+from shardc.runtime.execute.compiled import RuntimeExecutionError
+from shardc.runtime.execute.kernels import blas
 
 
 RNG = np.random.default_rng(11)

@@ -9,9 +9,10 @@ from xdsl.parser import Parser
 
 from shardc.context import make_context
 from shardc.runtime import compile_module, compile_text
-from shardc.runtime import compile as rt_compile
-from shardc.runtime.compile import CompileError, ModuleCodegen, RuntimeExecutionError
-from shardc.runtime.kernels import _MODULES, cf as cf_kernels  # pyright: ignore[reportPrivateUsage]
+from shardc.runtime.codegen import compile as rt_compile
+from shardc.runtime.codegen.builder import CompileError, ModuleCodegen
+from shardc.runtime.codegen.compile import RuntimeExecutionError
+from shardc.runtime.codegen.kernels import _MODULES, cf as cf_kernels  # pyright: ignore[reportPrivateUsage]
 
 ASSERT = """
 func.func @f(%x: index) -> index {

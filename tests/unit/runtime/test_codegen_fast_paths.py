@@ -18,10 +18,11 @@ from shardc.context import make_context
 from shardc.ir import printer as shardc_printer
 from shardc.ir.fast_parser import FastParser
 from shardc.ir.printer import module_to_string
-from shardc.runtime import compile as rt_compile
-from shardc.runtime.compile import CompileError, compile_module
-from shardc.runtime.kernels import fused
-from shardc.runtime.structured import ins_outs
+from shardc.runtime.codegen import compile as rt_compile
+from shardc.runtime.codegen.builder import CompileError
+from shardc.runtime.codegen.compile import compile_module
+from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.codegen.structured import ins_outs
 
 MODULE = """
 func.func @f(%a: tensor<8x4xf32>, %b: tensor<4x3xf32>, %c: tensor<8x3xf32>, %i: tensor<8xi32>) -> (tensor<8x3xf32>, tensor<8x3xf32>, tensor<8xi32>) {

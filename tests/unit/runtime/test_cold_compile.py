@@ -19,9 +19,9 @@ from xdsl.ir import Block
 from xdsl.printer import Printer
 
 from shardc.ir.printer import module_to_string
-from shardc.runtime import compile as rt_compile
-from shardc.runtime.cache import compile_cached, make_key, parse_lowered
-from shardc.runtime.compile import compile_module
+from shardc.runtime.codegen import compile as rt_compile
+from shardc.runtime.codegen.cache import compile_cached, make_key, parse_lowered
+from shardc.runtime.codegen.compile import compile_module
 
 pytestmark = pytest.mark.usefixtures("_own_cache")  # conftest: an empty cache directory per test
 
@@ -166,7 +166,7 @@ def _without_dels(chunk: str) -> str:
 
 
 def test_dels_are_placed_as_from_the_tree_on_generated_code():
-    from shardc.runtime.cache import split_functions
+    from shardc.runtime.codegen.cache import split_functions
     from shardc.training.gpt import GPTConfig
     from shardc.training.trainer import TrainingConfig, compile_program
 
@@ -176,17 +176,17 @@ def test_dels_are_placed_as_from_the_tree_on_generated_code():
     assert set(pieces) >= {"train_step", "adamw_step", "loss"} or len(pieces) == 3
     for pyname, (_, text) in pieces.items():
         body = "\n".join(line for line in _without_dels(text).split("\n") if not line.startswith(f"{pyname}."))
-        assert rt_compile._free_dead_values(body) == _reference_free_dead_values(body)  # pyright: ignore[reportPrivateUsage]
+        assert rt_compile.free_dead_values(body) == _reference_free_dead_values(body)  # pyright: ignore[reportPrivateUsage]
 
 
 def test_a_name_in_a_literal_only_delays_its_del():
     source = "def f(a):\n    '@f'\n    x_1 = a + 1\n    y_2 = x_1 * 2\n    z_3 = g('x_1', y_2)\n    return z_3\n"
-    out = rt_compile._free_dead_values(source)  # pyright: ignore[reportPrivateUsage]
+    out = rt_compile.free_dead_values(source)  # pyright: ignore[reportPrivateUsage]
     lines = out.split("\n")
     at = lines.index("    z_3 = g('x_1', y_2)")
     assert lines[at - 1] == "    y_2 = x_1 * 2"  # x_1's del is not before its last mention
     assert lines[at + 1] == "    del x_1, y_2"  # later than its last use, never earlier
-    plain = rt_compile._free_dead_values(source.replace("'x_1'", "'w'"))  # pyright: ignore[reportPrivateUsage]
+    plain = rt_compile.free_dead_values(source.replace("'x_1'", "'w'"))  # pyright: ignore[reportPrivateUsage]
     assert "    y_2 = x_1 * 2\n    del x_1\n" in plain
 
 
@@ -194,7 +194,7 @@ def test_a_name_in_a_literal_only_delays_its_del():
 
 
 def test_fusion_order_from_positions_agrees_with_walking_the_block():
-    from shardc.runtime.fusion import after
+    from shardc.runtime.codegen.fusion import after
 
     m = parse_lowered(CHAIN)
     block = next(op for op in m.walk() if op.name == "func.func").regions[0].blocks.first

@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from shardc.runtime.comm import CommError, RankFailed, current_comm, run_simulated
+from shardc.runtime.execute.comm import CommError, RankFailed, current_comm, run_simulated
 
 GRIDS = [(4,), (2, 3), (3, 2)]
 

@@ -1,4 +1,4 @@
-"""The persistent compile cache (shardc.runtime.cache): hits, misses on any change of
+"""The persistent compile cache (shardc.runtime.codegen.cache): hits, misses on any change of
 what the compile depends on, concurrent writers, corrupt and hostile entries, refused
 directories, SHARDC_CACHE=0, and its use by the trainer and shardc-run."""
 
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import shardc
-from shardc.runtime import cache
-from shardc.runtime.cache import CachedModule, DiskCache, Entry, compile_cached, make_key, parse_lowered
+from shardc.runtime.codegen import cache
+from shardc.runtime.codegen.cache import CachedModule, DiskCache, Entry, compile_cached, make_key, parse_lowered
 
 pytestmark = pytest.mark.usefixtures("_own_cache")  # conftest: an empty cache directory per test
 
@@ -262,13 +262,15 @@ def test_source_must_hash_to_what_the_entry_claims(_own_cache, capsys):
 HOSTILE = [
     ["global", "posix", "system"],
     ["global", "builtins", "eval"],
-    ["global", "shardc.runtime.compile", "compile_text"],
-    ["global", "shardc.runtime.launch", "run_program"],
-    ["global", "shardc.runtime.cache", "compile_cached"],
-    ["global", "shardc.runtime.structured", "__builtins__"],
+    ["global", "shardc.runtime.codegen.compile", "compile_text"],
+    ["global", "shardc.launch", "run_program"],
+    ["global", "shardc.runtime.codegen.cache", "compile_cached"],
+    ["global", "shardc.runtime.codegen.structured", "__builtins__"],
+    ["global", "shardc.runtime.codegen.structured", "emit_structured"],  # the code-generation side
+    ["global", "shardc.runtime.execute.compiled", "tune_allocator"],
     ["ufunc_method", "add", "__call__"],
     ["ufunc", "load"],
-    ["object", ["global", "shardc.runtime.compile", "CompileError"], []],
+    ["object", ["global", "shardc.runtime.codegen.compile", "CompileError"], []],
     ["ndarray", "|O", [1], [0, 8]],
     ["bytes", [0, 10**9]],
     ["nope"],
@@ -299,7 +301,7 @@ def test_constants_naming_anything_else_are_refused(node, _own_cache, capsys):
 def test_constants_round_trip():
     """What the runtime binds comes back equal, shared objects stay shared, sentinels
     stay distinct objects."""
-    from shardc.runtime.sharding import RuntimeSharding
+    from shardc.runtime.execute.sharding import RuntimeSharding
 
     sh = RuntimeSharding("grid", (2, 2), ((0,), (), (1,)), (1, 1), ())
     arr = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -320,7 +322,7 @@ def test_constants_never_import_a_module(monkeypatch):
     """A runtime module that is not loaded cannot be named (an entry imports nothing)."""
     import types
 
-    mod = types.ModuleType("shardc.runtime.not_loaded_x")
+    mod = types.ModuleType("shardc.runtime.execute.not_loaded_x")
     exec("def f():\n    return 1\n", mod.__dict__)
     mod.f.__module__ = mod.__name__
     monkeypatch.setitem(sys.modules, mod.__name__, mod)
@@ -332,7 +334,7 @@ def test_constants_never_import_a_module(monkeypatch):
 
 
 def test_unstorable_constants_compile_without_an_entry(_own_cache):
-    from shardc.runtime.compile import compile_module
+    from shardc.runtime.codegen.compile import compile_module
 
     cm = compile_module(parse_lowered(PROGRAM), "t")
     cm.bindings["_weird"] = lambda: None  # a closure cannot be named
@@ -397,7 +399,7 @@ def test_trainer_step_is_cached(_own_cache):
 
 def _identity_now() -> str:
     """The compiler identity as a new process computes it (the sources as they are now)."""
-    code = "from shardc.runtime.cache import compiler_identity; print(compiler_identity())"
+    code = "from shardc.runtime.codegen.cache import compiler_identity; print(compiler_identity())"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
 
 
@@ -415,7 +417,7 @@ def test_shardc_run_second_run_hits(_own_cache):
 
 
 def test_run_program_uses_the_cache(_own_cache):
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     text = (ROOT / "examples" / "mlp.mlir").read_text()
     rng = np.random.default_rng(3)

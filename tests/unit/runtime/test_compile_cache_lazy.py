@@ -1,6 +1,6 @@
 """A compile-cache hit compiles each generated function when it is first needed (issue
 #16: the training step never needs `@loss`), checks the compiled code before it runs
-(`codegen_safe.check_code`), and behaves as the eagerly compiled module: same results,
+(`code_check.check_code`), and behaves as the eagerly compiled module: same results,
 calls between functions, donation attributes, tracebacks that quote the stored lines."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import traceback
 import numpy as np
 import pytest
 
-from shardc.runtime import cache
-from shardc.runtime.cache import CachedModule, CorruptEntry, DiskCache, Entry, compile_cached, make_key, parse_lowered, split_functions
-from shardc.runtime.codegen_safe import check_code
+from shardc.runtime.codegen import cache
+from shardc.runtime.codegen.cache import CachedModule, CorruptEntry, DiskCache, Entry, compile_cached, make_key, parse_lowered, split_functions
+from shardc.runtime.execute.code_check import check_code
 
 pytestmark = pytest.mark.usefixtures("_own_cache")  # conftest: an empty cache directory per test
 
@@ -152,7 +152,7 @@ def test_check_code_accepts_the_runtime_s_code():
 _MEMREF_JOB = """
 import json, sys
 import numpy as np
-from shardc.runtime.cache import compile_cached, make_key, parse_lowered
+from shardc.runtime.codegen.cache import compile_cached, make_key, parse_lowered
 TEXT = '''
 func.func @flat(%a: memref<2x3xf32>) -> memref<6xf32> {
   %r = memref.collapse_shape %a [[0, 1]] : memref<2x3xf32> into memref<6xf32>
@@ -182,6 +182,6 @@ def test_a_hit_loads_the_run_time_part_of_memref_alone(_own_cache):
         runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
     cold, warm = runs
     assert (cold["source"], warm["source"]) == ("compiled", "cache") and warm["out"] == cold["out"] == list(range(6))
-    assert "shardc.runtime.kernels.memref" in cold["modules"]  # the check is live
-    assert "shardc.runtime.kernels.memref_run" in warm["modules"]
-    assert not {"shardc.runtime.kernels.memref", "xdsl.dialects.memref"} & set(warm["modules"])
+    assert "shardc.runtime.codegen.kernels.memref" in cold["modules"]  # the check is live
+    assert "shardc.runtime.execute.kernels.memref_run" in warm["modules"]
+    assert not {"shardc.runtime.codegen.kernels.memref", "xdsl.dialects.memref"} & set(warm["modules"])

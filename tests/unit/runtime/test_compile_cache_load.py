@@ -13,8 +13,8 @@ import traceback
 import numpy as np
 import pytest
 
-from shardc.runtime import cache
-from shardc.runtime.cache import CachedModule, Entry, compile_cached, make_key, parse_lowered
+from shardc.runtime.codegen import cache
+from shardc.runtime.codegen.cache import CachedModule, Entry, compile_cached, make_key, parse_lowered
 
 pytestmark = pytest.mark.usefixtures("_own_cache")  # conftest: an empty cache directory per test
 

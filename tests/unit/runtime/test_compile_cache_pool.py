@@ -10,11 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from shardc.runtime import cache
-from shardc.runtime.cache import CorruptEntry, dump_bindings, load_bindings
-from shardc.runtime.structured import Aligner
+from shardc.runtime.codegen import cache
+from shardc.runtime.codegen.cache import CorruptEntry, dump_bindings, load_bindings
+from shardc.runtime.execute.structured_run import Aligner
 
-_ALIGNER = ["global", "shardc.runtime.structured", "Aligner"]
+_ALIGNER = ["global", "shardc.runtime.execute.structured_run", "Aligner"]
 
 
 def _pool(tree: dict) -> bytes:
@@ -49,8 +49,8 @@ def test_a_pool_without_objects_has_no_shape_table():
 @pytest.mark.parametrize(
     "shapes, obj",
     [
-        ([[["global", "shardc.runtime.compile", "CompileError"], []]], ["object", 0, []]),  # not a dataclass
-        ([[["global", "shardc.runtime.compile", "compile_text"], []]], ["object", 0, []]),  # not nameable
+        ([[["global", "shardc.runtime.codegen.compile", "CompileError"], []]], ["object", 0, []]),  # not a dataclass
+        ([[["global", "shardc.runtime.codegen.compile", "compile_text"], []]], ["object", 0, []]),  # not nameable
         ([[_ALIGNER, ["__class__"]]], ["object", 0, [1]]),  # a dunder attribute
         ([[_ALIGNER, [3]]], ["object", 0, [1]]),  # a name that is not a string
         ([[_ALIGNER, ["perm"]]], ["object", 1, [1]]),  # no such shape

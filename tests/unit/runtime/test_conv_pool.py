@@ -212,7 +212,7 @@ func.func @f(%x: tensor<1x2x5x5xf32>) -> tensor<1x2x2x2xf32> {
 def test_window_out_of_bounds_is_an_error(rng: np.random.Generator) -> None:
     """An input smaller than its map reaches (MLIR: undefined) stops with a message
     naming the op, instead of reading outside the array."""
-    from shardc.runtime.window_run import WindowBoundsError
+    from shardc.runtime.execute.window_run import WindowBoundsError
 
     text = """#in = affine_map<(d0, d1) -> (d0 + d1)>
 #k = affine_map<(d0, d1) -> (d1)>
@@ -239,7 +239,7 @@ def test_both_matmul_plans_match_torch(name: str, columns: int, rng: np.random.G
     """A windowed contraction runs as matmuls batched over the images or as one matmul
     whose result is transposed, by the columns each would have
     (`MIN_LEAD_BATCH_COLUMNS`): both give PyTorch's numbers, strided and dilated."""
-    from shardc.runtime import structured_run
+    from shardc.runtime.execute import structured_run
 
     monkeypatch.setattr(structured_run, "MIN_LEAD_BATCH_COLUMNS", columns)
     spec = next(s for s in SPECS if s.name == name)
@@ -252,7 +252,7 @@ def test_im2col_copy_runs_along_the_longer_axis() -> None:
     """A window view whose columns' last axis is 3 long and the rows' 32 (a weight
     gradient: kernel positions against image rows) is copied along the rows and handed
     to the matmul transposed; the values are the plain reshape's."""
-    from shardc.runtime.structured_run import _matrix
+    from shardc.runtime.execute.structured_run import _matrix
 
     x = np.lib.stride_tricks.sliding_window_view(np.arange(2 * 34 * 34, dtype=np.float32).reshape(2, 34, 34), (32, 32), axis=(1, 2))
     x = x.transpose(0, 3, 4, 1, 2)  # (c, kh=32, kw=32 | oh=3, ow=3): rows, then columns
@@ -269,7 +269,7 @@ def test_both_pooling_paths_match_torch(name: str, points: int, rng: np.random.G
     """Pooling reduces the window axes with numpy's reduce, or (up to
     `MAX_WINDOW_POINTS` positions) combines one whole-array slice per window position
     into the init: both give PyTorch's numbers."""
-    from shardc.runtime import structured_run
+    from shardc.runtime.execute import structured_run
 
     monkeypatch.setattr(structured_run, "MAX_WINDOW_POINTS", points)
     test_pooling_matches_torch(next(s for s in SPECS if s.name == name), "both", rng)
@@ -282,7 +282,7 @@ def _count_shift_plans(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bool], lis
     """Force the shifted matmuls (`ShiftPlan`) for any image size; record whether each
     run took them and which loop (True: over the kernel positions; False: over the
     output positions, the dual shift)."""
-    from shardc.runtime import window_run
+    from shardc.runtime.execute import window_run
 
     monkeypatch.setattr(window_run, "MIN_SHIFT_COLUMNS", 0)
     monkeypatch.setattr(window_run, "MAX_SHIFTS", 10**6)
@@ -339,7 +339,7 @@ def test_dual_shift_matches_torch(spec: WindowOpSpec, attrs: str, chunked: bool,
     position, channels summed one at a time where they cannot join the image's columns,
     the columns whole or in chunks (`DUAL_CHUNK_BYTES`, here one column): PyTorch's
     numbers."""
-    from shardc.runtime import window_run
+    from shardc.runtime.execute import window_run
 
     taken, loops = _count_shift_plans(monkeypatch)
     if chunked:
@@ -361,8 +361,8 @@ def test_avg_pool_training_step_matches_torch(shifted: bool, monkeypatch: pytest
     import copy
 
     from shardc.frontends.torch_train import export_train_step
-    from shardc.runtime import window_run
-    from shardc.runtime.launch import run_program
+    from shardc.runtime.execute import window_run
+    from shardc.launch import run_program
 
     if shifted:
         taken, _ = _count_shift_plans(monkeypatch)
@@ -415,8 +415,8 @@ def test_conv_training_step_matches_torch(name: str, shifted: bool, monkeypatch:
     import copy
 
     from shardc.frontends.torch_train import export_train_step
-    from shardc.runtime import window_run
-    from shardc.runtime.launch import run_program
+    from shardc.runtime.execute import window_run
+    from shardc.launch import run_program
 
     if shifted:
         taken, loops = _count_shift_plans(monkeypatch)
@@ -450,8 +450,8 @@ def test_depthwise_loop_nest_matches_torch(attrs: str, rng: np.random.Generator,
     nest (`DepthwisePlan`, numba) at any strides and dilations, taken here even for a
     small image: PyTorch's numbers; `SHARDC_KERNELS=numpy` takes the windowed path."""
     pytest.importorskip("numba")
-    from shardc.runtime import window_run
-    from shardc.runtime.kernels import fused_run
+    from shardc.runtime.execute import window_run
+    from shardc.runtime.execute.kernels import fused_run
 
     monkeypatch.setattr(fused_run, "MIN_ELEMENTS", 0)
     taken: list[bool] = []
@@ -482,7 +482,7 @@ def test_max_pool_training_step_matches_torch(kernel: int, stride: int) -> None:
     import copy
 
     from shardc.frontends.torch_train import export_train_step
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     class ScaledPool(torch.nn.Module):
         def __init__(self) -> None:

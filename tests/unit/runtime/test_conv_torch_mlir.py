@@ -160,7 +160,7 @@ def test_cnn_step_gradients_equal_pytorch() -> None:
     """The imported training step (conv, max pool and average pool backward) gives
     PyTorch's loss and gradients."""
     from shardc.frontends.torch_train import export_train_step
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     torch.manual_seed(0)
     model = TrainCNN()
@@ -208,7 +208,7 @@ def test_max_pool_gradient_goes_to_the_first_maximum() -> None:
     (`select(out == -1, select(x == max, position, out), out)`) sends the gradient to the
     first maximum in window order, as PyTorch does."""
     from shardc.frontends.torch_train import export_train_step
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     class Pool(nn.Module):
         def __init__(self) -> None:
@@ -250,7 +250,7 @@ def test_avg_pool_gradient_equals_pytorch(name: str) -> None:
     """avg_pool2d's backward, which torch-mlir cannot lower, through the training
     import's decomposition (`frontends/torch_decomp.py`): every divisor rule."""
     from shardc.frontends.torch_train import export_train_step
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     kw = AVG_POOLS[name]
 
@@ -293,7 +293,7 @@ def test_grouped_conv_gradients_equal_pytorch(name: str) -> None:
     not at all) through the training import's decomposition: two layers, so that the
     second's input gradient feeds the first's weight gradient."""
     from shardc.frontends.torch_train import export_train_step
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     nd, kw = GROUPED[name]
     conv = (nn.Conv1d, nn.Conv2d, nn.Conv3d)[nd - 1]

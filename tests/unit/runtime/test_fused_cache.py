@@ -14,15 +14,17 @@ import sys
 import numpy as np
 import pytest
 
-from shardc.runtime.kernels import fused
+from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.execute.kernels import fused_run
 
-pytestmark = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+pytestmark = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 _CHILD = r"""
 import json, sys
 import numpy as np
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.execute.kernels import fused_run
 
 op, out = sys.argv[1], sys.argv[2]
 t = "tensor<64x1024xf32>"
@@ -44,9 +46,9 @@ rng = np.random.default_rng(0)
 x, y = (rng.standard_normal((64, 1024)).astype(np.float32) for _ in range(2))
 r = compile_text(text).call("f", x, y)
 np.save(out, r)
-fns = fused._helpers()[1]
+fns = fused_run.kernel_helpers()[1]
 helpers = {k: [sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values()), len(f.signatures)] for k, f in fns.items()}
-(kernel,) = fused._COMPILED.values()
+(kernel,) = fused_run._COMPILED.values()
 print(json.dumps({"helpers": helpers, "kernel": [sum(kernel.stats.cache_hits.values()), sum(kernel.stats.cache_misses.values())], "cached": fused.cache_dir() is not None}))
 """
 

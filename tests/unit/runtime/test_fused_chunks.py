@@ -8,13 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime import horizontal, horizontal_run  # the run time (what the tests patch) is in horizontal_run
+from shardc.runtime.codegen import horizontal  # the run time (what the tests patch) is in horizontal_run
+from shardc.runtime.execute import horizontal_run
 from shardc.context import make_context
 from shardc.ir.fast_parser import FastParser
-from shardc.runtime.compile import compile_module, compile_text
-from shardc.runtime.kernels import fused
+from shardc.runtime.codegen.compile import compile_module, compile_text
+from shardc.runtime.execute.kernels import fused_run
 
-pytestmark = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+pytestmark = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 T = "tensor<64xf32>"
 # bodies of their own (constants are kernel arguments, so the ops): no other test's

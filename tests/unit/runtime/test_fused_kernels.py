@@ -1,4 +1,4 @@
-"""Fused elementwise kernels (`shardc.runtime.kernels.fused`): a body runs as a few
+"""Fused elementwise kernels (`shardc.runtime.codegen.kernels.fused`): a body runs as a few
 loop nests and numpy ufuncs, with results equal to the numpy path; the kernel source
 holds no IR text; `SHARDC_KERNELS=numpy` and missing numba keep the numpy path; the
 disk cache lives only in a private directory."""
@@ -12,11 +12,12 @@ import re
 import numpy as np
 import pytest
 
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused, fused_run  # the run time (what the tests patch) is in fused_run
-from shardc.runtime.structured import StructuredSpec
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.codegen.kernels import fused  # the run time (what the tests patch) is in fused_run
+from shardc.runtime.execute.kernels import fused_run
+from shardc.runtime.codegen.structured import StructuredSpec
 
-needs_numba = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+needs_numba = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 M, N = 64, 1024  # 64K elements: above fused.MIN_ELEMENTS
 
@@ -278,7 +279,7 @@ def test_disk_cache_file_is_the_source(tmp_path, monkeypatch):
         (path,) = [p for p in (tmp_path / "kernels").glob("k_*.py")] if tamper else [None]
         if tamper:
             path.write_text(src.replace("3", "4"))
-        fused._compile(src)(np.arange(4, dtype=np.float32), out)
+        fused_run.compile_kernel(src)(np.arange(4, dtype=np.float32), out)
         np.testing.assert_array_equal(out, [0, 3, 6, 9])
     (path,) = [p for p in (tmp_path / "kernels").glob("k_*.py")]  # beside the helpers' h_*.py
     assert path.read_text() == src
@@ -403,7 +404,7 @@ def test_a_refused_variant_takes_the_numpy_path(monkeypatch):
     monkeypatch.setenv("SHARDC_KERNELS", "numpy")
     ref = np.asarray(cm.call("f", x, y, yt))
     monkeypatch.setenv("SHARDC_KERNELS", "auto")
-    real = fused._compile
-    monkeypatch.setattr(fused_run, "_compile", lambda src: (_ for _ in ()).throw(fused_run.KernelRefused("refused")) if "[0, i1]" in src else real(src))
+    real = fused_run.compile_kernel
+    monkeypatch.setattr(fused_run, "compile_kernel", lambda src: (_ for _ in ()).throw(fused_run.KernelRefused("refused")) if "[0, i1]" in src else real(src))
     assert spec.fused([x, y[None, :], yt.T, np.empty_like(x)], (M, N)) is None
     np.testing.assert_array_equal(np.asarray(cm.call("f", x, y, yt)), ref)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused
-from shardc.runtime.structured import StructuredSpec
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.execute.kernels import fused_run
+from shardc.runtime.codegen.structured import StructuredSpec
 
-pytestmark = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+pytestmark = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 B, T = 128, 512  # 64K elements: above fused.MIN_ELEMENTS
 

@@ -1,4 +1,4 @@
-"""Elementwise fusion before code generation (`shardc.runtime.fusion`): which chains
+"""Elementwise fusion before code generation (`shardc.runtime.codegen.fusion`): which chains
 fuse, that maps compose (transposes, broadcasts), that results equal the unfused run,
 and that the caller's module is left as it was."""
 
@@ -9,7 +9,7 @@ from xdsl.parser import Parser
 from shardc.context import make_context
 from shardc.ir.printer import module_to_string
 from shardc.runtime import compile_module
-from shardc.runtime.fusion import fuse_elementwise
+from shardc.runtime.codegen.fusion import fuse_elementwise
 
 
 def generic(name: str, ins: list[tuple[str, str, str]], out_type: str, dims: str, body: str, iters: str = "") -> str:

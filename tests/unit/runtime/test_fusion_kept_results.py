@@ -1,5 +1,5 @@
 """Fusion of a producer whose result has other users after the consumer
-(`shardc.runtime.fusion`): the fused generic yields that value as an extra result, so
+(`shardc.runtime.codegen.fusion`): the fused generic yields that value as an extra result, so
 an AdamW update (m', v' both returned and read by p') is one pass; a use before the
 consumer, or a consumer that reads the value through a broadcast, keeps them apart."""
 
@@ -7,7 +7,7 @@ import numpy as np
 from test_fusion import EXP, SQUARE, T23, T3, generic, generics, module
 
 from shardc.runtime import compile_module
-from shardc.runtime.fusion import fuse_elementwise
+from shardc.runtime.codegen.fusion import fuse_elementwise
 
 ADD = "    %r = arith.addf %a0, %a1 : f32\n    linalg.yield %r : f32"
 MUL2 = "    %r = arith.mulf %a0, %a1 : f32\n    linalg.yield %r : f32"

@@ -1,4 +1,4 @@
-"""Fusion of a producer with several results (`shardc.runtime.fusion`): a fused op that
+"""Fusion of a producer with several results (`shardc.runtime.codegen.fusion`): a fused op that
 kept a value for later users fuses on into its consumer, each result with other users
 yielded again, so a chain whose every link is saved for the backward pass (GELU's
 pre-activation, its square, its tanh) becomes one op; results equal the unfused run.
@@ -9,7 +9,7 @@ import numpy as np
 from test_fusion import EXP, SQUARE, T3, T23, generic, generics, module
 
 from shardc.runtime import compile_module
-from shardc.runtime.fusion import fuse_elementwise
+from shardc.runtime.codegen.fusion import fuse_elementwise
 
 ADD = "    %r = arith.addf %a0, %a1 : f32\n    linalg.yield %r : f32"
 BIAS = "    %r = arith.addf %a0, %a1 : f32\n    linalg.yield %r : f32"

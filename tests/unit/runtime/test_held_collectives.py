@@ -6,9 +6,9 @@ and run there as one call per kind; results bitwise those run where written
 import numpy as np
 import pytest
 
-from shardc.runtime import overlap
-from shardc.runtime.comm import BUCKET_BYTES, SimulatedMPI, run_simulated
-from shardc.runtime.compile import compile_text
+from shardc.runtime.codegen import overlap
+from shardc.runtime.execute.comm import BUCKET_BYTES, SimulatedMPI, run_simulated
+from shardc.runtime.codegen.compile import compile_text
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Horizontal fusion (`shardc.runtime.horizontal`): same-bodied independent elementwise
+"""Horizontal fusion (`shardc.runtime.codegen.horizontal`): same-bodied independent elementwise
 generics run as one kernel call; results bitwise equal to one call per generic, donated
 arrays still written in place, no IR text in the kernel, numpy path when switched off."""
 
@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
-from shardc.runtime import horizontal, horizontal_run  # the run time (what the tests patch) is in horizontal_run
-from shardc.runtime.compile import compile_module, compile_text
-from shardc.runtime.kernels import fused, fused_run
+from shardc.runtime.codegen import horizontal  # the run time (what the tests patch) is in horizontal_run
+from shardc.runtime.execute import horizontal_run
+from shardc.runtime.codegen.compile import compile_module, compile_text
+from shardc.runtime.execute.kernels import fused_run
 from shardc.training.gpt import GPTConfig, param_specs
 from shardc.training.optimizer import AdamWConfig, adamw_donation
 from shardc.training.step import build_adamw_step
 
-needs_numba = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+needs_numba = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 CFG = GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=64)
 

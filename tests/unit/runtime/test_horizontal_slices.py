@@ -1,4 +1,4 @@
-"""Horizontal fusion of generics reading slices of arguments (`shardc.runtime.horizontal`):
+"""Horizontal fusion of generics reading slices of arguments (`shardc.runtime.codegen.horizontal`):
 a ZeRO rank updates its share of each parameter, a `tensor.extract_slice` at an offset
 computed from its rank, with the all-gather of the previous parameter between two
 updates. The slices and their offsets' arithmetic move up to the group's first member,
@@ -10,11 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime import horizontal, horizontal_run
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused
+from shardc.runtime.codegen import horizontal
+from shardc.runtime.execute import horizontal_run
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.execute.kernels import fused_run
 
-needs_numba = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+needs_numba = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 T, S, F = "tensor<8x32xf32>", "tensor<8x16xf32>", "f32"
 ID = "affine_map<(d0, d1) -> (d0, d1)>"

@@ -10,8 +10,8 @@ import pytest
 
 from shardc.context import make_context
 from shardc.ir.fast_parser import FastParser
-from shardc.runtime.compile import compile_module
-from shardc.runtime.kernels.fused import InplaceUfunc, build_kernel
+from shardc.runtime.codegen.compile import compile_module
+from shardc.runtime.codegen.kernels.fused import InplaceUfunc, build_kernel
 
 RNG = np.random.default_rng(5)
 

@@ -10,10 +10,10 @@ import hashlib
 import numpy as np
 import pytest
 
-from shardc.runtime import horizontal_run
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused_run, rows_run, vecmath
-from shardc.runtime.structured_run import StructuredSpec
+from shardc.runtime.execute import horizontal_run
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.execute.kernels import fused_run, rows_run, vecmath
+from shardc.runtime.execute.structured_run import StructuredSpec
 
 needs_numba = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
@@ -40,7 +40,7 @@ def test_both_kinds_of_helpers_come_from_one_function_with_their_source_hash(mon
     kinds: list[str] = []
     real = fused_run.jit_helpers
     monkeypatch.setattr(fused_run, "jit_helpers", lambda kind, *a: kinds.append(kind) or real(kind, *a))
-    h1, f1 = fused_run._helpers()  # pyright: ignore[reportPrivateUsage]
+    h1, f1 = fused_run.kernel_helpers()  # pyright: ignore[reportPrivateUsage]
     h2, f2 = rows_run._row_helpers()  # pyright: ignore[reportPrivateUsage]
     assert kinds == ["helpers", "rowhelpers"]
     assert set(f1) == {"exp32", "tanh32", "erf32"} and set(f2) == {"rsum32", "rsum64", "rnan", "rmax", "rmin"}
@@ -51,7 +51,7 @@ def test_both_kinds_of_helpers_come_from_one_function_with_their_source_hash(mon
     assert np.isnan(f2["rmax"](b, 3, np.float32(-np.inf)))  # rmax calls the compiled rnan
     assert f2["rsum32"](np.ones(5, np.float32), 5, np.float32(1)) == 6
     assert abs(f1["exp32"](1.0) - np.e) < 1e-6
-    assert fused_run._helpers() is not None and kinds == ["helpers", "rowhelpers", "helpers"]  # kept: nothing compiled again
+    assert fused_run.kernel_helpers() is not None and kinds == ["helpers", "rowhelpers", "helpers"]  # kept: nothing compiled again
     assert len(fused_run._HELPERS) == 2  # pyright: ignore[reportPrivateUsage]
 
 
@@ -62,11 +62,11 @@ def test_a_kernels_file_is_named_by_vecmath_its_helpers_and_its_source(monkeypat
     monkeypatch.setenv("SHARDC_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(rows_run, "_COMPILED", {})
     monkeypatch.setattr(fused_run, "_COMPILED", {})
-    h1, _ = fused_run._helpers()  # pyright: ignore[reportPrivateUsage]
+    h1, _ = fused_run.kernel_helpers()  # pyright: ignore[reportPrivateUsage]
     h2, _ = rows_run._row_helpers()  # pyright: ignore[reportPrivateUsage]
     out = np.empty(4, np.float32)
     rows_run._compile(SRC)(np.arange(4, dtype=np.float32), out)  # pyright: ignore[reportPrivateUsage]
-    fused_run._compile(SRC)(np.arange(4, dtype=np.float32), out)  # pyright: ignore[reportPrivateUsage]
+    fused_run.compile_kernel(SRC)(np.arange(4, dtype=np.float32), out)  # pyright: ignore[reportPrivateUsage]
     assert np.array_equal(out, [0, 3, 6, 9])
     for kind, ids in (("rowkernel", [h1, h2]), ("kernel", [h1])):
         digest = hashlib.sha256("\n".join([vecmath.VERSION, *ids, SRC]).encode()).hexdigest()[:24]
@@ -102,7 +102,7 @@ def test_a_refused_kernel_takes_the_numpy_path_everywhere(monkeypatch):
 
 def test_errors_other_than_a_refusal_reach_the_caller(monkeypatch):
     """Only `KernelRefused` is caught: a bug elsewhere is not hidden behind the numpy path."""
-    monkeypatch.setattr(fused_run, "_compile", lambda src: (_ for _ in ()).throw(ValueError("a bug")))
+    monkeypatch.setattr(fused_run, "compile_kernel", lambda src: (_ for _ in ()).throw(ValueError("a bug")))
     group = horizontal_run.Group(members=[], source=SRC)
     with pytest.raises(ValueError, match="a bug"):
         horizontal_run._load(group)  # pyright: ignore[reportPrivateUsage]

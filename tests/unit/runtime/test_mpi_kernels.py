@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from shardc.runtime import compile_text
-from shardc.runtime.comm import RankFailed, run_simulated
+from shardc.runtime.execute.comm import RankFailed, run_simulated
 
 SIZES = [1, 2, 3, 4]
 

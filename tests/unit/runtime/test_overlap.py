@@ -1,4 +1,4 @@
-"""The overlap schedule (shardc.runtime.overlap) on simulated ranks: where starts and
+"""The overlap schedule (shardc.runtime.codegen.overlap) on simulated ranks: where starts and
 waits go, that results are bitwise the blocking ones, nonblocking Comm calls, the cap,
 and a failing rank ending a wait.
 
@@ -10,9 +10,9 @@ import re
 import numpy as np
 import pytest
 
-from shardc.runtime import overlap
-from shardc.runtime.comm import RankFailed, SimulatedComm, SimulatedWorld, run_simulated, use_comm
-from shardc.runtime.compile import compile_text
+from shardc.runtime.codegen import overlap
+from shardc.runtime.execute.comm import RankFailed, SimulatedComm, SimulatedWorld, run_simulated, use_comm
+from shardc.runtime.codegen.compile import compile_text
 
 
 @pytest.fixture(autouse=True)
@@ -210,7 +210,7 @@ def test_training_step_bitwise_on_simulated_ranks(monkeypatch):
 
 def test_simulated_nonblocking_comm_calls_equal_blocking():
     def body() -> None:
-        from shardc.runtime.comm import current_comm
+        from shardc.runtime.execute.comm import current_comm
 
         c = current_comm()
         x = np.arange(12, dtype=np.float32).reshape(4, 3) * (c.rank + 1)
@@ -261,7 +261,7 @@ def test_switch_off_runs_blocking(monkeypatch):
 def test_by_default_blocks_are_emitted_as_written(monkeypatch):
     """Off unless asked: measured slower on a quiet machine. `SHARDC_OVERLAP=1` at
     compile time schedules, and the compile-cache key tells the two apart."""
-    from shardc.runtime.cache import make_key
+    from shardc.runtime.codegen.cache import make_key
 
     monkeypatch.setattr(overlap, "SCHEDULE", None)
     monkeypatch.delenv("SHARDC_OVERLAP", raising=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shardc.runtime import cache
+from shardc.runtime.codegen import cache
 from shardc.tools import run as run_tool
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -204,7 +204,7 @@ def _mlp_inputs() -> dict[str, np.ndarray]:
 
 
 def test_run_program_hit_skips_the_pipeline(passes, capsys, _own_cache):
-    from shardc.runtime.launch import run_program
+    from shardc.launch import run_program
 
     text, inputs = MLP.read_text(), _mlp_inputs()
     (a,) = run_program(text, inputs, ranks=4, pipeline="shard-to-mpi-pipeline")
@@ -222,7 +222,7 @@ def test_run_program_hit_skips_the_pipeline(passes, capsys, _own_cache):
 
 
 def test_run_program_error_is_the_same_on_every_call(_own_cache):
-    from shardc.runtime.launch import ProgramError, run_program
+    from shardc.launch import ProgramError, run_program
 
     bad = "func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %b : tensor<4xf32>\n}\n"
     messages = []
@@ -312,7 +312,7 @@ def test_torch_step_hit_skips_the_pipeline(mlp_step, pipeline_runs):
     rng = np.random.default_rng(0)
     args = [rng.standard_normal(t[1]).astype(t[0]) if t[0] is not None else np.float32(0) for t in warm.compiled.arg_specs("adamw_step")]
     args[-3:] = [np.float32(1e-2), np.int64(1), np.float32(1.0)]
-    from shardc.runtime.comm import run_simulated
+    from shardc.runtime.execute.comm import run_simulated
 
     outs = [run_simulated(2, lambda *a, p=p: p.call("adamw_step", *a), per_rank_args=[list(map(np.copy, args))] * 2) for p in (cold, warm)]
     for a, b in zip(outs[0][0], outs[1][0]):

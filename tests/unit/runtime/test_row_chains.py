@@ -1,4 +1,4 @@
-"""Row-chain kernels (`shardc.runtime.row_fusion`, `kernels/rows.py`): a softmax-shaped
+"""Row-chain kernels (`shardc.runtime.codegen.row_fusion`, `kernels/rows.py`): a softmax-shaped
 chain of elementwise generics and last-axis reductions runs as one kernel whose results
 equal the numpy path's within float32 rounding (odd row lengths, rows of length 1,
 -inf entries, fully masked rows, NaN, strided and transposed inputs, float64); it fires
@@ -14,12 +14,14 @@ import pytest
 
 from shardc.context import make_context
 from shardc.ir.fast_parser import FastParser
-from shardc.runtime.compile import compile_text
-from shardc.runtime.fusion import fuse_elementwise
-from shardc.runtime.kernels import fused, rows_run
-from shardc.runtime.row_fusion import RowChainOp, fuse_rows
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.codegen.fusion import fuse_elementwise
+from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.execute.kernels import fused_run
+from shardc.runtime.execute.kernels import rows_run
+from shardc.runtime.codegen.row_fusion import RowChainOp, fuse_rows
 
-pytestmark = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+pytestmark = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 DATA = Path(__file__).parents[2] / "data" / "torch_mlir"
 _NINF = {"f32": "0xFF800000", "f64": "0xFFF0000000000000"}
@@ -273,7 +275,7 @@ def test_kernel_pickles_and_its_run_time_needs_no_xdsl(monkeypatch):
     assert got is not None
     close([got[1], got[0]], [np.asarray(w) for w in want], np.float32)
     allowed = "{'xdsl', 'xdsl.utils', 'xdsl.utils.exceptions'}"
-    code = f"import sys, shardc.runtime.kernels.rows_run; bad = {{m for m in sys.modules if m.startswith('xdsl')}} - {allowed}; assert not bad, bad"
+    code = f"import sys, shardc.runtime.execute.kernels.rows_run; bad = {{m for m in sys.modules if m.startswith('xdsl')}} - {allowed}; assert not bad, bad"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

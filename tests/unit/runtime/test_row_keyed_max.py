@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused, rows_run
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.execute.kernels import fused_run
+from shardc.runtime.execute.kernels import rows_run
 
-pytestmark = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+pytestmark = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 _INIT = {"f32": {"ninf": "0xFF800000", "pinf": "0x7F800000", "nan": "0x7FC00000", "one": "1.0"}, "f64": {"ninf": "0xFFF0000000000000", "pinf": "0x7FF0000000000000"}}
 

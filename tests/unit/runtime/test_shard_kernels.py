@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from shardc.runtime import compile_text
-from shardc.runtime.comm import RankFailed, run_simulated
-from shardc.runtime.sharding import RuntimeSharding
+from shardc.runtime.execute.comm import RankFailed, run_simulated
+from shardc.runtime.execute.sharding import RuntimeSharding
 
 GRIDS = [(4,), (2, 3), (3, 2)]
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from shardc.runtime.comm import CommError, delinearize
-from shardc.runtime.sharding import RuntimeSharding, even_piece, resolve_grid
+from shardc.runtime.execute.comm import CommError, delinearize
+from shardc.runtime.execute.sharding import RuntimeSharding, even_piece, resolve_grid
 
 
 def test_even_piece_gives_remainder_to_trailing_pieces():

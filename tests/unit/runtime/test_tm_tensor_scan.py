@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime.launch import ProgramError, run_program
+from shardc.launch import ProgramError, run_program
 
 SCAN = """\
 func.func @main(%x: tensor<{shape}x{t}>, %acc: tensor<{acc_shape}{t}>) -> (tensor<{shape}x{t}>, tensor<{acc_shape}{t}>) {{

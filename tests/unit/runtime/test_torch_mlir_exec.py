@@ -16,7 +16,8 @@ import pytest
 from shardc.context import make_context
 from shardc.ir.locations import LocatingParser
 from shardc.runtime import compile_module, compile_text
-from shardc.runtime.compile import CompileError, RuntimeExecutionError
+from shardc.runtime.codegen.builder import CompileError
+from shardc.runtime.codegen.compile import RuntimeExecutionError
 
 DATA = Path(__file__).parents[2] / "data" / "torch_mlir"
 
@@ -310,7 +311,7 @@ func.func @f(%w: tensor<6x3xf32>) -> tensor<3x6xf32> {
 
 
 def test_erf_within_one_ulp_of_correctly_rounded() -> None:
-    from shardc.runtime.kernels.math import _erf  # pyright: ignore[reportPrivateUsage]
+    from shardc.runtime.execute.kernels.math_run import erf as _erf
 
     x = np.concatenate([np.linspace(-6, 6, 200001), [0.0, -0.0, 1e-30, 3.9, 4.0, 4.1, 30.0, np.inf, -np.inf]]).astype(np.float32)
     expected = np.array([math.erf(v) for v in x.astype(np.float64)]).astype(np.float32)
@@ -501,7 +502,7 @@ func.func @f(%x: tensor<3x5xf32>, %tok: tensor<3x5xi64>, %w: tensor<11x4xf32>) -
 
 
 def test_fusion_keeps_asserts_and_gathers() -> None:
-    from shardc.runtime.fusion import fuse_elementwise
+    from shardc.runtime.codegen.fusion import fuse_elementwise
 
     module = LocatingParser(make_context(), FUSED, "fused.mlir").parse_module()
     assert fuse_elementwise(module.clone()) == 2  # the sqrt into the add, the +1 into the gather

@@ -1,4 +1,4 @@
-"""The loop nests' float32 exp and tanh (`shardc.runtime.kernels.vecmath`): within one
+"""The loop nests' float32 exp and tanh (`shardc.runtime.execute.kernels.vecmath`): within one
 ulp of the correctly rounded result over a dense sweep of the float32 line and at the
 edges (+-0, subnormals, huge, +-inf, NaN), within two of numpy's own float32 ufuncs;
 and vectorized (SIMD arithmetic in the compiled loop, no call)."""
@@ -10,15 +10,15 @@ import re
 import numpy as np
 import pytest
 
-from shardc.runtime.kernels import fused
+from shardc.runtime.execute.kernels import fused_run
 
 numba = pytest.importorskip("numba", reason="numba (the [fast] extra) is not installed")
-if fused._numba() is None:
+if fused_run._numba() is None:
     pytest.skip("numba does not load here", allow_module_level=True)
 
 
 def _kernel(name: str):
-    helper = fused._vecmath()[name]
+    helper = fused_run._vecmath()[name]
 
     @numba.njit(nogil=True, error_model="numpy")
     def apply(x, out):

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from shardc.runtime import compile_text
-from shardc.runtime.kernels import tm_tensor
-from shardc.runtime.structured import StructuredSpec, contract2, run_structured
+from shardc.runtime.execute.kernels import tm_tensor_run
+from shardc.runtime.codegen.structured import StructuredSpec, contract2, run_structured
 
 DATA = Path(__file__).parents[2] / "data" / "torch_mlir"
 
@@ -255,7 +255,7 @@ def test_memref_fills_survive_the_runtime_rewrites() -> None:
 
 def _add_at(upd, idx, orig, dims):
     out = orig.copy()
-    pos = tm_tensor.scatter_positions(idx, upd.shape, orig.ndim, dims)
+    pos = tm_tensor_run.scatter_positions(idx, upd.shape, orig.ndim, dims)
     np.add.at(out, tuple(np.broadcast_to(p, upd.shape) for p in pos), upd)
     return out
 
@@ -270,29 +270,29 @@ def test_scatter_add_of_rows_equals_add_at(upd_shape, orig_shape, dims) -> None:
     idx = np.stack([rng.integers(0, orig_shape[d], upd_shape[0]) for d in dims], 1)  # repeats
     orig = rng.standard_normal(orig_shape).astype(np.float32)
     out = orig.copy()
-    assert tm_tensor._add_rows(out, upd, idx, dims)  # pyright: ignore[reportPrivateUsage]
+    assert tm_tensor_run.add_rows(out, upd, idx, dims)
     np.testing.assert_array_equal(out, _add_at(upd, idx, orig, dims))  # the same sums, in the same order
-    np.testing.assert_array_equal(tm_tensor.scatter_ufunc(np.add, upd, idx, orig, dims), out)
+    np.testing.assert_array_equal(tm_tensor_run.scatter_ufunc(np.add, upd, idx, orig, dims), out)
 
 
 def test_scatter_add_of_a_row_repeated_often_takes_add_at() -> None:
     upd = np.random.default_rng(9).standard_normal((100, 1, 4)).astype(np.float32)
     idx = np.zeros((100, 1), np.int64)
     orig = np.ones((3, 4), np.float32)
-    assert not tm_tensor._add_rows(orig.copy(), upd, idx, [0])  # pyright: ignore[reportPrivateUsage]
-    np.testing.assert_array_equal(tm_tensor.scatter_ufunc(np.add, upd, idx, orig, [0]), _add_at(upd, idx, orig, [0]))
+    assert not tm_tensor_run.add_rows(orig.copy(), upd, idx, [0])
+    np.testing.assert_array_equal(tm_tensor_run.scatter_ufunc(np.add, upd, idx, orig, [0]), _add_at(upd, idx, orig, [0]))
 
 
 def test_scatter_add_partial_slices_and_bad_indices_take_add_at() -> None:
     upd = np.ones((4, 1, 3), np.float32)
     orig = np.zeros((5, 6), np.float32)
     idx = np.array([[0], [2], [2], [4]])
-    assert not tm_tensor._add_rows(orig.copy(), upd, idx, [0])  # pyright: ignore[reportPrivateUsage]  # 3 of 6 columns
-    np.testing.assert_array_equal(tm_tensor.scatter_ufunc(np.add, upd, idx, orig, [0]), _add_at(upd, idx, orig, [0]))
+    assert not tm_tensor_run.add_rows(orig.copy(), upd, idx, [0])  # 3 of 6 columns
+    np.testing.assert_array_equal(tm_tensor_run.scatter_ufunc(np.add, upd, idx, orig, [0]), _add_at(upd, idx, orig, [0]))
     bad = np.array([[0], [2], [7], [4]])
-    assert not tm_tensor._add_rows(orig.copy(), np.ones((4, 1, 6), np.float32), bad, [0])  # pyright: ignore[reportPrivateUsage]
+    assert not tm_tensor_run.add_rows(orig.copy(), np.ones((4, 1, 6), np.float32), bad, [0])
     with pytest.raises(IndexError):
-        tm_tensor.scatter_ufunc(np.add, np.ones((4, 1, 6), np.float32), bad, orig, [0])
+        tm_tensor_run.scatter_ufunc(np.add, np.ones((4, 1, 6), np.float32), bad, orig, [0])
 
 
 def test_scatter_add_of_distinct_rows_is_one_step() -> None:
@@ -303,5 +303,5 @@ def test_scatter_add_of_distinct_rows_is_one_step() -> None:
     idx = np.stack(np.unravel_index(rng.permutation(21)[:9], (7, 3)), 1)
     upd = rng.standard_normal((9, 1, 1, 2)).astype(np.float32)
     out = orig.copy()
-    assert tm_tensor._add_rows(out, upd, idx, [0, 1])  # pyright: ignore[reportPrivateUsage]
+    assert tm_tensor_run.add_rows(out, upd, idx, [0, 1])
     np.testing.assert_array_equal(out, _add_at(upd, idx, orig, [0, 1]))

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from shardc import cache_dir as cache_dirs
-from shardc.runtime import cache
-from shardc.runtime.cache import DiskCache, Entry, compile_cached, make_key, parse_lowered
-from shardc.runtime.codegen_safe import UnsafeCodeError, check_code, generated_namespace
+from shardc.runtime.codegen import cache
+from shardc.runtime.codegen.cache import DiskCache, Entry, compile_cached, make_key, parse_lowered
+from shardc.runtime.execute.code_check import UnsafeCodeError, check_code, generated_namespace
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -174,7 +174,7 @@ def test_check_code_accepts_bound_globals():
 _CHILD = r"""
 import sys
 import numpy as np
-from shardc.runtime.cache import compile_cached, make_key, parse_lowered
+from shardc.runtime.codegen.cache import compile_cached, make_key, parse_lowered
 text = open(sys.argv[1]).read()
 built = []
 def build():
@@ -243,8 +243,9 @@ def test_key_that_others_may_read_turns_caching_off(own_cache, tmp_path, capsys)
 _KERNEL_CHILD = r"""
 import sys
 import numpy as np
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.execute.kernels import fused_run
 t = "tensor<64x1024xf32>"
 text = f'''
 func.func @f(%x: {t}) -> {t} {{
@@ -261,7 +262,7 @@ func.func @f(%x: {t}) -> {t} {{
 x = np.linspace(-1, 1, 64 * 1024, dtype=np.float32).reshape(64, 1024)
 r = compile_text(text).call("f", x)
 assert np.array_equal(r, x * x + x)
-(kernel,) = fused._COMPILED.values()
+(kernel,) = fused_run._COMPILED.values()
 print(sum(kernel.stats.cache_hits.values()), sum(kernel.stats.cache_misses.values()))
 """
 

@@ -1,4 +1,4 @@
-"""shardc.runtime.codegen_safe: the literals, identifiers and checks that keep IR text
+"""shardc.runtime.codegen.codegen_safe: the literals, identifiers and checks that keep IR text
 from becoming generated code; and the other places IR text could reach (result file
 names, messages, loaded arrays)."""
 
@@ -13,14 +13,8 @@ import numpy as np
 import pytest
 
 from shardc.ir.escape import display
-from shardc.runtime.codegen_safe import (
-    UnsafeCodeError,
-    check_code,
-    check_generated,
-    py_hint,
-    py_identifier,
-    py_literal,
-)
+from shardc.runtime.codegen.codegen_safe import py_hint, py_identifier, py_literal
+from shardc.runtime.execute.code_check import UnsafeCodeError, check_code, check_generated
 
 NASTY = [
     "", "_", "__", "a", "a_", "_a", "a__b", "a-b", "a.b", "a b", "a_b", "a_2d_b", "a__2d__b",
@@ -168,7 +162,7 @@ def test_emitter_that_lets_ir_text_in_is_caught(monkeypatch):
     from xdsl.dialects import arith
 
     from shardc.runtime import compile_text
-    from shardc.runtime.compile import _BY_CLASS, CompileError  # pyright: ignore[reportPrivateUsage]
+    from shardc.runtime.codegen.builder import _BY_CLASS, CompileError  # pyright: ignore[reportPrivateUsage]
 
     def leaky(op, g):
         g.emit("__import__('os')")
@@ -226,7 +220,7 @@ def test_no_pickle_or_eval_in_the_package():
     root = Path(shardc.__file__).parent
     # numba's on-disk cache is pickles by numba's design: numba_cache.py unpickles only the
     # bytes whose HMAC it has just verified (checked below), nothing else in shardc does
-    sealed_reader = root / "runtime" / "kernels" / "numba_cache.py"
+    sealed_reader = root / "runtime" / "execute" / "kernels" / "numba_cache.py"
     for path in root.rglob("*.py"):
         tree = ast.parse(path.read_text())
         if path == sealed_reader:

@@ -337,7 +337,7 @@ def test_unknown_op_name_is_escaped_in_runtime_errors(canary):
 
     from shardc.context import make_context
     from shardc.runtime import compile_module
-    from shardc.runtime.compile import CompileError
+    from shardc.runtime.codegen.builder import CompileError
 
     ctx = make_context()
     ctx.allow_unregistered = True

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime.codegen_safe import UnsafeCodeError
-from shardc.runtime.compile import compile_text
-from shardc.runtime.kernels import fused_run, rows_run
-from shardc.runtime.structured import StructuredSpec
+from shardc.runtime.execute.code_check import UnsafeCodeError
+from shardc.runtime.codegen.compile import compile_text
+from shardc.runtime.execute.kernels import fused_run, rows_run
+from shardc.runtime.codegen.structured import StructuredSpec
 
 pytestmark = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")  # pyright: ignore[reportPrivateUsage]
 
@@ -63,7 +63,7 @@ def test_a_forged_row_kernel_source_is_refused_before_it_runs(tmp_path):
 
 
 def test_a_forged_grouped_update_kernel_source_is_refused_before_it_runs(tmp_path):
-    from shardc.runtime import horizontal_run
+    from shardc.runtime.execute import horizontal_run
 
     marker = tmp_path / "ran"
     group = horizontal_run.Group(members=[], source=hostile(marker))

@@ -3,7 +3,7 @@ so the trainer's one-thread setting holds for the library the step's matmuls use
 
 import ctypes
 
-from shardc.runtime.kernels.blas import openblas_path
+from shardc.runtime.execute.kernels.blas import openblas_path
 from shardc.training.train import set_blas_threads
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shardc.runtime.comm import current_comm, run_simulated
+from shardc.runtime.execute.comm import current_comm, run_simulated
 from shardc.training import gpt, spmd
 from shardc.training.axis import GPT_PLAN, ShardingPolicy, resolve
 from shardc.training.gpt import GPTConfig, init_params, param_specs

@@ -1,5 +1,5 @@
 """AdamW in place: the parameters and moments are donated to `@adamw_step`
-(`shardc.runtime.donation`), which writes p', m', v' over them. The update equals the
+(`shardc.runtime.codegen.donation`), which writes p', m', v' over them. The update equals the
 out-of-place one, the caller's arrays are the results, nothing is allocated for them in
 the steady state, and what cannot be written in place is refused or copied, never
 corrupted."""
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from shardc.runtime import compile_module
-from shardc.runtime.compile import CompileError
-from shardc.runtime.kernels import fused
+from shardc.runtime.codegen.builder import CompileError
+from shardc.runtime.codegen.kernels import fused
 from shardc.training.data import batches
 from shardc.training.gpt import GPTConfig, param_specs
 from shardc.training.optimizer import adamw_donation, step_donation
@@ -215,7 +215,7 @@ def test_bad_requests_are_one_line_errors():
 def test_donation_survives_the_compile_cache(tmp_path, monkeypatch):
     """A cached module still knows (and honours) its donation; another donation is
     another cache entry."""
-    from shardc.runtime.cache import compile_module_cached
+    from shardc.runtime.codegen.cache import compile_module_cached
     from shardc.context import make_context
     from shardc.ir.fast_parser import FastParser
 

@@ -5,7 +5,7 @@ import io
 
 from rich.text import Text
 
-from shardc.runtime.sharding import RuntimeSharding
+from shardc.runtime.execute.sharding import RuntimeSharding
 from shardc.training.layout_view import blocks, grid_text, print_texts, ranks_text, render_layout, spec_text
 
 

@@ -10,11 +10,13 @@ import math
 import numpy as np
 import pytest
 
-from shardc.runtime import compile_module, row_fusion
-from shardc.runtime.kernels import fused, rows_run
+from shardc.runtime import compile_module
+from shardc.runtime.codegen import row_fusion
+from shardc.runtime.execute.kernels import fused_run
+from shardc.runtime.execute.kernels import rows_run
 from shardc.training.gpt import GPTConfig, init_params, param_specs
 
-pytestmark = pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")
+pytestmark = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 
 B = 3
 CFG = GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=8, vocab_size=32)

@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from shardc.runtime.comm import run_simulated
+from shardc.runtime.execute.comm import run_simulated
 from shardc.training.axis import ShardingPolicy, ShardingValidationError, per_rank_bytes
 from shardc.training.gpt import GPTConfig, init_params, param_specs
 from shardc.training.spmd import PIPELINE, RankState, assemble, local_part

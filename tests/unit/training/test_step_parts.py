@@ -1,5 +1,5 @@
 """The training step compiled in parts (`shardc.training.split_compile`,
-`shardc.runtime.parts`): the parts lower to the whole module's functions byte for byte
+`shardc.runtime.codegen.parts`): the parts lower to the whole module's functions byte for byte
 and compute the same numbers; the joined entry is stored, hit and checked like any
 other; what cannot be joined is refused."""
 
@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from shardc.ir.printer import module_to_string
-from shardc.runtime.cache import CorruptEntry, DiskCache, Entry, load_bindings, make_key
-from shardc.runtime.codegen_safe import generated_namespace
-from shardc.runtime.comm import run_simulated
-from shardc.runtime.parts import compile_parts_cached, join_entries, join_modules, scope
+from shardc.runtime.codegen.cache import CorruptEntry, DiskCache, Entry, load_bindings, make_key
+from shardc.runtime.execute.code_check import generated_namespace
+from shardc.runtime.execute.comm import run_simulated
+from shardc.runtime.codegen.cache import join_modules
+from shardc.runtime.codegen.parts import compile_parts_cached, join_entries, scope
 from shardc.training import split_compile
 from shardc.training.gpt import GPTConfig, init_params, param_specs
 from shardc.training.optimizer import step_donation
@@ -104,17 +105,17 @@ def test_joining_refuses_what_does_not_join(cache):
     key = make_key("test-parts", n=3)
     _parted(key, parts, {})
     entry = DiskCache.default().get(key)  # type: ignore[union-attr]
-    from shardc.runtime.compile import CompileError
+    from shardc.runtime.codegen.builder import CompileError
 
     with pytest.raises(CorruptEntry, match="in two parts"):
         join_entries(key, [entry, entry], split_compile._merge_meta)  # pyright: ignore[reportPrivateUsage]
     with pytest.raises(CompileError, match="cannot donate arguments of @nowhere"):
         join_entries(key, [entry], lambda metas: metas[0], {"nowhere": {0: 0}})
-    from shardc.runtime.parts import compile_part
+    from shardc.runtime.codegen.parts import compile_part
 
     a = compile_part(key, 0, lambda: _grid_module("@grid(shape = 2)"), "m", True, None)
     b = compile_part(key, 1, lambda: _grid_module("@grid(shape = 4)"), "m", True, None)
-    from shardc.runtime.cache import parse_lowered
+    from shardc.runtime.codegen.cache import parse_lowered
 
     with pytest.raises(CorruptEntry, match="declare grid differently"):
         join_modules([parse_lowered(a.lowered), parse_lowered(b.lowered)])
@@ -123,13 +124,13 @@ def test_joining_refuses_what_does_not_join(cache):
 
 
 def _grid_module(grid: str):
-    from shardc.runtime.cache import parse_lowered
+    from shardc.runtime.codegen.cache import parse_lowered
 
     return parse_lowered(f"module {{\n  shard.grid {grid}\n}}\n"), {}
 
 
 def test_scopes():
-    from shardc.runtime.compile import ModuleCodegen
+    from shardc.runtime.codegen.builder import ModuleCodegen
 
     assert (scope(0), scope(3)) == ("", "p3__")
     with pytest.raises(ValueError, match="bad scope"):

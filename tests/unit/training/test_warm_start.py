@@ -16,14 +16,14 @@ import textwrap
 import numpy as np
 import pytest
 
-from shardc.runtime import cache
-from shardc.runtime.cache import CorruptEntry
+from shardc.runtime.codegen import cache
+from shardc.runtime.codegen.cache import CorruptEntry
 
 _JOB = textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from shardc.runtime.comm import run_simulated
+    from shardc.runtime.execute.comm import run_simulated
     from shardc.training.gpt import GPTConfig, init_params
     from shardc.training.spmd import RankState
     from shardc.training.trainer import TrainingConfig, compile_program
@@ -54,11 +54,11 @@ _NOT_ON_A_HIT = (
     "shardc.lowering",
     "shardc.ir.printer",
     "shardc.ir.fast_parser",
-    "shardc.runtime.kernels.tosa",
-    "shardc.runtime.kernels.tm_tensor",
-    "shardc.runtime.kernels.affine",
-    "shardc.runtime.kernels.shard",
-    "shardc.runtime.kernels.scf",
+    "shardc.runtime.codegen.kernels.tosa",
+    "shardc.runtime.codegen.kernels.tm_tensor",
+    "shardc.runtime.codegen.kernels.affine",
+    "shardc.runtime.codegen.kernels.shard",
+    "shardc.runtime.codegen.kernels.scf",
 )
 
 
@@ -70,11 +70,11 @@ def _run(cache_dir: str) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-# What a hit imports of xDSL: its exceptions module alone (`codegen_safe`'s
+# What a hit imports of xDSL: its exceptions module alone (`code_check`'s
 # UnsafeCodeError is a DiagnosticException; a leaf of exception classes, 1 ms), never
 # its IR, IRDL, dialects, parser or printer (0.3 s). Nor shardc's compiler.
 _XDSL_ALLOWED = {"xdsl", "xdsl.utils", "xdsl.utils.exceptions"}
-_COMPILER = ("shardc.dialects", "shardc.passes", "shardc.ir", "shardc.interfaces", "shardc.lowering", "shardc.runtime.compile", "shardc.runtime.dtypes", "shardc.training.ir_builder")
+_COMPILER = ("shardc.dialects", "shardc.passes", "shardc.ir", "shardc.interfaces", "shardc.lowering", "shardc.runtime.codegen.compile", "shardc.runtime.execute.dtypes", "shardc.training.ir_builder")
 
 
 @pytest.fixture(scope="module")
@@ -107,30 +107,30 @@ def test_warm_start_loads_only_what_the_entry_names_and_matches_the_cold_run(run
     assert not [m for m in loaded if m.startswith(_NOT_ON_A_HIT)], sorted(m for m in loaded if m.startswith(_NOT_ON_A_HIT))
     assert set(_NOT_ON_A_HIT) & set(cold["modules"])  # the cold run does load them: the check is live
     (entry_file,) = where.rglob("*.entry")
-    from shardc.runtime.cache import DiskCache
+    from shardc.runtime.codegen.cache import DiskCache
 
     data = DiskCache.default().unsealed(entry_file)
     header_end = data.index(b"\n", len(b"shardc-compile-cache\n"))
     body_len = json.loads(data[len(b"shardc-compile-cache\n") : header_end])["json"]
     body = json.loads(data[header_end + 1 : header_end + 1 + body_len])
-    assert "shardc.runtime.structured_run" in body["modules"] and set(body["modules"]) <= loaded
-    assert not [m for m in body["modules"] if not m.endswith("_run") and m != "shardc.runtime.helpers"]  # run-time modules only
+    assert "shardc.runtime.execute.structured_run" in body["modules"] and set(body["modules"]) <= loaded
+    assert not [m for m in body["modules"] if not m.endswith("_run") and m != "shardc.runtime.execute.helpers"]  # run-time modules only
     assert warm["pending"] == ["fn__loss"] and cold["pending"] == []  # a hit compiles what the steps call
 
 
 def test_entry_modules_must_be_runtime_modules():
-    cache.import_named(["shardc.runtime.helpers"])
-    for bad in ["os", "shardc.runtime.compile", "shardc.runtime.compiled", "shardc.runtime.launch", "shardc.runtime.cache", "shardc.runtime.no_such_module", "shardc.runtime.x;y", 7]:
+    cache.import_named(["shardc.runtime.execute.helpers"])
+    for bad in ["os", "shardc.runtime.codegen.compile", "shardc.runtime.execute.compiled", "shardc.launch", "shardc.runtime.codegen.cache", "shardc.runtime.no_such_module", "shardc.runtime.x;y", 7]:
         with pytest.raises(CorruptEntry):
             cache.import_named([bad])  # type: ignore[list-item]
 
 
 def test_pool_lists_the_modules_it_names():
-    from shardc.runtime import helpers
+    from shardc.runtime.execute import helpers
 
     modules: set[str] = set()
     cache.dump_bindings({"f": helpers.uview, "n": np.float32(1), "t": (1, "a")}, modules)
-    assert modules == {"shardc.runtime.helpers"}
+    assert modules == {"shardc.runtime.execute.helpers"}
 
 
 
@@ -138,8 +138,8 @@ def test_pool_lists_the_modules_it_names():
 def test_a_hit_converts_scalars_by_text_as_the_compiler_does(text):
     """`CachedModule.call` converts scalar arguments by their type's text (no xDSL type
     built); the result is the one `dtypes.to_scalar` gives for the parsed type."""
-    from shardc.runtime.compiled import _convert_arg, scalar_spec  # pyright: ignore[reportPrivateUsage]
-    from shardc.runtime.dtypes import to_scalar
+    from shardc.runtime.execute.compiled import _convert_arg, scalar_spec  # pyright: ignore[reportPrivateUsage]
+    from shardc.runtime.execute.dtypes import to_scalar
 
     assert scalar_spec(text) == (None, text) and scalar_spec("bf16") is None
     t = cache._scalar_type(text)  # pyright: ignore[reportPrivateUsage]

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import shardc.runtime.kernels.fused as fused
-from shardc.runtime.comm import run_simulated
-from shardc.runtime.kernels.fused import InplaceUfunc
+import shardc.runtime.codegen.kernels.fused as fused
+from shardc.runtime.execute.comm import run_simulated
+from shardc.runtime.codegen.kernels.fused import InplaceUfunc
 from shardc.training.axis import GPT_PLAN, ShardingPolicy
 from shardc.training.data import batches
 from shardc.training.gpt import GPTConfig, init_params
@@ -63,7 +63,7 @@ def test_reduce_scatters_send_without_a_copy(programs):
 def test_bitwise_equal_to_the_step_without(programs):
     def train(prog: StepProgram) -> list[list[np.ndarray]]:
         def rank_fn(rank: int):
-            from shardc.runtime.comm import current_comm
+            from shardc.runtime.execute.comm import current_comm
 
             state = RankState(prog, current_comm().rank, init_params(CFG, 0))
             it = batches(DATA, 4, CFG.block_size, 0)

@@ -1,0 +1,194 @@
+"""Matrix products of bf16 operands with float32 accumulation.
+
+A product of two bf16 numbers is exact in float32 (8-bit significands), so a bf16 GEMM
+that accumulates in float32 computes what `linalg.matmul` with bf16 inputs and a float32
+output means (each input extended to f32, multiply-added in f32), up to summation order.
+Where the CPU has bf16 units (AMX or AVX512-BF16) MKL's `cblas_gemm_bf16bf16f32` runs
+it (the `mkl` wheel of the `[fast]` extra; loaded as `blas.py` loads it): measured on an
+Intel Xeon with AMX, one thread, a 2048x768x3072 product ran at about 4x numpy's float32
+matmul (`bench/bf16_gemm.py`). Elsewhere the operands are widened to float32 and
+multiplied by numpy's matmul: the same numbers, at float32 speed plus the casts (MKL's
+own emulation on such CPUs was not measured and is not used).
+
+`SHARDC_BF16_GEMM` picks: `auto` (the default: MKL where the CPU has bf16 units and MKL
+loads), `mkl` (MKL wherever it loads), `numpy` (the widened float32 matmul). Read at
+every call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from shardc.runtime.execute.dtypes import bfloat16
+from shardc.runtime.execute.kernels import blas
+
+CHOICES = ("auto", "mkl", "numpy")
+
+_ROW, _NOTRANS, _TRANS = 101, 111, 112  # CBLAS_LAYOUT / CBLAS_TRANSPOSE
+_I = ctypes.c_int64
+_P = ctypes.c_void_p
+_E = ctypes.c_int
+_F32 = np.dtype(np.float32)
+
+
+@functools.cache
+def cpu_has_bf16_units() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (the `amx_bf16` or `avx512_bf16` flag
+    of /proc/cpuinfo; False where the file is unreadable)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"amx_bf16", "avx512_bf16"})
+    except OSError:
+        pass
+    return False
+
+
+@functools.cache
+def _mkl_gemm() -> Any:
+    lib = blas.mkl_library()
+    fn = getattr(lib, "cblas_gemm_bf16bf16f32_64", None) if lib is not None else None
+    if fn is not None:
+        fn.argtypes = [_E, _E, _E, _I, _I, _I, ctypes.c_float, _P, _I, _P, _I, ctypes.c_float, _P, _I]
+        fn.restype = None
+    return fn
+
+
+PACK_MIN_FLOPS = 1 << 24
+"""Products of at least this many multiply-adds pack B first (`_mkl_2d`)."""
+
+_PACKED, _B_MATRIX = 151, 162  # CBLAS_STORAGE's CblasPacked, CBLAS_IDENTIFIER's CblasBMatrix
+
+
+@functools.cache
+def _mkl_pack() -> tuple[Any, Any, Any] | None:
+    """MKL's pack-size, pack and compute entry points of the bf16 GEMM (None without them)."""
+    lib = blas.mkl_library()
+    names = ("cblas_gemm_bf16bf16f32_pack_get_size_64", "cblas_gemm_bf16bf16f32_pack_64", "cblas_gemm_bf16bf16f32_compute_64")
+    fns = [getattr(lib, n, None) for n in names] if lib is not None else [None]
+    if any(f is None for f in fns):
+        return None
+    size, pack, compute = fns
+    size.argtypes, size.restype = [_E, _I, _I, _I], ctypes.c_size_t
+    pack.argtypes, pack.restype = [_E, _E, _E, _I, _I, _I, _P, _I, _P], None
+    compute.argtypes = [_E, _I, _I, _I, _I, _I, ctypes.c_float, _P, _I, _P, _I, ctypes.c_float, _P, _I]
+    compute.restype = None
+    return size, pack, compute
+
+
+_SCRATCH = threading.local()  # per thread (simulated ranks are threads): the packed-B buffer
+
+
+def _scratch(nbytes: int) -> np.ndarray:
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.size < nbytes:
+        buf = _SCRATCH.buf = np.empty(nbytes, np.uint8)
+    return buf
+
+
+def choice() -> str:
+    """`SHARDC_BF16_GEMM` (`auto` where unset or not one of `CHOICES`)."""
+    text = os.environ.get("SHARDC_BF16_GEMM", "auto")
+    return text if text in CHOICES else "auto"
+
+
+def backend() -> str:
+    """What runs bf16 products in this process now: `mkl` or `numpy`."""
+    c = choice()
+    if c == "numpy" or (c == "auto" and not cpu_has_bf16_units()):
+        return "numpy"
+    return "mkl" if _mkl_gemm() is not None else "numpy"
+
+
+def describe() -> str:
+    """A line for benchmark headers: the backend and why."""
+    units = "bf16 units (AMX/AVX512-BF16)" if cpu_has_bf16_units() else "no bf16 units"
+    name = backend()
+    how = "MKL cblas_gemm_bf16bf16f32" if name == "mkl" else "float32 matmul of widened operands"
+    return f"{how} (CPU: {units}; SHARDC_BF16_GEMM={choice()})"
+
+
+def _operand(x: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """A 2-D bf16 matrix as (array, trans flag, leading dimension), copied only where
+    neither axis has unit stride (or the other stride is not a whole row)."""
+    item = x.itemsize
+    s0, s1 = x.strides
+    r0, r1 = x.shape
+    if s1 == item and s0 % item == 0 and s0 >= max(r1, 1) * item:
+        return x, _NOTRANS, max(s0 // item, r1, 1)
+    if s0 == item and s1 % item == 0 and s1 >= max(r0, 1) * item:
+        return x, _TRANS, max(s1 // item, r0, 1)
+    x = np.ascontiguousarray(x)
+    return x, _NOTRANS, max(r1, 1)
+
+
+def _mkl_2d(fn: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> None:
+    """c = alpha * a @ b + beta * c for 2-D operands, `c` float32 with unit column stride."""
+    m, k = a.shape
+    n = b.shape[1]
+    A, ta, lda = _operand(a)
+    B, tb, ldb = _operand(b)
+    ldc = max(c.strides[0] // 4, n, 1)
+    packing = _mkl_pack() if m * n * k >= PACK_MIN_FLOPS else None
+    if packing is not None:
+        # B packed into MKL's internal layout first, then multiplied: 1.5x the plain call's
+        # speed on a 2048x768x3072 product, packing included (Xeon with AMX, one thread)
+        size, pack, compute = packing
+        packed = _scratch(size(_B_MATRIX, m, n, k))
+        pack(_ROW, _B_MATRIX, tb, m, n, k, B.ctypes.data, ldb, packed.ctypes.data)
+        compute(_ROW, ta, _PACKED, m, n, k, alpha, A.ctypes.data, lda, packed.ctypes.data, ldb, beta, c.ctypes.data, ldc)
+        return
+    fn(_ROW, ta, tb, m, n, k, alpha, A.ctypes.data, lda, B.ctypes.data, ldb, beta, c.ctypes.data, ldc)
+
+
+def _writable_rows(c: np.ndarray) -> bool:
+    return c.dtype == _F32 and c.ndim >= 2 and c.strides[-1] == 4 and c.strides[-2] % 4 == 0 and c.strides[-2] >= c.shape[-1] * 4 and c.flags.writeable
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
+    """`alpha * (a @ b) + beta * out` with bf16 operands (2-D, or batched and broadcast as
+    `np.matmul` does), accumulated in float32. `out` (float32 or bf16) receives the result
+    and is returned; without it a fresh float32 array is. A bf16 `out` is computed in
+    float32 and rounded once at the end (nearest even)."""
+    bf = bfloat16()
+    if a.dtype != bf or b.dtype != bf:
+        raise TypeError(f"bf16_gemm.matmul: operands must be bf16, got {a.dtype} and {b.dtype}")
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"bf16_gemm.matmul: shapes {a.shape} and {b.shape} do not multiply")
+    shape = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
+    if out is not None and out.shape != shape:
+        raise ValueError(f"bf16_gemm.matmul: out has shape {out.shape}, expected {shape}")
+    fn = _mkl_gemm() if backend() == "mkl" else None
+    if fn is None:
+        r = np.matmul(a.astype(_F32), b.astype(_F32))
+        if alpha != 1.0:
+            r *= np.float32(alpha)
+        if out is None:
+            return r
+        if beta != 0.0:
+            r += np.float32(beta) * out.astype(_F32)
+        np.copyto(out, r, casting="unsafe")
+        return out
+    target = out if out is not None and _writable_rows(out) else None
+    if target is None:
+        target = np.empty(shape, _F32) if beta == 0.0 or out is None else out.astype(_F32)
+    if a.shape[-1] == 0:
+        target[...] = 0 if beta == 0.0 else target * np.float32(beta)
+    elif target.size:
+        A = np.broadcast_to(a, (*shape[:-2], *a.shape[-2:]))
+        B = np.broadcast_to(b, (*shape[:-2], *b.shape[-2:]))
+        for idx in np.ndindex(*shape[:-2]):
+            _mkl_2d(fn, A[idx], B[idx], target[idx], alpha, beta)
+    if out is None:
+        return target
+    if target is not out:
+        np.copyto(out, target, casting="unsafe")
+    return out
