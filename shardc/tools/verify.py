@@ -11,7 +11,7 @@ compared. Prints `OK: N results match` (exit 0) or the first mismatch: the resul
 and name, its source location, max abs/rel error, and whether it is at rounding level
 (exit 1). The default tolerance scales with rounding: an element matches when
 |got - want| <= atol + rtol * |want|, rtol = 1e-4 and atol = max(1e-5, 8 * eps * sqrt(n) *
-max|want|), n the longest reduction of the program (`shardc.verify`'s docstring says why). A program or pipeline that
+max|want|), n the longest reduction of the program (`shardc.tools.verification`'s docstring says why). A program or pipeline that
 fails prints its MLIR diagnostic (exit 1); a command-line problem one line (exit 1).
 """
 
@@ -29,7 +29,7 @@ TOOL = "shardc-verify"
 
 
 def _arg_parser() -> argparse.ArgumentParser:
-    from shardc.verify import DEFAULT_RTOL, MIN_ATOL, ROUNDING_FACTOR
+    from shardc.tools.verification import DEFAULT_RTOL, MIN_ATOL, ROUNDING_FACTOR
 
     p = ArgParser(prog=TOOL, description="Check by execution that a sharding pipeline keeps a program's meaning.")
     p.add_argument("program", help="the annotated .mlir file")
@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from shardc.verify import verify, verify_mpi
+    from shardc.tools.verification import verify, verify_mpi
 
     args = _arg_parser().parse_args(argv)
     if args.simulate is not None and args.simulate < 1:

@@ -65,7 +65,7 @@ def main(directory: str) -> int:
     (with the program when it fails) and the job fails if any did."""
     from mpi4py import MPI
 
-    from shardc.verify import verify_mpi
+    from shardc.tools.verification import verify_mpi
 
     rank = MPI.COMM_WORLD.Get_rank()
     failed = 0

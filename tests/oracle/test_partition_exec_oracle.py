@@ -24,7 +24,7 @@ from xdsl.passes import ModulePass
 
 from shardc.testing.gen_exec_programs import GRIDS_1D, generate_exec_program
 from shardc.testing.oracle import find_mlir_opt, run_mlir_opt
-from shardc.verify import verify
+from shardc.tools.verification import verify
 
 pytestmark = [
     pytest.mark.oracle,

@@ -116,7 +116,7 @@ func.func @f(%a: tensor<32x4096xf32>, %b: tensor<4096x32xf32>, %c: tensor<32x32x
 
 def test_reduction_length_is_the_contraction() -> None:
     from shardc.tools.cli import parse_module
-    from shardc.verify import reduction_length
+    from shardc.tools.verification import reduction_length
 
     assert reduction_length(parse_module(MATMUL_64, "m.mlir")) == 4096
     assert reduction_length(parse_module(ADD, "a.mlir")) == 1
@@ -126,7 +126,7 @@ def test_correct_64_rank_matmul_matches_and_a_too_tight_tolerance_says_rounding(
     """The K=4096 reduction split over 64 ranks sums in another order than one device:
     the default tolerance accepts it; asking for exact equality reports a mismatch that
     says it is at rounding level."""
-    from shardc.verify import verify
+    from shardc.tools.verification import verify
 
     monkeypatch.setenv("SHARDC_CACHE", "0")
     report = verify(MATMUL_64, seed=1, name="m.mlir")
@@ -138,7 +138,7 @@ def test_correct_64_rank_matmul_matches_and_a_too_tight_tolerance_says_rounding(
 
 
 def test_default_tolerance_scales_with_magnitude_and_reduction_and_still_catches_bugs() -> None:
-    from shardc.verify import ROUNDING_FACTOR, compare_result
+    from shardc.tools.verification import ROUNDING_FACTOR, compare_result
 
     rng = np.random.default_rng(0)
     want = (rng.standard_normal((16, 16)) * 1000).astype(np.float32)

@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from shardc.testing.gen_open_programs import FEATURES, GRIDS, NOT_YET_WORKING, generate_open_program
-from shardc.verify import PARTITION_PIPELINE, VerifyError, verify
+from shardc.tools.verification import PARTITION_PIPELINE, VerifyError, verify
 
 NUM_PROGRAMS = int(os.environ.get("SHARDC_OPEN_PROGRAMS", "1000"))
 FIRST_SEED = int(os.environ.get("SHARDC_OPEN_SEED", "0"))

@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from shardc.testing.gen_exec_programs import GRIDS, ExecProgramBuilder, count_ops, generate_exec_program
-from shardc.verify import PARTITION_PIPELINE, verify
+from shardc.tools.verification import PARTITION_PIPELINE, verify
 
 NUM_PROGRAMS = int(os.environ.get("SHARDC_EXEC_PROGRAMS", "300"))
 FIRST_SEED = int(os.environ.get("SHARDC_EXEC_SEED", "0"))

@@ -1,4 +1,4 @@
-"""shardc.verify and shardc-verify: agreement, mismatches found and located, rejections
+"""shardc.tools.verification and shardc-verify: agreement, mismatches found and located, rejections
 and usage errors reported cleanly."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from shardc.dialects import shard
-from shardc.verify import PARTITION_PIPELINE, VerifyError, compare_result, verify
+from shardc.tools.verification import PARTITION_PIPELINE, VerifyError, compare_result, verify
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -232,10 +232,10 @@ def test_cli_ok_mismatch_and_errors(tmp_path: Path) -> None:
 
 
 def test_cli_mismatch_exit_code_and_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import shardc.verify
+    import shardc.tools.verification
     from shardc.tools.verify import main
 
-    monkeypatch.setattr(shardc.verify, "PARTITION_PIPELINE", (*PARTITION_PIPELINE, DropAllReduce()))
+    monkeypatch.setattr(shardc.tools.verification, "PARTITION_PIPELINE", (*PARTITION_PIPELINE, DropAllReduce()))
     path = tmp_path / "mm.mlir"
     path.write_text(MATMUL)
     assert main([str(path)]) == 1

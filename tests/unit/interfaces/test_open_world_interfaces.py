@@ -10,7 +10,7 @@ from xdsl.parser import Parser
 
 from shardc.context import make_context
 from shardc.interfaces.sharding import ShardingInfo, get_sharding_interface
-from shardc.verify import verify
+from shardc.tools.verification import verify
 
 GRID = "shard.grid @g(shape = 2x2)\n"
 

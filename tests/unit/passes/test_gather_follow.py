@@ -21,7 +21,7 @@ from shardc.ir.diagnostics import DiagnosticEngine
 from shardc.ir.printer import module_to_string
 from shardc.launch import run_program
 from shardc.tools.cli import apply_passes, parse_module, pipeline_passes
-from shardc.verify import verify
+from shardc.tools.verification import verify
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "torch_mlir"
 

@@ -18,7 +18,7 @@ from shardc.ir.diagnostics import DiagnosticEngine, DiagnosticError
 from shardc.ir.printer import module_to_string
 from shardc.passes.partition import ShardPartitionPass
 from shardc.tools.cli import apply_passes, parse_module, pipeline_passes
-from shardc.verify import verify
+from shardc.tools.verification import verify
 
 
 def _partition(text: str) -> str:

@@ -25,7 +25,7 @@ from shardc.ir.printer import module_to_string
 from shardc.passes.partition import ShardPartitionPass
 from shardc.passes.sharding_propagation import ShardingPropagationPass
 from shardc.testing.gen_programs import generate_program, traversal_for
-from shardc.verify import verify
+from shardc.tools.verification import verify
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "torch_mlir"
 
