@@ -625,7 +625,7 @@ class TorchStepProgram:
         ranks take its result; where rank 0 failed they compile too, so each raises the
         error it raised without the cache."""
         from shardc.runtime.cache import PeerFailed, compile_cached, make_key
-        from shardc.training.spmd import PIPELINE, Stage, count_collectives
+        from shardc.training.pipeline import PIPELINE, Stage, count_collectives
 
         t0 = time.perf_counter()
         infos = resolve_param_axes(
@@ -683,7 +683,7 @@ def _step_module(
     """The annotated step module with `@adamw_step`, run through `spmd.PIPELINE` (its
     stages appended to `stages`), and its collectives at the shard level (before
     lowering)."""
-    from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline
+    from shardc.training.pipeline import PIPELINE, count_collectives, run_pipeline
 
     module = _parse(exported)
     _check_data(module, exported, grid, data_dim)

@@ -22,10 +22,9 @@ model.safetensors. Command-line and configuration problems: one line, exit code 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from shardc.tools.cli import ArgParser, UserError, run_tool, under_mpi
@@ -33,7 +32,7 @@ from shardc.tools.cli import ArgParser, UserError, run_tool, under_mpi
 TOOL = "shardc-train"
 
 
-def _arg_parser() -> argparse.ArgumentParser:
+def arg_parser() -> argparse.ArgumentParser:
     p = ArgParser(prog=TOOL, description="Train a small GPT with the sharded step compiled by shardc.")
     where = p.add_argument_group("ranks")
     where.add_argument("--np", type=int, metavar="N", help="launch N ranks on this command: srun inside a Slurm allocation, else mpiexec (MPICH or Open MPI)")
@@ -56,7 +55,7 @@ def _arg_parser() -> argparse.ArgumentParser:
     model.add_argument("--n-head", type=int, default=4)
     model.add_argument("--n-embd", type=int, default=64)
     model.add_argument("--block-size", type=int, default=32)
-    model.add_argument("--torch-model", metavar="FILE.py:FACTORY", help="train a PyTorch module instead of the built-in GPT: FILE.py defines FACTORY(vocab_size=, block_size=, seed=) returning a shardc.frontends.torch_train.TorchTask (the module, loss_fn(logits, targets), logical axes by FQN pattern, a ShardingPlan; optional no_decay patterns and a generate hook for --sample), e.g. examples/torch_gpt.py:make (more: shardc.frontends.torch_cli); or hf:CLASS with --model-config (a transformers causal LM built from its config, random init) or hf:DIR (a local save_pretrained directory, offline): logical axes derived, --out gets model.safetensors + config.json for CLASS.from_pretrained (shardc.frontends.hf)")
+    model.add_argument("--torch-model", metavar="FILE.py:FACTORY", help="train a PyTorch module instead of the built-in GPT: FILE.py defines FACTORY(vocab_size=, block_size=, seed=) returning a shardc.frontends.torch_train.TorchTask (the module, loss_fn(logits, targets), logical axes by FQN pattern, a ShardingPlan; optional no_decay patterns and a generate hook for --sample), e.g. examples/torch_gpt.py:make (more: shardc.frontends.torch_source); or hf:CLASS with --model-config (a transformers causal LM built from its config, random init) or hf:DIR (a local save_pretrained directory, offline): logical axes derived, --out gets model.safetensors + config.json for CLASS.from_pretrained (shardc.frontends.hf)")
     model.add_argument("--model-config", metavar="CONFIG.json", help="with --torch-model hf:CLASS: a JSON object of the transformers config's fields (vocab_size defaults to the tokenizer's)")
     model.add_argument("--tokenizer", choices=("char", "bpe"), default="char", help="characters, or a byte-level BPE trained on --data (default: %(default)s)")
     model.add_argument("--vocab-size", type=int, metavar="N", help="BPE vocabulary size (default 512); the model's is rounded up to a multiple of lcm(8, data replicas)")
@@ -140,485 +139,60 @@ def _launch(argv: Sequence[str], a: argparse.Namespace) -> int:
     return launch(a.np, program, a.hostfile, oversubscribe=a.oversubscribe, tool=TOOL, resume_hint=lambda: resume_hint(directory))
 
 
-# ---------------------------------------------------------------------------------------
-# The job
-# ---------------------------------------------------------------------------------------
-
-
-def _text(a: argparse.Namespace) -> str:
-    from shardc.training.data import load_text, synthetic_corpus
-
-    try:
-        return load_text(a.data) if a.data else synthetic_corpus(60000, a.seed)
-    except OSError as e:
-        raise UserError(f"cannot read '{a.data}': {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise UserError(f"cannot read '{a.data}': not UTF-8 text") from None
-
-
-def _tokenizer(a: argparse.Namespace, text: str, world: int):
-    """The tokenizer of the run: its vocabulary padded to lcm(8, data replicas), so the
-    embedding's vocab dimension divides over `batch` (ZeRO/FSDP split it)."""
-    from shardc.training.mesh import GridError
-    from shardc.training.tokenizer import make_tokenizer
-
-    try:
-        if a.tp > world or world % a.tp:
-            raise GridError(f"tp={a.tp} does not divide the {world} ranks")
-        return make_tokenizer(a.tokenizer, text, a.vocab_size, pad_to=math.lcm(8, world // a.tp))
-    except ValueError as e:
-        raise UserError(str(e)) from None
-
-
-def _configure(a: argparse.Namespace, world: int, ranks_per_host: int | None, tok=None):
-    """(config, grid, tokenizer, train data, held-out data); configuration errors as
-    UserError, before anything is compiled or allocated. `tok`: a tokenizer already
-    made (under MPI rank 0 trains BPE once and sends it to the others)."""
-    from shardc.training.axis import ShardingConfigError, ShardingValidationError, validate_layouts
-    from shardc.training.data import split
-    from shardc.training.gpt import GPTConfig, param_specs
-    from shardc.training.mesh import GridError
-    from shardc.training.trainer import TrainingConfig
-
-    text = _text(a)
-    if tok is None:
-        tok = _tokenizer(a, text, world)
-    try:
-        model = GPTConfig(a.n_layer, a.n_head, a.n_embd, a.block_size, tok.vocab_size)
-        cfg = TrainingConfig(
-            model, a.per_device_batch, a.accum, a.steps, a.lr, seed=a.seed, eval_every=a.eval_every
-        ).shard(tp=a.tp, zero=True if a.zero is None else a.zero, fsdp=a.fsdp)
-        grid = cfg.grid(world, ranks_per_host)
-        validate_layouts(param_specs(model), cfg.plan, cfg.policy, grid)
-    except ShardingValidationError as e:
-        more = f" (and {len(e.failures) - 1} more)" if len(e.failures) > 1 else ""
-        raise UserError(e.failures[0] + more) from None
-    except (GridError, ShardingConfigError, ValueError) as e:
-        raise UserError(str(e)) from None
-    try:
-        data = tok.encode(text)
-    except ValueError as e:
-        raise UserError(str(e)) from None
-    train, val = split(data, 0.1)
-    if len(val) <= model.block_size or len(train) <= model.block_size:
-        raise UserError(f"the data ({len(data)} tokens) is too short for block size {model.block_size}")
-    return cfg, grid, tok, train, val
-
-
-def _kib(n: int) -> str:
-    return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.2f} MiB"
-
-
-def _header(cfg, grid, world: int, program) -> str:
-    from shardc.training.trainer import memory
-
-    p = cfg.policy
-    mem = memory(cfg, grid)
-    lines = [
-        f"{TOOL}: {world} rank{'s' if world > 1 else ''}, grid {grid}, policy tp={p.tp} zero={p.zero} fsdp={p.fsdp}",
-        f"  model: {cfg.model.n_layer} layers, {cfg.model.n_head} heads, n_embd {cfg.model.n_embd}, block {cfg.model.block_size}, vocab {cfg.model.vocab_size}",
-        *_accounting(cfg, grid, cfg.model.block_size, mem),
-        f"  compiled the step through {len(program.stages) - 1} passes in {program.compile_seconds:.1f} s"
-        if program.cached == "compiled" else f"  loaded the compiled step from the compile cache in {program.compile_seconds:.1f} s",
-    ]
-    lines += _collective_lines(program.shard_collectives)
-    return "\n".join(lines)
-
-
-def _accounting(cfg, grid, block_size: int, mem) -> list[str]:
-    """The header's batch accounting and per-rank memory lines (the built-in GPT's and
-    a `--torch-model`'s)."""
-    micro = cfg.microbatch(grid)
-    return [
-        f"  global batch: {cfg.per_device_batch} per device x {grid.batch} data replica{'s' if grid.batch > 1 else ''} "
-        f"x {cfg.accum} accumulation step{'s' if cfg.accum > 1 else ''} = {cfg.global_batch(grid)} sequences "
-        f"({cfg.global_batch(grid) * block_size} tokens; microbatch {micro})",
-        f"  per-rank state: params {_kib(mem.params)}, grads {_kib(mem.grads)}, optimizer {_kib(mem.opt_state)} (total {_kib(mem.total)})",
-    ]
-
-
-def _collective_lines(shard_collectives) -> list[str]:
-    """One header line per function: its shard collectives and their grid axes."""
-    lines = []
-    for fn, counts in shard_collectives.items():
-        text = ", ".join(f"{n} {k.split('.')[1]}" for k, n in sorted(counts.items())) or "none"
-        text = text.replace("[0]", " over batch").replace("[1]", " over shard").replace("[0,1]", " over batch+shard")
-        lines.append(f"  collectives in @{fn}: {text}")
-    return lines
-
-
-def _title(result, world: int) -> str:
-    """The plots' title: the model, then the ranks, grid and policy."""
-    m, p = result.config.model, result.config.policy
-    policy = f"tp={p.tp}" + (" fsdp" if p.fsdp else " zero" if p.zero else " data-parallel")
-    return (
-        f"GPT {m.n_layer} layer{'s' if m.n_layer > 1 else ''}, n_embd {m.n_embd}, {m.n_head} heads, vocab {m.vocab_size}\n"
-        f"{world} rank{'s' if world > 1 else ''}, grid {result.grid}, {policy}"
-    )
-
-
-def _write_outputs(out: Path, result, tok, log_scale: bool = False, title: str | None = None, tensors=None) -> list[str]:
-    """The run's files; `title` (default: the built-in GPT's) heads the plots, `tensors`
-    (default: the parameters) go to model.safetensors."""
-    import numpy as np
-
-    from shardc.training.checkpoint import export_safetensors
-    from shardc.training.plot import plot_losses, plot_throughput
-
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "loss.csv", "w") as f:
-        f.write("step,loss,eval_loss,lr,seconds,tokens_per_s\n")
-        for s in result.log:
-            ev = "" if s.eval_loss is None else f"{s.eval_loss:.6f}"
-            f.write(f"{s.step},{s.loss:.6f},{ev},{s.lr:.6g},{s.seconds:.6f},{s.tokens_per_s:.1f}\n")
-    title = title or _title(result, result.grid.size)
-    plot_losses(out / "loss.png", result.losses, result.eval_losses, title, log_scale)
-    plot_throughput(out / "tokens_per_s.png", [s.tokens_per_s for s in result.log], title)
-    np.savez(out / "params.npz", allow_pickle=False, **result.params)
-    export_safetensors(result.params if tensors is None else tensors, out / "model.safetensors")
-    return ["loss.csv", "loss.png", "tokens_per_s.png", "params.npz", "model.safetensors", tok.save(out)]
-
-
-def _emit_ir(directory: str, program) -> None:
-    d = Path(directory)
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        for name, text in program.stage_texts():
-            (d / name).write_text(text)
-    except OSError as e:
-        raise UserError(f"cannot write to '{directory}': {e.strerror}") from None
-
-
-def _finish(a: argparse.Namespace, result, tok, progress, title: str | None = None, tensors=None) -> None:
-    losses = result.losses
-    tps = sum(s.tokens_per_s for s in result.log[1:]) / max(1, len(result.log) - 1) if len(result.log) > 1 else result.log[0].tokens_per_s
-    evs = result.eval_losses
-    ev = f", held-out {evs[-1][1]:.4f}" if evs else ""
-    print(f"{TOOL}: loss {losses[0]:.4f} -> {losses[-1]:.4f}{ev} in {len(losses)} steps, {tps:,.0f} tokens/s")
-    try:
-        files = _write_outputs(Path(a.out), result, tok, a.log_scale, title, tensors)
-    except OSError as e:
-        raise UserError(f"cannot write to '{a.out}': {e.strerror}") from None
-    print(f"{TOOL}: wrote {', '.join(str(Path(a.out) / f) for f in files)}")
-
-
-def _prompt(a: argparse.Namespace, tok) -> list[int]:
-    from shardc.training.sample import prompt_ids
-
-    try:
-        return prompt_ids(tok, a.prompt)
-    except ValueError as e:
-        raise UserError(f"--prompt: {e}") from None
-
-
-def _sample_args(a: argparse.Namespace, tok) -> dict:
-    return dict(temperature=a.temperature, top_k=a.top_k or None, seed=a.sample_seed, n_valid=tok.n_tokens)
-
-
-def _print_sample(a: argparse.Namespace, tok, ids) -> None:
-    k = f"top-k {a.top_k}" if a.top_k else "no top-k"
-    print(f"{TOOL}: sample ({len(ids)} tokens, temperature {a.temperature:g}, {k}, seed {a.sample_seed}):")
-    print(a.prompt + tok.decode(ids), flush=True)
-
-
-def _checkpoints(a: argparse.Namespace, tok):
-    """The run's CheckpointOptions and the directory `--resume` names (or None); the
-    tokenizer's fingerprint goes into the manifest, so a resume with another vocabulary
-    is refused."""
-    import hashlib
-
-    from shardc.training.checkpoint import CheckpointOptions
-    from shardc.training.tokenizer import tokenizer_to_json
-
-    directory = Path(a.checkpoint_dir) if a.checkpoint_dir else Path(a.out) / "checkpoints"
-    vocab = hashlib.sha256(tokenizer_to_json(tok).encode()).hexdigest()
-    opts = CheckpointOptions(directory, a.checkpoint_every, a.keep, {"vocabulary": vocab})
-    return opts, None if a.resume is None else (Path(a.resume) if a.resume else directory)
-
-
-def hold_directories(a: argparse.Namespace, opts) -> None:
-    """Create and test `--out` and the checkpoint directory, lock them for this job's
-    life, and clear the temporary directories interrupted saves left (safe: no other job
-    holds them). Problems as one UserError line, before anything is compiled."""
-    from shardc.training.checkpoint import remove_interrupted
-    from shardc.training.outdir import DirectoryError, hold, prepare_directory
-
-    try:
-        out = prepare_directory(a.out, "--out")
-        hold(out, "--out")
-        ckdir = opts.directory
-        if a.checkpoint_dir:
-            prepare_directory(ckdir, "--checkpoint-dir")
-            hold(ckdir, "--checkpoint-dir")
-    except DirectoryError as e:
-        raise UserError(str(e)) from None
-    remove_interrupted(ckdir)
-
-
-def claim_checkpoints(a: argparse.Namespace, opts, ck):
-    """The options this job saves with: its run (a resumed checkpoint's, else a new one).
-    Checkpoints of other runs in the checkpoint directory refuse the job (their `--keep`
-    and `--resume` would mix with this run's) unless `--overwrite` deletes them."""
-    import dataclasses
-    import shutil
-
-    from shardc.training.checkpoint import RunInfo, describe_foreign, foreign_checkpoints
-
-    run = ck.run if ck is not None and ck.run is not None else RunInfo.new()
-    mine = run.id if ck is None or ck.run is not None else None  # an unnamed checkpoint's run: the unnamed ones
-    found = [
-        (s, d, r) for s, d, r in foreign_checkpoints(opts.directory, None)
-        if (r.id if r else None) != mine and not (r is None and ck is not None)  # resuming: unreadable ones were passed over
-    ]
-    if found and not a.overwrite:
-        what = "continue" if ck is not None else "start"
-        raise UserError(
-            f"checkpoint directory {opts.directory} holds checkpoints of another run ({describe_foreign(found)}): "
-            f"this run would {what} beside them; --resume continues the newest, --overwrite deletes them, or choose another --out or --checkpoint-dir"
-        )
-    for _, d, _ in found:
-        shutil.rmtree(d, ignore_errors=True)
-    if found:
-        print(f"{TOOL}: --overwrite: deleted {len(found)} checkpoint{'s' if len(found) > 1 else ''} of another run ({describe_foreign(found)})", flush=True)
-    return dataclasses.replace(opts, run=run)
-
-
-def _resume(a: argparse.Namespace, cfg, grid, opts, where, rank: int = 0, world=None):
-    """The checkpoint to resume from, checked (under MPI by all ranks, agreeing), or
-    None; its problems as one UserError line."""
-    from shardc.training.checkpoint import CheckpointError, model_arrays, open_for_resume
-
-    if where is None:
-        return None
-    try:
-        n = 1 if world is None else world.Get_size()
-        ck = open_for_resume(where, cfg, opts.meta, rank, n, None if world is None else world.allgather, model_arrays(cfg.model))
-    except CheckpointError as e:
-        raise UserError(str(e)) from None
-    if rank == 0:
-        _say_resumed(ck, cfg, grid)
-    return ck
-
-
-def _say_resumed(ck, cfg, grid) -> None:
-    """Rank 0's lines about the checkpoint a run continues from (and the corrupt newer
-    ones it passed over)."""
-    m = ck.manifest
-    for skipped in ck.skipped:
-        print(f"{TOOL}: note: {skipped}: passed over for the newest intact checkpoint", flush=True)
-    whose = ck.run.describe() if ck.run is not None else "a run saved before checkpoints named their run"
-    print(f"{TOOL}: resuming from {ck.directory} (step {ck.step}, saved on {m['world']} rank{'s' if m['world'] != 1 else ''}, grid (batch={m['grid']['batch']}, shard={m['grid']['shard']})) of {whose}", flush=True)
-    saved = m["training"]["per_device_batch"] * m["grid"]["batch"] * m["training"]["accum"]
-    if saved != cfg.global_batch(grid):
-        print(f"{TOOL}: note: the global batch is {cfg.global_batch(grid)}, the checkpoint's run had {saved} (--per-device-batch, --accum)", flush=True)
-
-
-def _run_simulated(a: argparse.Namespace) -> int:
-    from shardc.runtime.comm import RankFailed
-    from shardc.training.checkpoint import CheckpointError
-    from shardc.training.progress import Progress
-    from shardc.training.train import set_blas_threads
-    from shardc.training.trainer import compile_program, train_simulated
-
-    world = a.simulate or 1
-    cfg, grid, tok, train, val = _configure(a, world, None)
-    prompt = _prompt(a, tok) if a.sample else []
-    opts, where = _checkpoints(a, tok)
-    hold_directories(a, opts)
-    ck = _resume(a, cfg, grid, opts, where)
-    opts = claim_checkpoints(a, opts, ck)
-    set_blas_threads(1)
-    program = compile_program(cfg, grid, keep_text=bool(a.emit_ir))
-    if a.emit_ir:
-        _emit_ir(a.emit_ir, program)
-    print(_header(cfg, grid, world, program), flush=True)
-    progress = Progress(cfg.steps, a.quiet, every=a.log_every)
-    try:
-        result = train_simulated(cfg, train, world, val, progress, program, checkpoint=opts, resume=ck)
-    except RankFailed as e:  # a save every rank gave up together (a full disk)
-        if isinstance(e.__cause__, CheckpointError):
-            raise UserError(str(e.__cause__)) from None
-        raise
-    progress.close()
-    _finish(a, result, tok, progress)
-    if a.sample:
-        from shardc.training.sample import Sampler, generate
-
-        ids = generate(Sampler.for_result(result), result.params, prompt, a.sample, **_sample_args(a, tok))
-        _print_sample(a, tok, ids)
-    return 0
-
-
-def _run_mpi(a: argparse.Namespace) -> int:
-    from shardc.tools.launcher import check_world, load_mpi
-    from shardc.training.checkpoint import CheckpointError
-
-    MPI = load_mpi()
-    from shardc.training.progress import Progress
-    from shardc.training.tokenizer import tokenizer_from_json, tokenizer_to_json
-    from shardc.training.train import set_blas_threads
-    from shardc.training.trainer import compile_program, ranks_per_host, train_mpi
-
-    world = MPI.COMM_WORLD
-    rank, n = world.Get_rank(), world.Get_size()
-    check_world(n)  # N one-rank jobs (mismatched libmpi, srun without a PMI plugin) would each train alone
-    # Rank 0 makes the tokenizer (BPE training reads the whole text) and sends it.
-    made: tuple[str, str] | None = None
-    if rank == 0:
-        try:
-            tok0 = _tokenizer(a, _text(a), n)
-            made = ("ok", tokenizer_to_json(tok0))
-        except UserError as e:
-            made = ("error", str(e))
-    made = world.bcast(made, root=0)
-    assert made is not None
-    if made[0] == "error":
-        if rank == 0:
-            sys.stderr.write(f"{TOOL}: error: {made[1]}\n")
-        return 1
-    tok = tok0 if rank == 0 else tokenizer_from_json(made[1])
-    error: str | None = None
-    try:
-        cfg, grid, tok, train, val = _configure(a, n, ranks_per_host(world), tok)
-        prompt = _prompt(a, tok) if a.sample else []
-    except UserError as e:
-        error = str(e)
-    errors = world.allgather(error)
-    if any(e is not None for e in errors):
-        if rank == 0:
-            sys.stderr.write(f"{TOOL}: error: {next(e for e in errors if e is not None)}\n")
-        return 1
-    opts, where = _checkpoints(a, tok)
-    if not _agreed(world, lambda: hold_directories(a, opts) if rank == 0 else None):
-        return 1
-    try:
-        ck = _resume(a, cfg, grid, opts, where, rank, world)
-    except UserError as e:  # every rank has it: rank 0 says it
-        if rank == 0:
-            sys.stderr.write(f"{TOOL}: error: {e}\n")
-        return 1
-    claimed: list = []
-    if not _agreed(world, lambda: claimed.append(claim_checkpoints(a, opts, ck)) if rank == 0 else None):
-        return 1
-    opts = world.bcast(claimed[0] if rank == 0 else None, root=0)
-    set_blas_threads(1)
-    program = compile_program(cfg, grid, keep_text=bool(a.emit_ir) and rank == 0, world=world)
-    if rank == 0:
-        with _abort_on_user_error(world):
-            if a.emit_ir:
-                _emit_ir(a.emit_ir, program)
-        print(_header(cfg, grid, n, program), flush=True)
-    progress = Progress(cfg.steps, a.quiet, every=a.log_every)
-    try:
-        result = train_mpi(cfg, train, val, progress if rank == 0 else None, program, checkpoint=opts, resume=ck)
-    except CheckpointError as e:  # raised by every rank together (a full disk): rank 0 says it
-        if rank == 0:
-            progress.close()
-            sys.stderr.write(f"{TOOL}: error: {e}\n")
-        return 1
-    if rank == 0:
-        progress.close()
-        assert result is not None
-        with _abort_on_user_error(world):
-            _finish(a, result, tok, progress)
-    if a.sample:
-        from shardc.training.sample import Sampler, generate_mpi
-
-        sampler = Sampler(cfg.model, grid, cfg.policy, cfg.plan, cfg.dtype, world=world)
-        ids = generate_mpi(sampler, result.params if result is not None else None, prompt, a.sample, **_sample_args(a, tok))
-        if rank == 0:
-            _print_sample(a, tok, ids)
-    world.Barrier()
-    return 0
-
-
-def _show_layouts(a: argparse.Namespace) -> int:
-    """`--show-layouts`: the grid and every parameter's layouts; nothing is compiled."""
-    from shardc.training.gpt import param_specs
-    from shardc.training.layout_view import grid_text, parameter_layouts, print_texts
-    from shardc.training.mesh import MESH_AXES
-
-    rank, world = 0, a.np or a.simulate or 1
-    if a.np is None and a.simulate is None and under_mpi():
-        from mpi4py import MPI
-
-        rank, world = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
-    cfg, grid, _, _, _ = _configure(a, world, None)
-    if rank != 0:
-        return 0
-    p = cfg.policy
-    head = [
-        f"{TOOL}: {world} rank{'s' if world > 1 else ''}, grid {grid}, policy tp={p.tp} zero={p.zero} fsdp={p.fsdp}",
-        "  " + grid_text(grid.shape, MESH_AXES).replace("\n", "\n  "),
-        "storage: parameters between steps; compute: forward and backward; update: optimizer step, moments, gradients",
-    ]
-    print_texts([*head, *parameter_layouts(param_specs(cfg.model), cfg.plan, cfg.policy, grid)])
-    return 0
-
-
-def _agreed(world, body) -> bool:
-    """Run `body` (on the ranks it does something on); False on every rank, rank 0 saying
-    the first UserError any rank raised, when one did."""
-    error: str | None = None
-    try:
-        body()
-    except UserError as e:
-        error = str(e)
-    errors = world.allgather(error)
-    first = next((e for e in errors if e is not None), None)
-    if first is not None and world.Get_rank() == 0:
-        sys.stderr.write(f"{TOOL}: error: {first}\n")
-        sys.stderr.flush()
-    return first is None
-
-
-@contextlib.contextmanager
-def _abort_on_user_error(world) -> Iterator[None]:
-    """Rank 0's file output failing ends the whole job (the others wait in collectives)."""
-    try:
-        yield
-    except UserError as e:
-        sys.stderr.write(f"{TOOL}: error: {e}\n")
-        sys.stderr.flush()
-        world.Abort(1)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     return run_tool(TOOL, lambda: _main(list(sys.argv[1:] if argv is None else argv)))
 
 
 def _main(argv: list[str]) -> int:
-    args = _arg_parser().parse_args(argv)
+    from shardc.training.job import JobError
+
+    args = arg_parser().parse_args(argv)
     _check_args(args)
     if args.model_config is not None and not args.torch_model:
         raise UserError("--model-config goes with --torch-model hf:CLASS (a transformers model's config)")
-    if args.show_layouts:
-        if args.torch_model:
-            from shardc.frontends.torch_cli import show_torch_layouts
+    try:
+        return _run(argv, args)
+    except JobError as e:
+        raise UserError(str(e)) from None
 
-            return show_torch_layouts(args)
-        return _show_layouts(args)
+
+def _run(argv: list[str], args: argparse.Namespace) -> int:
+    """The job on the ranks the command names (`shardc.training.job.run_job`): with
+    `--show-layouts` drawn for them, with `--np N` launched on them, under mpiexec or
+    srun on the MPI world, else on `--simulate N` threads."""
+    from shardc.training.job import run_job
+
+    source = _model_source(args)
+    if args.show_layouts:
+        rank, world = 0, args.np or args.simulate or 1
+        if args.np is None and args.simulate is None and under_mpi():
+            from mpi4py import MPI
+
+            rank, world = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+        return run_job(args, source, world=world, rank=rank)
     if args.np is not None:
         if under_mpi():
             raise UserError("--np launches mpiexec: do not use it under mpiexec")
         return _launch(argv, args)
-    if args.simulate is None and under_mpi():
-        from shardc.tools.launcher import guard_rank
+    if args.simulate is not None or not under_mpi():
+        return run_job(args, source)
+    from shardc.tools.launcher import check_world, guard_rank, load_mpi
 
-        guard_rank()  # stop signals end this rank quietly; it dies with its launcher
-    from shardc.training.outdir import release_all
+    guard_rank()  # stop signals end this rank quietly; it dies with its launcher
+    world = load_mpi().COMM_WORLD
+    check_world(world.Get_size())  # N one-rank jobs (mismatched libmpi, srun without a PMI plugin) would each train alone
+    return run_job(args, source, world)
 
-    try:
-        if args.torch_model:
-            from shardc.frontends.torch_cli import train_torch_model
 
-            return train_torch_model(args, mpi=args.simulate is None and under_mpi())
-        if args.simulate is None and under_mpi():
-            return _run_mpi(args)
-        return _run_simulated(args)
-    finally:
-        release_all()  # the job's directory locks (a process's exit drops them too)
+def _model_source(args: argparse.Namespace):
+    """`--torch-model`'s PyTorch module source, or the built-in GPT."""
+    if args.torch_model:
+        from shardc.frontends.torch_source import TorchSource
 
+        return TorchSource()
+    from shardc.training.gpt_source import GPTSource
+
+    return GPTSource()
 
 if __name__ == "__main__":
     sys.exit(main())
