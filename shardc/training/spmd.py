@@ -38,14 +38,11 @@ from shardc.training.gpt import GPTConfig, InitialParams, ParamSpec, param_specs
 from shardc.training.mesh import MESH_AXES, Grid
 from shardc.training.optimizer import AdamWConfig, step_donation
 from shardc.training.pipeline import (  # noqa: F401 - re-exported: the step program's pipeline
-    MPI_COLLECTIVES,
     PIPELINE,
-    SHARD_COLLECTIVES,
     PipelineError,
     Stage,
     count_collectives,
     lower_step,
-    pass_failure_line,
     run_pipeline,
 )
 
