@@ -54,8 +54,8 @@ process. The held-out loss (`@eval_loss`) is imported with the module in eval mo
 a PyTorch validation loop runs it: BatchNorm normalizes with the running statistics
 trained so far and nothing is updated.
 
-Training (`TorchTraining`, `train_module`) is the built-in trainer's loop on this program:
-`StepLog`s, the held-out loss every `eval_every` steps, sharded checkpoints through
+Training (`TorchTraining`, `train_module`) runs this program with the trainer's loop for
+module step programs (`shardc.training.module_run.ModuleTraining`): `StepLog`s, the held-out loss every `eval_every` steps, sharded checkpoints through
 `shardc.training.checkpoint` keyed by FQN (the manifest's model is a `TorchModelInfo`;
 updated buffers under `buffers/<FQN>`) and resume on any grid and policy.
 """
