@@ -25,12 +25,12 @@ import time
 
 
 def _child(n_layer: int, n_embd: int, n_head: int) -> None:
-    from shardc.training import spmd
+    from shardc.training import pipeline, spmd
     from shardc.training.gpt import GPTConfig
     from shardc.training.trainer import TrainingConfig
 
     passes = [0.0]
-    run_pipeline = spmd.run_pipeline
+    run_pipeline = pipeline.run_pipeline
 
     def timed(*args: object, **kw: object) -> object:
         t = time.process_time()
@@ -39,7 +39,7 @@ def _child(n_layer: int, n_embd: int, n_head: int) -> None:
         finally:
             passes[0] += time.process_time() - t
 
-    spmd.run_pipeline = timed  # type: ignore[assignment]
+    pipeline.run_pipeline = timed  # type: ignore[assignment]  # lower_step's (shardc.training.pipeline)
     import shardc.ir.printer  # noqa: F401  (imports are not the compile's)
     import shardc.runtime.codegen.compile  # noqa: F401
     import shardc.training.step  # noqa: F401

@@ -30,7 +30,8 @@ from shardc.training.axis import PartitionSpec, ShardingPlan, ShardingPolicy, an
 from shardc.training.gpt import GPTConfig, float_type, gpt_logits, param_specs, param_types
 from shardc.training.ir_builder import FuncBuilder, Value, int_tensor
 from shardc.training.mesh import BATCH, Grid
-from shardc.training.spmd import PIPELINE, local_part, run_pipeline
+from shardc.training.pipeline import PIPELINE, run_pipeline
+from shardc.training.spmd import local_part
 
 
 def build_logits_module(model: GPTConfig, batch: int, grid: Grid, plan: ShardingPlan, policy: ShardingPolicy, dtype: str = "float32") -> ModuleOp:

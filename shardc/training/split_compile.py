@@ -17,7 +17,7 @@ from shardc.training.axis import ShardingPlan, ShardingPolicy
 from shardc.training.gpt import GPTConfig
 from shardc.training.mesh import Grid
 from shardc.training.optimizer import AdamWConfig
-from shardc.training.spmd import PIPELINE, lower_step
+from shardc.training.pipeline import PIPELINE, lower_step
 
 PARTS: tuple[tuple[str, ...], ...] = (("train_step",), ("adamw_step", "loss"))
 """The step's functions by part, in the whole module's order."""

@@ -33,103 +33,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shardc.errors import FailureReport
 from shardc.training.axis import ParamLayouts, PartitionSpec, ShardingPlan, ShardingPolicy, StateBytes, resolve
 from shardc.training.gpt import GPTConfig, InitialParams, ParamSpec, param_specs
 from shardc.training.mesh import MESH_AXES, Grid
 from shardc.training.optimizer import AdamWConfig, step_donation
+from shardc.training.pipeline import (  # noqa: F401 - re-exported: the step program's pipeline
+    PIPELINE,
+    PipelineError,
+    Stage,
+    count_collectives,
+    lower_step,
+    run_pipeline,
+)
 
 if TYPE_CHECKING:  # IR is built and inspected where it is needed: a compile-cache hit imports no xDSL
     from xdsl.dialects.builtin import ModuleOp
-    from xdsl.ir import Operation
-
-PIPELINE: tuple[str, ...] = (
-    "sharding-propagation{traversal=forward-backward}",
-    "shard-partition",
-    "shard-simplify",
-    "canonicalize",
-    "cse",
-    "convert-shard-to-mpi",
-    "canonicalize",
-)
-
-# Collectives as counted per function, at the shard level and after lowering.
-SHARD_COLLECTIVES = ("all_gather", "all_reduce", "reduce_scatter", "all_slice", "all_to_all", "broadcast", "gather", "scatter", "send", "recv", "shift", "update_halo")
-MPI_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter_block", "send", "recv", "isend", "irecv", "barrier")
-
-
-class PipelineError(FailureReport):
-    """A pass of the pipeline failed on the step module: the message is one line naming
-    the pass, the op and its location (`shardc.ir.diagnostics.one_line`)."""
-
-
-@dataclass
-class Stage:
-    """One stage of the compiled step: the pass that produced it, its time, its text."""
-
-    name: str
-    seconds: float
-    text: str | None = None
-
-
-def run_pipeline(module: ModuleOp, passes: Sequence[str] = PIPELINE, keep_text: bool = False) -> list[Stage]:
-    """Run `passes` (mlir-opt pipeline entries) on `module` in place; one Stage each, the
-    input first. Texts are kept only when asked (printing the module costs time)."""
-    from shardc.context import make_context
-    from shardc.ir.printer import module_to_string
-    from shardc.passes import all_passes
-    from shardc.tools.argv import instantiate, parse_pipeline
-
-    table = all_passes()
-    stages = [Stage("input", 0.0, module_to_string(module) if keep_text else None)]
-    ctx = make_context()
-    for entry in passes:
-        (spec,) = parse_pipeline(f"builtin.module({entry})")
-        p = instantiate(spec, table)
-        t0 = time.perf_counter()
-        try:
-            p.apply(ctx, module)
-        except Exception as e:  # noqa: BLE001 - a diagnostic of the pass, or a bug in it: one line
-            raise PipelineError(pass_failure_line(module, entry, e)) from e
-        stages.append(Stage(entry, time.perf_counter() - t0, module_to_string(module) if keep_text else None))
-    return stages
-
-
-def pass_failure_line(module: ModuleOp, entry: str, exc: Exception) -> str:
-    """One line for a pass that failed on the step module: its diagnostic (located at
-    the op), or for an internal error the op it was processing, where, and the pass."""
-    from xdsl.utils.exceptions import DiagnosticException
-
-    from shardc.ir.diagnostics import DiagnosticError, Severity, make, one_line
-    from shardc.ir.verifier import crash_text
-
-    if isinstance(exc, DiagnosticError):
-        diag = exc.diagnostic
-        diag.message = f"{diag.message} (in pass '{entry}')"
-    elif isinstance(exc, DiagnosticException):
-        diag = make(None, Severity.ERROR, f"pass '{entry}' failed on the step module: {exc}")
-    else:
-        text, target = crash_text(exc, f"pass '{entry}'", module)
-        diag = make(target, Severity.ERROR, f"internal error in pass '{entry}': {text}")
-    return one_line(diag)
-
-
-def count_collectives(module: ModuleOp, by_axes: bool = False) -> dict[str, Counter[str]]:
-    """Per function, how many shard.* and mpi.* communication ops it holds; with
-    `by_axes`, shard ops are keyed with their grid axes (`shard.all_gather[0]`)."""
-    from xdsl.dialects import func
-
-    names = {f"shard.{n}" for n in SHARD_COLLECTIVES} | {f"mpi.{n}" for n in MPI_COLLECTIVES}
-    out: dict[str, Counter[str]] = {}
-    for f in module.ops:
-        if isinstance(f, func.FuncOp):
-            out[f.sym_name.data] = Counter(_key(op, by_axes) for op in f.walk() if op.name in names)
-    return out
-
-
-def _key(op: Operation, by_axes: bool) -> str:
-    axes = getattr(op, "grid_axes_tuple", None)
-    return f"{op.name}[{','.join(map(str, axes))}]" if by_axes and axes is not None else op.name
 
 
 # ---------------------------------------------------------------------------------------
@@ -174,17 +92,6 @@ def assemble(parts: Sequence[np.ndarray], shape: Sequence[int], spec: PartitionS
 # ---------------------------------------------------------------------------------------
 # The compiled program
 # ---------------------------------------------------------------------------------------
-
-
-def lower_step(module: ModuleOp, keep_text: bool = False) -> tuple[list[Stage], dict[str, object]]:
-    """Run the step's pipeline on `module` (in place): its stages, and the metadata a
-    cache entry keeps (each stage's seconds, the collectives at the shard level, after
-    simplify/canonicalize/cse and before lowering, and after lowering)."""
-    lower_at = PIPELINE.index("convert-shard-to-mpi")
-    stages = run_pipeline(module, PIPELINE[:lower_at], keep_text)
-    shard_level = count_collectives(module, by_axes=True)
-    stages += run_pipeline(module, PIPELINE[lower_at:], keep_text)[1:]
-    return stages, {"stages": [[st.name, st.seconds] for st in stages], "shard_collectives": shard_level, "collectives": count_collectives(module)}
 
 
 @dataclass

@@ -170,11 +170,12 @@ def _mpi_under_srun_fails(c: Cluster, srun: str) -> str | None:
 
 
 def _reference(n: int, args: list[str]):
-    from shardc.tools.train import _arg_parser, _configure  # pyright: ignore[reportPrivateUsage]
+    from shardc.tools.train import arg_parser
+    from shardc.training.gpt_source import configure
     from shardc.training.trainer import reference_losses
 
-    a: argparse.Namespace = _arg_parser().parse_args(args)
-    cfg, grid, _, train, _ = _configure(a, n, n)
+    a: argparse.Namespace = arg_parser().parse_args(args)
+    cfg, grid, _, train, _ = configure(a, n, n)
     return grid, reference_losses(cfg, train, grid)
 
 

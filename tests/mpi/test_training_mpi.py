@@ -11,7 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from shardc.tools.train import _arg_parser, _configure  # pyright: ignore[reportPrivateUsage]
+from shardc.tools.train import arg_parser
+from shardc.training.gpt_source import configure
 from shardc.training.trainer import reference_losses
 
 pytestmark = pytest.mark.mpi
@@ -30,8 +31,8 @@ def _train(n: int, args: list[str], out, launch: bool = False, timeout: float = 
 
 
 def _reference(n: int, args: list[str]):
-    a: argparse.Namespace = _arg_parser().parse_args(args)
-    cfg, grid, _, train, _ = _configure(a, n, n)
+    a: argparse.Namespace = arg_parser().parse_args(args)
+    cfg, grid, _, train, _ = configure(a, n, n)
     return grid, reference_losses(cfg, train, grid)
 
 

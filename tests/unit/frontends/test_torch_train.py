@@ -269,12 +269,13 @@ def test_bad_input_is_refused_before_anything_is_imported_or_allocated(monkeypat
     """Layout problems are found from the module's parameters alone: torch-mlir is never
     called and no rank state is made."""
     import shardc.frontends.torch_train as tt
+    import shardc.training.module_run as module_run
 
     def never(*a, **k):
         raise AssertionError("imported or allocated before validation")
 
     monkeypatch.setattr(tt, "export_train_step", never)
-    monkeypatch.setattr(tt, "_Rank", never)
+    monkeypatch.setattr(module_run, "RankModule", never)
     with pytest.raises(TorchTrainError, match="matches no parameter"):
         _train(axes={r"nope": ("n_hidden",)})
     with pytest.raises(TorchTrainError, match="is not in the plan"):

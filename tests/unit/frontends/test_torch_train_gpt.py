@@ -283,10 +283,11 @@ def test_sample_without_a_hook_says_why(capsys):
     import argparse
     import dataclasses
 
-    from shardc.frontends.torch_cli import _sample
+    from shardc.frontends.torch_source import sample
+    from shardc.training.job import Job
 
     task = dataclasses.replace(load_task(f"{EXAMPLE}:make", **SMALL), generate=None)
-    _sample(argparse.Namespace(torch_model="m.py:make"), task, None, None)
+    sample(Job(argparse.Namespace(torch_model="m.py:make"), 1), task, None, None)
     assert capsys.readouterr().out == "shardc-train: --sample skipped: m.py:make gives no generate hook (TorchTask.generate)\n"
 
 
