@@ -18,7 +18,7 @@ import pytest
 
 from shardc.runtime.kernels import fused
 
-pytestmark = [pytest.mark.mpi, pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")]
+pytestmark = [pytest.mark.mpi, pytest.mark.slow, pytest.mark.skipif(fused._numba() is None, reason="numba (the [fast] extra) is not installed")]
 
 MPIEXEC = shutil.which("mpiexec")
 MAIN = Path(__file__).resolve().parent / "numba_cache_main.py"

@@ -12,6 +12,8 @@ pytest.importorskip("torch", reason="needs the [torch] extra: pip install -e '.[
 pytest.importorskip("torch_mlir", reason="needs the [torch] extra: pip install -e '.[torch]'")
 pytest.importorskip("transformers", reason="needs transformers (the [torch] extra)")
 
+pytestmark = pytest.mark.slow  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
+
 MAIN = Path(__file__).resolve().parent / "transformers_zoo_main.py"
 
 
