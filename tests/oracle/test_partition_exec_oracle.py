@@ -71,6 +71,7 @@ def _limit(stderr: str) -> str | None:
     return next((limit for limit in KNOWN_LIMITS if limit in stderr), None)
 
 
+@pytest.mark.slow
 def test_mlir_opt_partition_runs_and_agrees() -> None:
     counts: collections.Counter[str] = collections.Counter()
     problems: list[str] = []
