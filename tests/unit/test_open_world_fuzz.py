@@ -113,6 +113,7 @@ def _batches() -> list[range]:
     return [seeds[i : i + BATCH] for i in range(0, len(seeds), BATCH)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seeds", _batches(), ids=lambda r: f"seeds{r.start}-{r.stop - 1}")
 def test_open_programs_match_unsharded(seeds: range) -> None:
     pipeline = [*PARTITION_PIPELINE, CountCollectives()]

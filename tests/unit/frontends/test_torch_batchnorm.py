@@ -88,6 +88,7 @@ def _assert_same_state(result, model, want):
             np.testing.assert_allclose(got[k].numpy(), v.detach().numpy(), rtol=2e-5, atol=2e-6, err_msg=k)
 
 
+@pytest.mark.slow
 def test_step_returns_the_updated_statistics():
     """One step run unsharded: loss, gradients and the new running statistics equal
     PyTorch's train-mode forward + backward; the exported step names them."""
