@@ -136,6 +136,7 @@ def test_open_programs_for_longer() -> None:
     assert not problems, "\n\n".join(problems)
 
 
+@pytest.mark.slow
 def test_zz_the_programs_were_sharded() -> None:
     """After the batches: partition produced every kind of collective, and most
     programs move data between ranks (they are not all replicated)."""
