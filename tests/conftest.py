@@ -37,3 +37,13 @@ def run_opt(*args: str, stdin: str | None = None, timeout: float = 60) -> subpro
 @pytest.fixture
 def opt():
     return run_opt
+
+
+def pytest_collection_modifyitems(config, items):
+    """The quick tier: every test is `quick` unless it (its class, module or parameter) is
+    marked `slow`, so new tests join the fast loop `python -m pytest -m quick` by default and
+    the long ones opt out visibly where they are written."""
+    quick = pytest.mark.quick
+    for item in items:
+        if item.get_closest_marker("slow") is None:
+            item.add_marker(quick)

@@ -1,4 +1,7 @@
-"""Runs the lit/FileCheck suite once and reports each lit test as its own pytest test."""
+"""Runs the lit/FileCheck suite once and reports each lit test as its own pytest test.
+
+The quick tier (`-m quick`) runs the files in QUICK alone (one lit run over the selected
+files); the rest are marked slow."""
 
 import os
 import subprocess
@@ -14,15 +17,28 @@ LIT_FILES = sorted(
     for p in SUITE.rglob("*.mlir")
     if "Inputs" not in p.parts
 )
+QUICK = {
+    "dialects/shard/ops.mlir",
+    "dialects/mpi/ops_invalid.mlir",
+    "lowering/shard-to-mpi-collectives.mlir",
+    "passes/sharding-propagation.mlir",
+    "passes/shard-partition.mlir",
+    "tools/smoke.mlir",
+}
+"""A few files that cover each folder (dialects, lowering, passes, tools) in the quick tier."""
 
 
 @pytest.fixture(scope="session")
-def lit_results(tmp_path_factory) -> dict[str, str | None]:
-    """Run lit over the whole suite in parallel; map file -> failure text (None: passed)."""
+def lit_results(request, tmp_path_factory) -> dict[str, str | None]:
+    """Run lit in parallel over the lit files this session selected (all of them when
+    every one is); map file -> failure text (None: passed)."""
     xml = tmp_path_factory.mktemp("lit") / "lit.xml"
+    selected = sorted({item.callspec.params["test_file"] for item in request.session.items
+                       if getattr(item, "originalname", None) == "test_lit"})
+    paths = [str(SUITE)] if len(selected) == len(LIT_FILES) else [str(SUITE / f) for f in selected]
     subprocess.run(
         [sys.executable, "-c", "import lit.main; lit.main.main()", "-q", f"-j{os.cpu_count() or 2}",
-         f"--xunit-xml-output={xml}", str(SUITE)],
+         f"--xunit-xml-output={xml}", *paths],
         capture_output=True, text=True,
     )
     results: dict[str, str | None] = {}
@@ -35,7 +51,7 @@ def lit_results(tmp_path_factory) -> dict[str, str | None]:
     return results
 
 
-@pytest.mark.parametrize("test_file", LIT_FILES)
+@pytest.mark.parametrize("test_file", [f if f in QUICK else pytest.param(f, marks=pytest.mark.slow) for f in LIT_FILES])
 def test_lit(test_file: str, lit_results: dict[str, str | None]):
     assert test_file in lit_results, f"lit did not run {test_file}"
     failure = lit_results[test_file]

@@ -1,5 +1,5 @@
 """Runs the shard and mpi kernel tests of tests/unit/runtime under a real MPI job:
-`mpiexec -n N python tests/mpi/kernels_main.py [shard|mpi]`.
+`mpiexec -n N python tests/mpi/kernels_main.py [shard] [mpi]` (both in one job by default).
 
 The unit tests check every device's result against semantics computed from all
 devices' inputs; here `run_prog` runs the program on this rank only (MPIComm) and
@@ -97,18 +97,18 @@ def mpi_cases(m, n: int) -> int:
 
 
 def main(argv: list[str]) -> int:
-    what = argv[0] if argv else "shard"
     with abort_on_error():
         n = MPI.COMM_WORLD.Get_size()
-        if what == "shard":
-            m = load("test_shard_kernels")
-            m.run_prog = mpi_run_prog
-            count = shard_cases(m, n)
-        else:
-            m = load("test_mpi_kernels")
-            m.run_prog = lambda text, n_, per_rank: mpi_run_prog(text, (n_,), per_rank)
-            count = mpi_cases(m, n)
-    print(f"rank {MPI.COMM_WORLD.Get_rank()}: OK {what} {count}", flush=True)
+        for what in argv or ["shard", "mpi"]:
+            if what == "shard":
+                m = load("test_shard_kernels")
+                m.run_prog = mpi_run_prog
+                count = shard_cases(m, n)
+            else:
+                m = load("test_mpi_kernels")
+                m.run_prog = lambda text, n_, per_rank: mpi_run_prog(text, (n_,), per_rank)
+                count = mpi_cases(m, n)
+            print(f"rank {MPI.COMM_WORLD.Get_rank()}: OK {what} {count}", flush=True)
     return 0
 
 

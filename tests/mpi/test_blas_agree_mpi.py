@@ -13,6 +13,8 @@ from _mpiexec import MPIEXEC
 
 from shardc.runtime.execute.kernels import blas, blas_choice
 
+pytestmark = pytest.mark.slow  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
+
 MAIN = Path(__file__).resolve().parent / "blas_agree_main.py"
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from shardc.runtime.codegen.cache import DiskCache, Entry
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
 
 MPIEXEC = shutil.which("mpiexec")
 ROOT = Path(__file__).resolve().parents[2]

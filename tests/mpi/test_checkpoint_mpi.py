@@ -17,7 +17,7 @@ import pytest
 
 from shardc.training.checkpoint import CRASH_ENV, MANIFEST, complete_checkpoints, step_dir
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
 
 MPIEXEC = shutil.which("mpiexec")
 STEPS, EVERY = 40, 5

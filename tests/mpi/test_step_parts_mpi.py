@@ -14,7 +14,7 @@ import pytest
 
 from _mpiexec import run_ranks
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
 
 DRIVER = str(Path(__file__).with_name("step_parts_main.py"))
 

@@ -19,6 +19,8 @@ import torch.nn.functional as F  # noqa: E402
 
 from _mpiexec import run_ranks  # noqa: E402
 
+pytestmark = pytest.mark.slow  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
+
 _MODEL = """
 import torch
 from torch import nn

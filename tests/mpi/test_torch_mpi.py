@@ -20,6 +20,8 @@ import torch  # noqa: E402
 from shardc.frontends.annotate import annotate_arguments  # noqa: E402
 from shardc.testing import torch_models as tm  # noqa: E402
 
+pytestmark = pytest.mark.slow  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
+
 MPIEXEC = shutil.which("mpiexec")
 
 CASES = {

@@ -15,7 +15,7 @@ from shardc.tools.train import arg_parser
 from shardc.training.gpt_source import configure
 from shardc.training.trainer import reference_losses
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs that import and compile on every rank: the quick tier keeps test_comm_mpi's
 
 MPIEXEC = shutil.which("mpiexec")
 MODEL = ["--n-layer", "1", "--n-head", "4", "--n-embd", "16", "--block-size", "8", "--per-device-batch", "2", "--steps", "3", "--lr", "1e-2", "--eval-every", "0", "--quiet"]

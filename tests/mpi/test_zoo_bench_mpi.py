@@ -21,7 +21,7 @@ pytest.importorskip("transformers", reason="needs the [torch] extra: pip install
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 TINY_LLAMA = ["--small", "--layers=1", "--seq=16", "--vocab=64", "--repeats=1"]
 
-pytestmark = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec is not on PATH")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec is not on PATH")]
 
 
 def _bench(script: str, *args: str, timeout: float = 600) -> str:

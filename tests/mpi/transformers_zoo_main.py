@@ -2,7 +2,9 @@
 data parallel and Megatron tensor parallel over the MPI world, then 3 AdamW steps data
 parallel, each against PyTorch on this process (float32). Every rank prints one line per
 check, `OK` or `DIFFER`, and the driver exits 1 on a difference:
-`mpiexec -n 2 python transformers_zoo_main.py llama|gpt2|opt|vit`. OPT and ViT take the
+`mpiexec -n 2 python transformers_zoo_main.py llama gpt2 opt vit` (any of them, in one job:
+torch and transformers are imported once per rank, not once per model; each line names its
+model). OPT and ViT take the
 Megatron axes `shardc.frontends.hf.derive_layouts` gives; ViT learns labels of images."""
 
 from __future__ import annotations
@@ -91,7 +93,11 @@ def report(rank: int, what: str, err: float, tol: float) -> bool:
     return ok
 
 
-def main(name: str) -> int:
+def main(names: list[str]) -> int:
+    return max(check(name) for name in names)
+
+
+def check(name: str) -> int:
     from mpi4py import MPI
 
     rank = MPI.COMM_WORLD.Get_rank()
@@ -112,7 +118,7 @@ def main(name: str) -> int:
         want = model(x).logits.numpy()
     for what, layout in (("forward dp", {}), ("forward megatron", {"axes": axes, "plan": plan, "policy": ShardingPolicy(tp=2, zero=False)})):
         (got,) = forward_module(model, [x], world=None, **layout)
-        ok &= report(rank, what, float(np.abs(got - want).max() / np.abs(want).max()), 1e-5)
+        ok &= report(rank, f"{name} {what}", float(np.abs(got - want).max() / np.abs(want).max()), 1e-5)
 
     model.train()
     batches = [(inputs_of(name, 10 + s), targets_of(name, 20 + s)) for s in range(STEPS)]
@@ -129,11 +135,11 @@ def main(name: str) -> int:
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    ok &= report(rank, "training losses", float(np.abs(np.array(result.losses) - losses).max() / np.abs(losses).max()), 1e-5)
+    ok &= report(rank, f"{name} training losses", float(np.abs(np.array(result.losses) - losses).max() / np.abs(losses).max()), 1e-5)
     err = max(float(np.abs(result.params[k] - p.detach().numpy()).max()) for k, p in ref.named_parameters())
-    ok &= report(rank, "training parameters", err, LR / 500)  # a 500th of one step
+    ok &= report(rank, f"{name} training parameters", err, LR / 500)  # a 500th of one step
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

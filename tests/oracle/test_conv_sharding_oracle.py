@@ -28,6 +28,7 @@ def _passes(text: str, names: list[str]) -> str:
     return module_to_string(module)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("passes", [["sharding-propagation"], ["sharding-propagation", "shard-partition"]])
 def test_sharded_convolutions_read_by_mlir_opt(passes: list[str], mlir_opt: MlirOpt, shardc: Shardc) -> None:
     ours = _passes(FILE.read_text(), passes)
@@ -37,6 +38,7 @@ def test_sharded_convolutions_read_by_mlir_opt(passes: list[str], mlir_opt: Mlir
     assert normalize_ssa_names(shardc.run(theirs)) == normalize_ssa_names(shardc.run(ours))
 
 
+@pytest.mark.slow
 def test_rewritten_training_step_read_by_mlir_opt(mlir_opt: MlirOpt, shardc: Shardc) -> None:
     """The CNN's training step after scatter-windows and expand-shapes-before-pads (the
     pool gradient as an expanded generic, the pad after its reshape), then partitioned

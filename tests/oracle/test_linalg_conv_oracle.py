@@ -19,6 +19,7 @@ FILE = ROOT / "tests" / "filecheck" / "dialects" / "linalg" / "conv.mlir"
 CHUNKS = chunk_params([FILE])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", CHUNKS)
 def test_roundtrip(chunk: Chunk, mlir_opt: MlirOpt, shardc: Shardc) -> None:
     theirs = mlir_opt.run(chunk.text)

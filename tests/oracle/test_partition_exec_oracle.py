@@ -71,6 +71,7 @@ def _limit(stderr: str) -> str | None:
     return next((limit for limit in KNOWN_LIMITS if limit in stderr), None)
 
 
+@pytest.mark.slow
 def test_mlir_opt_partition_runs_and_agrees() -> None:
     counts: collections.Counter[str] = collections.Counter()
     problems: list[str] = []
@@ -92,6 +93,7 @@ def test_mlir_opt_partition_runs_and_agrees() -> None:
     assert counts["ok"] >= NUM_PROGRAMS // 2, dict(counts)
 
 
+@pytest.mark.slow
 def test_shardc_partition_agrees_where_mlir_opt_hits_its_limits() -> None:
     """The programs 22.1.8 cannot partition (multi-axis grids, halo changes): shardc's
     partition runs them correctly."""

@@ -275,6 +275,7 @@ def compare(seeds: list[int], generate, fix: bool = True) -> tuple[int, list[str
     return compared, mismatches
 
 
+@pytest.mark.slow
 def test_partition_matches_mlir_opt() -> None:
     """Partitionable programs: equal outputs, and at least 100 programs compared."""
     compared, mismatches = compare(list(range(NUM_PROGRAMS)), generate_partitionable)
@@ -283,6 +284,7 @@ def test_partition_matches_mlir_opt() -> None:
         assert compared >= 100, f"only {compared} of {NUM_PROGRAMS} programs compared"
 
 
+@pytest.mark.slow
 def test_generated_programs_fail_where_mlir_opt_fails() -> None:
     """The propagation oracle's own programs (many cannot be partitioned: dimensions
     that do not divide, arguments used twice): no Python exception, failure where

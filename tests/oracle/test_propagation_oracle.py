@@ -89,6 +89,7 @@ def _batches() -> list[tuple[str, list[int]]]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("traversal", "seeds"), _batches(), ids=lambda v: str(v))
 def test_propagation_matches_mlir_opt(traversal: str, seeds: list[int]) -> None:
     texts = [generate_program(seed) for seed in seeds]

@@ -69,6 +69,7 @@ def test_custom_form_as_torch_mlir(chunk: Chunk, shardc: Shardc) -> None:
     assert shardc.run(theirs) == ours
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dim, dtype", [(0, "float32"), (1, "float32"), (1, "int64")])
 def test_cumsum_export_prints_back_unchanged(dim: int, dtype: str, mlir_opt: MlirOpt, shardc: Shardc) -> None:
     _, fx = _torch_mlir_context()

@@ -98,6 +98,7 @@ MODEL_NAMES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_live_export(name: str, mlir_opt: MlirOpt, shardc: Shardc) -> None:
     from shardc.frontends.torch import export_module

@@ -99,6 +99,7 @@ BAD_PROGRAMS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool", ["shardc-opt", "shardc-run", "shardc-verify", "shardc-view"])
 @pytest.mark.parametrize("case", sorted(BAD_PROGRAMS))
 def test_bad_program_is_a_located_diagnostic(tmp_path: Path, tool: str, case: str) -> None:
@@ -179,6 +180,7 @@ RUN_INPUTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", RUN_INPUTS, ids=[" ".join(a) for a, _ in RUN_INPUTS])
 def test_bad_run_input_is_one_line(files: Path, args: list[str], message: str) -> None:
     err = assert_clean_failure(run_tool("shardc-run", *args, cwd=files), "shardc-run", located=False)
@@ -186,6 +188,7 @@ def test_bad_run_input_is_one_line(files: Path, args: list[str], message: str) -
     assert "allow_pickle" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -201,6 +204,7 @@ def test_bad_verify_input_is_one_line(files: Path, args: list[str], message: str
     assert re.search(message, err), err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -230,6 +234,7 @@ func.func @"f\\0Dok"(%a: tensor<4xf32>) -> tensor<4xf32> {
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool, args", [("shardc-run", ["--input", "a=0"]), ("shardc-verify", [])])
 def test_assert_message_cannot_erase_the_error_line(tmp_path: Path, tool: str, args: list[str]) -> None:
     (tmp_path / "p.mlir").write_text(FORGED_ASSERT)
@@ -241,6 +246,7 @@ def test_assert_message_cannot_erase_the_error_line(tmp_path: Path, tool: str, a
     assert len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.slow
 def test_assert_message_under_mpiexec_is_escaped(tmp_path: Path) -> None:
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:

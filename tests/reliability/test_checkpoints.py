@@ -18,7 +18,7 @@ from _cluster_jobs import MODEL, TRAIN, no_traceback, run, same_params, under_mp
 
 from shardc.training.checkpoint import MANIFEST, complete_checkpoints, open_checkpoint, prune, run_of, step_dir
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs and signals sent to running trainers
 
 
 def _one_error(p: subprocess.CompletedProcess[str]) -> str:

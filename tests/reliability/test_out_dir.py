@@ -13,7 +13,7 @@ from _cluster_jobs import MODEL, TRAIN, env, no_traceback, run, under_mpiexec, w
 from shardc.training.checkpoint import MANIFEST, complete_checkpoints, step_dir
 from shardc.training.outdir import LOCK_NAME
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs and signals sent to running trainers
 
 SHORT = ["--steps", "10", "--checkpoint-every", "5"]
 

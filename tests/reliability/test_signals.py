@@ -19,7 +19,7 @@ from _cluster_jobs import alive, env, job_processes, launched, run, same_params,
 
 from shardc.training.checkpoint import CRASH_ENV, MANIFEST, complete_checkpoints, step_dir
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]  # mpiexec jobs and signals sent to running trainers
 
 STEPS = ["--steps", "60", "--checkpoint-every", "5", "--keep", "3"]
 RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")

@@ -93,6 +93,7 @@ def test_missing_input(opt, tmp_path: Path):
     assert result.stderr == f"shardc-opt: cannot open input file '{missing}': No such file or directory\n"
 
 
+@pytest.mark.slow
 def test_verify_diagnostics_exit_codes(opt, tmp_path: Path):
     met = "func.func @f() {\n  // expected-error @+1 {{custom op 'retur' is unknown}}\n  retur\n}\n"
     result = opt(write(tmp_path, met), "-verify-diagnostics")
@@ -114,6 +115,7 @@ def test_verify_diagnostics_exit_codes(opt, tmp_path: Path):
     assert result.stderr.splitlines()[0].startswith(f"{unexpected}:2:19: error: unexpected error: use of value")
 
 
+@pytest.mark.slow
 def test_output_file_written_only_on_success(opt, tmp_path: Path):
     out = tmp_path / "out.mlir"
     assert opt(write(tmp_path, GOOD), "-o", str(out)).returncode == 0

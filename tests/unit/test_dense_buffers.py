@@ -103,6 +103,7 @@ def test_splats_made_by_passes_equal_parsed_ones():
     assert is_compact(as_list) and as_list == splat_attr(as_list.get_type(), 2.5)
 
 
+@pytest.mark.slow
 def test_literal_list_parses_in_a_few_times_its_size():
     rng = np.random.default_rng(0)
     values = rng.standard_normal((160, 1024)).astype(np.float32)
@@ -119,6 +120,7 @@ def test_literal_list_parses_in_a_few_times_its_size():
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+@pytest.mark.slow
 def test_runtime_reads_a_large_splat_without_expanding_dead_ones():
     from shardc.runtime.codegen.compile import compile_text
 

@@ -21,6 +21,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS_DIR = ROOT / "tests" / "filecheck"
 TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|[%@#^!]?[\w.$-]+|\s+|.', re.S)
@@ -92,6 +94,7 @@ def run_in_process(data: bytes, flags: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+@pytest.mark.slow
 def test_fuzz_never_crashes():
     seconds = float(os.environ.get("SHARDC_FUZZ_SECONDS", "25"))
     rng = random.Random(int(os.environ.get("SHARDC_FUZZ_SEED", "20261129")))

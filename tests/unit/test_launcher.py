@@ -204,6 +204,7 @@ def _train(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "shardc.tools.train", *args], capture_output=True, text=True, env=env, timeout=120)
 
 
+@pytest.mark.slow
 def test_shardc_train_np_with_hydra_hostfile(tmp_path):
     fake(tmp_path, "mpiexec", HYDRA)
     hosts = tmp_path / "hosts"
@@ -224,6 +225,7 @@ def test_missing_hostfile_is_one_line(tmp_path):
     assert p.stderr == f"shardc-train: error: --hostfile {tmp_path / 'nohosts'}: no such file (one host a line, e.g. `node1:8`)\n"
 
 
+@pytest.mark.slow
 def test_more_ranks_than_cpus_needs_oversubscribe(tmp_path, monkeypatch):
     """--np above this machine's CPUs (no hostfile, no allocation) is one line asking for
     --oversubscribe; with it (or SHARDC_OVERSUBSCRIBE=1) the job starts, and Open MPI gets
@@ -248,6 +250,7 @@ def test_more_ranks_than_cpus_needs_oversubscribe(tmp_path, monkeypatch):
     assert ompi.command(2, ["p"], slots=4, oversubscribe=True) == ["mpiexec", "--oversubscribe", "-n", "2", "p"]
 
 
+@pytest.mark.slow
 def test_shardc_train_np_under_slurm(tmp_path):
     fake(tmp_path, "srun", "slurm 22.05.8\n")
     env = env_with(tmp_path, SLURM_JOB_ID="7", SLURM_NTASKS="2")
@@ -260,6 +263,7 @@ def test_shardc_train_np_under_slurm(tmp_path):
     assert p.stderr == "shardc-train: error: --np 4 is more than the 2 tasks of Slurm job 7 (SLURM_NTASKS): allocate more (salloc/sbatch -n 4) or pass --np 2\n"
 
 
+@pytest.mark.slow
 def test_shardc_train_bad_input_lines(tmp_path):
     p = _train(env_with(tmp_path / "empty"), "--np", "2")
     assert p.returncode == 1

@@ -113,6 +113,7 @@ def _batches() -> list[range]:
     return [seeds[i : i + BATCH] for i in range(0, len(seeds), BATCH)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seeds", _batches(), ids=lambda r: f"seeds{r.start}-{r.stop - 1}")
 def test_open_programs_match_unsharded(seeds: range) -> None:
     pipeline = [*PARTITION_PIPELINE, CountCollectives()]
@@ -135,6 +136,7 @@ def test_open_programs_for_longer() -> None:
     assert not problems, "\n\n".join(problems)
 
 
+@pytest.mark.slow
 def test_zz_the_programs_were_sharded() -> None:
     """After the batches: partition produced every kind of collective, and most
     programs move data between ranks (they are not all replicated)."""

@@ -48,6 +48,7 @@ def _batches() -> list[range]:
     return [seeds[i : i + BATCH] for i in range(0, len(seeds), BATCH)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seeds", _batches(), ids=lambda r: f"seeds{r.start}-{r.stop - 1}")
 def test_partitioned_programs_match_unsharded(seeds: range) -> None:
     problems: list[str] = []
@@ -66,6 +67,7 @@ def test_partitioned_programs_match_unsharded(seeds: range) -> None:
     assert not problems, "\n\n".join(problems)
 
 
+@pytest.mark.slow
 def test_zz_coverage_of_the_generated_programs() -> None:
     """After the batches: the programs exercised every collective partition emits, and
     most of them partitioned (rejections are printed above)."""

@@ -292,6 +292,7 @@ def mpirun(n, args, timeout=120):
     return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(STUB), *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.parametrize("n,grid,sharding", [(2, "2", "[[0]] halo_sizes = [2, 1]"), (4, "2x2", "[[1], [0]]"), (4, "4", "[[0]] sharded_dims_offsets = [0, 4, 5, 5, 10]")])
 def test_mpiexec_scatter_gather(files, tmp_path, n, grid, sharding):
@@ -302,6 +303,7 @@ def test_mpiexec_scatter_gather(files, tmp_path, n, grid, sharding):
     np.testing.assert_array_equal(np.load(tmp_path / "o" / "result0.npy"), X * Y)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.skipif("shard-partition" not in all_passes(), reason="shard-partition is not registered")
 def test_mpiexec_default_pipeline(files, tmp_path):
@@ -313,6 +315,7 @@ def test_mpiexec_default_pipeline(files, tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "o" / "result0.npy"), a @ w, rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_mpiexec_partitioned_program(files, tmp_path):
     prog = files("p.mlir", PARTITIONED)
@@ -330,6 +333,7 @@ def test_mpiexec_bad_input_one_line(files, tmp_path):
     assert p.stderr.strip().splitlines() == ["shardc-run: error: input %x: expected shape (3,) of float64, got shape (4,)"]
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_mpiexec_missing_per_rank_file(files, tmp_path):
     prog = files("p.mlir", PARTITIONED)
@@ -364,6 +368,7 @@ def test_lowered_to_mpi_runs_on_simulated_ranks(files, tmp_path, capsys):
     np.testing.assert_allclose(np.load(tmp_path / "o" / "result0.npy"), a @ w, rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.skipif("convert-shard-to-mpi" not in all_passes(), reason="convert-shard-to-mpi is not registered")
 def test_mpiexec_lowered_to_mpi(files, tmp_path):

@@ -201,6 +201,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_cli_ok_mismatch_and_errors(tmp_path: Path) -> None:
     good = tmp_path / "mm.mlir"
     good.write_text(MATMUL)

@@ -119,6 +119,7 @@ def test_xdsl_opt_in_process_after_importing_shardc(tmp_path: Path, capsys: pyte
         xDSLOptMain(args=[str(bad), "--allow-unregistered-dialect"]).run()
 
 
+@pytest.mark.slow
 def test_xdsl_opt_binary_still_works(tmp_path: Path):
     source = tmp_path / "in.mlir"
     source.write_text(_XDSL_TOSA)

@@ -200,6 +200,7 @@ def test_fixture_prints_as_mlir_opt_printed_it(path: Path):
     assert printed.endswith("\n\n")  # mlir-opt ends a module with a blank line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
 def test_fixture_round_trips(path: Path):
     printed = module_to_string(parse(path.read_text(), path.name))
@@ -347,6 +348,7 @@ def _export(module, inputs, name, **kw):
     return export_module(module, inputs, func_name=name, **kw).text
 
 
+@pytest.mark.slow
 def test_live_exports_parse_and_round_trip():
     torch = pytest.importorskip("torch", reason="torch is not installed: pip install -e '.[torch]'")
     nn, F = torch.nn, torch.nn.functional
@@ -369,6 +371,7 @@ def test_live_exports_parse_and_round_trip():
     assert module_to_string(parse(printed)) == printed
 
 
+@pytest.mark.slow
 def test_live_baked_export_resources_hold_the_weights():
     """torch-mlir bakes parameters and buffers as dense_resource blobs; decoded, they are
     the module's own tensors (f32 weights, an i1 buffer stored as i8 bytes)."""

@@ -26,6 +26,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_grouped_conv_input_gradient_equals_pytorch(name):
     build, shape = CASES[name]

@@ -30,6 +30,7 @@ def _model() -> nn.Module:
     return model
 
 
+@pytest.mark.slow
 def test_eval_batchnorm_step_equals_pytorch():
     model = _model().eval()
     x = torch.randn(2, 3, 8, 8, dtype=torch.float64)

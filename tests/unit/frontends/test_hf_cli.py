@@ -69,6 +69,7 @@ def _check_output(out, cls):
     return loaded
 
 
+@pytest.mark.slow
 def test_llama_from_a_config_under_mpiexec(tmp_path):
     """The issue's command: LlamaForCausalLM (4 query, 2 key-value heads) from cfg.json on
     2 MPI ranks, Megatron tp=2 (one key-value head per rank); the first loss is PyTorch's
@@ -95,6 +96,7 @@ def test_llama_from_a_config_under_mpiexec(tmp_path):
     assert not np.array_equal(loaded.model.embed_tokens.weight.detach().numpy(), initial.model.embed_tokens.weight.detach().numpy())
 
 
+@pytest.mark.slow
 def test_gpt2_from_a_save_pretrained_directory_with_tp(tmp_path):
     """hf:DIR: a GPT-2 (tied head, Conv1D, fused c_attn) saved by save_pretrained, trained
     with tp=2 and FSDP on 4 simulated ranks starting from the saved weights; the output
@@ -231,6 +233,7 @@ def test_masked_lm_loss_is_transformers():
     torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=0)
 
 
+@pytest.mark.slow
 def test_distilbert_masked_lm_with_tp(tmp_path):
     """DistilBertForMaskedLM from a config, tp=2 on 2 simulated ranks: the first loss is
     transformers' own masked-LM loss of the initial model on the first batch masked by the
@@ -275,6 +278,7 @@ def test_synthetic_images_are_learnable_and_seeded():
     assert not np.allclose(SyntheticImages(3, 8, 8, num_labels=4, seed=2)(tokens)[0], pixels)
 
 
+@pytest.mark.slow
 def test_image_classification_loss_is_transformers(tmp_path):
     """The hf: task of ViTForImageClassification: its loss on its synthetic batch equals
     the loss the model computes itself from labels."""
@@ -295,6 +299,7 @@ def test_image_classification_loss_is_transformers(tmp_path):
 RESNET = dict(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", num_labels=4, image_size=16)
 
 
+@pytest.mark.slow
 def test_resnet_image_classifier_end_to_end(tmp_path):
     """ResNetForImageClassification from a config (convolutions, max pooling, BatchNorm
     on its running statistics: the model runs in eval mode), 2 data-parallel simulated
@@ -335,6 +340,7 @@ def make(vocab_size, block_size, seed):
 """
 
 
+@pytest.mark.slow
 def test_a_factory_overrides_the_derived_axes(tmp_path, capsys):
     (tmp_path / "cfg.json").write_text(json.dumps(LLAMA))
     (tmp_path / "m.py").write_text(f"CONFIG = {str(tmp_path / 'cfg.json')!r}\n" + _OVERRIDE)

@@ -187,6 +187,7 @@ def test_seed_gives_the_same_model(tmp_path):
     assert sd[0].equal(sd[1]) and not sd[0].equal(sd[2])
 
 
+@pytest.mark.slow
 def test_qwen2_trains_on_derived_layouts_like_torch_adamw(tmp_path):
     """Qwen2 (q/k/v biases split with their features, GQA) trained 3 steps on the derived
     axes, tp=2 with ZeRO on 4 simulated ranks, equals torch.optim.AdamW on the same module

@@ -88,6 +88,7 @@ def _assert_same_state(result, model, want):
             np.testing.assert_allclose(got[k].numpy(), v.detach().numpy(), rtol=2e-5, atol=2e-6, err_msg=k)
 
 
+@pytest.mark.slow
 def test_step_returns_the_updated_statistics():
     """One step run unsharded: loss, gradients and the new running statistics equal
     PyTorch's train-mode forward + backward; the exported step names them."""
@@ -114,6 +115,7 @@ def test_step_returns_the_updated_statistics():
     assert int(model.bn1.num_batches_tracked) == 0 and float(model.bn1.running_mean.abs().max()) == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world,accum", [(1, 1), (2, 1), (1, 2), (4, 2)], ids=["1rank", "dp2", "1rank-accum2", "dp4-accum2"])
 def test_training_equals_torch_adamw(world, accum):
     """3 steps on 1, 2 and 4 simulated ranks: the statistics reduce over the global batch
@@ -130,6 +132,7 @@ def test_training_equals_torch_adamw(world, accum):
         assert not any("all_gather" in k for k in counts)
 
 
+@pytest.mark.slow
 def test_held_out_loss_uses_the_running_statistics():
     """@eval_loss is the module in eval mode (as a PyTorch validation loop): normalized
     by the running statistics trained so far, which the evaluation does not change."""
@@ -152,6 +155,7 @@ def test_held_out_loss_uses_the_running_statistics():
     assert model.training  # the module given is left in the mode it was in
 
 
+@pytest.mark.slow
 def test_checkpoint_resume_keeps_the_statistics(tmp_path):
     """The statistics are saved (`buffers/<FQN>`, their own dtype) and a resume on
     another grid continues bitwise as the uninterrupted run."""
@@ -259,6 +263,7 @@ def _collectives(text: str) -> dict[str, int]:
     return count_collectives(module)["train_step"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_height_split_statistics_reduce_over_the_split_rows(ranks):
     """The image split by height: the convolutions exchange halos, each BatchNorm's
@@ -290,6 +295,7 @@ def test_height_split_statistics_reduce_over_the_split_rows(ranks):
         assert float(np.abs(np.asarray(g) - w).max()) <= 1e-5 * max(float(np.abs(w).max()), 1.0), name
 
 
+@pytest.mark.slow
 def test_frozen_batchnorm_in_eval_mode_trains():
     """A module in eval mode (fine-tuning with frozen BatchNorm): normalized by the
     running statistics, which stay as they are; torch-mlir's shape-0 cast of the eval

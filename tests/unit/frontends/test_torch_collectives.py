@@ -47,6 +47,7 @@ def _step(exported, world, tp, zero=False, fsdp=False):
     return prog, prog.shard_collectives["train_step"], step.group(0)
 
 
+@pytest.mark.slow
 def test_data_parallel_step_gathers_nothing(exported):
     prog, step, _ = _step(exported, 2, 1)
     assert not any(k.startswith("shard.all_gather") for k in step), step
@@ -56,12 +57,14 @@ def test_data_parallel_step_gathers_nothing(exported):
     assert step["shard.all_reduce[0]"] <= len(prog.params) + 1 + 2
 
 
+@pytest.mark.slow
 def test_zero_step_gathers_nothing(exported):
     _, step, _ = _step(exported, 2, 1, zero=True)
     assert not any(k.startswith("shard.all_gather") for k in step), step
     assert step["shard.reduce_scatter[0]"] >= 1
 
 
+@pytest.mark.slow
 def test_fsdp_gathers_each_split_parameter_once(exported):
     prog, step, text = _step(exported, 2, 1, zero=True, fsdp=True)
     # FSDP stores what ZeRO splits over `batch`; compute needs each whole, once per step
@@ -73,6 +76,7 @@ def test_fsdp_gathers_each_split_parameter_once(exported):
     assert len(gathered) == len(split)
 
 
+@pytest.mark.slow
 def test_tensor_and_data_parallel_step(exported):
     _, step, _ = _step(exported, 4, 2)
     # Across `shard`: the row-parallel outputs and the column-parallel input gradients of

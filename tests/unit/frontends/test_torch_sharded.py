@@ -21,6 +21,8 @@ from shardc.frontends.annotate import AnnotationError, annotate_arguments  # noq
 from shardc.launch import ProgramError, run_program  # noqa: E402
 from shardc.testing import torch_models as tm  # noqa: E402
 
+pytestmark = pytest.mark.slow  # its module fixtures export and compile an MLP and a GPT
+
 TOL = 1e-4
 
 

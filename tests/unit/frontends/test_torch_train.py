@@ -64,6 +64,7 @@ def test_mlp_step_equals_pytorch(loss):
     assert "dense_resource" not in exported.text
 
 
+@pytest.mark.slow
 def test_gpt_step_with_embedding_backward_equals_pytorch():
     """nn.Embedding's and cross-entropy's backward come out as tm_tensor.scatter; SDPA is
     imported in its math form; the tied head's gradient lands on wte.weight."""
@@ -132,6 +133,7 @@ POLICIES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("case", list(POLICIES), ids=list(POLICIES))
 def test_mlp_training_equals_torch_adamw(case, dtype):
@@ -180,6 +182,7 @@ def test_mlp_training_equals_torch_adamw(case, dtype):
     np.testing.assert_array_equal(trained.fc1.weight.detach().numpy(), result.params["fc1.weight"])
 
 
+@pytest.mark.slow
 def test_lr_schedule_and_cross_entropy():
     torch.manual_seed(1)
     model = tm.MLP()
@@ -320,6 +323,7 @@ class Buffered(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(x + self.table)) * self.mask)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world, tp, fsdp", [(1, 1, False), (2, 2, False), (4, 2, True)])
 def test_buffers_are_read_only_arguments(world, tp, fsdp):
     torch.manual_seed(0)
@@ -361,6 +365,7 @@ def _reference_groups(model, batches, loss_fn, steps, lr, no_decay, wd):
     return losses, {k: v.detach().numpy() for k, v in m.named_parameters()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world, tp, zero", [(1, 1, False), (4, 2, True)])
 def test_no_decay_groups_equal_torch_param_groups(world, tp, zero):
     from shardc.training.optimizer import AdamWConfig
@@ -380,6 +385,7 @@ def test_no_decay_groups_equal_torch_param_groups(world, tp, zero):
     assert np.abs(everything.params["fc1.bias"] - want["fc1.bias"]).max() > 1e-4  # the groups matter
 
 
+@pytest.mark.slow
 def test_held_out_loss_every_n_steps():
     model, batches = _mlp_case(torch.float64)
     held = [(torch.randn(8, 16, dtype=torch.float64), torch.randn(8, 8, dtype=torch.float64)) for _ in range(2)]
@@ -400,6 +406,7 @@ def test_held_out_loss_every_n_steps():
     assert "eval_loss" in result.program.shard_collectives
 
 
+@pytest.mark.slow
 def test_checkpoint_resume_on_another_grid_equals_an_uninterrupted_run(tmp_path):
     from shardc.training.checkpoint import CheckpointOptions, complete_checkpoints
     from shardc.training.train import TrainConfig
@@ -427,6 +434,7 @@ def test_checkpoint_resume_on_another_grid_equals_an_uninterrupted_run(tmp_path)
     assert manifest["model"]["module"] == "MLP"
 
 
+@pytest.mark.slow
 def test_checkpoint_refuses_a_resume_that_differs(tmp_path):
     from shardc.training.checkpoint import CheckpointOptions
 

@@ -21,6 +21,8 @@ import torch  # noqa: E402
 from shardc.frontends.torch_train import forward_module, load_task, sharded_forward, train_module  # noqa: E402
 from shardc.training.axis import ShardingPolicy  # noqa: E402
 
+pytestmark = pytest.mark.slow  # its module fixture exports the GPT example; the CLI runs train it
+
 EXAMPLE = str(Path(__file__).resolve().parents[3] / "examples" / "torch_gpt.py")
 SMALL = dict(vocab_size=32, block_size=8, n_layer=1, n_head=2, n_embd=16)
 

@@ -154,6 +154,7 @@ def _inputs():
     return [upd, ind, orig], want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pipeline", [None, "shard-to-mpi-pipeline"], ids=["partitioned", "lowered"])
 def test_updates_split_over_n_all_reduce(pipeline):
     """Updates split by row: a local scatter (the original on the lead rank, zeros on the

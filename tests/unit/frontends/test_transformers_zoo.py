@@ -328,6 +328,7 @@ def _assert_forward(case: ForwardCase, got: list[np.ndarray]) -> None:
         assert err < FORWARD_TOL, f"{name}: error {err:.2e} relative to the output's magnitude"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, attn", FORWARD_CASES, ids=[f"{n}-{a or 'default'}" for n, a in FORWARD_CASES])
 def test_forward_unsharded(name, attn):
     case = _forward_case(name, attn)
@@ -346,6 +347,7 @@ GRIDS = {
 SHARDED_CASES = [(name, grid) for name, f in FAMILIES.items() for grid, (_, _, megatron) in GRIDS.items() if f.megatron or not megatron]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, grid", SHARDED_CASES, ids=[f"{n}-{g}" for n, g in SHARDED_CASES])
 def test_forward_sharded(name, grid):
     world, policy, megatron = GRIDS[grid]
@@ -371,6 +373,7 @@ def _collectives(case: ForwardCase, world: int, layout: dict[str, Any]) -> Count
     return count_collectives(module, by_axes=True)[case.exported.func_name]
 
 
+@pytest.mark.slow
 def test_megatron_axes_split_every_projection():
     """The Megatron rows name real parameters: every attention and MLP projection
     weight of every layer is split, along the dimension its role says."""
@@ -415,6 +418,7 @@ def test_cache_is_not_a_result():
     assert _forward_case("bart", None).exported.result_names == ["logits", "encoder_last_hidden_state"]
 
 
+@pytest.mark.slow
 def test_training_import_sees_tracing_like_torch_export():
     """With no cache, transformers checks `padding_mask.all()` unless it is being
     traced: the training import traces as torch.export does, so the step has no
@@ -542,6 +546,7 @@ def _reference(name: str) -> tuple[list[float], dict[str, np.ndarray]]:
 EAGER_STEPS = [name for name in TRAINED if "eager" in FAMILIES[name].attn_implementations]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EAGER_STEPS)
 def test_training_step_with_eager_attention(name):
     """The training runs below use the class default (SDPA); the imported step of the
@@ -562,6 +567,7 @@ def test_training_step_with_eager_attention(name):
         assert float(np.abs(g - w).max()) < 1e-5 * float(np.abs(w).max()), n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world", [1, 2], ids=["1rank", "dp2"])
 @pytest.mark.parametrize("name", TRAINED)
 def test_training_equals_torch_adamw(name, world):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world", [2])
 def test_bert_masked_lm_trains_like_torch(world: int) -> None:
     torch = pytest.importorskip("torch", reason="torch is not installed: pip install -e '.[torch]'")

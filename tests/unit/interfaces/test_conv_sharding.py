@@ -35,6 +35,7 @@ def _compiled(text: str, first: tuple[str, ...] = ()):
     return partitioned, count_collectives(module)["cnn"], stages[-1].text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_height_split_exchanges_halos_and_gathers_nothing(cnn, ranks: int) -> None:
     model, inputs, exported = cnn
@@ -187,6 +188,7 @@ _FIRST = ("scatter-windows", "expand-shapes-before-pads")
 _RUN_PIPELINE = ",".join((*_FIRST, "sharding-propagation", "shard-partition", "canonicalize", "cse"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_height_split_training_step_equals_pytorch(ranks: int) -> None:
     import torch.nn.functional as F
@@ -433,6 +435,7 @@ def check_height_split_training(model, batches, loss_fn, ranks: int, halos: int)
         np.testing.assert_allclose(result.params[k], v.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_height_split_cnn_trains_like_torch_adamw(ranks: int) -> None:
     torch.manual_seed(0)
@@ -447,6 +450,7 @@ def test_height_split_cnn_trains_like_torch_adamw(ranks: int) -> None:
 # -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_height_split_resnet_forward_equals_pytorch(ranks: int) -> None:
     from shardc.frontends.annotate import annotate_arguments
@@ -472,6 +476,7 @@ def test_height_split_resnet_forward_equals_pytorch(ranks: int) -> None:
     assert float(np.abs(got - want).max()) <= 1e-5 * float(np.abs(want).max())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_height_split_resnet_trains_like_torch_adamw(ranks: int) -> None:
     torch.manual_seed(0)

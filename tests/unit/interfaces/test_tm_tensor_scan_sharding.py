@@ -126,6 +126,7 @@ def test_scan_without_neutral_element_runs_whole() -> None:
     np.testing.assert_array_equal(out, stepwise(np.subtract, x, acc, 1, True)[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("split, ranks", [({0: [[], [0]]}, 2), ({0: [[], [0]]}, 4), ({0: [[0]]}, 4)])
 def test_opt_position_ids_with_sequence_split(split, ranks: int) -> None:
     """OPT as transformers builds it computes its position ids with a cumsum of the
@@ -154,6 +155,7 @@ def test_opt_position_ids_with_sequence_split(split, ranks: int) -> None:
     assert np.abs(logits - want).max() <= 1e-5 * np.abs(want).max()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parallel", ["data", "tensor"])
 def test_cumsum_trains_like_torch(parallel: str) -> None:
     """A cumsum along the sequence of activations: its backward is a scan too (torch's

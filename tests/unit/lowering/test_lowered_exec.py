@@ -382,17 +382,25 @@ GRIDS = [(4,), (2, 2), (2, 3)]
 ALL = [c for grid in GRIDS for c in cases(grid)]
 
 
-@pytest.mark.parametrize("case", ALL, ids=[c.id for c in ALL])
+QUICK_EVERY = 12
+"""The quick tier runs every 12th case (spread over the ops and grids); the others are slow."""
+
+
+@pytest.mark.parametrize(
+    "case", [c if i % QUICK_EVERY == 0 else pytest.param(c, marks=pytest.mark.slow) for i, c in enumerate(ALL)], ids=[c.id for c in ALL]
+)
 def test_lowered_equals_shard_level(case: Case) -> None:
     run_simulated_case(case)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("grid", [(2,), (2, 2)])
 def test_big_halos_do_not_deadlock(grid: tuple[int, ...]) -> None:
     for case in halo_cases(grid, big=True):
         run_simulated_case(case)
 
 
+@pytest.mark.slow
 def test_every_shard_op_is_executed() -> None:
     """The table covers every shard op that convert-shard-to-mpi lowers."""
     names = {op.name for c in ALL for op in parse(c.text()).walk()}

@@ -261,6 +261,7 @@ def test_cse_dominance_and_commutative():
     assert out.count("arith.muli") == 1 and "memref.alloc" not in out
 
 
+@pytest.mark.slow
 def test_speed_linear(benchmark_size: int = 4000):
     lines = ["func.func @f(%x: i32) -> i32 {", "  %v0 = arith.maxsi %x, %x : i32"]
     for i in range(1, benchmark_size):

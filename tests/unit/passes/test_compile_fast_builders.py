@@ -457,6 +457,7 @@ def _upstream_chunks() -> list[str]:
     return [c for c in chunks if "shard.all_slice" in c or "shard.process_multi_index" in c]
 
 
+@pytest.mark.slow
 def test_upstream_patterns_through_run_lowerings_leave_what_the_walker_leaves() -> None:
     from shardc.ir.printer import module_to_string
     from shardc.lowering.shard_to_mpi import _run, _upstream_patterns, run_lowerings, upstream_table  # pyright: ignore[reportPrivateUsage]

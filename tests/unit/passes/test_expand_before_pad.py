@@ -5,6 +5,7 @@ is unchanged (numpy's pad and reshape as the reference)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 _PROGRAM = """
 func.func @main(%x: tensor<4x3x5xf32>) -> tensor<EXPANDEDxf32> {
@@ -43,6 +44,7 @@ def _rewrite(text: str) -> tuple[int, str]:
     return count, module_to_string(module)
 
 
+@pytest.mark.slow
 def test_expand_of_unpadded_dimension_moves_before_the_pad() -> None:
     from shardc.launch import run_program
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 _PROBE = """
 import sys
 from xdsl.dialects import arith
@@ -22,6 +24,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_tosa_folders_register_when_tosa_is_imported_after_the_first_lookup() -> None:
     done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

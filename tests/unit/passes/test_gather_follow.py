@@ -222,6 +222,7 @@ GPT_PLANS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("plan", list(GPT_PLANS), ids=list(GPT_PLANS))
 def test_torch_gpt_with_wte_split_on_n_embd(plan: str) -> None:
     """torch-mlir's 1-layer nanoGPT (committed IR and PyTorch's result): wte, read by

@@ -101,6 +101,7 @@ def _check_module(module: ModuleOp) -> int:
     return checked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(0, 60, 4))
 def test_option_and_annotation_memos_answer_as_direct_on_open_programs(seed):
     text = generate_open_program(seed, FEATURES, num_ops=10)
@@ -112,6 +113,7 @@ def test_option_and_annotation_memos_answer_as_direct_on_a_chain():
     assert _check_module(module) > 40
 
 
+@pytest.mark.slow
 def test_option_memo_computes_each_pattern_once_on_a_chain(monkeypatch):
     """300 alike ops: the traversal asks for options and annotations a handful of times,
     not once per op and pattern."""
@@ -166,6 +168,7 @@ def _old_add_annotations(impl, op, option) -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("refuse", [False, True])
 @pytest.mark.parametrize("seed", range(1, 40, 6))
 def test_adding_annotations_from_the_memo_builds_the_same_ir(seed, refuse, monkeypatch):
@@ -234,6 +237,7 @@ def _reference_constant_value(value) -> Attribute | None:
     return attr if isinstance(attr, Attribute) else None
 
 
+@pytest.mark.slow
 def test_class_tables_answer_as_the_traits_on_every_lit_op(lit_ops):
     dead = set()
     for op in lit_ops:

@@ -90,6 +90,7 @@ def test_generic_combiner_is_an_error() -> None:
         _partition(_reduction("arith.subf", "f32"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(40))
 def test_no_python_exception(seed: int) -> None:
     """Propagation then partition on generated programs: a result or a diagnostic."""

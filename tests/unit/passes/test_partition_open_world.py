@@ -312,6 +312,7 @@ func.func @f(%x: tensor<4xf32>) -> tensor<f32> {
 DATA = __import__("pathlib").Path(__file__).resolve().parents[2] / "data" / "torch_mlir"
 
 
+@pytest.mark.slow
 def test_torch_mlir_gpt_with_split_tokens() -> None:
     """torch-mlir's 1-layer nanoGPT (embedding gathers, layernorm, attention, softmax's
     max/argmax generic, GELU, tied head), its token ids split over the sequence on 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Operation
@@ -118,6 +119,7 @@ def test_fold_registry_lookups_follow_new_registrations():
         fold_registry._LOOKUPS.clear()
 
 
+@pytest.mark.slow
 def test_paused_gc_freezes_only_while_running_and_nests():
     assert gc.isenabled() and gc.get_freeze_count() == 0
     with paused_gc():

@@ -80,6 +80,7 @@ def _check(completion: sp.Completion) -> int:
     return checked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(0, 40, 3))
 def test_memo_answers_as_the_interface_on_open_programs(seed):
     text = generate_open_program(seed, FEATURES, num_ops=12)
@@ -88,6 +89,7 @@ def test_memo_answers_as_the_interface_on_open_programs(seed):
             _check(completion)
 
 
+@pytest.mark.slow
 def test_memo_answers_as_the_interface_on_torch_gpt():
     import numpy as np
 
@@ -113,6 +115,7 @@ def test_type_key_tells_ranks_from_scalars():
     assert sp._type_key(TensorType(f32, [4])) is not True
 
 
+@pytest.mark.slow
 def test_completion_computes_each_pattern_once_on_a_chain(monkeypatch):
     """A chain of 300 alike ops: the completion asks the interface a handful of times,
     not once per op (the speed of `complete=true` on bench/propagation.py)."""

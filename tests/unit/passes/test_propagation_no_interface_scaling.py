@@ -8,6 +8,8 @@ import contextlib
 import io
 import time
 
+import pytest
+
 from shardc.context import make_context
 from shardc.ir.locations import LocatingParser
 from shardc.passes.sharding_propagation import ShardingPropagationPass
@@ -38,6 +40,7 @@ def _propagate(n: int) -> tuple[float, str, object]:
     return time.perf_counter() - t0, err.getvalue(), module
 
 
+@pytest.mark.slow
 def test_one_summary_warning_for_all_ops_without_an_interface():
     _, err, module = _propagate(2000)
     warnings = [line for line in err.splitlines() if ": warning: " in line]
@@ -63,6 +66,7 @@ def test_one_op_without_an_interface_keeps_its_message():
     ]
 
 
+@pytest.mark.slow
 def test_time_grows_linearly_with_ops_without_an_interface():
     small = min(_propagate(500)[0] for _ in range(2))
     large = min(_propagate(2000)[0] for _ in range(2))

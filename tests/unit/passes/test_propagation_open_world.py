@@ -90,6 +90,7 @@ def test_mlp_batch_and_megatron_splits():
     check_equal(text, npz_inputs("mlp"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gpt", "gpt_2layer"])
 def test_gpt_batch_and_megatron_splits(name):
     text = (DATA / f"{name}.mlir").read_text()
@@ -378,6 +379,7 @@ STRUCTURE_ERRORS = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seeds", [range(0, 40), range(40, 80)])
 def test_upstream_annotations_kept_and_programs_partition(seeds):
     kept = 0
@@ -413,6 +415,7 @@ def _partitions(text: str) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_shardc_run_scatters_unannotated_arguments_by_the_chosen_sharding(tmp_path):
     """`shardc-run --simulate 4` reads the argument shardings the completion recorded:
     the inputs are scattered to match and the gathered result is the unsharded one."""
@@ -442,6 +445,7 @@ func.func @f(%x: tensor<8x6xf32>, %y: tensor<8x6xf32>) -> tensor<8x6xf32> {
     np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_gpt_with_random_argument_annotations(seed):
     """Any annotated subset of the arguments, any splits: the program partitions and

@@ -122,6 +122,7 @@ MEGATRON = [("llama", "eager"), ("llama", "sdpa"), ("qwen2", "eager"), ("gpt2", 
             ("distilbert", "eager"), ("neox", "eager"), ("phi", "sdpa")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "attn"), MEGATRON, ids=[f"{n}-{a}" for n, a in MEGATRON])
 def test_megatron_forward_keeps_batch_and_heads_split(name, attn):
     counts = _forward_collectives(name, attn)
@@ -132,6 +133,7 @@ def test_megatron_forward_keeps_batch_and_heads_split(name, attn):
     assert _on_batch(counts) == _batch_slices(_case(name, attn)[0]), counts
 
 
+@pytest.mark.slow
 def test_t5_attention_stays_split_by_heads():
     counts = _forward_collectives("t5")
     layouts = _case("t5")[2]
@@ -142,6 +144,7 @@ def test_t5_attention_stays_split_by_heads():
 DATA_PARALLEL = ["bert", "qwen2", "distilbert", "phi", "neox"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DATA_PARALLEL)
 def test_data_parallel_forward_needs_no_collective(name):
     # batch x seq == hidden: torch-mlir gives weight transposes and activations one
@@ -150,6 +153,7 @@ def test_data_parallel_forward_needs_no_collective(name):
     assert _forward_collectives(name, tp=1, derived=False) == _batch_slices(_case(name)[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "tp", "derived"), [("llama", 2, True), ("gpt2", 2, True), ("bert", 1, False)])
 def test_sharded_forward_is_pytorchs(name, tp, derived):
     model, inputs, layouts, exported = _case(name)
@@ -160,6 +164,7 @@ def test_sharded_forward_is_pytorchs(name, tp, derived):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_llama_training_step_gathers_no_activation():
     model, (ids,), layouts, _ = _case("llama")
     model.train()

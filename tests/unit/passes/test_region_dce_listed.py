@@ -102,6 +102,7 @@ def _lit_chunks() -> Iterator[str]:
             yield chunk
 
 
+@pytest.mark.slow
 def test_listed_deletion_matches_the_walk_on_every_lit_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
     erasing = 0
     for chunk in _lit_chunks():

@@ -58,6 +58,7 @@ def _check(model, x, target, got) -> None:
         assert float(np.abs(np.asarray(g) - w).max()) <= 1e-5 * float(np.abs(w).max())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel,stride", [(2, 2), (2, 4)])
 def test_non_overlapping_pool_gradient_is_a_windowed_generic(kernel: int, stride: int) -> None:
     from shardc.launch import run_program
@@ -80,6 +81,7 @@ def test_overlapping_pool_keeps_its_scatter() -> None:
     _check(model, x, target, run_program(text, args))
 
 
+@pytest.mark.slow
 def test_pass_runs_from_shardc_opt(tmp_path) -> None:
     import subprocess
     import sys

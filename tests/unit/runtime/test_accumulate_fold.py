@@ -98,6 +98,7 @@ def blas_mode(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("donate", [True, False])
 def test_folded_equals_acc_plus_product(case, donate, blas_mode):
@@ -191,6 +192,7 @@ def test_not_folded_where_the_rule_fails():
     np.testing.assert_allclose(r, acc + a @ b, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_gpt_step_folds_gradients_into_the_accumulators(monkeypatch):
     """A training step: every weight and gain gradient lands in its accumulator in place,
     the buffers reused across steps, loss and parameters equal to the unfolded step

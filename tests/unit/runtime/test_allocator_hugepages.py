@@ -41,6 +41,7 @@ def test_huge_page_advice_is_turned_off():
     assert after == "False"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env", [{"NUMPY_MADVISE_HUGEPAGE": "1"}, {"SHARDC_MALLOPT": "0"}])
 def test_the_user_s_choice_is_left_alone(env):
     before, after = _probe(**env)

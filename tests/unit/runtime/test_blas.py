@@ -257,6 +257,7 @@ def test_contract2_routes_through_blas_and_batched_dots_are_exact(every_size):
     np.testing.assert_allclose(r, a[0, 0] @ b[0, 0], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_gpt_step_with_each_blas_equals_the_numpy_blas_step(every_size, monkeypatch):
     """A training step with every contraction through each library (fused numba kernels
     in the same process where installed): loss and updated parameters equal numpy's

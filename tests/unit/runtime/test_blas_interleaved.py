@@ -35,6 +35,7 @@ def test_interleaved_outputs_and_operands(blas_library, t, h, d):
     np.testing.assert_allclose(acc.transpose(1, 0, 2), want, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.slow
 def test_gpt_step_with_one_sequence_equals_numpy(blas_library, monkeypatch):
     """One sequence per step: attention's per-head products batch over the heads alone,
     their output interleaved; through each BLAS the losses equal numpy's matmul (they did not:

@@ -110,6 +110,7 @@ def test_one_run_for_all_held_and_a_second_wait_runs_nothing(calls):
     assert calls == {"allreduce": 2 * 3}
 
 
+@pytest.mark.slow
 def test_training_step_bucketed_bitwise_with_fewer_calls(monkeypatch, calls):
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.data import batches

@@ -167,6 +167,7 @@ func.func @f(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
 """
 
 
+@pytest.mark.slow
 def test_a_compiled_call_site_sees_new_shapes_and_layouts(every_size):
     """One linalg.matmul of a dynamic-shaped function called with other shapes and with
     transposed / strided operands in turn (every call through the same spec)."""

@@ -165,6 +165,7 @@ def _without_dels(chunk: str) -> str:
     return "\n".join(line for line in chunk.split("\n") if not line.lstrip().startswith("del "))
 
 
+@pytest.mark.slow
 def test_dels_are_placed_as_from_the_tree_on_generated_code():
     from shardc.runtime.codegen.cache import split_functions
     from shardc.training.gpt import GPTConfig

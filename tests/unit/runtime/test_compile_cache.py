@@ -354,6 +354,7 @@ def _worker(args: tuple[str, int]) -> tuple[str, list[float]]:
     return got.source, np.asarray(got.compiled.call("f", a, b, s)).ravel().tolist()
 
 
+@pytest.mark.slow
 def test_concurrent_writers(_own_cache):
     """Eight processes compile (or load) the same key at once: every one gets a correct
     program, the one entry left verifies, and no temporary file remains."""
@@ -371,6 +372,7 @@ def test_concurrent_writers(_own_cache):
 # --- the users of the cache -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_trainer_step_is_cached(_own_cache):
     from shardc.training.data import CharTokenizer, split, synthetic_corpus
     from shardc.training.gpt import GPTConfig
@@ -403,6 +405,7 @@ def _identity_now() -> str:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
 
 
+@pytest.mark.slow
 def test_shardc_run_second_run_hits(_own_cache):
     cmd = [sys.executable, "-m", "shardc.tools.run", "examples/mlp.mlir", "--simulate", "4", "--input", "x=random:seed=1", "--input", "w1=random:seed=2", "--input", "w2=random:seed=3"]
     env = dict(os.environ, SHARDC_CACHE_DEBUG="1")

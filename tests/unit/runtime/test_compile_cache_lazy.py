@@ -165,6 +165,7 @@ print(json.dumps({"source": got.source, "out": out.tolist(), "modules": sorted(s
 """
 
 
+@pytest.mark.slow
 def test_a_hit_loads_the_run_time_part_of_memref_alone(_own_cache):
     """memref's reshape runs from `kernels.memref_run`: a hit imports neither the memref
     emitters nor xDSL's memref dialect."""

@@ -118,6 +118,7 @@ POOLS = [s for s in SPECS if s.body != "conv"]
 CONV_CASES = [pytest.param(s, a, id=f"{s.name}-{a}") for s in CONVS for a in ATTRS if s.strided or a == "plain"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("spec", "attrs"), CONV_CASES)
 def test_conv_matches_torch(spec: WindowOpSpec, attrs: str, rng: np.random.Generator) -> None:
     n = spec.n_spatial
@@ -313,6 +314,7 @@ def _shift_applies(spec: WindowOpSpec) -> bool:
     return spec.n_spatial == 2 and windows[1] == windows[0] + 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("spec", "attrs"), SHIFTED)
 def test_shifted_matmuls_match_torch(spec: WindowOpSpec, attrs: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
     """Convolutions whose image's axes are plain but for the last two windows, and
@@ -330,6 +332,7 @@ def test_shifted_matmuls_match_torch(spec: WindowOpSpec, attrs: str, rng: np.ran
     assert loops == ([True] if _shift_applies(spec) else [])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunked", [False, True], ids=["whole-columns", "column-chunks"])
 @pytest.mark.parametrize(("spec", "attrs"), [p for p in SHIFTED if _shift_applies(p.values[0])])
 def test_dual_shift_matches_torch(spec: WindowOpSpec, attrs: str, chunked: bool, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -352,6 +355,7 @@ def test_dual_shift_matches_torch(spec: WindowOpSpec, attrs: str, chunked: bool,
     assert taken == [True] and loops == [False]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shifted", [True, False], ids=["shifted", "im2col"])
 def test_avg_pool_training_step_matches_torch(shifted: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """An average pool's gradient as torch-mlir imports it (a one-channel convolution
@@ -404,6 +408,7 @@ TRAIN_CONVS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shifted", [True, False], ids=["shifted", "im2col"])
 @pytest.mark.parametrize("name", list(TRAIN_CONVS))
 def test_conv_training_step_matches_torch(name: str, shifted: bool, monkeypatch: pytest.MonkeyPatch) -> None:

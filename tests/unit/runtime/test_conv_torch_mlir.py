@@ -64,6 +64,7 @@ LAYERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(LAYERS))
 def test_layer_equals_pytorch(name: str) -> None:
     make, shape = LAYERS[name]
@@ -98,6 +99,7 @@ class SmallCNN(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, (1, 1)), 1))
 
 
+@pytest.mark.slow
 def test_small_cnn_forward_equals_pytorch() -> None:
     torch.manual_seed(0)
     model = SmallCNN().eval()
@@ -111,6 +113,7 @@ def test_small_cnn_forward_equals_pytorch() -> None:
     np.testing.assert_allclose(_run(text, x.numpy()), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_vit_patch_embedding_equals_pytorch() -> None:
     """transformers' ViT embeddings as built (a conv with kernel = stride = patch size,
     the class token and position embeddings)."""
@@ -126,6 +129,7 @@ def test_vit_patch_embedding_equals_pytorch() -> None:
     np.testing.assert_allclose(_run(text, x.numpy()), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_convnext_forward_equals_pytorch() -> None:
     """transformers' ConvNeXt as built from a small config (its patchify conv, 7x7
     depthwise convolutions, channels-last layer norms): the logits."""
@@ -156,6 +160,7 @@ class TrainCNN(nn.Module):
         return self.fc(torch.flatten(F.avg_pool2d(x, 3), 1))
 
 
+@pytest.mark.slow
 def test_cnn_step_gradients_equal_pytorch() -> None:
     """The imported training step (conv, max pool and average pool backward) gives
     PyTorch's loss and gradients."""
@@ -245,6 +250,7 @@ AVG_POOLS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(AVG_POOLS))
 def test_avg_pool_gradient_equals_pytorch(name: str) -> None:
     """avg_pool2d's backward, which torch-mlir cannot lower, through the training
@@ -287,6 +293,7 @@ GROUPED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(GROUPED))
 def test_grouped_conv_gradients_equal_pytorch(name: str) -> None:
     """Grouped and depthwise convolutions' backward (which torch-mlir imports wrongly or

@@ -62,6 +62,7 @@ def _run(tmp_path, cache: str, op: str, name: str) -> tuple[dict, np.ndarray]:
     return json.loads(p.stdout.strip().splitlines()[-1]), np.load(out)
 
 
+@pytest.mark.slow
 def test_helpers_cached_between_processes_results_bitwise(tmp_path):
     cache = str(tmp_path / "cache")
     cold, r_cold = _run(tmp_path, cache, "mulf", "cold")
@@ -79,6 +80,7 @@ def test_helpers_cached_between_processes_results_bitwise(tmp_path):
     assert r_cold.dtype == r_warm.dtype == np.float32 and np.array_equal(r_cold, r_warm)
 
 
+@pytest.mark.slow
 def test_without_a_usable_cache_directory_kernels_compile_in_memory(tmp_path):
     """A cache directory that others may write is refused: nothing is read or written
     there, kernels and helpers compile in memory, with the same results."""

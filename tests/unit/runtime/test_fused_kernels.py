@@ -286,6 +286,7 @@ def test_disk_cache_file_is_the_source(tmp_path, monkeypatch):
     assert any(p.suffix in (".nbi", ".nbc") for p in (tmp_path / "kernels" / "__pycache__").iterdir())
 
 
+@pytest.mark.slow
 @needs_numba
 def test_gpt_step_equal_with_and_without_kernels(monkeypatch):
     """One training step of a GPT big enough for kernels: loss and every updated

@@ -65,6 +65,7 @@ def test_adamw_groups_by_body_decayed_and_not():
     assert groups(plain, "adamw_step") == [] and "run_group" not in plain.source
 
 
+@pytest.mark.slow
 @needs_numba
 @pytest.mark.parametrize("donate", [True, False])
 def test_one_call_per_group_bitwise_equal_and_in_place(monkeypatch, donate):
@@ -85,6 +86,7 @@ def test_one_call_per_group_bitwise_equal_and_in_place(monkeypatch, donate):
         assert not any(np.shares_memory(r, p) for r, p in zip(got[:n], params))
 
 
+@pytest.mark.slow
 @needs_numba
 def test_equal_to_per_parameter_kernels_too(monkeypatch):
     """Against the per-parameter numba kernels (every array over the size threshold), not
@@ -198,6 +200,7 @@ func.func @f(%x0: {t}, %x1: {t}, %s: f32) -> ({t}, {t}) {{{_generic("x0", t, "s"
     assert g.calls == 1 and np.array_equal(out[0], x * 2 + 3)  # type: ignore[index]
 
 
+@pytest.mark.slow
 @needs_numba
 def test_sharded_training_bitwise_equal_grouped_or_not(monkeypatch):
     """FSDP, ZeRO and tp=2 on simulated ranks, and one rank: the grouped update gives

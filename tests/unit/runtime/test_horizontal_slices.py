@@ -145,6 +145,7 @@ def _rows_used(monkeypatch) -> list[int]:
     return seen
 
 
+@pytest.mark.slow
 @needs_numba
 def test_zero_update_groups_every_sliced_parameter_bitwise_equal(monkeypatch):
     """ZeRO on 2 simulated ranks: every parameter's update is a member of a group (as on

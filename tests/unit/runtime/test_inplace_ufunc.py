@@ -43,6 +43,7 @@ def kernels(cm) -> list[object]:
     return [v.fused for v in ns.values() if getattr(v, "fused", None) is not None]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op,ref", [("arith.addf", np.add), ("arith.subf", np.subtract), ("arith.mulf", np.multiply), ("arith.divf", np.divide)])
 @pytest.mark.parametrize("order", ["%a, %b", "%b, %a"])
 def test_written_into_the_donated_input(op, ref, order):

@@ -180,6 +180,7 @@ def test_no_collective_moves_above_an_assert_or_other_communication():
     assert _index(lines, "assert_failed") < _index(lines, "start_allreduce") < _index(lines, "overlap_wait")
 
 
+@pytest.mark.slow
 def test_training_step_bitwise_on_simulated_ranks(monkeypatch):
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.data import batches

@@ -319,6 +319,7 @@ def test_torch_step_hit_skips_the_pipeline(mlp_step, pipeline_runs):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow
 def test_torch_step_misses_on_any_change(mlp_step, pipeline_runs):
     from dataclasses import replace
 

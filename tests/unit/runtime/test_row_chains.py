@@ -117,6 +117,7 @@ def close(got, ref, dtype) -> None:
         np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * 1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 7, 128, 601])
 @pytest.mark.parametrize("e, dtype", [("f32", np.float32), ("f64", np.float64)])
 def test_softmax_chain_equals_the_numpy_path(n, e, dtype, monkeypatch):
@@ -129,6 +130,7 @@ def test_softmax_chain_equals_the_numpy_path(n, e, dtype, monkeypatch):
     assert np.isnan(got[0][3]).all() and not np.isnan(got[0][6]).any()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["strided", "transposed"])
 def test_strided_inputs(layout, monkeypatch):
     r, n = 12, 33
@@ -226,6 +228,7 @@ func.func @f(%x: tensor<16x32xf32>, %w: tensor<8x32xf32>) -> tensor<16x8xf32> {
     assert chains(indexed) == 1  # the scale is no member: the chain starts at the max
 
 
+@pytest.mark.slow
 def test_torch_mlir_softmax_and_layernorm_fire(monkeypatch):
     """torch-mlir's GPT export: its three layernorms (keepdim rows, float64 statistics)
     and the softmax after its max/argmax (exp, sum, divide) are chains; run as row
@@ -256,6 +259,7 @@ def test_chain_op_holds_members_in_block_order():
     assert len(op.outs) == 2  # the softmax and the logsumexp; max, exp and sum stay inside
 
 
+@pytest.mark.slow
 def test_kernel_pickles_and_its_run_time_needs_no_xdsl(monkeypatch):
     """A compile-cache hit unpickles the kernel (its compiled code is not data) and runs
     it without xDSL's IR: rows_run imports only what fused_run does (xdsl.utils.exceptions,

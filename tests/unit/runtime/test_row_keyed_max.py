@@ -91,6 +91,7 @@ def kernel_of(cm) -> rows_run.RowKernel:
     return k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 7, 128, 601])
 @pytest.mark.parametrize("comb, init, value", [("maximumf", "ninf", -np.inf), ("minimumf", "pinf", np.inf), ("maximumf", "one", 1.0), ("minimumf", "one", 1.0)])
 def test_equals_maximumf_minimumf(n, comb, init, value, monkeypatch):

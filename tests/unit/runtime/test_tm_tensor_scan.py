@@ -127,6 +127,7 @@ func.func @main(%x: memref<4xf32>, %o: memref<4xf32>, %a: memref<f32>) {
     assert "'tm_tensor.scan' at loc(" in said and "tm_tensor.scan on memrefs is not supported" in said
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dim, dtype", [(1, "float32"), (0, "int64"), (-1, "float32")])
 def test_torch_mlir_cumsum_export_runs(dim: int, dtype: str) -> None:
     """torch-mlir's own output for `torch.cumsum`, as it prints it, against PyTorch."""

@@ -88,6 +88,7 @@ def test_mlp_baked_equals_its_weights() -> None:
     assert np.abs(cm.call("mlp_baked", x) - expected).max() < 1e-6
 
 
+@pytest.mark.slow
 def test_live_exports_equal_pytorch() -> None:
     """Exported now (another seed, 4 heads, batch 3): the GPT, and the MLP with baked weights."""
     pytest.importorskip("torch", reason="needs the [torch] extra: pip install -e '.[torch]'")

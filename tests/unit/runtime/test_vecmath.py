@@ -53,6 +53,7 @@ def sweep() -> np.ndarray:
     return np.concatenate([bits.view(np.float32), EDGES])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,ref", [("exp32", np.exp), ("tanh32", np.tanh)])
 def test_within_one_ulp_of_correctly_rounded(name, ref):
     x = sweep()

@@ -193,6 +193,7 @@ def _child(own_cache: Path, tmp_path: Path, **env: str) -> subprocess.CompletedP
     return subprocess.run([sys.executable, "-c", _CHILD, str(prog)], capture_output=True, text=True, env=full, timeout=60)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "symlink", "oversized"])
 def test_entry_that_is_not_a_small_regular_file_is_a_warning_and_a_rebuild(kind, own_cache, tmp_path):
     first = _child(own_cache, tmp_path)
@@ -273,6 +274,7 @@ def _kernel_child(cache_root: Path, key_file: Path) -> subprocess.CompletedProce
     return subprocess.run([sys.executable, "-c", _KERNEL_CHILD], capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_replaced_numba_index_runs_nothing(tmp_path):
     pytest.importorskip("numba")
     root, key_file = tmp_path / "cache", tmp_path / "config" / "cache.key"

@@ -211,6 +211,7 @@ def test_user_error_messages_are_one_line(capsys):
     assert err == "shardc-run: error: no function @x\\0Ay\\1B[2J in the program\n"
 
 
+@pytest.mark.slow
 def test_no_pickle_or_eval_in_the_package():
     """No module of shardc unpickles, or evals text: loading data stays data."""
     from pathlib import Path

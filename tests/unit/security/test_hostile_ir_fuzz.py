@@ -276,6 +276,7 @@ def expect_runs(tmp_path: Path, prog: str, ok: bool, runs: list[tuple[list[str],
 TWO = np.full(4, 2.0, np.float32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", range(len(HOSTILE)))
 def test_hostile_strings(tmp_path, canary, k):
     s = HOSTILE[k]

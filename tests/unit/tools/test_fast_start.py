@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 MLP = str(ROOT / "examples" / "mlp.mlir")
 
@@ -42,6 +44,7 @@ _COMMAND = "import sys; from shardc.tools.opt import main; sys.exit(main())"
 _LIBRARY = "import sys; from shardc.tools.opt import main; sys.exit(main(sys.argv[1:], cache=False))"
 
 
+@pytest.mark.slow
 def test_command_output_equals_the_library_run(tmp_path: Path) -> None:
     """The same text and diagnostics with everything installed (the command) as without
     (main called as a library), on ops of xDSL's that parse and print through formats,
@@ -88,6 +91,7 @@ def _probe(*args: str, env: dict[str, str]) -> dict[str, object]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_command_reuses_code_in_process_only_and_patches_no_xdsl_class(tmp_path: Path) -> None:
     """Each distinct dataclass text compiled once, nothing written under the cache (no
     code is kept across processes), math loaded lazily, and xDSL's formats xDSL's own."""
@@ -178,6 +182,7 @@ print(json.dumps({
     assert got["behaviour"] == ["define.<locals>.P(x=1, y=())", True, True, True, True, "define.<locals>.Q(a='a', b=1.0)"]
 
 
+@pytest.mark.slow
 def test_library_use_leaves_xdsl_and_dataclasses_alone() -> None:
     code = """
 import dataclasses, sys

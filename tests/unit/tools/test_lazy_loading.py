@@ -95,6 +95,7 @@ print(json.dumps(table))
 """
 
 
+@pytest.mark.slow
 def test_every_dialect_loads_by_name_to_the_ops_of_an_eager_load() -> None:
     lazy, eager = (_fresh(_DIALECT_TABLE, how) for how in ("lazy", "eager"))
     assert lazy.returncode == 0, lazy.stderr
@@ -183,6 +184,7 @@ print(type(impl).__name__, loaded())
 """
 
 
+@pytest.mark.slow
 def test_interface_models_load_with_the_first_op_of_their_dialect() -> None:
     done = _fresh(_MODELS_PROBE)
     assert done.returncode == 0, done.stderr
@@ -223,6 +225,7 @@ def test_exit_now_runs_atexit_flushes_and_skips_teardown(monkeypatch: pytest.Mon
     assert calls == []
 
 
+@pytest.mark.slow
 def test_command_exit_code_and_output_survive_the_fast_exit(tmp_path: Path) -> None:
     bad = tmp_path / "bad.mlir"
     bad.write_text("func.func @f() {\n  %0 = arith.constant 1 : i32 : i32\n  return\n}\n")

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from shardc.tools.argv import help_text
 from shardc.tools.help_table import PASS_HELP
 
@@ -56,6 +58,7 @@ def test_compile_imports_no_runtime_no_driver_no_unnamed_pass(tmp_path: Path) ->
 
 
 
+@pytest.mark.slow
 def test_a_run_that_reshards_nothing_imports_no_planner_no_folding_no_result_cache(tmp_path: Path) -> None:
     """The planner (and `fractions`), the greedy driver and folding and, with
     SHARDC_CACHE=0, the result cache's module load when first needed: mlp.mlir's
@@ -116,6 +119,7 @@ print(json.dumps({"help": registry_pass_help(all_passes()), "loaded": loaded}))
 """
 
 
+@pytest.mark.slow
 def test_static_help_table_is_the_registry() -> None:
     """--help prints the passes from a static table: it must say what the registry says
     (regenerate with `python -m shardc.tools.argv --write-help-table`). The registry is read
@@ -131,6 +135,7 @@ def test_static_help_table_is_the_registry() -> None:
     assert {k: v for k, v in registry["loaded"].items() if k != "dce"} == {k: k for k in registry["loaded"] if k != "dce"}
 
 
+@pytest.mark.slow
 def test_the_mpi_pipeline_imports_no_dialect_its_input_never_meets(tmp_path: Path) -> None:
     """The bench's program through `--shard-to-mpi-pipeline`: tosa's folders (and xDSL's
     tosa), all_slice's lowering (and xDSL's cf) stay unloaded; the output holds none

@@ -66,6 +66,7 @@ def _live_peaks(cfg: GPTConfig, shapes: dict[str, tuple[int, ...]]) -> dict[str,
     return peaks
 
 
+@pytest.mark.slow
 def test_no_score_arrays_kept_per_layer():
     """Per layer the step keeps no [b, h, t, t] array (the most alive at once does not
     grow with depth: softmax recorded whole kept one per layer, and CSE with a
@@ -125,6 +126,7 @@ def test_attention_node_saves_only_a_row_statistic():
     assert not [o for o in reads if isinstance(o.type, TensorType) and tuple(o.type.get_shape()) == (2, 3, 5, 5)]
 
 
+@pytest.mark.slow
 def test_step_gradients_equal_pytorch_autograd_float64():
     """@train_step's loss and gradients against PyTorch autograd on the same GPT written
     with torch.einsum (tanh GELU, causal softmax, tied head), float64, within 1e-9."""

@@ -46,6 +46,7 @@ def _no_cache(monkeypatch):
     monkeypatch.setenv("SHARDC_CACHE", "0")  # each build sees the formulation patched in
 
 
+@pytest.mark.slow
 def test_scores_recomputed_with_the_scale_as_a_factor(monkeypatch):
     module = build_step_module(CFG, BATCH, with_loss=False)
     scaled = [
@@ -69,6 +70,7 @@ def test_scores_recomputed_with_the_scale_as_a_factor(monkeypatch):
         assert np.array_equal(p, q)
 
 
+@pytest.mark.slow
 def test_forward_normalises_after_the_product_with_v(monkeypatch):
     module = build_step_module(CFG, BATCH, with_loss=False)
     t, hd = CFG.block_size, CFG.n_embd // CFG.n_head

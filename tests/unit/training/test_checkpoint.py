@@ -135,6 +135,7 @@ def _assert_same(a, b):
         assert np.array_equal(a.params[k], b.params[k]), k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", [2, 4])
 def test_resume_is_bitwise_equal(full_run, step):
     d, full = full_run
@@ -158,6 +159,7 @@ def test_manifest_records_the_state(full_run):
     assert sorted(os.listdir(ck.directory)) == [MANIFEST] + [f"rank-{r:05d}.safetensors" for r in range(4)]
 
 
+@pytest.mark.slow
 def test_keep_and_interrupted_saves(tmp_path):
     # An interrupted save of an earlier run: a temporary directory with a partial file.
     stale = tmp_path / ".tmp-step-00000003"
@@ -175,6 +177,7 @@ def test_keep_and_interrupted_saves(tmp_path):
     assert open_checkpoint(tmp_path).step == 4
 
 
+@pytest.mark.slow
 def test_exported_model_has_the_model_names(tmp_path):
     from safetensors.numpy import load_file
 
@@ -226,6 +229,7 @@ def _tensor_at(path: Path, pos: int) -> str:
     raise AssertionError(pos)
 
 
+@pytest.mark.slow
 def test_missing_checkpoint(tmp_path):
     assert _refused(tmp_path / "nope") == f"no checkpoint at {tmp_path / 'nope'}: no such directory"
 
@@ -298,6 +302,7 @@ def test_another_training_configuration(saved):
     assert msg == f"checkpoint {saved}: saved with a different training configuration: lr is {BASE.lr} there, 0.01 here"
 
 
+@pytest.mark.slow
 def test_cli_bad_checkpoint_is_one_line(tmp_path, capsys):
     from shardc.tools.train import main
 

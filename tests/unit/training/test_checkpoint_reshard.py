@@ -14,6 +14,8 @@ from test_checkpoint import LAYOUTS, TRAIN, config, program_for, train
 from shardc.training.checkpoint import BatchStream, load_rank, open_checkpoint, state_arrays, step_dir
 from shardc.training.spmd import RankState, assemble
 
+pytestmark = pytest.mark.slow  # one module fixture trains and saves on all 15 layouts
+
 SINGLE = (1, 1, False, False)
 SAVED_AT = 2
 

@@ -42,6 +42,7 @@ def _out_of_place(trainer: Trainer) -> Trainer:
     return trainer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernels", ["auto", "numpy"])
 def test_in_place_equals_out_of_place(monkeypatch, kernels):
     monkeypatch.setenv("SHARDC_KERNELS", kernels)
@@ -67,6 +68,7 @@ def test_state_is_updated_in_place():
     assert all(not np.array_equal(x, y) for x, y in zip(before, after) if x.size > 1 and np.abs(x).sum()), "and they changed"
 
 
+@pytest.mark.slow
 def test_the_fused_kernel_stores_into_the_argument_it_reads():
     """One argument read and written (`q[i] = f(q[i], ...)`), no output buffer for it."""
     if not fused.enabled():
@@ -89,6 +91,7 @@ def test_the_fused_kernel_stores_into_the_argument_it_reads():
     assert t.params[[s.path for s in t.specs].index("h.0.mlp.c_fc.weight")] is p
 
 
+@pytest.mark.slow
 def test_sharded_state_is_updated_in_place_where_layouts_allow():
     """FSDP and TP: every parameter, moment and accumulator in place; ZeRO without FSDP slices the
     replicated parameter to update it and gathers it back, so those are refused (new
@@ -232,6 +235,7 @@ def test_donation_survives_the_compile_cache(tmp_path, monkeypatch):
     assert r is x and np.array_equal(x, np.ones((4, 4)))
 
 
+@pytest.mark.slow
 def test_checkpoints_taken_between_in_place_steps(tmp_path):
     """A checkpoint holds the state of its step although the arrays it was written from
     are overwritten by the next steps; resuming from it, on this grid or another, gives

@@ -23,6 +23,7 @@ def roundtrip(module):
     return text
 
 
+@pytest.mark.slow
 def test_step_module_roundtrips(tiny_step):
     _, module, _ = tiny_step
     module.verify()

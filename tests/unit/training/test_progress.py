@@ -4,6 +4,8 @@ nothing under --quiet; shardc-train's progress off a terminal is line-based."""
 import io
 import re
 
+import pytest
+
 from shardc.training.progress import Progress
 from shardc.training.trainer import StepLog
 
@@ -53,6 +55,7 @@ def test_terminal_gets_a_rich_bar():
     assert "5/5" in text and "loss" in text and "tok/s" in text and "held-out 3.0000" in text
 
 
+@pytest.mark.slow
 def test_shardc_train_progress_in_a_pipe_is_line_based(tmp_path, capsys):
     from shardc.tools.train import main
 

@@ -42,6 +42,7 @@ def _args(dtype):
     return params, specs, [*(params[s.path] for s in specs), *(np.zeros(s.shape, dtype) for s in specs), tokens, targets, np.arange(CFG.vocab_size)], tokens, targets
 
 
+@pytest.mark.slow
 def test_step_with_row_kernels_equals_pytorch_float64(monkeypatch):
     torch = pytest.importorskip("torch", reason="PyTorch is not installed (the [torch] extra)")
     cm, n_chains = _step("float64", True, monkeypatch)
@@ -77,6 +78,7 @@ def test_step_with_row_kernels_equals_pytorch_float64(monkeypatch):
         np.testing.assert_allclose(g, ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max(), err_msg=s.path)
 
 
+@pytest.mark.slow
 def test_step_with_row_kernels_equals_the_step_without_float32(monkeypatch):
     on, n_on = _step("float32", True, monkeypatch)
     off, n_off = _step("float32", False, monkeypatch)

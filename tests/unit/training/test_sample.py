@@ -24,6 +24,7 @@ def trained():
     return train_simulated(cfg, train, world=4, val_data=val)
 
 
+@pytest.mark.slow
 def test_samples_are_reproducible_for_a_seed(trained):
     a = sample(trained, TOK, "the ", 12, seed=7)
     b = sample(trained, TOK, "the ", 12, seed=7)
@@ -69,6 +70,7 @@ def test_untrained_model_samples_on_one_rank():
     assert ids.shape == (5,) and int(ids.max()) < TOK.n_tokens
 
 
+@pytest.mark.slow
 def test_shardc_train_sample_prints_reproducible_text(tmp_path, capsys):
     from shardc.tools.train import main
 
@@ -104,6 +106,7 @@ def test_compiled_logits_match_the_numpy_reference(trained):
     np.testing.assert_allclose(ce, numpy_gpt.loss(MODEL, {k: v.astype(np.float64) for k, v in p.items()}, tokens, targets), rtol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 def test_mpi_sample_equals_the_simulated_one(tmp_path):
     """Under mpiexec every rank draws from the same gathered logits: the text equals the

@@ -30,6 +30,7 @@ def _annotations(value):
         value = op.result
 
 
+@pytest.mark.slow
 def test_sharded_step_module_annotates_boundaries():
     sh = Sharded(make_grid(4, tp=2), GPT_PLAN, ShardingPolicy(tp=2, fsdp=True))
     module = build_step_module(CFG, 4, sharded=sh)
@@ -74,6 +75,7 @@ def test_sharded_build_validates_state_and_batch_first():
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.oracle
 def test_mlir_opt_reads_the_sharded_module_as_printed(tmp_path):
     from shardc.testing.oracle import find_mlir_opt, run_mlir_opt

@@ -53,6 +53,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world, tp, zero, fsdp, accum", CASES)
 def test_sharded_training_matches_single_rank(world, tp, zero, fsdp, accum):
     cfg = config(tp, zero, fsdp, accum)

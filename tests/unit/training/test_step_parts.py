@@ -52,6 +52,7 @@ def _train(prog: StepProgram, params, batch) -> list:
     return run_simulated(2, one, per_rank_args=[(0,), (1,)])
 
 
+@pytest.mark.slow
 def test_parts_lower_to_the_whole_step_and_train_the_same(cache):
     grid, batch, parts = _setup()
     whole = StepProgram.build(CFG.model, batch, grid, CFG.policy, CFG.plan, CFG.dtype, CFG.opt)
@@ -72,6 +73,7 @@ def test_parts_lower_to_the_whole_step_and_train_the_same(cache):
         assert all(np.array_equal(x, y) for x, y in zip(a[r][1], b[r][1]))
 
 
+@pytest.mark.slow
 def test_parted_entry_is_stored_hit_and_scoped(cache):
     _, _, parts = _setup()
     key = make_key("test-parts", n=1)
@@ -89,6 +91,7 @@ def test_parted_entry_is_stored_hit_and_scoped(cache):
     assert "_p1__" not in entry.source[: entry.source.index("\ndef fn__adamw__step")]
 
 
+@pytest.mark.slow
 def test_part_lengths_must_fit(cache):
     _, _, parts = _setup()
     key = make_key("test-parts", n=2)
@@ -100,6 +103,7 @@ def test_part_lengths_must_fit(cache):
             Entry.decode(bad.encode(), key)
 
 
+@pytest.mark.slow
 def test_joining_refuses_what_does_not_join(cache):
     _, _, parts = _setup()
     key = make_key("test-parts", n=3)
@@ -139,6 +143,7 @@ def test_scopes():
     assert cg.const(object(), "k") == "_p2__k_0"
 
 
+@pytest.mark.slow
 def test_compile_program_alone_is_the_whole_step(cache):
     """Without a communicator of several ranks nothing is split (same entry as before)."""
     grid, batch, _ = _setup()

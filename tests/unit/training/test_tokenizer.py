@@ -54,6 +54,7 @@ def test_char_is_the_default_and_rejects_a_vocab_size():
 SMALL = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--block-size", "16", "--per-device-batch", "4", "--quiet"]
 
 
+@pytest.mark.slow
 def test_shardc_train_on_a_bpe_tokenized_file_learns(tmp_path, capsys):
     data = tmp_path / "corpus.txt"
     data.write_text(synthetic_corpus(30000, seed=5))

@@ -34,6 +34,7 @@ def test_batches_shift_targets_by_one():
     np.testing.assert_array_equal(x, x2)
 
 
+@pytest.mark.slow
 def test_loss_falls_on_the_synthetic_corpus():
     text = synthetic_corpus(20000, seed=0)
     tok = CharTokenizer.from_text(text, pad_to=8)
@@ -45,6 +46,7 @@ def test_loss_falls_on_the_synthetic_corpus():
     assert trainer.step == 40
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_runs(capsys):
     text = synthetic_corpus(3000, seed=0)
     tok = CharTokenizer.from_text(text)

@@ -14,6 +14,7 @@ from shardc.training.gpt import param_specs
 SMALL = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8", "--per-device-batch", "2", "--quiet"]
 
 
+@pytest.mark.slow
 def test_simulated_run_writes_log_plot_params_and_ir(tmp_path, capsys):
     out, ir = tmp_path / "out", tmp_path / "ir"
     rc = main(["--simulate", "2", "--steps", "4", "--eval-every", "2", "--accum", "2", "--fsdp", *SMALL, "--out", str(out), "--emit-ir", str(ir)])
@@ -40,6 +41,7 @@ def test_simulated_run_writes_log_plot_params_and_ir(tmp_path, capsys):
     assert "mpi.allgather" in lowered and "shard.all_gather" not in lowered
 
 
+@pytest.mark.slow
 def test_loss_falls_on_the_synthetic_corpus(tmp_path, capsys):
     rc = main(["--simulate", "1", "--steps", "25", "--lr", "1e-2", *SMALL, "--out", str(tmp_path)])
     assert rc == 0
@@ -47,6 +49,7 @@ def test_loss_falls_on_the_synthetic_corpus(tmp_path, capsys):
     assert np.mean(losses[-5:]) < losses[0] - 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [

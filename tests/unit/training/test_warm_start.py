@@ -84,6 +84,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, object]:
     return _run(str(where)), _run(str(where)), where
 
 
+@pytest.mark.slow
 def test_warm_start_imports_no_xdsl_ir_and_no_compiler(runs):
     cold, warm, _ = runs
     assert (cold["cached"], warm["cached"]) == ("compiled", "cache")

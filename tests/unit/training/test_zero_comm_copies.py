@@ -47,11 +47,13 @@ def inplace_kernels(prog: StepProgram) -> int:
     return sum(isinstance(getattr(v, "fused", None), InplaceUfunc) for v in ns.values())
 
 
+@pytest.mark.slow
 def test_accumulations_run_in_place(programs):
     assert inplace_kernels(programs[True]) > 0
     assert inplace_kernels(programs[False]) == 0
 
 
+@pytest.mark.slow
 def test_reduce_scatters_send_without_a_copy(programs):
     from shardc.dialects import mpi
 
