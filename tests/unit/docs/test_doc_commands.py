@@ -78,7 +78,14 @@ def run_block(block: Block, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("block", RUNNABLE, ids=[b.where for b in RUNNABLE])
+def _tiered(block: Block):
+    """A block that trains, launches ranks or imports torch costs tens of seconds: the
+    slow tier's. The quick tier runs the compiler's and shardc-run's blocks."""
+    costly = block.requirements or "shardc-train" in block.text or "mpiexec" in block.text
+    return pytest.param(block, id=block.where, marks=pytest.mark.slow if costly else ())
+
+
+@pytest.mark.parametrize("block", [_tiered(b) for b in RUNNABLE])
 def test_runnable_block(block: Block, tmp_path: Path) -> None:
     for requirement in sorted(block.requirements):
         reason = _missing(requirement)
