@@ -292,11 +292,11 @@ def _torch_build(exported, **changes):
 
 @pytest.fixture
 def pipeline_runs(monkeypatch):
-    from shardc.training import spmd
+    from shardc.training import pipeline
 
     runs = []
-    real = spmd.run_pipeline
-    monkeypatch.setattr(spmd, "run_pipeline", lambda *a, **k: runs.append(1) or real(*a, **k))
+    real = pipeline.run_pipeline
+    monkeypatch.setattr(pipeline, "run_pipeline", lambda *a, **k: runs.append(1) or real(*a, **k))
     return runs
 
 
