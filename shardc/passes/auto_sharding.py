@@ -42,10 +42,13 @@ is one error at the grid naming the smallest budget that does.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import os
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -121,6 +124,25 @@ def local_bytes(t: TensorType, sharding: Sharding, grid_shape: Sequence[int]) ->
 # =========================================================================================
 # The problem: nodes (ops and arguments) with strategies, edges between them
 # =========================================================================================
+
+
+@contextlib.contextmanager
+def _stdout_silenced() -> Iterator[None]:
+    """File descriptor 1 points at /dev/null meanwhile (C++ writes past Python's
+    sys.stdout): what a pass prints on stdout would corrupt the IR shardc-opt writes there."""
+    sys.stdout.flush()
+    import ctypes
+
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        ctypes.CDLL(None).fflush(None)
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
 
 
 @dataclass
@@ -655,7 +677,8 @@ class Program:
         import highspy
         import numpy as np
 
-        h = highspy.Highs()
+        with _stdout_silenced():  # HiGHS >= 1.16 prints its banner on stdout when built
+            h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("mip_rel_gap", 0.0)
         h.setOptionValue("mip_abs_gap", 0.0)

@@ -303,3 +303,23 @@ def test_runner_up_is_the_best_single_change(text):
             continue
         assert alt[1] >= -1e-15  # the optimum: no single change is cheaper
         assert solution.time + alt[1] == pytest.approx(min(others), rel=1e-9, abs=1e-15)
+
+
+def test_the_solver_prints_nothing_into_the_ir_on_stdout(tmp_path):
+    """HiGHS 1.16 prints a banner from C++ when a solver is made; shardc-opt's stdout is
+    the program, so a fresh process's output must parse back as it is."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import shardc
+
+    src = tmp_path / "mlp.mlir"
+    src.write_text(MLP)
+    env = {**os.environ, "PYTHONPATH": str(Path(shardc.__file__).resolve().parents[1]), "SHARDC_CACHE": "0"}
+    done = subprocess.run([sys.executable, "-m", "shardc.tools.opt", str(src), "--auto-sharding=rates=default"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("module {"), done.stdout[:200]
+    again = subprocess.run([sys.executable, "-m", "shardc.tools.opt", "-"], input=done.stdout, capture_output=True, text=True, env=env, timeout=120)
+    assert again.returncode == 0, again.stderr
