@@ -330,7 +330,7 @@ class _Decoder:
 
     def dtype(self, text: Any) -> np.dtype:
         if text == "bfloat16":
-            from shardc.runtime.execute.dtypes import bfloat16
+            from shardc.runtime.execute.kernels.bf16_run import bfloat16
 
             return bfloat16()
         dt = np.dtype(str(text))
@@ -766,7 +766,7 @@ def _scalar_type(text: str) -> Any:
 def _arg_spec(spec: list[Any]) -> Any:
     if spec[0] == "array":
         if spec[1] == "bfloat16":
-            from shardc.runtime.execute.dtypes import bfloat16
+            from shardc.runtime.execute.kernels.bf16_run import bfloat16
 
             return bfloat16(), tuple(spec[2])
         return np.dtype(spec[1]), tuple(spec[2])

@@ -65,7 +65,7 @@ class _NumpySubset(types.SimpleNamespace):
     def __getattr__(self, name: str) -> object:
         if name != "bfloat16":
             raise AttributeError(name)
-        from shardc.runtime.execute.dtypes import bfloat16
+        from shardc.runtime.execute.kernels.bf16_run import bfloat16
 
         value = bfloat16().type
         setattr(self, name, value)

@@ -11,8 +11,6 @@ Runtime values:
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 from xdsl.dialects.builtin import (
     BFloat16Type,
@@ -28,24 +26,11 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 from xdsl.utils.exceptions import DiagnosticException
 
+from shardc.runtime.execute.kernels.bf16_run import bfloat16, is_bfloat16
+
 
 class UnsupportedTypeError(DiagnosticException):
     """An element type the numpy runtime cannot represent."""
-
-
-@functools.cache
-def bfloat16() -> np.dtype:
-    """bf16's runtime dtype: `ml_dtypes.bfloat16`, the numpy extension type JAX uses.
-    Imported on first use: ml_dtypes registers casts between all its types when imported
-    (0.6 s of CPU measured), which programs without bf16 should not pay."""
-    import ml_dtypes
-
-    return np.dtype(ml_dtypes.bfloat16)
-
-
-def is_bfloat16(dt: np.dtype) -> bool:
-    """Whether `dt` is bf16's dtype, without importing ml_dtypes where it is not loaded."""
-    return dt.name == "bfloat16" and dt.kind == "V"
 
 
 _INT_DTYPES = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shardc.runtime.execute.dtypes import is_bfloat16
+from shardc.runtime.execute.kernels.bf16_run import is_bfloat16
 from shardc.runtime.execute.kernels import blas
 from shardc.runtime.execute.kernels.bf16_gemm import matmul as bf16_matmul
 from shardc.runtime.execute.kernels.fused_run import FusedKernel

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from shardc.runtime.execute.dtypes import bfloat16
+from shardc.runtime.execute.kernels.bf16_run import bfloat16
 from shardc.runtime.execute.kernels import blas
 
 CHOICES = ("auto", "mkl", "numpy")
