@@ -17,7 +17,7 @@ should be all convolutions, so there are none (not GroupNorm either).
 
 shardc's side is the step torch-mlir imports (`export_train_step`: loss and gradients)
 with its input annotated (`annotate_arguments`: dimension 0 or 2 split over a grid of 2),
-compiled through the training pipeline (`spmd.PIPELINE`) and called on each rank's
+compiled through the training pipeline (`pipeline.PIPELINE`) and called on each rank's
 shard; its loss (and each gradient a rank holds whole) is checked against PyTorch's.
 PyTorch's side: `loss.backward()` of the same model on the same batch. Each figure is the
 median step of the slowest rank after one untimed step, the best of `--rounds` rounds.
@@ -132,7 +132,7 @@ def _compile(a: argparse.Namespace, split_dim: int):
     from shardc.frontends.torch_train import export_train_step
     from shardc.ir.locations import LocatingParser
     from shardc.runtime.codegen.compile import compile_module
-    from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline
+    from shardc.training.pipeline import PIPELINE, count_collectives, run_pipeline
 
     model = resnet(a.width)
     x, y = data(a)

@@ -154,7 +154,7 @@ def gpt_stage_times(n_layer: int) -> dict[str, float]:
     from shardc.training.gpt import GPTConfig
     from shardc.training.mesh import make_grid
     from shardc.training.optimizer import AdamWConfig
-    from shardc.training.spmd import PIPELINE, run_pipeline
+    from shardc.training.pipeline import PIPELINE, run_pipeline
     from shardc.training.step import Sharded, build_step_module
 
     cfg = GPTConfig(n_layer=n_layer, n_head=12, n_embd=768, block_size=256, vocab_size=512)

@@ -43,7 +43,7 @@ layout, the batch is split over `batch`, gradients leave in the update layout) p
 `@adamw_step` built in IR (`shardc.training.optimizer`, torch.optim.AdamW's update; decay
 on every parameter but those the `no_decay` patterns name, torch's second parameter group)
 and, with held-out batches, `@eval_loss` (the loss imported without gradients, the same
-boundary); the compiler derives every collective (`shardc.training.spmd.PIPELINE`).
+boundary); the compiler derives every collective (`shardc.training.pipeline.PIPELINE`).
 Gradient accumulation adds the gradient pieces each rank receives, in their update
 layout, so it needs no communication of its own. Updated buffers leave the step in their
 layout (replicated unless the axes name them) and are fed to the next microbatch: with
@@ -547,7 +547,7 @@ class TorchStepProgram:
     buffer_specs: list[PartitionSpec] = field(default_factory=list)
     has_eval: bool = False
     stages: list[Any] = field(default_factory=list)
-    """The pipeline's stages (`spmd.Stage`), texts only when built with keep_text."""
+    """The pipeline's stages (`pipeline.Stage`), texts only when built with keep_text."""
     cached: str = "compiled"
     """Where the program came from: "compiled", "cache" (this rank's disk) or "broadcast"."""
     data_dim: int = 0
@@ -601,7 +601,7 @@ class TorchStepProgram:
     ) -> TorchStepProgram:
         """Resolve and check every layout (before anything is allocated), annotate the
         step (and `eval_step`, the `grads=False` import of the same loss), add AdamW and
-        compile through `spmd.PIPELINE`; `keep_text` keeps each stage's text
+        compile through `pipeline.PIPELINE`; `keep_text` keeps each stage's text
         (`stage_texts`, for --emit-ir) and so compiles afresh. The whole compile goes
         through the compile cache, keyed by everything the program is made of (the
         exported texts, axes, plan, policy, grid, AdamW, no_decay): a hit runs no pass.
@@ -664,7 +664,7 @@ def _step_module(
     exported: ExportedStep, eval_step: ExportedStep | None, grid: Grid, params: Sequence[ParamInfo], layouts: Sequence[ParamLayouts],
     buffer_specs: Sequence[PartitionSpec], opt: AdamWConfig, stages: list[Any], keep_text: bool, data_dim: int = 0,
 ) -> tuple[Any, dict[str, Counter[str]]]:
-    """The annotated step module with `@adamw_step`, run through `spmd.PIPELINE` (its
+    """The annotated step module with `@adamw_step`, run through `pipeline.PIPELINE` (its
     stages appended to `stages`), and its collectives at the shard level (before
     lowering)."""
     from shardc.training.pipeline import PIPELINE, count_collectives, run_pipeline
@@ -1111,7 +1111,7 @@ def forward_module(
     (None: the MPI world) by the same plan and policy as training (`axes`, `plan`,
     `policy`, `exported` keywords: see `sharded_forward`); `params` (a
     `TorchTrainResult.params`) replaces the module's. Propagation runs forward first, as
-    in training (`shardc.training.spmd.PIPELINE`): the batch split of the inputs reaches
+    in training (`shardc.training.pipeline.PIPELINE`): the batch split of the inputs reaches
     every activation before the replicated weights are propagated back."""
     size = world if world is not None else mpi_world_size()
     text, names = sharded_forward(model, inputs, world=size, **layout)

@@ -37,14 +37,7 @@ from shardc.training.axis import ParamLayouts, PartitionSpec, ShardingPlan, Shar
 from shardc.training.gpt import GPTConfig, InitialParams, ParamSpec, param_specs
 from shardc.training.mesh import MESH_AXES, Grid
 from shardc.training.optimizer import AdamWConfig, step_donation
-from shardc.training.pipeline import (  # noqa: F401 - re-exported: the step program's pipeline
-    PIPELINE,
-    PipelineError,
-    Stage,
-    count_collectives,
-    lower_step,
-    run_pipeline,
-)
+from shardc.training.pipeline import PIPELINE, Stage, lower_step
 
 if TYPE_CHECKING:  # IR is built and inspected where it is needed: a compile-cache hit imports no xDSL
     from xdsl.dialects.builtin import ModuleOp
@@ -363,14 +356,9 @@ def gather_params(program: StepProgram, per_rank: Sequence[Sequence[np.ndarray]]
 
 
 __all__ = [
-    "PIPELINE",
-    "PipelineError",
     "RankState",
-    "Stage",
     "StepProgram",
     "assemble",
-    "count_collectives",
     "gather_params",
     "local_part",
-    "run_pipeline",
 ]

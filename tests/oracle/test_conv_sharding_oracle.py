@@ -21,7 +21,7 @@ def _passes(text: str, names: list[str]) -> str:
     from shardc.context import make_context
     from shardc.ir.locations import LocatingParser
     from shardc.ir.printer import module_to_string
-    from shardc.training.spmd import run_pipeline
+    from shardc.training.pipeline import run_pipeline
 
     module = LocatingParser(make_context(), text, "<conv>").parse_module()
     run_pipeline(module, names)

@@ -64,7 +64,7 @@ def test_pass_bug_under_run_program_names_the_op_its_location_and_the_pass(crash
 
 def test_pass_bug_in_the_trainers_pipeline_is_one_line(crashing_pass: str) -> None:
     from shardc.tools.cli import parse_module
-    from shardc.training.spmd import PipelineError, run_pipeline
+    from shardc.training.pipeline import PipelineError, run_pipeline
 
     module = parse_module(ADD, "step.mlir")
     with pytest.raises(PipelineError) as info:
@@ -77,7 +77,7 @@ def test_pass_bug_in_the_trainers_pipeline_is_one_line(crashing_pass: str) -> No
 def test_pipeline_error_reaches_the_user_as_its_line(crashing_pass: str, capsys: pytest.CaptureFixture[str]) -> None:
     """What shardc-train's main does with a PipelineError from compile_program."""
     from shardc.tools.cli import parse_module, run_tool
-    from shardc.training.spmd import run_pipeline
+    from shardc.training.pipeline import run_pipeline
 
     module = parse_module(ADD, "step.mlir")
     assert run_tool("shardc-train", lambda: run_pipeline(module, [crashing_pass]) and 0) == 1

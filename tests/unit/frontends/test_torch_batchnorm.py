@@ -256,7 +256,7 @@ def _collectives(text: str) -> dict[str, int]:
     """The shard collectives of `@train_step` after propagation and partition."""
     from shardc.context import make_context
     from shardc.ir.locations import LocatingParser
-    from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline
+    from shardc.training.pipeline import PIPELINE, count_collectives, run_pipeline
 
     module = LocatingParser(make_context(), text, "<step>").parse_module()
     run_pipeline(module, PIPELINE[: PIPELINE.index("convert-shard-to-mpi")])

@@ -365,7 +365,7 @@ def _collectives(case: ForwardCase, world: int, layout: dict[str, Any]) -> Count
     """The forward's shard collectives after partitioning, keyed with their grid axes."""
     from shardc.context import make_context
     from shardc.ir.locations import LocatingParser
-    from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline
+    from shardc.training.pipeline import PIPELINE, count_collectives, run_pipeline
 
     text, _ = sharded_forward(case.model, [case.ids], world=world, exported=case.exported, **layout)
     module = LocatingParser(make_context(), text, "<forward>").parse_module()

@@ -26,7 +26,7 @@ def _compiled(text: str, first: tuple[str, ...] = ()):
     passes run before the pipeline."""
     from shardc.context import make_context
     from shardc.ir.locations import LocatingParser
-    from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline
+    from shardc.training.pipeline import PIPELINE, count_collectives, run_pipeline
 
     module = LocatingParser(make_context(), text, "<cnn>").parse_module()
     stages = run_pipeline(module, (*first, *PIPELINE[:2]), keep_text=True)

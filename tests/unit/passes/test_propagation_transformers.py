@@ -30,7 +30,7 @@ from shardc.frontends.torch_train import TorchStepProgram, export_train_step, fo
 from shardc.tools.cli import parse_module  # noqa: E402
 from shardc.training.axis import ShardingPolicy  # noqa: E402
 from shardc.training.mesh import make_grid  # noqa: E402
-from shardc.training.spmd import PIPELINE, count_collectives, run_pipeline  # noqa: E402
+from shardc.training.pipeline import PIPELINE, count_collectives, run_pipeline  # noqa: E402
 
 B, T, HIDDEN = 4, 8, 32  # batch x seq == hidden: torch-mlir shares one empty between weights and activations
 DECODER = dict(vocab_size=64, hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4)

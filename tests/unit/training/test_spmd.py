@@ -10,7 +10,8 @@ import pytest
 from shardc.runtime.execute.comm import run_simulated
 from shardc.training.axis import ShardingPolicy, ShardingValidationError, per_rank_bytes
 from shardc.training.gpt import GPTConfig, init_params, param_specs
-from shardc.training.spmd import PIPELINE, RankState, assemble, local_part
+from shardc.training.pipeline import PIPELINE
+from shardc.training.spmd import RankState, assemble, local_part
 from shardc.training.trainer import TrainingConfig, compile_program, reference_losses, train_simulated
 
 CFG = GPTConfig(n_layer=1, n_head=4, n_embd=16, block_size=4, vocab_size=8)
