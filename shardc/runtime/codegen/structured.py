@@ -52,7 +52,7 @@ from shardc.runtime.execute.window_run import WindowPlan, run_windowed
 from shardc.runtime.codegen.horizontal import build_group
 from shardc.runtime.execute.horizontal_run import Member, run_group
 
-from shardc.runtime.execute.structured_run import (  # noqa: F401  (the run time, re-exported)
+from shardc.runtime.execute.structured_run import (
     Aligner,
     ArgReduce,
     Map,
@@ -60,11 +60,7 @@ from shardc.runtime.execute.structured_run import (  # noqa: F401  (the run time
     StructuredSpec,
     Unaligner,
     build_contraction_plan,
-    contract2,
-    onehot_positions,
     run_structured,
-    scatter_rows,
-    sum_axes,
 )
 from shardc.runtime.codegen.window import depthwise_plan, map_dims, shift_plan
 

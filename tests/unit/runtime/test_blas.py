@@ -233,7 +233,7 @@ def test_bad_thread_count_warns_and_uses_one():
 
 
 def test_contract2_routes_through_blas_and_batched_dots_are_exact(every_size):
-    from shardc.runtime.codegen.structured import contract2
+    from shardc.runtime.execute.structured_run import contract2
 
     f32 = np.dtype(np.float32)
     # A projection y[b,t,o] = x[b,t,c] w[o,c] (the weight read transposed), and its
@@ -263,7 +263,7 @@ def test_gpt_step_with_each_blas_equals_the_numpy_blas_step(every_size, monkeypa
     in the same process where installed): loss and updated parameters equal numpy's
     within float32 rounding."""
     from shardc.runtime.codegen.kernels import fused
-    from shardc.runtime.codegen.structured import StructuredSpec
+    from shardc.runtime.execute.structured_run import StructuredSpec
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.gpt import GPTConfig, init_params
     from shardc.training.mesh import make_grid

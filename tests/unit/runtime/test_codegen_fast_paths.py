@@ -22,7 +22,7 @@ from shardc.runtime.codegen import compile as rt_compile
 from shardc.runtime.codegen.builder import CompileError
 from shardc.runtime.codegen.compile import compile_module
 from shardc.runtime.codegen.kernels import fused
-from shardc.runtime.codegen.structured import ins_outs
+from shardc.ir.segments import ins_outs
 
 MODULE = """
 func.func @f(%a: tensor<8x4xf32>, %b: tensor<4x3xf32>, %c: tensor<8x3xf32>, %i: tensor<8xi32>) -> (tensor<8x3xf32>, tensor<8x3xf32>, tensor<8xi32>) {

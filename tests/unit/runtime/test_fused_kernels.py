@@ -15,7 +15,7 @@ import pytest
 from shardc.runtime.codegen.compile import compile_text
 from shardc.runtime.codegen.kernels import fused  # the run time (what the tests patch) is in fused_run
 from shardc.runtime.execute.kernels import fused_run
-from shardc.runtime.codegen.structured import StructuredSpec
+from shardc.runtime.execute.structured_run import StructuredSpec
 
 needs_numba = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 

@@ -13,7 +13,7 @@ import pytest
 from shardc.runtime.codegen.compile import compile_text
 from shardc.runtime.codegen.kernels import fused
 from shardc.runtime.execute.kernels import fused_run
-from shardc.runtime.codegen.structured import StructuredSpec
+from shardc.runtime.execute.structured_run import StructuredSpec
 
 pytestmark = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")
 

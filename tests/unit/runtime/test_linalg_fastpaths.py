@@ -6,7 +6,7 @@ import pytest
 
 from shardc.runtime import compile_text
 from shardc.runtime.codegen.compile import tune_allocator
-from shardc.runtime.codegen.structured import StructuredSpec, contract2, onehot_positions, scatter_rows
+from shardc.runtime.execute.structured_run import StructuredSpec, contract2, onehot_positions, scatter_rows
 
 
 def specs(fn) -> list[StructuredSpec]:
@@ -250,7 +250,7 @@ def test_sum_axes_equals_numpy_on_every_layout(shape, rng):
     included) and numpy's reduce elsewhere: every axis subset of every transpose."""
     import itertools
 
-    from shardc.runtime.codegen.structured import sum_axes
+    from shardc.runtime.execute.structured_run import sum_axes
 
     base = rng.standard_normal(shape).astype(np.float32)
     for perm in itertools.permutations(range(len(shape))):

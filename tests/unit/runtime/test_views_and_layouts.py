@@ -16,7 +16,7 @@ import pytest
 
 from shardc.runtime import compile_text
 from shardc.runtime.execute.kernels import tm_tensor_run
-from shardc.runtime.codegen.structured import StructuredSpec, contract2, run_structured
+from shardc.runtime.execute.structured_run import StructuredSpec, contract2, run_structured
 
 DATA = Path(__file__).parents[2] / "data" / "torch_mlir"
 

@@ -11,7 +11,7 @@ import pytest
 from shardc.runtime.execute.code_check import UnsafeCodeError
 from shardc.runtime.codegen.compile import compile_text
 from shardc.runtime.execute.kernels import fused_run, rows_run
-from shardc.runtime.codegen.structured import StructuredSpec
+from shardc.runtime.execute.structured_run import StructuredSpec
 
 pytestmark = pytest.mark.skipif(fused_run._numba() is None, reason="numba (the [fast] extra) is not installed")  # pyright: ignore[reportPrivateUsage]
 

@@ -9,7 +9,9 @@ from xdsl.dialects.builtin import ShapedType
 from xdsl.ir import Operation
 
 from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register, single_block
-from shardc.runtime.codegen.structured import Map, emit_structured, ins_outs
+from shardc.ir.segments import ins_outs
+from shardc.runtime.codegen.structured import emit_structured
+from shardc.runtime.execute.structured_run import Map
 from shardc.runtime.codegen.window import window_maps
 
 

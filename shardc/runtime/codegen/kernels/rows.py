@@ -37,7 +37,7 @@ from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
 from shardc.runtime.codegen.kernels.fused import BINARY, CAST, CMPF, CMPI, DTYPES, ERF, UNARY, VEC32, kernel_dtype
 from shardc.runtime.execute.kernels.fused_run import check_kernel_source
 from shardc.runtime.execute.kernels.rows_run import RowKernel
-from shardc.runtime.codegen.structured import ins_outs
+from shardc.ir.segments import ins_outs
 
 _LIBM: dict[type[Operation], str] = {mathd.ExpOp: "math.exp({0})", mathd.LogOp: "math.log({0})", mathd.TanhOp: "math.tanh({0})"}
 _COMBINE: dict[type[Operation], str] = {arith.AddfOp: "rsum", arith.MaximumfOp: "rmax", arith.MinimumfOp: "rmin"}
