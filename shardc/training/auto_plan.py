@@ -55,8 +55,16 @@ OPS_PER_LAYER = 110
 """Ops one layer's forward and backward run in the compiled step (about 35 + 75)."""
 OPS_FIXED = 60
 """Ops outside the layers: embedding, final norm, LM head, loss and their gradients."""
-OPS_PER_PARAM = 8
-"""Ops of AdamW and gradient accumulation per parameter array."""
+OPS_PER_PARAM = 2
+"""Ops of the (fused, in-place) AdamW update per parameter array."""
+
+
+GENERATED_OP_SECONDS = 10e-6
+"""The least a compiled step's op costs: its generated statement allocates, checks shapes
+and calls numpy a few times. The cost model's `op_overhead` times one bare numpy call
+(about 0.3 us here), which prices a 1-layer step at a twentieth of its measured time;
+the steps measured on the development machine (1-4 layers, n_embd 16-256, one rank)
+cost 8-20 us per op above their FLOPs and bytes."""
 
 
 class PlanError(ValueError):
@@ -167,10 +175,11 @@ def predict(
     fwd_flops = L * layer_flops + 2 * n * C * V
     layer_bytes = (24 * n * C + 12 * n * M / k + 10 * b * (H / k) * T * T + 4 * n * 3 * C / k) * itemsize
     elem_bytes = L * layer_bytes + 10 * n * V * itemsize + 4 * n * C * itemsize  # LM head softmax/CE, embedding
-    micro = cm.contraction_time(3 * fwd_flops) + cm.elementwise_time(elem_bytes)
-    micro += cm.rates.op_overhead * (OPS_PER_LAYER * L + OPS_FIXED)
+    micro = cm.contraction_time(3 * fwd_flops) + cm.elementwise_time(3 * elem_bytes)  # backward: twice forward
+    per_op = max(cm.rates.op_overhead, GENERATED_OP_SECONDS)
+    micro += per_op * (OPS_PER_LAYER * L + OPS_FIXED)
     micro += cm.elementwise_time(2 * compute_elems * itemsize) if accum > 1 else 0.0  # accumulate
-    update = cm.elementwise_time(14 * update_elems * itemsize) + cm.rates.op_overhead * OPS_PER_PARAM * len(specs)
+    update = cm.elementwise_time(14 * update_elems * itemsize) + per_op * OPS_PER_PARAM * len(specs)
     compute_s = accum * micro + update
 
     # -- collectives --------------------------------------------------------------------

@@ -63,6 +63,7 @@ def test_an_infeasible_budget_names_the_smallest_that_fits():
     assert choose(MODEL, 2, 2, budget=named, cost=COST).chosen.memory.total <= named
 
 
+@pytest.mark.slow
 def test_predicted_collectives_are_the_compiled_steps():
     """The kinds and grid axes the prediction prices are the ones the compiled step holds."""
     model = GPTConfig(n_layer=1, n_head=4, n_embd=16, block_size=8, vocab_size=32)
@@ -81,6 +82,7 @@ def test_predicted_collectives_are_the_compiled_steps():
     assert predicted == compiled
 
 
+@pytest.mark.slow
 def test_tight_budget_plan_trains_as_one_rank_in_float64():
     """A budget neither DP nor ZeRO fits: the plan chosen shards more, and its training on 2
     simulated ranks gives the single-rank float64 losses to 1e-9."""
@@ -95,6 +97,7 @@ def test_tight_budget_plan_trains_as_one_rank_in_float64():
     np.testing.assert_allclose(result.losses, ref, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_auto_trains_and_prints_plan_then_measurement(tmp_path, capsys):
     rc = main(["--auto", "--simulate", "2", "--steps", "3", "--checkpoint-every", "0", *SMALL, "--out", str(tmp_path)])
     out = capsys.readouterr().out
@@ -108,6 +111,7 @@ def test_auto_trains_and_prints_plan_then_measurement(tmp_path, capsys):
     assert re.search(r"[0-9.]+ ms/step \(predicted [0-9.]+\), peak memory ", measured[0]), measured[0]
 
 
+@pytest.mark.slow
 def test_auto_with_a_tight_budget_trains_a_sharded_plan(tmp_path, capsys):
     rc = main(["--plan-only", "--world", "2", "--memory-budget", "1KB", *SMALL, "--out", str(tmp_path)])
     err = capsys.readouterr().err
