@@ -120,7 +120,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one tiny GPT on 2 ranks, 3 steps")
     ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--rates", choices=("cached", "default", "measure"), default="cached")
+    ap.add_argument("--rates", default="cached", help="cached | default | measure (calibrate and cache) | a JSON file of Rates.to_json()")
     ap.add_argument("--no-measure", action="store_true", help="predictions only")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -134,7 +134,12 @@ def main() -> int:
     from shardc.training.gpt import GPTConfig
     from shardc.training.tokenizer import make_tokenizer
 
-    rates = DEFAULT_RATES if a.rates == "default" else load_rates(recalibrate=a.rates == "measure")
+    if a.rates not in ("cached", "default", "measure"):
+        from shardc.passes.cost_model import Rates
+
+        rates = Rates.from_json(json.loads(Path(a.rates).read_text()))
+    else:
+        rates = DEFAULT_RATES if a.rates == "default" else load_rates(recalibrate=a.rates == "measure")
     cost = CostModel(rates)
     n_tokens = make_tokenizer("char", synthetic_corpus(60000, 0)).n_tokens
     if a.quick:

@@ -204,7 +204,7 @@ def predict(
 
     # -- memory -------------------------------------------------------------------------
     state = per_rank_bytes(specs, plan, policy, grid, itemsize)
-    saved_layer = (10 * n * C + 2 * n * 3 * C / k + 3 * n * M / k + 2 * b * (H / k) * T * T) * itemsize
+    saved_layer = (4 * n * C + n * 3 * C / k + 2 * n * M / k + b * (H / k) * T * T) * itemsize
     activations = L * saved_layer + 3 * n * V * itemsize + 2 * n * C * itemsize
     transient = 0.0
     if policy.zero:
@@ -459,7 +459,7 @@ def measured_line(plan: AutoPlan, step_s: float | None, peak: int | None, simula
     c = plan.chosen
     step = "n/a" if step_s is None else f"{step_s * 1e3:.1f} ms/step"
     mem = "n/a" if peak is None else size_text(peak)
-    how = f" (the process's peak / {simulated} simulated ranks)" if simulated else ""
+    how = f" (the process's peak / {simulated}; simulated ranks share one interpreter: --np times ranks apart)" if simulated else ""
     return (
         f"{tool}: measured {c.name}: {step} (predicted {c.step_s * 1e3:.1f}), peak memory {mem}/rank above the compiled step{how} "
         f"(predicted {size_text(c.memory.total)})"
