@@ -1,10 +1,10 @@
 """`shardc-train --auto`'s predictions against measurements: model x world x policy.
 
-    python bench/auto_plan.py                  # GPT n_layer 4 and 12 (n_embd 128), worlds 2 and 4
+    python bench/auto_plan.py                  # GPT n_layer 4 and 12 (n_embd 128), worlds 1, 2 and 4
     python bench/auto_plan.py --quick          # one tiny GPT, world 2, 3 steps: a smoke run
     python bench/auto_plan.py --rates measure  # calibrate the cost model first (cached per machine and MPI)
 
-For every model and world (2, 4) the table has one row per hand policy the grid allows
+For every model and world (1, 2, 4) the table has one row per hand policy the grid allows
 among dp, zero, fsdp, tp=2, tp=2+fsdp, then `auto` (the plan `--auto` chooses with no
 budget) and `auto tight` (the budget 1 byte below what plain DP and ZeRO need, when a
 plan fits it): predicted and measured ms per step, tokens/s, predicted and measured
@@ -150,8 +150,9 @@ def main() -> int:
             ("gpt-l4-e128", dict(n_layer=4, n_head=4, n_embd=128, block=64, batch=8)),
             ("gpt-l12-e128", dict(n_layer=12, n_head=4, n_embd=128, block=64, batch=8)),
         ]
-        worlds, steps = (2, 4), a.steps or 6
-    print(f"rates: {rates.source}; measured under mpiexec, {os.cpu_count()} CPUs here, {steps} steps (median after the first)")
+        worlds, steps = (1, 2, 4), a.steps or 6
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"rates: {rates.source}; measured under mpiexec, {os.cpu_count()} CPUs here (load average {load}), {steps} steps (median after the first)")
     head = f"{'model':<13} {'W':>2} {'policy':<18} {'pred ms':>8} {'meas ms':>8} {'meas/pred':>9} {'pred mem':>11} {'traced':>11} {'RSS':>11} {'tok/s meas':>10} {'solve ms':>8}"
     print(head)
     print("-" * len(head))
@@ -189,6 +190,7 @@ def main() -> int:
                     f"{size_text(pred.memory.total):>11} {mem} {tps:>10,.0f}{tail}",
                     flush=True,
                 )
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (the predictions assume a core per rank)")
     print()
     print("--plan-only: GPT-2-small shape (12 layers, n_embd 768, 12 heads, block 1024, vocab 50304, 8 sequences/device)")
     gpt2 = GPTConfig(12, 12, 768, 1024, 50304)

@@ -260,7 +260,12 @@ def _run_auto(argv: list[str], args: argparse.Namespace, source: ModelSource) ->
         check_world(comm.Get_size())
     world = comm.Get_size() if comm is not None else args.simulate or 1
     rank = comm.Get_rank() if comm is not None else 0
-    plan = plan_job(Job(args, world, rank), world)
+    per_host = None
+    if comm is not None:
+        from shardc.training.trainer import ranks_per_host
+
+        per_host = ranks_per_host(comm)  # a tp group stays within a host
+    plan = plan_job(Job(args, world, rank), world, per_host)
     p = plan.chosen.policy
     args.tp, args.zero, args.fsdp = p.tp, p.zero, p.fsdp
     if rank == 0:
@@ -269,14 +274,16 @@ def _run_auto(argv: list[str], args: argparse.Namespace, source: ModelSource) ->
         return run_job(args, source, world=world, rank=rank)
     measure = Measurement()
     rc = run_job(args, source, comm, measure=measure)
-    peak = measure.peak_bytes()
+    peak, traced = measure.peak_bytes(), measure.traced_bytes()
     if comm is not None:
         peaks = comm.allgather(peak)
         peak = None if any(x is None for x in peaks) else max(peaks)
+    elif world > 1:  # simulated ranks: one process's memory, shared out
+        peak = None if peak is None else peak // world
+        traced = None if traced is None else traced // world
     if rc == 0 and rank == 0:
-        if peak is not None and comm is None:
-            peak //= world
-        print(measured_line(plan, measured_step_seconds(args.out), peak, world if comm is None and world > 1 else None, TOOL), flush=True)
+        step = measured_step_seconds(args.out)
+        print(measured_line(plan, step, traced, peak, world if comm is None and world > 1 else None, TOOL), flush=True)
     return rc
 
 

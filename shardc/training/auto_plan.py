@@ -35,6 +35,7 @@ import math
 import re
 import time
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass, field, replace
 
 from shardc.training.axis import (
@@ -404,14 +405,24 @@ def plan_job(job: object, world: int, ranks_per_host: int | None = None) -> Auto
 
 
 class Measurement:
-    """Peak memory of a job's training: `compiled()` (the job calls it once the step is
-    compiled) takes the baseline and resets the kernel's peak-RSS mark
-    (`/proc/self/clear_refs`), `trained()` (before the outputs are written) reads the
-    peak; `peak_bytes()` is that peak above the baseline (Linux; None elsewhere)."""
+    """Peak memory of a job's training, two ways. `compiled(trace)` (the job calls it once
+    the step is compiled) takes the resident-set baseline, resets the kernel's peak mark
+    (`/proc/self/clear_refs`) and, with `trace` (the rank whose progress sees the steps),
+    starts tracemalloc, which numpy reports its buffers to. At the first step's report
+    (`watch`) the numpy bytes live are the state (the first step's one-time allocations,
+    imports and generated code, are left out), and the trace's peak restarts; at the
+    second's, that peak above what was live at the first is the step's activations and
+    copies, and tracing stops, so only two steps run slower (the step time is the median
+    of the later ones). `traced_bytes()`: state + step peak, what the prediction models;
+    `peak_bytes()`: the resident-set peak above the baseline, which also holds the
+    runtime's own pages (libraries, BLAS buffers, the first step's imports)."""
 
     def __init__(self) -> None:
         self.baseline: int | None = None
         self.peak: int | None = None
+        self.traced: int | None = None
+        self.live: int | None = None
+        self.numpy_live = 0
 
     @staticmethod
     def _status(field_name: str) -> int | None:
@@ -424,15 +435,49 @@ class Measurement:
             return None
         return None
 
-    def compiled(self) -> None:
+    def compiled(self, trace: bool = False) -> None:
+        import gc
+        import tracemalloc
+
+        gc.collect()
         try:
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")
         except OSError:
             pass
         self.baseline = self._status("VmRSS")
+        if trace and not tracemalloc.is_tracing():
+            tracemalloc.start()
+
+    def stepped(self) -> None:
+        import tracemalloc
+
+        if not tracemalloc.is_tracing() or self.traced is not None:
+            return
+        if self.live is None:
+            import numpy as np
+
+            domain = np.lib.tracemalloc_domain
+            self.numpy_live = sum(t.size for t in tracemalloc.take_snapshot().traces if t.domain == domain)
+            self.live = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            return
+        self.traced = self.numpy_live + max(tracemalloc.get_traced_memory()[1] - self.live, 0)
+        tracemalloc.stop()
+
+    def stop(self) -> None:
+        """End tracing where the run had fewer than two steps."""
+        import tracemalloc
+
+        if tracemalloc.is_tracing() and self.traced is None:
+            tracemalloc.stop()
+
+    def watch(self, progress: Any) -> Any:
+        """`progress` (a step callback with `close`) that also ends the first step's trace."""
+        return _Watched(progress, self)
 
     def trained(self) -> None:
+        self.stop()
         if self.peak is None:
             self.peak = self._status("VmHWM")
 
@@ -440,9 +485,26 @@ class Measurement:
         self.trained()
         return None if self.peak is None or self.baseline is None else max(self.peak - self.baseline, 0)
 
+    def traced_bytes(self) -> int | None:
+        self.stop()
+        return self.traced
+
+
+class _Watched:
+    def __init__(self, progress: Any, measure: Measurement):
+        self.progress, self.measure = progress, measure
+
+    def __call__(self, step: Any) -> None:
+        self.measure.stepped()
+        self.progress(step)
+
+    def close(self) -> None:
+        self.progress.close()
+
 
 def measured_step_seconds(out: str) -> float | None:
-    """The median seconds of the run's steps after the first (loss.csv under `--out`)."""
+    """The median seconds of the run's steps after the two `Measurement` traces (after the
+    first when there are fewer than 4; loss.csv under `--out`)."""
     import csv
     import statistics
 
@@ -451,18 +513,22 @@ def measured_step_seconds(out: str) -> float | None:
             secs = [float(r["seconds"]) for r in csv.DictReader(f)]
     except (OSError, KeyError, ValueError):
         return None
-    secs = secs[1:] or secs
+    secs = secs[2:] if len(secs) >= 4 else secs[1:] or secs
     return statistics.median(secs) if secs else None
 
 
-def measured_line(plan: AutoPlan, step_s: float | None, peak: int | None, simulated: int | None, tool: str = "shardc-train") -> str:
+def measured_line(plan: AutoPlan, step_s: float | None, traced: int | None, peak: int | None, simulated: int | None, tool: str = "shardc-train") -> str:
+    """The measured step time and memory per rank beside the prediction (`simulated`: the
+    ranks were threads of one process, whose memory is shared out)."""
     c = plan.chosen
     step = "n/a" if step_s is None else f"{step_s * 1e3:.1f} ms/step"
-    mem = "n/a" if peak is None else size_text(peak)
-    how = f" (the process's peak / {simulated}; simulated ranks share one interpreter: --np times ranks apart)" if simulated else ""
+    threads = "; simulated ranks share one interpreter: --np times them apart" if simulated else ""
+    traced_text = "n/a" if traced is None else size_text(traced)
+    rss = "n/a" if peak is None else size_text(peak)
     return (
-        f"{tool}: measured {c.name}: {step} (predicted {c.step_s * 1e3:.1f}), peak memory {mem}/rank above the compiled step{how} "
-        f"(predicted {size_text(c.memory.total)})"
+        f"{tool}: measured {c.name}: {step} (predicted {c.step_s * 1e3:.1f}{threads}), "
+        f"memory {traced_text}/rank (state + a step's peak) (predicted {size_text(c.memory.total)}), "
+        f"resident peak {rss}/rank above the compiled step"
     )
 
 

@@ -63,7 +63,7 @@ class Job:
     def compiled(self) -> None:
         """Sources call this once the step program is compiled, before training."""
         if self.measure is not None:
-            self.measure.compiled()
+            self.measure.compiled(trace=self.rank == 0)
 
     # -- data ----------------------------------------------------------------------------
 
@@ -97,7 +97,8 @@ class Job:
         from shardc.training.progress import Progress
 
         a = self.settings
-        return Progress(a.steps, a.quiet, every=a.log_every)
+        progress = Progress(a.steps, a.quiet, every=a.log_every)
+        return progress if self.measure is None else self.measure.watch(progress)
 
     # -- checkpoints and directories -------------------------------------------------------
 

@@ -99,7 +99,8 @@ def test_tight_budget_plan_trains_as_one_rank_in_float64():
 
 @pytest.mark.slow
 def test_auto_trains_and_prints_plan_then_measurement(tmp_path, capsys):
-    rc = main(["--auto", "--simulate", "2", "--steps", "3", "--checkpoint-every", "0", *SMALL, "--out", str(tmp_path)])
+    model = ["--n-layer", "1", "--n-head", "4", "--n-embd", "64", "--block-size", "32", "--per-device-batch", "4", "--quiet"]
+    rc = main(["--auto", "--simulate", "2", "--steps", "4", "--checkpoint-every", "0", *model, "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0, out
     lines = out.splitlines()
@@ -108,7 +109,11 @@ def test_auto_trains_and_prints_plan_then_measurement(tmp_path, capsys):
     assert "runner-up:" in out and "traded:" in out
     measured = [ln for ln in lines if ln.startswith("shardc-train: measured")]
     assert len(measured) == 1 and measured[0].startswith(f"shardc-train: measured {chosen}: ")
-    assert re.search(r"[0-9.]+ ms/step \(predicted [0-9.]+\), peak memory ", measured[0]), measured[0]
+    m = re.search(r"[0-9.]+ ms/step \(predicted [0-9.]+; simulated .*\), memory ([0-9.]+) ([KM])iB/rank \(state \+ a step's peak\) \(predicted ([0-9.]+) ([KM])iB\), resident peak [0-9.]+ [KM]iB/rank", measured[0])
+    assert m, measured[0]
+    scale = {"K": 1, "M": 1024}
+    ratio = float(m.group(1)) * scale[m.group(2)] / (float(m.group(3)) * scale[m.group(4)])
+    assert 0.6 < ratio < 1.6, measured[0]  # the traced state + step peak is what the prediction models
 
 
 @pytest.mark.slow
