@@ -81,7 +81,9 @@ def policy_name(p: ShardingPolicy) -> str:
 
 
 def hand_policies(world: int) -> list[ShardingPolicy]:
-    """Every policy the grid allows by its shape: tp dividing `world`, then DP, ZeRO, FSDP."""
+    """Every policy the grid allows by its shape: tp dividing `world`, then DP, ZeRO, FSDP
+    (`choose` passes over ZeRO and FSDP where tp = world leaves one data replica: they
+    split nothing there)."""
     return [
         ShardingPolicy(tp, zero, fsdp)
         for tp in range(1, world + 1) if world % tp == 0
@@ -208,7 +210,7 @@ def predict(
     saved_layer = (4 * n * C + n * 3 * C / k + 2 * n * M / k + b * (H / k) * T * T) * itemsize
     activations = L * saved_layer + 3 * n * V * itemsize + 2 * n * C * itemsize
     transient = 0.0
-    if policy.zero:
+    if policy.zero and dp > 1:
         transient += compute_elems * itemsize  # a microbatch's gradients before their reduce_scatter
     if policy.fsdp:
         transient += compute_elems * itemsize - state.params  # the gathered parameters
@@ -264,6 +266,8 @@ def choose(
     for policy in policies if policies is not None else hand_policies(world):
         try:
             grid = make_grid(world, policy.tp, ranks_per_host)
+            if grid.batch == 1 and policy.zero:
+                continue  # one data replica: ZeRO and FSDP split nothing, the plan is plain tp
             m = model
             if pad_vocab:
                 pad = math.lcm(8, grid.batch)
