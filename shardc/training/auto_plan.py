@@ -290,9 +290,12 @@ def choose(
         from shardc.passes.auto_sharding import format_size
 
         least = min(considered, key=lambda p: p.memory.total)
+        asked, needed = format_size(budget or 0), format_size(least.memory.total)
+        if asked == needed:  # within the rounding: in bytes
+            asked, needed = f"{math.floor(budget or 0)}B", f"{math.ceil(least.memory.total)}B"
         raise PlanError(
-            f"memory budget {format_size(budget or 0)} per rank fits no plan on {world} rank{'s' if world > 1 else ''}: "
-            f"the smallest that fits is {format_size(least.memory.total)} ({least.name})"
+            f"memory budget {asked} per rank fits no plan on {world} rank{'s' if world > 1 else ''}: "
+            f"the smallest that fits is {needed} ({least.name})"
         )
     fitting.sort(key=lambda p: (-p.tokens_per_s, p.memory.total))
     over = [p for p in considered if p not in fitting]

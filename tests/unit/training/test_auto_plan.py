@@ -71,6 +71,13 @@ def test_an_infeasible_budget_names_the_smallest_that_fits():
 
 
 @pytest.mark.slow
+def test_a_budget_just_short_is_named_in_bytes():
+    least = min(p.memory.total for p in choose(MODEL, 2, 2, cost=COST).considered)
+    with pytest.raises(PlanError, match=rf"memory budget {int(least) - 1}B per rank fits no plan on 2 ranks: the smallest that fits is {int(least)}B \(tp=2\)"):
+        choose(MODEL, 2, 2, budget=int(least) - 1, cost=COST)
+
+
+@pytest.mark.slow
 def test_predicted_collectives_are_the_compiled_steps():
     """The kinds and grid axes the prediction prices are the ones the compiled step holds."""
     model = GPTConfig(n_layer=1, n_head=4, n_embd=16, block_size=8, vocab_size=32)
