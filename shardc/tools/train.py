@@ -4,6 +4,8 @@
     mpiexec -n 4 shardc-train --tp 2 --fsdp      # under MPI: grid (batch=2, shard=2)
     shardc-train --np 4 --tp 2                   # launch mpiexec itself
     shardc-train --simulate 4 --no-zero          # 4 ranks as threads of this process
+    shardc-train --np 4 --auto --memory-budget 2MiB   # the policy chosen by predictions
+    shardc-train --plan-only --world 256         # the auto plan for 256 ranks, launching nothing
 
 The step (`@train_step`, `@adamw_step`, `@loss`) is built with shard annotations at its
 layout boundaries, compiled through the shard pipeline down to `mpi.*` and executed on
@@ -52,6 +54,10 @@ def arg_parser() -> argparse.ArgumentParser:
     lay.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: must divide the ranks per host (default 1)")
     lay.add_argument("--zero", action=argparse.BooleanOptionalAction, default=None, help="split optimizer state and gradients over batch (default on)")
     lay.add_argument("--fsdp", action=argparse.BooleanOptionalAction, default=False, help="split stored parameters over batch too (needs ZeRO)")
+    lay.add_argument("--auto", action="store_true", help="choose --tp/--zero/--fsdp: the fastest policy the cost model predicts that fits --memory-budget; prints the plan, then the measured step time and peak memory (shardc.training.auto_plan)")
+    lay.add_argument("--memory-budget", metavar="SIZE", help="with --auto: the most memory a rank may use (512MB, 2GiB, ...)")
+    lay.add_argument("--plan-only", action="store_true", help="print the auto plan for --world N ranks and exit: nothing is launched or compiled")
+    lay.add_argument("--world", type=int, metavar="N", help="with --plan-only: the ranks to plan for")
     run = p.add_argument_group("training")
     run.add_argument("--steps", type=int, default=100)
     run.add_argument("--per-device-batch", type=int, default=8, help="sequences per data replica and microbatch")
@@ -91,7 +97,40 @@ def arg_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_auto(a: argparse.Namespace) -> None:
+    """`--auto`, `--memory-budget`, `--plan-only` and `--world` (`a.policy_flags`: the
+    policy flags the command line names, which `--auto` refuses)."""
+    if a.plan_only:
+        a.auto = True
+        if a.world is None:
+            raise UserError("--plan-only needs --world N: the ranks to plan for")
+        if a.world < 1:
+            raise UserError(f"--world must be positive, got {a.world}")
+        if a.np is not None or a.simulate is not None:
+            raise UserError("--plan-only launches nothing: drop --np/--simulate (--world N says how many ranks to plan for)")
+    elif a.world is not None:
+        raise UserError("--world goes with --plan-only; training takes its ranks from --np, --simulate or mpiexec")
+    if a.memory_budget is not None:
+        if not a.auto:
+            raise UserError("--memory-budget goes with --auto (or --plan-only)")
+        from shardc.passes.auto_sharding import parse_size
+
+        try:
+            a.memory_budget = parse_size(a.memory_budget)
+        except ValueError:
+            raise UserError(f"--memory-budget: expected a size such as 512MB or 2GiB, got '{a.memory_budget}'") from None
+        if a.memory_budget <= 0:
+            raise UserError("--memory-budget must be positive")
+    if a.auto:
+        given = getattr(a, "policy_flags", [])
+        if given:
+            raise UserError(f"--auto chooses the policy: drop {', '.join(given)}")
+        if a.torch_model:
+            raise UserError("--auto plans the built-in GPT only so far: give --torch-model its policy with --tp/--zero/--fsdp")
+
+
 def _check_args(a: argparse.Namespace) -> None:
+    _check_auto(a)
     for name in ("steps", "per_device_batch", "accum", "tp", "n_layer", "n_head", "n_embd", "block_size"):
         if getattr(a, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be positive, got {getattr(a, name)}")
@@ -156,6 +195,8 @@ def _main(argv: list[str]) -> int:
     from shardc.training.job import JobError
 
     args = arg_parser().parse_args(argv)
+    flags = ("--tp", "--zero", "--no-zero", "--fsdp", "--no-fsdp")
+    args.policy_flags = sorted({f for arg in argv for f in flags if arg == f or arg.startswith(f + "=")})
     _check_args(args)
     if args.model_config is not None and not args.torch_model:
         raise UserError("--model-config goes with --torch-model hf:CLASS (a transformers model's config)")
@@ -172,6 +213,8 @@ def _run(argv: list[str], args: argparse.Namespace) -> int:
     from shardc.training.job import run_job
 
     source = _model_source(args)
+    if args.auto:
+        return _run_auto(argv, args, source)
     if args.show_layouts:
         rank, world = 0, args.np or args.simulate or 1
         if args.np is None and args.simulate is None and under_mpi():
@@ -191,6 +234,57 @@ def _run(argv: list[str], args: argparse.Namespace) -> int:
     world = load_mpi().COMM_WORLD
     check_world(world.Get_size())  # N one-rank jobs (mismatched libmpi, srun without a PMI plugin) would each train alone
     return run_job(args, source, world)
+
+
+def _run_auto(argv: list[str], args: argparse.Namespace, source: ModelSource) -> int:
+    """`--auto`: the plan for the job's ranks (rank 0 prints it), the job under the chosen
+    policy, then the measured step time and peak memory beside the prediction;
+    `--plan-only` stops after the plan."""
+    from shardc.training.auto_plan import Measurement, measured_line, measured_step_seconds, plan_job, plan_lines
+    from shardc.training.job import Job, run_job
+
+    if args.plan_only:
+        plan = plan_job(Job(args, args.world), args.world)
+        print("\n".join(plan_lines(plan, TOOL)), flush=True)
+        return 0
+    if args.np is not None:
+        if under_mpi():
+            raise UserError("--np launches mpiexec: do not use it under mpiexec")
+        return _launch(argv, args)  # every rank plans alike; rank 0 prints
+    comm = None
+    if args.simulate is None and under_mpi():
+        from shardc.tools.launcher import check_world, guard_rank, load_mpi
+
+        guard_rank()
+        comm = load_mpi().COMM_WORLD
+        check_world(comm.Get_size())
+    world = comm.Get_size() if comm is not None else args.simulate or 1
+    rank = comm.Get_rank() if comm is not None else 0
+    per_host = None
+    if comm is not None:
+        from shardc.training.trainer import ranks_per_host
+
+        per_host = ranks_per_host(comm)  # a tp group stays within a host
+    plan = plan_job(Job(args, world, rank), world, per_host)
+    p = plan.chosen.policy
+    args.tp, args.zero, args.fsdp = p.tp, p.zero, p.fsdp
+    if rank == 0:
+        print("\n".join(plan_lines(plan, TOOL)), flush=True)
+    if args.show_layouts:
+        return run_job(args, source, world=world, rank=rank)
+    measure = Measurement()
+    rc = run_job(args, source, comm, measure=measure)
+    peak, traced = measure.peak_bytes(), measure.traced_bytes()
+    if comm is not None:
+        peaks = comm.allgather(peak)
+        peak = None if any(x is None for x in peaks) else max(peaks)
+    elif world > 1:  # simulated ranks: one process's memory, shared out
+        peak = None if peak is None else peak // world
+        traced = None if traced is None else traced // world
+    if rc == 0 and rank == 0:
+        step = measured_step_seconds(args.out)
+        print(measured_line(plan, step, traced, peak, world if comm is None and world > 1 else None, TOOL), flush=True)
+    return rc
 
 
 def _model_source(args: argparse.Namespace) -> ModelSource:

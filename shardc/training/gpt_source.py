@@ -86,6 +86,7 @@ class GPTSource:
         opts = job.claim_checkpoints(opts, ck)
         set_blas_threads(1)
         program = compile_program(cfg, grid, keep_text=bool(a.emit_ir))
+        job.compiled()
         if a.emit_ir:
             job.emit_ir(program)
         print(self._header(cfg, grid, world, program), flush=True)
@@ -155,6 +156,7 @@ class GPTSource:
         opts = world.bcast(claimed[0] if rank == 0 else None, root=0)
         set_blas_threads(1)
         program = compile_program(cfg, grid, keep_text=bool(a.emit_ir) and rank == 0, world=world)
+        job.compiled()
         if rank == 0:
             with job.abort_on_error():
                 if a.emit_ir:

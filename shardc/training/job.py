@@ -50,12 +50,20 @@ class ModelSource(Protocol):
 @dataclass
 class Job:
     """One job's settings (the parsed command line) and ranks: `comm` is the MPI
-    communicator, or None for `--simulate` threads (or one process)."""
+    communicator, or None for `--simulate` threads (or one process); `measure`, when
+    set (`--auto`), is told when the step is compiled (`compiled`), so that what it
+    measures is the training's."""
 
     settings: argparse.Namespace
     world: int
     rank: int = 0
     comm: Any = None
+    measure: Any = None
+
+    def compiled(self) -> None:
+        """Sources call this once the step program is compiled, before training."""
+        if self.measure is not None:
+            self.measure.compiled(trace=self.rank == 0)
 
     # -- data ----------------------------------------------------------------------------
 
@@ -89,7 +97,8 @@ class Job:
         from shardc.training.progress import Progress
 
         a = self.settings
-        return Progress(a.steps, a.quiet, every=a.log_every)
+        progress = Progress(a.steps, a.quiet, every=a.log_every)
+        return progress if self.measure is None else self.measure.watch(progress)
 
     # -- checkpoints and directories -------------------------------------------------------
 
@@ -214,6 +223,8 @@ class Job:
     def finish(self, result: Any, tok: Any, title: str, tensors: Any = None) -> None:
         """The summary line and the run's files under `--out`; `title` heads the plots,
         `tensors` (default: the parameters) go to model.safetensors."""
+        if self.measure is not None:
+            self.measure.trained()
         a = self.settings
         losses = result.losses
         tps = sum(s.tokens_per_s for s in result.log[1:]) / max(1, len(result.log) - 1) if len(result.log) > 1 else result.log[0].tokens_per_s
@@ -249,7 +260,7 @@ class Job:
         print(a.prompt + tok.decode(ids), flush=True)
 
 
-def run_job(settings: argparse.Namespace, source: ModelSource, comm: Any = None, world: int | None = None, rank: int = 0) -> int:
+def run_job(settings: argparse.Namespace, source: ModelSource, comm: Any = None, world: int | None = None, rank: int = 0, measure: Any = None) -> int:
     """The trainer's one entry: `source`'s layouts (`--show-layouts`) or its training, on
     the MPI communicator `comm` (its ranks) or, without one, on `world` ranks (default
     `--simulate N`, else 1) that `rank` belongs to. Under MPI a JobError is reported by
@@ -259,7 +270,7 @@ def run_job(settings: argparse.Namespace, source: ModelSource, comm: Any = None,
 
     if comm is not None:
         world, rank = comm.Get_size(), comm.Get_rank()
-    job = Job(settings, world or settings.simulate or 1, rank, comm)
+    job = Job(settings, world or settings.simulate or 1, rank, comm, measure)
     try:
         return source.show_layouts(job) if settings.show_layouts else source.train(job)
     except JobError:

@@ -1,0 +1,210 @@
+"""`shardc-train --auto`'s predictions against measurements: model x world x policy.
+
+    python bench/auto_plan.py                  # GPT n_layer 4 and 12 (n_embd 128), worlds 1, 2 and 4
+    python bench/auto_plan.py --quick          # one tiny GPT, world 2, 3 steps: a smoke run
+    python bench/auto_plan.py --rates measure  # calibrate the cost model first (cached per machine and MPI)
+
+For every model and world (1, 2, 4) the table has one row per hand policy the grid allows
+among dp, zero, fsdp, tp=2, tp=2+fsdp, then `auto` (the plan `--auto` chooses with no
+budget) and `auto tight` (the budget 1 byte below what plain DP and ZeRO need, when a
+plan fits it): predicted and measured ms per step, tokens/s, predicted and measured
+memory per rank (measured two ways, below), and the time the plan took to choose. The auto rows end with the ratio
+of their measured tokens/s to the best hand policy's, measured in the same run.
+
+Every row runs under `mpiexec -n W` (the MPI beside this Python), one process per rank,
+BLAS on one thread: its figure is the median step after the first of `--steps`. Memory
+measured, the largest rank's: `traced`, the peak bytes allocated by 2 more steps under
+tracemalloc (numpy reports its buffers to it), started once the step is compiled: what
+the prediction models (state, activations, transient copies); `RSS`, the resident-set
+high-water mark over the timed training above the compiled step's
+(`shardc.training.auto_plan.Measurement`, what `--auto` prints), which also holds the
+runtime's own pages (libraries, BLAS buffers, the first step's lazy imports), so small
+models measure far above their prediction. On a machine with fewer cores than ranks
+the measured times include the ranks' waiting for a core.
+
+Last, `--plan-only` predictions for a GPT-2-small-shaped model (12 layers, n_embd 768,
+12 heads, block 1024, vocab 50304, 8 sequences per device) on 8 to 1024 ranks, beside
+the measured points above (not the same model: the small GPTs are what runs here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+HAND = ("dp", "zero", "fsdp", "tp=2", "tp=2+fsdp")
+
+
+def _policy(name: str):
+    from shardc.training.axis import ShardingPolicy
+
+    tp = int(name.split("=")[1].split("+")[0]) if name.startswith("tp=") else 1
+    return ShardingPolicy(tp, "zero" in name or "fsdp" in name, "fsdp" in name)
+
+
+def worker(spec: dict) -> None:
+    """One row on the MPI ranks this process is one of: compile, train, measure; rank 0
+    prints a JSON line."""
+    import statistics
+
+    import numpy as np
+    from mpi4py import MPI
+
+    from shardc.training.auto_plan import Measurement
+    from shardc.training.data import synthetic_corpus
+    from shardc.training.gpt import GPTConfig
+    from shardc.training.tokenizer import make_tokenizer
+    from shardc.training.train import set_blas_threads
+    from shardc.training.trainer import TrainingConfig, compile_program, train_mpi
+
+    comm = MPI.COMM_WORLD
+    set_blas_threads(1)
+    p = _policy(spec["policy"])
+    text = synthetic_corpus(60000, 0)
+    tok = make_tokenizer("char", text, None, pad_to=int(np.lcm(8, comm.Get_size() // p.tp)))
+    data = np.asarray(tok.encode(text), np.int32)
+    model = GPTConfig(spec["n_layer"], spec["n_head"], spec["n_embd"], spec["block"], tok.vocab_size)
+    cfg = TrainingConfig(model, per_device_batch=spec["batch"], steps=spec["steps"], warmup_steps=1).shard(p.tp, p.zero, p.fsdp)
+    grid = cfg.grid(comm.Get_size())
+    program = compile_program(cfg, grid, world=comm)
+    measure = Measurement()
+    measure.compiled()
+    result = train_mpi(cfg, data, None, None, program)
+    peaks = comm.allgather(measure.peak_bytes())
+    secs = [s.seconds for s in result.log[1:]] or [result.log[0].seconds] if result is not None else []
+    del result
+    # Again, 2 steps, under tracemalloc (numpy reports its buffers to it): the bytes the
+    # training allocates, without the runtime's own pages; not timed (it slows Python).
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    train_mpi(replace(cfg, steps=2), data, None, None, program)
+    traced = comm.allgather(tracemalloc.get_traced_memory()[1])
+    tracemalloc.stop()
+    if comm.Get_rank() == 0:
+        row = {"ms": statistics.median(secs) * 1e3, "peak": max(x or 0 for x in peaks), "traced": max(traced)}
+        print("ROW " + json.dumps(row), flush=True)
+
+
+def measure_row(spec: dict, world: int, timeout: float) -> dict | None:
+    from shardc.passes.cost_model import default_mpiexec
+
+    mpiexec = default_mpiexec()
+    if mpiexec is None:
+        return None
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    cmd = [mpiexec, "-n", str(world), sys.executable, __file__, "--worker", json.dumps(spec)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return None
+    rows = [ln for ln in done.stdout.splitlines() if ln.startswith("ROW ")]
+    if done.returncode != 0 or not rows:
+        sys.stderr.write(f"  {spec['policy']} on {world}: failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}\n")
+        return None
+    return json.loads(rows[-1][4:])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="one tiny GPT on 2 ranks, 3 steps")
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--rates", default="cached", help="cached | default | measure (calibrate and cache) | a JSON file of Rates.to_json()")
+    ap.add_argument("--no-measure", action="store_true", help="predictions only")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        worker(json.loads(a.worker))
+        return 0
+
+    from shardc.passes.cost_model import DEFAULT_RATES, CostModel, load_rates
+    from shardc.training.auto_plan import PlanError, choose, policy_name, size_text
+    from shardc.training.data import synthetic_corpus
+    from shardc.training.gpt import GPTConfig
+    from shardc.training.tokenizer import make_tokenizer
+
+    if a.rates not in ("cached", "default", "measure"):
+        from shardc.passes.cost_model import Rates
+
+        rates = Rates.from_json(json.loads(Path(a.rates).read_text()))
+    else:
+        rates = DEFAULT_RATES if a.rates == "default" else load_rates(recalibrate=a.rates == "measure")
+    cost = CostModel(rates)
+    n_tokens = make_tokenizer("char", synthetic_corpus(60000, 0)).n_tokens
+    if a.quick:
+        models = [("gpt-l1-e16", dict(n_layer=1, n_head=2, n_embd=16, block=8, batch=2))]
+        worlds, steps = (2,), a.steps or 3
+    else:
+        models = [
+            ("gpt-l4-e128", dict(n_layer=4, n_head=4, n_embd=128, block=64, batch=8)),
+            ("gpt-l12-e128", dict(n_layer=12, n_head=4, n_embd=128, block=64, batch=8)),
+        ]
+        worlds, steps = (1, 2, 4), a.steps or 6
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"rates: {rates.source}; measured under mpiexec, {os.cpu_count()} CPUs here (load average {load}), {steps} steps (median after the first)")
+    head = f"{'model':<13} {'W':>2} {'policy':<18} {'pred ms':>8} {'meas ms':>8} {'meas/pred':>9} {'pred mem':>11} {'traced':>11} {'RSS':>11} {'tok/s meas':>10} {'solve ms':>8}"
+    print(head)
+    print("-" * len(head))
+    for label, m in models:
+        model = GPTConfig(m["n_layer"], m["n_head"], m["n_embd"], m["block"], n_tokens)
+        for world in worlds:
+            plan = choose(model, world, m["batch"], cost=cost, pad_vocab=True)
+            by_name = {policy_name(p.policy): p for p in plan.considered}
+            rows = [(n, by_name[n], None) for n in HAND if n in by_name]
+            rows.append(("auto -> " + plan.chosen.name, plan.chosen, plan.seconds))
+            tight_budget = min(p.memory.total for n, p in by_name.items() if n in ("dp", "zero")) - 1
+            try:
+                tight = choose(model, world, m["batch"], budget=tight_budget, cost=cost, pad_vocab=True)
+                rows.append((f"tight -> {tight.chosen.name}", tight.chosen, tight.seconds))
+            except PlanError as e:
+                print(f"{label:<13} {world:>2} auto tight: {e}")
+            measured: dict[str, dict | None] = {}
+            best_hand = 0.0
+            for name, pred, solve in rows:
+                key = pred.name
+                if key not in measured:
+                    spec = dict(m, steps=steps, policy=key)
+                    measured[key] = None if a.no_measure else measure_row(spec, world, 900.0)
+                got = measured[key]
+                meas_ms = got["ms"] if got else float("nan")
+                tps = pred.tokens / (meas_ms / 1e3) if got else float("nan")
+                if solve is None and got:
+                    best_hand = max(best_hand, tps)
+                mem = f"{size_text(got['traced']):>11} {size_text(got['peak']):>11}" if got else f"{'-':>11} {'-':>11}"
+                tail = f" {solve * 1e3:>8.1f}" if solve is not None else f" {'':>8}"
+                if solve is not None and got and best_hand:
+                    tail += f"  {tps / best_hand:.2f}x best hand"
+                print(
+                    f"{label:<13} {world:>2} {name:<18} {pred.step_s * 1e3:>8.1f} {meas_ms:>8.1f} {meas_ms / (pred.step_s * 1e3):>9.2f} "
+                    f"{size_text(pred.memory.total):>11} {mem} {tps:>10,.0f}{tail}",
+                    flush=True,
+                )
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (the predictions assume a core per rank)")
+    print()
+    print("--plan-only: GPT-2-small shape (12 layers, n_embd 768, 12 heads, block 1024, vocab 50304, 8 sequences/device)")
+    gpt2 = GPTConfig(12, 12, 768, 1024, 50304)
+    print(f"{'ranks':>6} {'plan':<10} {'grid':<22} {'pred ms':>10} {'tokens/s':>12} {'mem/rank':>11} {'priced':>6} {'solve ms':>8}")
+    for world in ((8, 16) if a.quick else (8, 16, 32, 64, 128, 256, 512, 1024)):
+        start = time.perf_counter()
+        plan = choose(gpt2, world, 8, cost=cost)
+        c = plan.chosen
+        print(
+            f"{world:>6} {c.name:<10} {str(c.grid):<22} {c.step_s * 1e3:>10.0f} {c.tokens_per_s:>12,.0f} {size_text(c.memory.total):>11} "
+            f"{len(plan.considered):>6} {(time.perf_counter() - start) * 1e3:>8.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,546 @@
+"""`shardc-train --auto`: choose the sharding policy of the built-in GPT from predictions.
+
+The trainer's plans are the seed's: per parameter a storage, compute and update layout,
+set by a `ShardingPolicy` (tp over the `shard` axis, ZeRO and FSDP over `batch`) on a
+(batch, shard) grid. On N ranks the policies are few (every tp dividing N and the heads,
+times data parallel / ZeRO / FSDP), so the plan is chosen exactly by enumeration: each
+candidate is checked against the grid (`validate_layouts`, the check training makes),
+priced by the cost model the auto-sharding pass minimizes (`shardc.passes.cost_model`:
+contractions at the measured BLAS rate, elementwise work at the measured bandwidth, a
+fixed cost per op, every collective by alpha-beta over its grid axis), and the fastest
+in tokens/s whose predicted peak memory per rank fits the budget wins.
+
+The prediction is read off the model's parameter specs and the layouts, not off a
+compiled program, so that `--plan-only --world 1024` answers in a second:
+
+* compute per microbatch: the GPT's matmul FLOPs (tp-split ones divided by tp, the tied
+  LM head whole: the vocabulary is not split for TP), times 3 for forward + backward;
+  elementwise traffic of the layers' activations; AdamW over the update layout;
+* collectives, as the compiled step holds them: per microbatch 4 all_reduces per layer
+  over `shard` (tp > 1) and the gradients' all_reduce (DP) or reduce_scatter (ZeRO, for
+  the arrays the update layout splits; all_reduce for the others) over `batch`; FSDP's
+  all_gather of the stored parameters per microbatch; ZeRO's all_gather after the update;
+* memory per rank: the state (`per_rank_bytes`: parameters, gradients, moments), the
+  activations a microbatch keeps for its backward pass, and the transient copies a
+  policy makes (FSDP's gathered parameters, ZeRO's unreduced gradients).
+
+The cost model's rates are the ones cached for this machine and MPI (`load_rates`; the
+defaults until `shardc-opt --auto-sharding="rates=measure"` or `load_rates(recalibrate=True)`
+has measured them).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Sequence
+from typing import Any
+from dataclasses import dataclass, field, replace
+
+from shardc.training.axis import (
+    GPT_PLAN,
+    ShardingConfigError,
+    ShardingPlan,
+    ShardingPolicy,
+    ShardingValidationError,
+    StateBytes,
+    per_rank_bytes,
+    resolve,
+    validate_layouts,
+)
+from shardc.training.gpt import GPTConfig, param_specs
+from shardc.training.mesh import BATCH, SHARD, Grid, GridError, make_grid
+
+OPS_PER_LAYER = 110
+"""Ops one layer's forward and backward run in the compiled step (about 35 + 75)."""
+OPS_FIXED = 60
+"""Ops outside the layers: embedding, final norm, LM head, loss and their gradients."""
+OPS_PER_PARAM = 2
+"""Ops of the (fused, in-place) AdamW update per parameter array."""
+
+
+GENERATED_OP_SECONDS = 10e-6
+"""The least a compiled step's op costs: its generated statement allocates, checks shapes
+and calls numpy a few times. The cost model's `op_overhead` times one bare numpy call
+(about 0.3 us here), which prices a 1-layer step at a twentieth of its measured time;
+the steps measured on the development machine (1-4 layers, n_embd 16-256, one rank)
+cost 8-20 us per op above their FLOPs and bytes."""
+
+
+class PlanError(ValueError):
+    """No policy fits: the message names the smallest budget that does (one line)."""
+
+
+def policy_name(p: ShardingPolicy) -> str:
+    """`dp`, `zero`, `fsdp`, `tp=2`, `tp=2+zero`, `tp=2+fsdp`."""
+    kind = "fsdp" if p.fsdp else "zero" if p.zero else "dp"
+    if p.tp == 1:
+        return kind
+    return f"tp={p.tp}" if kind == "dp" else f"tp={p.tp}+{kind}"
+
+
+def hand_policies(world: int) -> list[ShardingPolicy]:
+    """Every policy the grid allows by its shape: tp dividing `world`, then DP, ZeRO, FSDP
+    (`choose` passes over ZeRO and FSDP where tp = world leaves one data replica: they
+    split nothing there)."""
+    return [
+        ShardingPolicy(tp, zero, fsdp)
+        for tp in range(1, world + 1) if world % tp == 0
+        for zero, fsdp in ((False, False), (True, False), (True, True))
+    ]
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Predicted bytes per rank: the state between steps, the activation peak of a
+    microbatch, and the transient copies the policy makes."""
+
+    state: StateBytes
+    activations: float
+    transient: float
+
+    @property
+    def total(self) -> float:
+        return self.state.total + self.activations + self.transient
+
+
+@dataclass(frozen=True)
+class Collective:
+    kind: str
+    axis: str
+    count: int
+    nbytes: float
+    """Bytes of one collective's input on a rank."""
+    seconds: float
+    """All `count` of them together."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One policy on one grid, priced."""
+
+    policy: ShardingPolicy
+    grid: Grid
+    compute_s: float
+    collectives: tuple[Collective, ...]
+    memory: MemoryEstimate
+    tokens: int
+    """Tokens per optimizer step (the global batch times the block size)."""
+    model: GPTConfig
+
+    @property
+    def name(self) -> str:
+        return policy_name(self.policy)
+
+    @property
+    def comm_s(self) -> float:
+        return sum(c.seconds for c in self.collectives)
+
+    @property
+    def step_s(self) -> float:
+        return self.compute_s + self.comm_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.step_s
+
+
+def predict(
+    model: GPTConfig,
+    policy: ShardingPolicy,
+    grid: Grid,
+    per_device_batch: int,
+    accum: int = 1,
+    cost: object = None,
+    itemsize: int = 4,
+    plan: ShardingPlan = GPT_PLAN,
+) -> Prediction:
+    """The predicted optimizer step of `policy` on `grid` (see the module's docstring);
+    `cost` is a `shardc.passes.cost_model.CostModel` (default: the cached rates)."""
+    from shardc.passes.cost_model import CostModel, load_rates
+
+    cm: CostModel = cost if cost is not None else CostModel(load_rates())  # type: ignore[assignment]
+    b, T, C, H, M, V, L = per_device_batch, model.block_size, model.n_embd, model.n_head, model.n_mlp, model.vocab_size, model.n_layer
+    k, dp = grid.shard, grid.batch
+    n = b * T  # tokens of a replica's microbatch (every rank of the replica reads them)
+    specs = param_specs(model)
+    layouts = [resolve(s.axes, plan, policy) for s in specs]
+
+    def local(shape: Sequence[int], spec: object) -> int:
+        return math.prod(d // spec.pieces(grid, i) for i, d in enumerate(shape))  # type: ignore[attr-defined]
+
+    compute_elems = sum(local(s.shape, lay.compute) for s, lay in zip(specs, layouts))
+    update_elems = sum(local(s.shape, lay.update) for s, lay in zip(specs, layouts))
+
+    # -- compute ----------------------------------------------------------------------
+    layer_flops = 2 * n * C * (3 * C + C + 2 * M) / k + 2 * 2 * b * (H / k) * T * T * (C / H)
+    fwd_flops = L * layer_flops + 2 * n * C * V
+    layer_bytes = (24 * n * C + 12 * n * M / k + 10 * b * (H / k) * T * T + 4 * n * 3 * C / k) * itemsize
+    elem_bytes = L * layer_bytes + 10 * n * V * itemsize + 4 * n * C * itemsize  # LM head softmax/CE, embedding
+    micro = cm.contraction_time(3 * fwd_flops) + cm.elementwise_time(3 * elem_bytes)  # backward: twice forward
+    per_op = max(cm.rates.op_overhead, GENERATED_OP_SECONDS)
+    micro += per_op * (OPS_PER_LAYER * L + OPS_FIXED)
+    micro += cm.elementwise_time(2 * compute_elems * itemsize) if accum > 1 else 0.0  # accumulate
+    update = cm.elementwise_time(14 * update_elems * itemsize) + per_op * OPS_PER_PARAM * len(specs)
+    compute_s = accum * micro + update
+
+    # -- collectives --------------------------------------------------------------------
+    rows: list[Collective] = []
+
+    def add(kind: str, axis: str, count: int, nbytes: float) -> None:
+        group = grid.axis_size(axis)
+        if count and group > 1:
+            rows.append(Collective(kind, axis, count, nbytes, count * cm.collective_time(kind, nbytes, group)))
+
+    add("all_reduce", SHARD, accum * 4 * L, n * C * itemsize)
+    split = [(s, lay) for s, lay in zip(specs, layouts) if any(BATCH in (d or ()) for d in lay.update)]
+    whole = [(s, lay) for s, lay in zip(specs, layouts) if not any(BATCH in (d or ()) for d in lay.update)]
+    if policy.zero:
+        add("reduce_scatter", BATCH, accum * len(split), _mean(local(s.shape, lay.compute) for s, lay in split) * itemsize)
+        add("all_reduce", BATCH, accum * len(whole), _mean(local(s.shape, lay.compute) for s, lay in whole) * itemsize)
+        gathered = _mean(local(s.shape, lay.update) for s, lay in split) * itemsize
+        add("all_gather", BATCH, accum * len(split) if policy.fsdp else len(split), gathered)
+    else:
+        add("all_reduce", BATCH, accum * len(specs), compute_elems / len(specs) * itemsize)
+    add("all_reduce", BATCH if dp > 1 else SHARD, accum, itemsize)  # the loss
+
+    # -- memory -------------------------------------------------------------------------
+    state = per_rank_bytes(specs, plan, policy, grid, itemsize)
+    saved_layer = (4 * n * C + n * 3 * C / k + 2 * n * M / k + b * (H / k) * T * T) * itemsize
+    activations = L * saved_layer + 3 * n * V * itemsize + 2 * n * C * itemsize
+    transient = 0.0
+    if policy.zero and dp > 1:
+        transient += compute_elems * itemsize  # a microbatch's gradients before their reduce_scatter
+    if policy.fsdp:
+        transient += compute_elems * itemsize - state.params  # the gathered parameters
+    memory = MemoryEstimate(state, activations, transient)
+    tokens = b * dp * accum * T
+    return Prediction(policy, grid, compute_s, tuple(rows), memory, tokens, model)
+
+
+def _mean(values: object) -> float:
+    vals = list(values)  # type: ignore[call-overload]
+    return sum(vals) / len(vals) if vals else 0.0
+
+
+@dataclass
+class AutoPlan:
+    """The chosen prediction, the runner-up, everything that fit and what did not."""
+
+    chosen: Prediction
+    runner_up: Prediction | None
+    fitting: list[Prediction]
+    over_budget: list[Prediction]
+    invalid: list[tuple[ShardingPolicy, str]]
+    budget: float | None
+    seconds: float
+    rates_source: str
+    considered: list[Prediction] = field(default_factory=list)
+
+
+def choose(
+    model: GPTConfig,
+    world: int,
+    per_device_batch: int,
+    accum: int = 1,
+    budget: float | None = None,
+    cost: object = None,
+    ranks_per_host: int | None = None,
+    policies: Sequence[ShardingPolicy] | None = None,
+    plan: ShardingPlan = GPT_PLAN,
+    itemsize: int = 4,
+    pad_vocab: bool = False,
+) -> AutoPlan:
+    """The fastest policy (predicted tokens/s) on `world` ranks whose predicted memory per
+    rank fits `budget` bytes (None: any); raises PlanError naming the smallest budget that
+    fits when none does, or when no policy suits the grid at all. `pad_vocab`: the
+    model's vocabulary is the tokenizer's ids, padded per grid as the trainer pads it (to
+    a multiple of lcm(8, data replicas))."""
+    from shardc.passes.cost_model import CostModel, load_rates
+
+    start = time.perf_counter()
+    cm = cost if cost is not None else CostModel(load_rates())
+    considered: list[Prediction] = []
+    invalid: list[tuple[ShardingPolicy, str]] = []
+    for policy in policies if policies is not None else hand_policies(world):
+        try:
+            grid = make_grid(world, policy.tp, ranks_per_host)
+            if grid.batch == 1 and policy.zero:
+                continue  # one data replica: ZeRO and FSDP split nothing, the plan is plain tp
+            m = model
+            if pad_vocab:
+                pad = math.lcm(8, grid.batch)
+                m = replace(model, vocab_size=-(-model.vocab_size // pad) * pad)
+            if model.n_head % policy.tp or model.n_mlp % policy.tp:
+                raise GridError(f"tp={policy.tp} does not divide the {model.n_head} heads")
+            validate_layouts(param_specs(m), plan, policy, grid)
+        except ShardingValidationError as e:
+            invalid.append((policy, e.failures[0]))
+            continue
+        except (GridError, ShardingConfigError) as e:
+            invalid.append((policy, str(e)))
+            continue
+        considered.append(predict(m, policy, grid, per_device_batch, accum, cm, itemsize, plan))
+    if not considered:
+        reason = invalid[0][1] if invalid else "no policy"
+        raise PlanError(f"no sharding policy suits {world} rank{'s' if world > 1 else ''}: {reason}")
+    fitting = [p for p in considered if budget is None or p.memory.total <= budget]
+    if not fitting:
+        from shardc.passes.auto_sharding import format_size
+
+        least = min(considered, key=lambda p: p.memory.total)
+        asked, needed = format_size(budget or 0), format_size(least.memory.total)
+        if asked == needed:  # within the rounding: in bytes
+            asked, needed = f"{math.floor(budget or 0)}B", f"{math.ceil(least.memory.total)}B"
+        raise PlanError(
+            f"memory budget {asked} per rank fits no plan on {world} rank{'s' if world > 1 else ''}: "
+            f"the smallest that fits is {needed} ({least.name})"
+        )
+    fitting.sort(key=lambda p: (-p.tokens_per_s, p.memory.total))
+    over = [p for p in considered if p not in fitting]
+    source = getattr(getattr(cm, "rates", None), "source", "default")
+    return AutoPlan(fitting[0], fitting[1] if len(fitting) > 1 else None, fitting, over, invalid, budget, time.perf_counter() - start, source, considered)
+
+
+# -----------------------------------------------------------------------------------------
+# Printing
+# -----------------------------------------------------------------------------------------
+
+
+def size_text(nbytes: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def _spec_text(spec: object, grid: Grid) -> str:
+    """A partition spec with the grid's axes of size 1 left out: `[-, batch]`."""
+    dims = [[a for a in (d or ()) if grid.axis_size(a) > 1] for d in spec]  # type: ignore[attr-defined]
+    return "[" + ", ".join("+".join(d) if d else "-" for d in dims) + "]"
+
+
+def parameter_groups(model: GPTConfig, policy: ShardingPolicy, grid: Grid, plan: ShardingPlan = GPT_PLAN) -> list[str]:
+    """One line per parameter group (layers folded: `h.*.mlp.c_fc.weight x4`) with its
+    storage / compute / update layouts; parameters kept whole in all three are one line."""
+    groups: dict[str, list[object]] = {}
+    whole: list[str] = []
+    for s in param_specs(model):
+        name = re.sub(r"^h\.\d+\.", "h.*.", s.path)
+        lay = resolve(s.axes, plan, policy)
+        texts = tuple(_spec_text(x, grid) for x in (lay.storage, lay.compute, lay.update))
+        if all(t.strip("[]").replace("-", "").replace(", ", "") == "" for t in texts):
+            if name not in whole:
+                whole.append(name)
+            continue
+        groups.setdefault(name, [s, texts, 0])[2] += 1  # type: ignore[operator]
+    lines = []
+    for name, (s, texts, count) in groups.items():
+        times = f" x{count}" if count > 1 else ""
+        if len(set(texts)) == 1:
+            where = f"all {texts[0]}"
+        else:
+            where = f"storage {texts[0]} compute {texts[1]} update {texts[2]}"
+        lines.append(f"    {name}{times} {tuple(s.shape)}: {where}")  # type: ignore[attr-defined]
+    if whole:
+        lines.append(f"    replicated: {', '.join(whole)}")
+    return lines
+
+
+def prediction_text(p: Prediction) -> str:
+    m = p.memory
+    return (
+        f"{p.name} on grid {p.grid}: {p.step_s * 1e3:.1f} ms/step ({p.compute_s * 1e3:.1f} compute + {p.comm_s * 1e3:.1f} collectives), "
+        f"{p.tokens_per_s:,.0f} tokens/s, {size_text(m.total)}/rank "
+        f"(state {size_text(m.state.total)}, activations {size_text(m.activations)}, transient {size_text(m.transient)})"
+    )
+
+
+def traded(chosen: Prediction, other: Prediction) -> str:
+    """What the chosen plan gives up, or gains, against another."""
+    speed = chosen.tokens_per_s / other.tokens_per_s
+    mem = chosen.memory.total / other.memory.total
+    return (
+        f"{chosen.name} vs {other.name}: {speed:.2f}x the tokens/s at {mem:.2f}x the memory per rank"
+    )
+
+
+def plan_lines(plan: AutoPlan, tool: str = "shardc-train") -> list[str]:
+    c = plan.chosen
+    budget = f"memory budget {size_text(plan.budget)}/rank" if plan.budget is not None else "no memory budget"
+    head = (
+        f"{tool}: auto plan for {c.grid.size} rank{'s' if c.grid.size > 1 else ''} ({budget}; "
+        f"{len(plan.considered)} policies priced, {len(plan.fitting)} fit, in {plan.seconds * 1e3:.0f} ms; rates: {plan.rates_source})"
+    )
+    lines = [head, f"  chosen: {prediction_text(c)}"]
+    lines += parameter_groups(c.model, c.policy, c.grid)
+    if c.collectives:
+        lines.append("    collectives/step: " + ", ".join(f"{x.count} {x.kind} over {x.axis} ({size_text(x.nbytes)})" for x in c.collectives))
+    if plan.runner_up is not None:
+        lines.append(f"  runner-up: {prediction_text(plan.runner_up)}")
+        lines.append(f"  traded: {traded(c, plan.runner_up)}")
+    if plan.invalid:
+        names = ", ".join(policy_name(p) for p, _ in plan.invalid)
+        lines.append(f"  not on this grid: {names} ({plan.invalid[0][1]})")
+    faster = [p for p in plan.over_budget if p.tokens_per_s > c.tokens_per_s]
+    if faster:
+        best = max(faster, key=lambda p: p.tokens_per_s)
+        lines.append(f"  over budget: {best.name} ({best.tokens_per_s:,.0f} tokens/s, {size_text(best.memory.total)}/rank); {traded(c, best)}")
+    return lines
+
+
+# -----------------------------------------------------------------------------------------
+# The job: plan, train, measure
+# -----------------------------------------------------------------------------------------
+
+
+def plan_job(job: object, world: int, ranks_per_host: int | None = None) -> AutoPlan:
+    """The auto plan of a `shardc-train` job (`shardc.training.job.Job`) on `world` ranks:
+    its model flags, its tokenizer's vocabulary, `--per-device-batch`, `--accum` and
+    `--memory-budget`. Problems as JobError lines."""
+    from shardc.training.job import JobError
+    from shardc.training.tokenizer import make_tokenizer
+
+    a = job.settings  # type: ignore[attr-defined]
+    try:
+        tok = make_tokenizer(a.tokenizer, job.text(), a.vocab_size)  # type: ignore[attr-defined]
+        model = GPTConfig(a.n_layer, a.n_head, a.n_embd, a.block_size, tok.n_tokens)
+        return choose(model, world, a.per_device_batch, a.accum, a.memory_budget, ranks_per_host=ranks_per_host, pad_vocab=True)
+    except ValueError as e:  # PlanError and the configuration's errors
+        raise JobError(str(e)) from None
+
+
+class Measurement:
+    """Peak memory of a job's training, two ways. `compiled(trace)` (the job calls it once
+    the step is compiled) takes the resident-set baseline, resets the kernel's peak mark
+    (`/proc/self/clear_refs`) and, with `trace` (the rank whose progress sees the steps),
+    starts tracemalloc, which numpy reports its buffers to. At the first step's report
+    (`watch`) the numpy bytes live are the state (the first step's one-time allocations,
+    imports and generated code, are left out), and the trace's peak restarts; at the
+    second's, that peak above what was live at the first is the step's activations and
+    copies, and tracing stops, so only two steps run slower (the step time is the median
+    of the later ones). `traced_bytes()`: state + step peak, what the prediction models;
+    `peak_bytes()`: the resident-set peak above the baseline, which also holds the
+    runtime's own pages (libraries, BLAS buffers, the first step's imports)."""
+
+    def __init__(self) -> None:
+        self.baseline: int | None = None
+        self.peak: int | None = None
+        self.traced: int | None = None
+        self.live: int | None = None
+        self.numpy_live = 0
+
+    @staticmethod
+    def _status(field_name: str) -> int | None:
+        try:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith(field_name + ":"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            return None
+        return None
+
+    def compiled(self, trace: bool = False) -> None:
+        import gc
+        import tracemalloc
+
+        gc.collect()
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            pass
+        self.baseline = self._status("VmRSS")
+        if trace and not tracemalloc.is_tracing():
+            tracemalloc.start()
+
+    def stepped(self) -> None:
+        import tracemalloc
+
+        if not tracemalloc.is_tracing() or self.traced is not None:
+            return
+        if self.live is None:
+            import numpy as np
+
+            domain = np.lib.tracemalloc_domain
+            self.numpy_live = sum(t.size for t in tracemalloc.take_snapshot().traces if t.domain == domain)
+            self.live = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            return
+        self.traced = self.numpy_live + max(tracemalloc.get_traced_memory()[1] - self.live, 0)
+        tracemalloc.stop()
+
+    def stop(self) -> None:
+        """End tracing where the run had fewer than two steps."""
+        import tracemalloc
+
+        if tracemalloc.is_tracing() and self.traced is None:
+            tracemalloc.stop()
+
+    def watch(self, progress: Any) -> Any:
+        """`progress` (a step callback with `close`) that also ends the first step's trace."""
+        return _Watched(progress, self)
+
+    def trained(self) -> None:
+        self.stop()
+        if self.peak is None:
+            self.peak = self._status("VmHWM")
+
+    def peak_bytes(self) -> int | None:
+        self.trained()
+        return None if self.peak is None or self.baseline is None else max(self.peak - self.baseline, 0)
+
+    def traced_bytes(self) -> int | None:
+        self.stop()
+        return self.traced
+
+
+class _Watched:
+    def __init__(self, progress: Any, measure: Measurement):
+        self.progress, self.measure = progress, measure
+
+    def __call__(self, step: Any) -> None:
+        self.measure.stepped()
+        self.progress(step)
+
+    def close(self) -> None:
+        self.progress.close()
+
+
+def measured_step_seconds(out: str) -> float | None:
+    """The median seconds of the run's steps after the two `Measurement` traces (after the
+    first when there are fewer than 4; loss.csv under `--out`)."""
+    import csv
+    import statistics
+
+    try:
+        with open(f"{out}/loss.csv") as f:
+            secs = [float(r["seconds"]) for r in csv.DictReader(f)]
+    except (OSError, KeyError, ValueError):
+        return None
+    secs = secs[2:] if len(secs) >= 4 else secs[1:] or secs
+    return statistics.median(secs) if secs else None
+
+
+def measured_line(plan: AutoPlan, step_s: float | None, traced: int | None, peak: int | None, simulated: int | None, tool: str = "shardc-train") -> str:
+    """The measured step time and memory per rank beside the prediction (`simulated`: the
+    ranks were threads of one process, whose memory is shared out)."""
+    c = plan.chosen
+    step = "n/a" if step_s is None else f"{step_s * 1e3:.1f} ms/step"
+    threads = "; simulated ranks share one interpreter: --np times them apart" if simulated else ""
+    traced_text = "n/a" if traced is None else size_text(traced)
+    rss = "n/a" if peak is None else size_text(peak)
+    return (
+        f"{tool}: measured {c.name}: {step} (predicted {c.step_s * 1e3:.1f}{threads}), "
+        f"memory {traced_text}/rank (state + a step's peak) (predicted {size_text(c.memory.total)}), "
+        f"resident peak {rss}/rank above the compiled step"
+    )
+
+
+__all__ = [
+    "Measurement", "measured_line", "measured_step_seconds", "plan_job",
+    "AutoPlan", "Collective", "MemoryEstimate", "PlanError", "Prediction", "choose", "hand_policies",
+    "parameter_groups", "plan_lines", "policy_name", "predict", "prediction_text", "size_text", "traded",
+]
