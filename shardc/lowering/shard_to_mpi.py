@@ -14,8 +14,9 @@ The phases, in order:
 6. any shard op left but `shard.grid` is an error at its location.
 
 A module attribute `#dlti.map<"MPI:comm_world_rank" = N>` specialises the lowering
-for rank N: process indices, neighbours, communicator colors/keys and halo offsets
-become constants, so shapes are static. Patterns never leave a shard op half-lowered:
+for rank N: neighbours, communicator colors/keys and halo offsets become constants, so
+shapes are static. The process-index ops lower to `mpi.comm_rank` as in trunk, whose
+`canonicalize` folds the rank (and the `shard_shape` arithmetic on it) in its order. Patterns never leave a shard op half-lowered:
 an unsupported input raises a located diagnostic and the pass fails.
 """
 

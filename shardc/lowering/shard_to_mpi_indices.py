@@ -1,7 +1,7 @@
 """Lowering of the process-index ops, shard_shape and update_halo.
 
-Process indices come from `mpi.comm_rank` of MPI_COMM_WORLD (a constant under the DLTI
-rank specialisation), delinearized over the grid shape. Neighbours along split axes
+Process indices come from `mpi.comm_rank` of MPI_COMM_WORLD, delinearized over the grid
+shape (under a DLTI rank, `canonicalize` folds it, as in trunk). Neighbours along split axes
 and halo exchanges follow upstream; neighbours handle a tensor dimension split over
 several grid axes (upstream: one axis only) by stepping in the group's linear order.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith, tensor
-from xdsl.dialects.builtin import IndexType, MemRefType, TensorType, i32
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, TensorType, i32
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
@@ -35,7 +35,12 @@ def _replace(rewriter: PatternRewriter, op: Operation, e: Emitter, values: Seque
 
 
 def lower_process_linear_index(op: shard.ProcessLinearIndexOp, rewriter: PatternRewriter) -> None:
+    """`mpi.comm_rank` of MPI_COMM_WORLD, as trunk lowers it even under a DLTI rank:
+    `canonicalize` folds the rank (mpi.comm_rank's pattern) and what depends on it, so
+    the constants of a `shard_shape` reading the process index come out in the order
+    trunk's canonicalizer gives them."""
     e = Emitter(rewriter, op)
+    e.rank = None
     _replace(rewriter, op, e, [e.world_rank()])
 
 
@@ -111,45 +116,92 @@ def lower_shard_shape(op: shard.ShardShapeOp, rewriter: PatternRewriter) -> None
     device = mixed(op.device, op.device_dynamic)
     split_axes = sharding.split_axes.as_tuple()
     offsets = mixed(sharding.static_sharded_dims_offsets, sharding.dynamic_sharded_dims_offsets)
-    offsets = [_as_index(e, o) for o in offsets]
-    table: SSAValue | None = None
-    if offsets and not all(constant_of(o) is not None for o in offsets):
-        table = e.emit(
-            tensor.FromElementsOp.create(
-                operands=[e.index(o) for o in offsets],
-                result_types=[TensorType(IndexType(), [len(offsets)])],
-            )
-        ).results[0]
+    if offsets:
+        local = _sizes_from_offsets(e, dims, device, split_axes, shape, offsets)
+    else:
+        local = _even_sizes(e, dims, device, split_axes, shape)
     halos = [_as_index(e, h) for h in mixed(sharding.static_halo_sizes, sharding.dynamic_halo_sizes)]
-    pos = 0
-    split = 0
+    if halos:
+        split = 0
+        for i in range(len(dims)):
+            if i < len(split_axes) and split_axes[i]:
+                local[i] = e.add(local[i], e.add(halos[2 * split], halos[2 * split + 1]))
+                split += 1
+    _replace(rewriter, op, e, local)
+
+
+def _even_sizes(
+    e: Emitter, dims: Sequence[Idx], device: Sequence[Idx], split_axes: Sequence[Sequence[int]], shape: Sequence[int]
+) -> list[Idx]:
+    """Each split dimension's size over its shards, the remainder on the trailing ones.
+    The dims, then 0 and 1, are made values first, as trunk's ConvertShardShapeOp makes
+    them (what `canonicalize` then folds comes out in trunk's order)."""
+    shape_values = [e.index(d) for d in dims]
+    e.index(0)
+    e.index(1)
     local: list[Idx] = []
-    for i, dim in enumerate(dims):
+    for i, dim in enumerate(shape_values):
         axes = split_axes[i] if i < len(split_axes) else ()
         if not axes:
             local.append(dim)
             continue
-        if halos:
-            local_halo: Idx = e.add(halos[2 * split], halos[2 * split + 1])
-        split += 1
         shards = 1
         for a in axes:
             shards *= shape[a]
         index = e.linearize_in_group([device[a] for a in axes], [shape[a] for a in axes])
-        if offsets:
-            at = e.add(pos, index)
-            start = _offset_at(e, offsets, table, at)
-            end = _offset_at(e, offsets, table, e.add(at, 1))
-            local.append(e.sub(end, start))
+        base = e.divsi(dim, shards)
+        threshold = e.sub(shards, e.remsi(dim, shards))
+        extra = e.select(e.cmp("sge", index, threshold), 1, 0)
+        local.append(e.add(base, extra))
+    return local
+
+
+def _sizes_from_offsets(
+    e: Emitter,
+    dims: Sequence[Idx],
+    device: Sequence[Idx],
+    split_axes: Sequence[Sequence[int]],
+    shape: Sequence[int],
+    offsets: Sequence[Idx],
+) -> list[Idx]:
+    """`offsets[pos + i + 1] - offsets[pos + i]` for shard `i` of each split dimension,
+    built as trunk's ConvertShardShapeOp builds it (the dims and device as values, one
+    `tensor.from_elements` table of the offsets, then per dimension `arith.addi`,
+    `tensor.extract`, `arith.addi`, `tensor.extract`, `arith.subi`), so that what
+    `canonicalize` folds out of it under a DLTI rank is ordered as in trunk. Trunk reads
+    one grid axis per dimension; several axes index the group's linear order."""
+    shape_values = [e.index(d) for d in dims]
+    device_values = [e.index(d) for d in device]
+    elements = [e.index(_as_index(e, o)) for o in offsets]
+    table = e.emit(
+        tensor.FromElementsOp.create(
+            operands=elements, result_types=[TensorType(IndexType(), [len(elements)])]
+        )
+    ).results[0]
+    e.index(0)
+    one = e.index(1)
+    local: list[Idx] = []
+    pos = 0
+    for i, dim in enumerate(shape_values):
+        axes = split_axes[i] if i < len(split_axes) else ()
+        if not axes:
+            local.append(dim)
+            continue
+        start = e.emit(arith.ConstantOp(IntegerAttr(pos, IndexType()))).results[0]
+        shards = 1
+        for a in axes:
+            shards *= shape[a]
+        if len(axes) == 1:
+            index: Idx = device_values[axes[0]]
         else:
-            base = e.divsi(dim, shards)
-            threshold = e.sub(shards, e.remsi(dim, shards))
-            extra = e.select(e.cmp("sge", index, threshold), 1, 0)
-            local.append(e.add(base, extra))
-        if halos:
-            local[-1] = e.add(local[-1], local_halo)
+            index = e.linearize_in_group([device_values[a] for a in axes], [shape[a] for a in axes])
+        at = e.emit(arith.AddiOp(start, e.index(index))).results[0]
+        first = e.emit(tensor.ExtractOp(table, [at], IndexType())).results[0]
+        after = e.emit(arith.AddiOp(at, one)).results[0]
+        last = e.emit(tensor.ExtractOp(table, [after], IndexType())).results[0]
+        local.append(e.emit(arith.SubiOp(last, first)).results[0])
         pos += shards + 1
-    _replace(rewriter, op, e, local)
+    return local
 
 
 def _as_index(e: Emitter, value: Idx) -> Idx:
@@ -160,20 +212,6 @@ def _as_index(e: Emitter, value: Idx) -> Idx:
     if known is not None:
         return known
     return e.emit(arith.IndexCastOp(value, IndexType())).results[0]
-
-
-def _offset_at(e: Emitter, offsets: Sequence[Idx], table: SSAValue | None, at: Idx) -> Idx:
-    known = constant_of(at)
-    if known is not None and (table is None or constant_of(offsets[known]) is not None):
-        return offsets[known]
-    if table is None:
-        table = e.emit(
-            tensor.FromElementsOp.create(
-                operands=[e.index(o) for o in offsets],
-                result_types=[TensorType(IndexType(), [len(offsets)])],
-            )
-        ).results[0]
-    return e.emit(tensor.ExtractOp(table, [e.index(at)], IndexType())).results[0]
 
 
 def lower_update_halo(op: shard.UpdateHaloOp, rewriter: PatternRewriter) -> None:

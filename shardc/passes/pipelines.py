@@ -241,8 +241,10 @@ class ShardToMPIPipelinePass(ModulePass):
     attributes (`shardc.global_type`, `shardc.sharding`)."""
 
     def stages(self) -> list[ModulePass]:
+        from shardc.passes.sharding_propagation import PartitionablePropagationPass
+
         return [
-            _stage("sharding-propagation", traversal=self.traversal),
+            PartitionablePropagationPass(traversal=self.traversal),
             _stage("shard-partition"),
             _stage("shard-simplify"),
             _stage("canonicalize"),

@@ -74,6 +74,7 @@ import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -1205,10 +1206,16 @@ def visit_op(op: Operation, explainer: Explainer | None = None) -> bool:
 
 
 def propagate_function(
-    function: func.FuncOp, traversal: Traversal, explain: bool, complete: bool = False
+    function: func.FuncOp,
+    traversal: Traversal,
+    explain: bool,
+    complete: bool = False,
+    trunk_forward: bool = False,
 ) -> bool:
     """Run the traversals on one function, then (`complete`) the completion; False if
-    the function cannot be propagated (upstream's failures when not `complete`)."""
+    the function cannot be propagated (upstream's failures when not `complete`). With
+    `trunk_forward`, a forward traversal that leaves trunk's form is not completed
+    (`forward_form_is_trunks`)."""
     # A declaration (no block) is refused too, as trunk does, completing or not.
     if len(function.body.blocks) != 1:
         emit_op_error(function, "only one block is supported!")
@@ -1238,7 +1245,44 @@ def propagate_function(
             traverse(block_ops(block)[::-1])
     if not complete:
         return ok
+    if trunk_forward and traversal == "forward" and ok and forward_form_is_trunks(block):
+        return True
     complete_function(function, explicit, explain)
+    return True
+
+
+_INIT_TENSOR_OPS = ("tensor.empty", "linalg.fill")
+
+
+def forward_form_is_trunks(block: Block) -> bool:
+    """Whether the forward traversal left `block` as trunk's `traversal=forward` prints
+    it, with nothing for the completion to do but annotate init tensors (a `tensor.empty`,
+    a `linalg.fill`): every other tensor value has a producer annotation and is read
+    through annotations only; an init tensor may be annotated for its users alone, or
+    read by another init op unannotated. Then the forward mode keeps trunk's output as
+    it is. (`shard-partition` wants producer annotations on those init tensors, as
+    trunk's does: a program to partition goes through another traversal or a pipeline
+    with the completion.)"""
+    for op in block.ops:
+        if isinstance(op, (ShardOp, ShardingOp)):
+            continue
+        init = op.name in _INIT_TENSOR_OPS
+        for value in op.results:
+            if not isinstance(value.type, TensorType):
+                continue
+            users = [use.operation for use in value.uses]
+            if not users:
+                return False
+            if init:
+                if not all(isinstance(u, ShardOp) or u.name in _INIT_TENSOR_OPS for u in users):
+                    return False
+            elif not all(isinstance(u, ShardOp) for u in users) or all(u.for_users for u in users):
+                return False
+    for arg in block.args:
+        if isinstance(arg.type, TensorType):
+            uses = [use.operation for use in arg.uses]
+            if not uses or not all(isinstance(u, ShardOp) and not u.for_users for u in uses):
+                return False
     return True
 
 
@@ -1247,6 +1291,9 @@ class ShardingPropagationPass(ModulePass):
     """Propagate shard.shard annotations through every func.func of the module."""
 
     name = "sharding-propagation"
+
+    keeps_trunk_forward_form: ClassVar[bool] = True
+    """`traversal=forward` prints trunk's output where it is (`forward_form_is_trunks`)."""
 
     traversal: Traversal = "backward-forward"
     """Order(s) in which the ops of a function are visited."""
@@ -1264,7 +1311,8 @@ class ShardingPropagationPass(ModulePass):
             for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
                 mark = len(found)
                 if not propagate_function(
-                    function, self.traversal, self.explain, self.complete
+                    function, self.traversal, self.explain, self.complete,
+                    trunk_forward=self.keeps_trunk_forward_form,
                 ):
                     failed = True
                 elif self.complete:
@@ -1278,3 +1326,11 @@ class ShardingPropagationPass(ModulePass):
             diagnostics.emit(diag.op, diag.severity, diag.message)
         if failed:
             raise PassFailedException("sharding propagation failed")
+
+
+@dataclass(frozen=True)
+class PartitionablePropagationPass(ShardingPropagationPass):
+    """`sharding-propagation` whose output `shard-partition` always reads: the completion
+    runs after every traversal, `forward` included (the pipelines run this one)."""
+
+    keeps_trunk_forward_form: ClassVar[bool] = False

@@ -1,8 +1,9 @@
 """MLIR's tensor folders and canonicalization patterns (TensorOps.cpp) for the ops our
 lowerings emit: `tensor.dim` of a known size, `tensor.cast` chains, identity
 `tensor.extract_slice`, constant slice operands folded into the static lists, and
-`tensor.extract` at constant indices of a constant or a `tensor.from_elements` (what
-folds the shard_shape lowering's offset table away under a DLTI rank)."""
+`tensor.extract` at constant indices of a constant or a `tensor.from_elements`, and a
+`tensor.from_elements` of constants to a dense constant (what folds the shard_shape
+lowering's offset table away under a DLTI rank, in trunk's order)."""
 
 from __future__ import annotations
 
@@ -200,11 +201,30 @@ def fold_extract(op: tensor.ExtractOp) -> FoldResult:
     return [element] if element is not None else None
 
 
+@register_folder(tensor.FromElementsOp)
+def fold_from_elements(op: tensor.FromElementsOp) -> FoldResult:
+    """MLIR's FromElementsOp::fold: elements that are all integer or float constants make
+    a dense constant of the result type (materialised as `arith.constant dense<...>`)."""
+    result_type = op.result.type
+    if not isinstance(result_type, TensorType) or DYNAMIC_INDEX in result_type.get_shape():
+        return None
+    values: list[int | float] = []
+    for element in op.elements:
+        attr = constant_value(element)
+        if not isinstance(attr, IntegerAttr | FloatAttr):
+            return None
+        values.append(attr.value.data)
+    if len(values) != dense.element_count(result_type):
+        return None
+    return [DenseIntOrFPElementsAttr.from_list(result_type, values)]
+
+
 register_patterns(tensor.CastOp, ChainedTensorCast())
 register_patterns(tensor.ExtractSliceOp, ExtractSliceConstantArgumentFolder())
 register_materializer(
     "tensor",
     lambda value, type: arith.ConstantOp(value, type)  # pyright: ignore[reportArgumentType]
-    if isinstance(value, IntegerAttr | FloatAttr) and value.type == type
+    if (isinstance(value, IntegerAttr | FloatAttr) and value.type == type)
+    or (isinstance(value, DenseIntOrFPElementsAttr) and value.get_type() == type)
     else None,
 )

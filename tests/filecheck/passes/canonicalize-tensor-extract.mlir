@@ -50,3 +50,35 @@ func.func @from_elements(%i: index, %a: index, %b: index) -> (index, index, inde
   // CHECK: return %[[A]], %[[V]], %[[W]] : index, index, index
   return %u, %v, %w : index, index, index
 }
+
+// -----
+
+// tensor.from_elements of constants folds to a dense constant (MLIR's
+// FromElementsOp::fold); an extract at an index the fold cannot see reads that constant.
+// CHECK-LABEL: func.func @from_constant_elements
+// CHECK-SAME: (%[[I:.*]]: index)
+func.func @from_constant_elements(%i: index) -> (tensor<2x2xi32>, i32) {
+  // CHECK: %[[T:.*]] = arith.constant dense<{{\[\[}}7, 5], [5, 9]]> : tensor<2x2xi32>
+  // CHECK-NOT: tensor.from_elements
+  // CHECK: %[[X:.*]] = tensor.extract %[[T]][%[[I]], %[[I]]] : tensor<2x2xi32>
+  // CHECK: return %[[T]], %[[X]] : tensor<2x2xi32>, i32
+  %a = arith.constant 7 : i32
+  %b = arith.constant 5 : i32
+  %c = arith.constant 9 : i32
+  %t = tensor.from_elements %a, %b, %b, %c : tensor<2x2xi32>
+  %x = tensor.extract %t[%i, %i] : tensor<2x2xi32>
+  return %t, %x : tensor<2x2xi32>, i32
+}
+
+// -----
+
+// CHECK-LABEL: func.func @from_float_elements
+func.func @from_float_elements() -> tensor<3xf32> {
+  // CHECK: %[[T:.*]] = arith.constant dense<[1.500000e+00, 0.000000e+00, -2.000000e+00]> : tensor<3xf32>
+  // CHECK-NEXT: return %[[T]] : tensor<3xf32>
+  %a = arith.constant 1.5 : f32
+  %z = arith.constant 0.0 : f32
+  %n = arith.constant -2.0 : f32
+  %t = tensor.from_elements %a, %z, %n : tensor<3xf32>
+  return %t : tensor<3xf32>
+}
