@@ -38,7 +38,7 @@ class GPTSource:
         try:
             model = GPTConfig(a.n_layer, a.n_head, a.n_embd, a.block_size, tok.vocab_size)
             cfg = TrainingConfig(
-                model, a.per_device_batch, a.accum, a.steps, a.lr, seed=a.seed, eval_every=a.eval_every
+                model, a.per_device_batch, a.accum, a.steps, a.lr, seed=a.seed, eval_every=a.eval_every, precision=getattr(a, "precision", "f32")
             ).shard(tp=a.tp, zero=True if a.zero is None else a.zero, fsdp=a.fsdp)
             grid = cfg.grid(job.world, ranks_per_host)
             validate_layouts(param_specs(model), cfg.plan, cfg.policy, grid)
@@ -215,7 +215,19 @@ class GPTSource:
             if program.cached == "compiled" else f"  loaded the compiled step from the compile cache in {program.compile_seconds:.1f} s",
         ]
         lines += collective_lines(program.shard_collectives)
+        if cfg.precision == "bf16":
+            lines += GPTSource._precision_lines()
         return "\n".join(lines)
+
+    @staticmethod
+    def _precision_lines() -> list[str]:
+        """`--precision bf16`: what runs the products; on a CPU without bf16 units, the
+        one line saying it runs emulated and at what measured cost."""
+        from shardc.runtime.execute.kernels.bf16_gemm import describe
+        from shardc.training.pipeline import bf16_units_line
+
+        no_units = bf16_units_line(TOOL)
+        return [f"  precision bf16: bf16 products into float32 ({describe()}); float32 masters, reductions, loss and AdamW", *([no_units] if no_units else [])]
 
     @staticmethod
     def _title(result: Any, world: int) -> str:
