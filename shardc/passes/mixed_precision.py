@@ -12,8 +12,10 @@ everything else, derived from the IR (the policy `torch.autocast` and FSDP2's
   one-hot selectors the runtime reads as an index) keep the product in float32.
 - **Where a cast goes.** Right after the value is made; for a value read through
   `shard.shard ... annotate_for_users` (a parameter resharded from its storage to its
-  compute layout) the cast is placed before that annotation and the annotation is
-  repeated on the bf16 copy, so the resharding the compiler derives (FSDP's all_gather of
+  compute layout) the cast is placed before that annotation, annotated with the
+  value's own sharding (propagation would otherwise be free to cast after the
+  gather: its cost model counts elements, not bytes) and the annotation is repeated on
+  the bf16 copy, so the resharding the compiler derives (FSDP's all_gather of
   parameters, ZeRO's gather) moves bf16: half the bytes. Masters stay float32 in their
   storage layout: only copies are cast.
 - **Float32 elsewhere.** Reductions (softmax, layernorm statistics, the loss),
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, linalg, tensor
+from xdsl.dialects import arith, func, tensor
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     BFloat16Type,
@@ -51,6 +53,8 @@ from xdsl.dialects.builtin import (
     bf16,
     f32,
 )
+from xdsl.dialects.linalg.attrs import IteratorTypeAttr
+from xdsl.dialects.linalg.ops import GenericOp, YieldOp
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
@@ -65,14 +69,14 @@ def _f32_tensor(t: object) -> bool:
     return isinstance(t, TensorType) and isinstance(t.element_type, Float32Type)
 
 
-def _iterators(op: linalg.GenericOp) -> list[str]:
+def _iterators(op: GenericOp) -> list[str]:
     return [str(it.data) for it in op.iterator_types]
 
 
 def is_contraction(op: Operation) -> bool:
     """Whether `op` is a two-input float32 contraction: reduction loops and a body
     `yield out + in0 * in1` reading its inputs directly."""
-    if not isinstance(op, linalg.GenericOp) or len(op.inputs) != 2 or len(op.outputs) != 1:
+    if not isinstance(op, GenericOp) or len(op.inputs) != 2 or len(op.outputs) != 1:
         return False
     if "reduction" not in " ".join(_iterators(op)).lower():
         return False
@@ -99,10 +103,10 @@ def _cast_op(v: SSAValue, to: object) -> list[Operation]:
     src = t.element_type
     block = Block(arg_types=[src, to])
     cast: Operation = arith.TruncFOp(block.args[0], to) if isinstance(to, BFloat16Type) else arith.ExtFOp(block.args[0], to)
-    block.add_ops([cast, linalg.YieldOp(cast.results[0])])
+    block.add_ops([cast, YieldOp(cast.results[0])])
     ident = AffineMapAttr(AffineMap.identity(len(t.get_shape())))
-    gen = linalg.GenericOp(
-        [v], [empty.results[0]], Region(block), [ident, ident], [linalg.IteratorTypeAttr.parallel()] * len(t.get_shape()), [empty.results[0].type]
+    gen = GenericOp(
+        [v], [empty.results[0]], Region(block), [ident, ident], [IteratorTypeAttr.parallel()] * len(t.get_shape()), [empty.results[0].type]
     )
     return [empty, gen]
 
@@ -139,6 +143,10 @@ class _Casts:
         base, chain = _for_users_chain(v)
         ops = _cast_op(base, bf16)
         out = ops[-1].results[0]
+        if chain and isinstance(base.owner, shard.ShardOp):  # the cast pinned where the value is made
+            pin = shard.ShardOp(out, base.owner.sharding)
+            ops.append(pin)
+            out = pin.results[0]
         for ann in chain:  # the annotation repeated on the copy: the resharding moves bf16
             new = shard.ShardOp(out, ann.sharding, annotate_for_users=True)
             ops.append(new)
@@ -151,7 +159,7 @@ class _Casts:
         return out
 
 
-def _read_bf16(op: linalg.GenericOp, k: int, value: SSAValue) -> None:
+def _read_bf16(op: GenericOp, k: int, value: SSAValue) -> None:
     """Input `k` of contraction `op` reads the bf16 `value`, extended to float32 in the body."""
     op.operands[k] = value
     block = op.body.block
@@ -176,7 +184,7 @@ def cast_products(f: func.FuncOp) -> int:
     casts = _Casts()
     done = 0
     for op in [o for o in f.walk() if is_contraction(o)]:
-        assert isinstance(op, linalg.GenericOp)
+        assert isinstance(op, GenericOp)
         ins = list(op.inputs)
         if any(isinstance(v.owner, arith.ConstantOp) for v in ins):
             continue
