@@ -66,7 +66,8 @@ Precision = Literal["bf16", "f32"]
 
 
 def _f32_tensor(t: object) -> bool:
-    return isinstance(t, TensorType) and isinstance(t.element_type, Float32Type)
+    """A float32 tensor of static shape (a cast's `tensor.empty` needs no sizes)."""
+    return isinstance(t, TensorType) and isinstance(t.element_type, Float32Type) and all(d >= 0 for d in t.get_shape())
 
 
 def _iterators(op: GenericOp) -> list[str]:

@@ -60,12 +60,12 @@ class TrainingConfig:
     warmup_steps: int = 10
     seed: int = 0
     dtype: str = "float32"  # of the stored state: float32 masters under --precision bf16 too
-    precision: str = "f32"  # "bf16": bf16 products (shardc.training.pipeline.step_pipeline)
     opt: AdamWConfig = field(default_factory=AdamWConfig)
     policy: ShardingPolicy = field(default_factory=ShardingPolicy)
     plan: ShardingPlan = GPT_PLAN
     eval_every: int = 0  # 0: evaluate once, after the last step
     eval_batches: int = 2
+    precision: str = "f32"  # "bf16": bf16 products (shardc.training.pipeline.step_pipeline); last, as callers build this positionally
 
     def shard(self, tp: int | None = None, zero: bool | None = None, fsdp: bool | None = None) -> TrainingConfig:
         """The same configuration under another policy (unnamed choices are kept; fsdp

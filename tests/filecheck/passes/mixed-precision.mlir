@@ -111,3 +111,22 @@ func.func @kept(%x: tensor<2x3xf32>) -> (tensor<2x2xf32>, tensor<2xf32>) {
   } -> tensor<2xf32>
   return %p, %sum : tensor<2x2xf32>, tensor<2xf32>
 }
+
+// -----
+
+// A product of dynamic shape is left float32 (its bf16 copy would need the sizes).
+// CHECK-LABEL: func.func @dynamic
+// CHECK-NOT: bf16
+// CHECK: return
+#da = affine_map<(i, j, k) -> (i, k)>
+#db = affine_map<(i, j, k) -> (k, j)>
+#dc = affine_map<(i, j, k) -> (i, j)>
+func.func @dynamic(%x: tensor<?x3xf32>, %w: tensor<3x2xf32>, %init: tensor<?x2xf32>) -> tensor<?x2xf32> {
+  %p = linalg.generic {indexing_maps = [#da, #db, #dc], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : tensor<?x3xf32>, tensor<3x2xf32>) outs(%init : tensor<?x2xf32>) {
+  ^bb0(%u: f32, %v: f32, %o: f32):
+    %m = arith.mulf %u, %v : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<?x2xf32>
+  return %p : tensor<?x2xf32>
+}
