@@ -63,6 +63,14 @@ def test_bf16_resume_is_bitwise(tmp_path):
         assert np.array_equal(full.params[k], resumed.params[k]), k
 
 
+def test_bf16_checkpoint_resumes_under_float32(tmp_path):
+    """Checkpoints hold float32 masters whatever the precision: a bf16 run's resumes in float32."""
+    bf = run(1, steps=3, checkpoint=CheckpointOptions(Path(tmp_path), 2, 10))
+    f32 = run(1, precision="f32", steps=3, resume=step_dir(tmp_path, 2))
+    assert f32.losses[:2] == bf.losses[:2]
+    assert abs(f32.losses[2] - bf.losses[2]) <= BF16_LOSS_TOL and f32.losses[2] != bf.losses[2]
+
+
 def _shard_stage(precision: str, world: int = 2, fsdp: bool = True):
     from shardc.training.pipeline import run_pipeline, step_pipeline
     from shardc.training.step import Sharded, build_step_module
