@@ -38,7 +38,7 @@ def _merge_meta(metas: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _part(model: GPTConfig, batch: int, grid: Grid, policy: ShardingPolicy, plan: ShardingPlan, dtype: str, opt: AdamWConfig, names: tuple[str, ...], passes: tuple[str, ...]) -> Any:
+def _part(model: GPTConfig, batch: int, grid: Grid, policy: ShardingPolicy, plan: ShardingPlan, dtype: str, opt: AdamWConfig, names: tuple[str, ...], passes: tuple[str, ...] = step_pipeline()) -> Any:
     def build() -> tuple[Any, dict[str, Any]]:
         from shardc.training.step import Sharded, build_step_module
 
