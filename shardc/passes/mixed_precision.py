@@ -3,8 +3,9 @@ everything else, derived from the IR (the policy `torch.autocast` and FSDP2's
 `MixedPrecisionPolicy` apply, as a pass, so any imported model gets it).
 
 - **Products.** Every contraction (`linalg.generic` with reduction loops whose body is
-  `out + in0 * in1` over float32 tensors) reads bf16 copies of its two inputs and
-  extends them in its body (`arith.extf`): the runtime runs it as a bf16 GEMM that
+  `out + in0 * in1` over float32 tensors, and `linalg.matmul`/`linalg.batch_matmul`,
+  which torch-mlir emits, rewritten to that generic form) reads bf16 copies of its two
+  inputs and extends them in its body (`arith.extf`): the runtime runs it as a bf16 GEMM that
   accumulates and writes float32 (`structured_run._widen`, MKL's
   `cblas_gemm_bf16bf16f32` on AMX / AVX512-BF16). Forward and backward products alike:
   the weight gradient `x^T dy` reads the same bf16 copy of `x` as the forward product
@@ -94,6 +95,43 @@ def is_contraction(op: Operation) -> bool:
     if {id(x) for x in add.operands} != {id(out), id(mul.result)}:
         return False
     return list(yld.operands) == [add.result]
+
+
+_NAMED_PRODUCTS = {"linalg.matmul": 0, "linalg.batch_matmul": 1}  # name -> batch dims
+
+
+def is_named_product(op: Operation) -> bool:
+    """A `linalg.matmul`/`linalg.batch_matmul` (torch-mlir's products) of float32 tensors
+    with the default maps (no transposed or broadcast variant)."""
+    if op.name not in _NAMED_PRODUCTS or len(op.operands) != 3 or len(op.results) != 1:
+        return False
+    maps = op.properties.get("indexing_maps") or op.attributes.get("indexing_maps")
+    if maps is not None and [m.data for m in maps.data] != _default_maps(_NAMED_PRODUCTS[op.name]):  # type: ignore[attr-defined]
+        return False
+    return all(_f32_tensor(v.type) for v in (*op.operands, op.results[0]))
+
+
+def _default_maps(nb: int) -> list[AffineMap]:
+    """A (batch_)matmul's maps: A[b.., m, k], B[b.., k, n], C[b.., m, n] over (b.., m, n, k)."""
+    dims = nb + 3
+    batch = list(range(nb))
+    m, n, k = nb, nb + 1, nb + 2
+    ident = AffineMap.identity(dims).results
+    return [AffineMap(dims, 0, tuple(ident[d] for d in ds)) for ds in ([*batch, m, k], [*batch, k, n], [*batch, m, n])]
+
+
+def _generic_product(op: Operation, a: SSAValue, b: SSAValue) -> GenericOp:
+    """The generic form of named product `op` reading bf16 `a` and `b`, extending them to
+    float32 in its body, accumulating into `op`'s float32 init."""
+    nb = _NAMED_PRODUCTS[op.name]
+    maps = _default_maps(nb)
+    block = Block(arg_types=[bf16, bf16, f32])
+    ea, eb = arith.ExtFOp(block.args[0], f32), arith.ExtFOp(block.args[1], f32)
+    mul = arith.MulfOp(ea.result, eb.result)
+    add = arith.AddfOp(block.args[2], mul.result)
+    block.add_ops([ea, eb, mul, add, YieldOp(add.result)])
+    iters = [IteratorTypeAttr.parallel()] * (nb + 2) + [IteratorTypeAttr.reduction()]
+    return GenericOp([a, b], [op.operands[2]], Region(block), [AffineMapAttr(mp) for mp in maps], iters, [op.results[0].type])
 
 
 def _cast_op(v: SSAValue, to: object) -> list[Operation]:
@@ -195,6 +233,14 @@ def cast_products(f: func.FuncOp) -> int:
         for chain in chains:
             _erase_dead_annotations(chain)
         done += 1
+    for op in [o for o in f.walk() if is_named_product(o)]:
+        ins = list(op.operands[:2])
+        chains = [_for_users_chain(v)[1] for v in ins]
+        gen = _generic_product(op, casts.bf16(ins[0]), casts.bf16(ins[1]))
+        Rewriter.replace_op(op, gen)
+        for chain in chains:
+            _erase_dead_annotations(chain)
+        done += 1
     return done
 
 
@@ -216,4 +262,4 @@ class MixedPrecisionPass(ModulePass):
                 cast_products(f)
 
 
-__all__ = ["MixedPrecisionPass", "cast_products", "is_contraction"]
+__all__ = ["MixedPrecisionPass", "cast_products", "is_contraction", "is_named_product"]

@@ -130,3 +130,25 @@ func.func @dynamic(%x: tensor<?x3xf32>, %w: tensor<3x2xf32>, %init: tensor<?x2xf
   } -> tensor<?x2xf32>
   return %p : tensor<?x2xf32>
 }
+
+// -----
+
+// torch-mlir's named products become the generic form reading bf16 copies.
+// CHECK-LABEL: func.func @named
+// CHECK-NOT: linalg.matmul
+// CHECK-NOT: linalg.batch_matmul
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}} : tensor<4x3xbf16>, tensor<3x5xbf16>) outs(%{{.*}} : tensor<4x5xf32>)
+// CHECK-NEXT: ^bb0(%[[A:.*]]: bf16, %[[B:.*]]: bf16, %[[O:.*]]: f32):
+// CHECK-NEXT: arith.extf %[[A]] : bf16 to f32
+// CHECK-NEXT: arith.extf %[[B]] : bf16 to f32
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}} : tensor<2x4x3xbf16>, tensor<2x3x5xbf16>) outs(%{{.*}} : tensor<2x4x5xf32>)
+func.func @named(%a: tensor<4x3xf32>, %b: tensor<3x5xf32>, %c: tensor<2x4x3xf32>, %d: tensor<2x3x5xf32>) -> (tensor<4x5xf32>, tensor<2x4x5xf32>) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x5xf32>
+  %i = linalg.fill ins(%z : f32) outs(%e : tensor<4x5xf32>) -> tensor<4x5xf32>
+  %p = linalg.matmul ins(%a, %b : tensor<4x3xf32>, tensor<3x5xf32>) outs(%i : tensor<4x5xf32>) -> tensor<4x5xf32>
+  %e2 = tensor.empty() : tensor<2x4x5xf32>
+  %i2 = linalg.fill ins(%z : f32) outs(%e2 : tensor<2x4x5xf32>) -> tensor<2x4x5xf32>
+  %q = linalg.batch_matmul ins(%c, %d : tensor<2x4x3xf32>, tensor<2x3x5xf32>) outs(%i2 : tensor<2x4x5xf32>) -> tensor<2x4x5xf32>
+  return %p, %q : tensor<4x5xf32>, tensor<2x4x5xf32>
+}

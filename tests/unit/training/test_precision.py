@@ -178,3 +178,19 @@ def test_bf16_units_check_reads_cpuinfo_unless_overridden(monkeypatch):
     except (OSError, StopIteration):
         flags = []
     assert bf16_run.bf16_units() == bool({"amx_bf16", "avx512_bf16"} & set(flags))
+
+
+def test_pass_output_runs_to_bf16_tolerance_of_float32():
+    """The pass's IR (named products rewritten, bf16 copies) runs on the runtime (the bf16
+    GEMM) within bf16 rounding of the float32 products."""
+    from shardc.launch import run_program
+
+    text = (Path(__file__).resolve().parents[2] / "filecheck" / "passes" / "mixed-precision.mlir").read_text().split("// -----")[-1]
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((4, 3), (3, 5), (2, 4, 3), (2, 3, 5))]
+    want = [args[0] @ args[1], args[2] @ args[3]]
+    got = run_program(text, args, ranks=1, pipeline="mixed-precision")
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32
+        assert np.allclose(g, w, rtol=0, atol=2 ** -7 * 3 * np.abs(w).max())
+        assert not np.array_equal(g, w)  # rounded operands: not the float32 product
