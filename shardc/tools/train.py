@@ -126,7 +126,7 @@ def _check_args(a: argparse.Namespace) -> None:
         raise UserError(f"--temperature must be a non-negative number, got {a.temperature}")
     from shardc.training.pipeline import precision_error
 
-    if (why := precision_error(a.precision, a.grad_reduce, bool(a.torch_model))) is not None:
+    if (why := precision_error(a.precision, a.grad_reduce)) is not None:
         raise UserError(why)
     if a.vocab_size is not None and a.tokenizer != "bpe":
         raise UserError("--vocab-size applies to --tokenizer bpe (a char vocabulary is the text's characters)")

@@ -203,6 +203,7 @@ class GPTSource:
 
     @staticmethod
     def _header(cfg: Any, grid: Any, world: int, program: Any) -> str:
+        from shardc.training.pipeline import precision_lines
         from shardc.training.trainer import memory
 
         p = cfg.policy
@@ -215,19 +216,8 @@ class GPTSource:
             if program.cached == "compiled" else f"  loaded the compiled step from the compile cache in {program.compile_seconds:.1f} s",
         ]
         lines += collective_lines(program.shard_collectives)
-        if cfg.precision == "bf16":
-            lines += GPTSource._precision_lines()
+        lines += precision_lines(TOOL, cfg.precision)
         return "\n".join(lines)
-
-    @staticmethod
-    def _precision_lines() -> list[str]:
-        """`--precision bf16`: what runs the products; on a CPU without bf16 units, the
-        one line saying it runs emulated and at what measured cost."""
-        from shardc.runtime.execute.kernels.bf16_gemm import describe
-        from shardc.training.pipeline import bf16_units_line
-
-        no_units = bf16_units_line(TOOL)
-        return [f"  precision bf16: bf16 products into float32 ({describe()}); float32 masters, reductions, loss and AdamW", *([no_units] if no_units else [])]
 
     @staticmethod
     def _title(result: Any, world: int) -> str:

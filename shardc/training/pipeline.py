@@ -42,15 +42,13 @@ def step_pipeline(precision: str = "f32") -> tuple[str, ...]:
     return PIPELINE if precision == "f32" else ("mixed-precision{compute=bf16 grad-reduce=f32}", *PIPELINE)
 
 
-def precision_error(precision: str, grad_reduce: str, torch_model: bool = False) -> str | None:
+def precision_error(precision: str, grad_reduce: str) -> str | None:
     """Why `--precision`/`--grad-reduce` cannot run (one line), or None."""
     if grad_reduce == "bf16":
         return (
             "--grad-reduce bf16 is not supported yet: a gradient's partial sums are reduced by the collective "
             "partition derives on the product's float32 result (casting after it would move more bytes, not fewer); use --grad-reduce f32"
         )
-    if precision == "bf16" and torch_model:
-        return "--precision bf16 trains the built-in GPT so far; --torch-model runs in float32 (drop --precision bf16)"
     return None
 
 
@@ -69,6 +67,17 @@ def bf16_units_line(tool: str) -> str | None:
         f"{tool}: this CPU has no bf16 units (no {flags} flag): --precision bf16 runs emulated, "
         f"each bf16 product widened to float32 ({emulation_cost():.2f}x a float32 product's time, measured now; no speedup over --precision f32)"
     )
+
+
+def precision_lines(tool: str, precision: str) -> list[str]:
+    """The header lines of a run's precision: none for f32; for bf16 what runs the
+    products and, on a CPU without bf16 units, `bf16_units_line`."""
+    if precision != "bf16":
+        return []
+    from shardc.runtime.execute.kernels.bf16_gemm import describe
+
+    no_units = bf16_units_line(tool)
+    return [f"  precision bf16: bf16 products into float32 ({describe()}); float32 masters, reductions, loss and AdamW", *([no_units] if no_units else [])]
 
 
 # Collectives as counted per function, at the shard level and after lowering.
@@ -163,5 +172,5 @@ def lower_step(module: ModuleOp, keep_text: bool = False, passes: Sequence[str] 
 
 __all__ = [
     "MPI_COLLECTIVES", "PIPELINE", "PRECISIONS", "SHARD_COLLECTIVES", "PipelineError", "Stage", "bf16_units_line", "count_collectives",
-    "lower_step", "pass_failure_line", "precision_error", "run_pipeline", "step_pipeline",
+    "lower_step", "pass_failure_line", "precision_error", "precision_lines", "run_pipeline", "step_pipeline",
 ]
