@@ -31,7 +31,7 @@ everything else, derived from the IR (the policy `torch.autocast` and FSDP2's
   the slice into a reduce_scatter). Casting that result to bf16 before its resharding
   does not make the reduction bf16: the partial sum is reduced (float32) before the
   cast, and the merged reduce_scatter becomes an all_reduce plus a slice, twice the
-  bytes (measured on this pass's lit test). A bf16 reduction needs partition to
+  bytes (seen on a hand-written FSDP weight gradient). A bf16 reduction needs partition to
   reduce partial sums in the type the policy asks for; `grad-reduce=bf16` is refused
   until it does.
 
