@@ -9,6 +9,7 @@ memory per rank and the fraction of numpy's matmul peak.
     python bench/train_step.py --kernels       # 1 rank: fused kernels vs the numpy path, same process
     python bench/train_step.py --accumulate    # 1 rank: gradients/biases folded into their contractions vs not, same process
     python bench/train_step.py --rows          # 1 rank: row-chain kernels vs not, same process
+    python bench/train_step.py --precision bf16   # shardc --precision bf16 vs PyTorch under torch.autocast bf16
 
 Rows: shardc on 1 rank against PyTorch on 1 thread; shardc dp=2 and tp=2 (2 MPI ranks)
 against PyTorch on 2 threads and DistributedDataParallel on 2 gloo processes (1 thread
@@ -141,7 +142,7 @@ def _data(cfg: GPTConfig):
     return batches(data, BATCH, cfg.block_size, 0)
 
 
-def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int) -> dict:
+def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int, precision: str = "f32") -> dict:
     """Compile the step for the grid, then time steps on this rank (under MPI when world > 1)."""
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.mesh import make_grid
@@ -149,7 +150,7 @@ def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int) -> 
 
     grid = make_grid(world, tp)
     t0 = time.perf_counter()
-    prog = StepProgram.build(cfg, BATCH, grid, ShardingPolicy(tp, zero=True, fsdp=False), GPT_PLAN)
+    prog = StepProgram.build(cfg, BATCH, grid, ShardingPolicy(tp, zero=True, fsdp=False), GPT_PLAN, precision=precision)
     compile_s = time.perf_counter() - t0
     state = RankState(prog, rank, init_params(cfg, 0))
     it = _data(cfg)
@@ -252,9 +253,11 @@ def _torch_gpt(cfg: GPTConfig):
     return GPT()
 
 
-def torch_steps(cfg: GPTConfig, threads: int, repeats: int, ddp: bool = False) -> dict:
+def torch_steps(cfg: GPTConfig, threads: int, repeats: int, ddp: bool = False, precision: str = "f32") -> dict:
     """Time PyTorch eager steps (forward, backward, AdamW) on `threads` threads, or as one
-    process of DistributedDataParallel on gloo (its share of the batch)."""
+    process of DistributedDataParallel on gloo (its share of the batch); `precision`
+    bf16: the forward under `torch.autocast("cpu", dtype=torch.bfloat16)` (float32
+    parameters and AdamW, as shardc's --precision bf16)."""
     import torch
 
     torch.set_num_threads(threads)
@@ -280,7 +283,9 @@ def torch_steps(cfg: GPTConfig, threads: int, repeats: int, ddp: bool = False) -
             dist.barrier()
         t = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        model(x, y).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = model(x, y)
+        loss.backward()
         opt.step()
         if ddp:
             dist.barrier()
@@ -416,10 +421,10 @@ def worker(args: argparse.Namespace) -> None:
         print("RESULT " + json.dumps(paired_one_rank(cfg, args.repeats)))
         return
     if args.worker == "torch":
-        print("RESULT " + json.dumps(torch_steps(cfg, args.threads, args.repeats)))
+        print("RESULT " + json.dumps(torch_steps(cfg, args.threads, args.repeats, precision=args.precision)))
         return
     if args.worker == "ddp":
-        res = torch_steps(cfg, 1, args.repeats, ddp=True)
+        res = torch_steps(cfg, 1, args.repeats, ddp=True, precision=args.precision)
         if os.environ.get("RANK") == "0":
             print("RESULT " + json.dumps(res))
         # PyTorch 2.13's gloo can abort in interpreter teardown ("terminate called without
@@ -434,7 +439,7 @@ def worker(args: argparse.Namespace) -> None:
     set_blas_threads(1)
     comm = MPI.COMM_WORLD
     with use_comm(MPIComm(comm)):
-        res = time_steps(cfg, comm.Get_size(), args.tp, comm.Get_rank(), args.repeats)
+        res = time_steps(cfg, comm.Get_size(), args.tp, comm.Get_rank(), args.repeats, args.precision)
     out = comm.gather(res, root=0)
     if comm.Get_rank() == 0:
         print("RESULT " + json.dumps(out))
@@ -449,7 +454,7 @@ def _run(cmd: list[str], env: dict[str, str]) -> object:
 
 
 def _common(args: argparse.Namespace) -> list[str]:
-    return ["--repeats", str(args.repeats), *(["--quick"] if args.quick else []), *(["--large"] if args.large else [])]
+    return ["--repeats", str(args.repeats), "--precision", args.precision, *(["--quick"] if args.quick else []), *(["--large"] if args.large else [])]
 
 
 def launch(n: int, tp: int, args: argparse.Namespace) -> list[dict]:
@@ -503,6 +508,7 @@ def main() -> None:
     ap.add_argument("--kernels", action="store_true", help="only: 1 rank with fused kernels vs the numpy path")
     ap.add_argument("--accumulate", action="store_true", help="only: 1 rank with accumulations folded into contractions vs not")
     ap.add_argument("--rows", action="store_true", help="only: 1 rank with row-chain kernels vs not")
+    ap.add_argument("--precision", choices=("f32", "bf16"), default="f32", help="bf16: shardc's --precision bf16 against PyTorch under torch.autocast bf16")
     ap.add_argument("--worker", choices=("shardc", "torch", "ddp", "pair"), help=argparse.SUPPRESS)
     ap.add_argument("--tp", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
@@ -527,6 +533,10 @@ def main() -> None:
     torch_on = not args.no_torch and _have_torch()
     print(f"model: {cfg}, batch {BATCH} ({tokens} tokens per step)")
     print(f"step FLOPs {flops / 1e9:.2f} GFLOP; numpy matmul peak {peak / 1e9:.1f} GFLOP/s per rank (1 BLAS thread)")
+    if args.precision == "bf16":
+        from shardc.runtime.execute.kernels.bf16_gemm import describe
+
+        print(f"precision bf16: shardc --precision bf16 (bf16 products: {describe()}); PyTorch eager under torch.autocast('cpu', bfloat16); 'of peak' stays against the float32 peak")
     if not torch_on:
         print("PyTorch: " + ("not run (--no-torch)" if args.no_torch else "not installed (the [torch] extra): shardc only"))
     forced = [f"{k}={os.environ[k]}" for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if os.environ.get(k)]
@@ -553,7 +563,8 @@ def main() -> None:
                 launcher, cores = theirs_cfg[k]
                 theirs[k].append(launcher(cores, args))
 
-    pairs = [_run([sys.executable, os.path.abspath(__file__), "--worker", "pair", *_common(args)], dict(os.environ, OMP_NUM_THREADS="1")) for _ in range(args.rounds)] if theirs else []
+    # the one-process pairing is float32 only: under bf16 the separate processes' rows compare
+    pairs = [_run([sys.executable, os.path.abspath(__file__), "--worker", "pair", *_common(args)], dict(os.environ, OMP_NUM_THREADS="1")) for _ in range(args.rounds)] if theirs and args.precision == "f32" else []
 
     def best(runs: list[list[dict]]) -> list[dict]:
         return min(runs, key=lambda per_rank: max(p["step_s"] for p in per_rank))

@@ -123,6 +123,7 @@ class TorchSource:
                 axes=task.axes, plan=task.plan, policy=policy, world=None if mpi else world, n_inputs=task.n_inputs,
                 accum=a.accum, steps=a.steps, lr=sched, no_decay=task.no_decay, eval_batches=evals,
                 eval_every=a.eval_every, checkpoint=opts, resume=where, keep_text=bool(a.emit_ir) and rank == 0,
+                precision=getattr(a, "precision", "f32"),
             )
             seconds = time.perf_counter() - t0
             # after the module is imported and checked (a bad one writes nothing), before training
@@ -236,6 +237,8 @@ def _claim_directories(job: Job, opts: Any, where: Any) -> Any:
 
 
 def _header(a: argparse.Namespace, task: Any, training: Any, world: int, seconds: float) -> str:
+    from shardc.training.pipeline import precision_lines
+
     p, prog = training.config.policy, training.program
     n = sum(int(np.prod(i.shape)) for i in prog.params)
     decayed = sum(1 for i in prog.params if i.decay)
@@ -247,6 +250,7 @@ def _header(a: argparse.Namespace, task: Any, training: Any, world: int, seconds
         *accounting(training.config, training.grid, a.block_size, training.memory),
         f"  imported from PyTorch and compiled the step in {seconds:.1f} s (compile {prog.compile_seconds:.1f} s{'' if prog.cached == 'compiled' else ', from the compile cache'})",
         *collective_lines(prog.shard_collectives),
+        *precision_lines(TOOL, getattr(a, "precision", "f32")),
     ])
 
 

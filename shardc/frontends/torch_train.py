@@ -598,6 +598,7 @@ class TorchStepProgram:
         keep_text: bool = False,
         world: Any = None,
         data_dim: int = 0,
+        precision: str = "f32",
     ) -> TorchStepProgram:
         """Resolve and check every layout (before anything is allocated), annotate the
         step (and `eval_step`, the `grads=False` import of the same loss), add AdamW and
@@ -609,7 +610,7 @@ class TorchStepProgram:
         ranks take its result; where rank 0 failed they compile too, so each raises the
         error it raised without the cache."""
         from shardc.runtime.codegen.cache import PeerFailed, compile_cached, make_key
-        from shardc.training.pipeline import PIPELINE, Stage, count_collectives
+        from shardc.training.pipeline import Stage, count_collectives, step_pipeline
 
         t0 = time.perf_counter()
         infos = resolve_param_axes(
@@ -627,12 +628,12 @@ class TorchStepProgram:
         key = make_key(
             "torch-step", exported=asdict(exported), eval_step=None if eval_step is None else asdict(eval_step),
             axes=sorted((k, list(v)) for k, v in axes.items()), plan=plan, policy=policy, grid=grid, opt=opt,
-            no_decay=list(no_decay), pipeline=PIPELINE, fuse=True, data_dim=data_dim,
+            no_decay=list(no_decay), pipeline=step_pipeline(precision), fuse=True, data_dim=data_dim,
         )
         built: list[Stage] = []
 
         def build() -> tuple[Any, dict[str, Any]]:
-            module, shard_level = _step_module(exported, eval_step, grid, params, layouts, buffer_specs, opt, built, keep_text, data_dim)
+            module, shard_level = _step_module(exported, eval_step, grid, params, layouts, buffer_specs, opt, built, keep_text, data_dim, step_pipeline(precision))
             counts = lambda table: {f: dict(c) for f, c in table.items()}  # noqa: E731
             return module, {"stages": [[st.name, st.seconds] for st in built], "shard_collectives": counts(shard_level), "collectives": counts(count_collectives(module))}
 
@@ -662,13 +663,14 @@ class TorchStepProgram:
 
 def _step_module(
     exported: ExportedStep, eval_step: ExportedStep | None, grid: Grid, params: Sequence[ParamInfo], layouts: Sequence[ParamLayouts],
-    buffer_specs: Sequence[PartitionSpec], opt: AdamWConfig, stages: list[Any], keep_text: bool, data_dim: int = 0,
+    buffer_specs: Sequence[PartitionSpec], opt: AdamWConfig, stages: list[Any], keep_text: bool, data_dim: int = 0, passes: Sequence[str] | None = None,
 ) -> tuple[Any, dict[str, Counter[str]]]:
     """The annotated step module with `@adamw_step`, run through `pipeline.PIPELINE` (its
     stages appended to `stages`), and its collectives at the shard level (before
     lowering)."""
     from shardc.training.pipeline import PIPELINE, count_collectives, run_pipeline
 
+    passes = tuple(PIPELINE if passes is None else passes)  # step_pipeline(precision)
     module = _parse(exported)
     _check_data(module, exported, grid, data_dim)
     _annotate_step(module, exported, grid, layouts, buffer_specs, data_dim=data_dim)
@@ -682,10 +684,10 @@ def _step_module(
     first = module.body.block.first_op
     module.body.block.insert_op_before(grid.grid_op(), first)
     module.body.block.add_op(_adamw_func(params, layouts, grid, exported.dtype, opt))
-    lower_at = PIPELINE.index("convert-shard-to-mpi")
-    stages.extend(run_pipeline(module, PIPELINE[:lower_at], keep_text))
+    lower_at = passes.index("convert-shard-to-mpi")
+    stages.extend(run_pipeline(module, passes[:lower_at], keep_text))
     shard_level = count_collectives(module, by_axes=True)
-    stages.extend(run_pipeline(module, PIPELINE[lower_at:], keep_text)[1:])
+    stages.extend(run_pipeline(module, passes[lower_at:], keep_text)[1:])
     return module, shard_level
 
 
@@ -894,8 +896,10 @@ class TorchTraining(ModuleTraining):
         resume: Checkpoint | str | Path | None = None,
         keep_text: bool = False,
         data_dim: int = 0,
+        precision: str = "f32",
     ) -> TorchTraining:
-        """See `train_module`; `keep_text`: the program keeps each stage's text."""
+        """See `train_module`; `keep_text`: the program keeps each stage's text;
+        `precision`: "bf16" for bf16 products (`shardc.training.pipeline.step_pipeline`)."""
         plan = plan or ShardingPlan()
         policy = policy or ShardingPolicy(tp=1, zero=False)
         if accum < 1:
@@ -958,7 +962,7 @@ class TorchTraining(ModuleTraining):
             comm = MPI.COMM_WORLD
         prog = TorchStepProgram.build(
             exported, axes or {}, plan, policy, grid, opt, no_decay=no_decay, eval_step=eval_step, keep_text=keep_text,
-            world=comm, data_dim=data_dim,
+            world=comm, data_dim=data_dim, precision=precision,
         )
         sched = lr if isinstance(lr, TrainConfig) else TrainConfig(lr=float(lr), min_lr=float(lr), warmup_steps=0) if not callable(lr) else None
         lr_at = sched.lr_at if sched is not None else lr  # type: ignore[assignment]

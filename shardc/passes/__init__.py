@@ -26,6 +26,7 @@ PASSES: dict[str, str] = {
     # The shard pipeline.
     "uncollapse-batch-matmuls": "shardc.passes.uncollapse_batch_matmuls:UncollapseBatchMatmulsPass",
     "split-shared-inits": "shardc.passes.split_shared_inits:SplitSharedInitsPass",
+    "mixed-precision": "shardc.passes.mixed_precision:MixedPrecisionPass",
     "sharding-propagation": "shardc.passes.sharding_propagation:ShardingPropagationPass",
     "auto-sharding": "shardc.passes.auto_sharding:AutoShardingPass",
     "shard-partition": "shardc.passes.partition:ShardPartitionPass",

@@ -64,6 +64,8 @@ def arg_parser() -> argparse.ArgumentParser:
     run.add_argument("--accum", type=int, default=1, help="gradient accumulation steps")
     run.add_argument("--lr", type=float, default=3e-3)
     run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--precision", choices=("f32", "bf16"), default="f32", help="f32, or bf16 products with float32 masters, reductions and AdamW (the mixed-precision pass; default: %(default)s)")
+    run.add_argument("--grad-reduce", choices=("f32", "bf16"), default="f32", help="the type gradients are reduced in (default: %(default)s; bf16 is refused for now: docs/training.md)")
     run.add_argument("--eval-every", type=int, default=25, help="held-out loss every N steps (0: at the end)")
     model = p.add_argument_group("model")
     model.add_argument("--n-layer", type=int, default=2)
@@ -161,6 +163,10 @@ def _check_args(a: argparse.Namespace) -> None:
         raise UserError(f"--log-every must be positive, got {a.log_every}")
     if not a.temperature >= 0 or not math.isfinite(a.temperature):
         raise UserError(f"--temperature must be a non-negative number, got {a.temperature}")
+    from shardc.training.pipeline import precision_error
+
+    if (why := precision_error(a.precision, a.grad_reduce)) is not None:
+        raise UserError(why)
     if a.vocab_size is not None and a.tokenizer != "bpe":
         raise UserError("--vocab-size applies to --tokenizer bpe (a char vocabulary is the text's characters)")
 

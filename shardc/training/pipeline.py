@@ -29,6 +29,57 @@ PIPELINE: tuple[str, ...] = (
     "canonicalize",
 )
 
+PRECISIONS = ("f32", "bf16")
+"""`--precision`: float32 throughout, or bf16 products (`mixed-precision{compute=bf16}`)."""
+
+
+def step_pipeline(precision: str = "f32") -> tuple[str, ...]:
+    """The step's passes for a precision: `PIPELINE`, after the mixed-precision pass for
+    bf16 (before propagation, so the resharding of a parameter's bf16 copy, FSDP's
+    all_gather, is what the compiler derives and moves half the bytes)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return PIPELINE if precision == "f32" else ("mixed-precision{compute=bf16 grad-reduce=f32}", *PIPELINE)
+
+
+def precision_error(precision: str, grad_reduce: str) -> str | None:
+    """Why `--precision`/`--grad-reduce` cannot run (one line), or None."""
+    if grad_reduce == "bf16":
+        return (
+            "--grad-reduce bf16 is not supported yet: a gradient's partial sums are reduced by the collective "
+            "partition derives on the product's float32 result (casting after it would move more bytes, not fewer); use --grad-reduce f32"
+        )
+    return None
+
+
+def bf16_units_line(tool: str) -> str | None:
+    """The one line `--precision bf16` prints on a CPU without bf16 units (no `amx_bf16`
+    or `avx512_bf16` flag; `SHARDC_BF16_UNITS` overrides the check): it runs emulated,
+    each bf16 product a float32 product of widened operands, at the cost measured here.
+    None where the CPU has them."""
+    from shardc.runtime.execute.kernels.bf16_gemm import emulation_cost
+    from shardc.runtime.execute.kernels.bf16_run import BF16_UNIT_FLAGS, bf16_units
+
+    if bf16_units():
+        return None
+    flags = "/".join(BF16_UNIT_FLAGS)
+    return (
+        f"{tool}: this CPU has no bf16 units (no {flags} flag): --precision bf16 runs emulated, "
+        f"each bf16 product widened to float32 ({emulation_cost():.2f}x a float32 product's time, measured now; no speedup over --precision f32)"
+    )
+
+
+def precision_lines(tool: str, precision: str) -> list[str]:
+    """The header lines of a run's precision: none for f32; for bf16 what runs the
+    products and, on a CPU without bf16 units, `bf16_units_line`."""
+    if precision != "bf16":
+        return []
+    from shardc.runtime.execute.kernels.bf16_gemm import describe
+
+    no_units = bf16_units_line(tool)
+    return [f"  precision bf16: bf16 products into float32 ({describe()}); float32 masters, reductions, loss and AdamW", *([no_units] if no_units else [])]
+
+
 # Collectives as counted per function, at the shard level and after lowering.
 SHARD_COLLECTIVES = ("all_gather", "all_reduce", "reduce_scatter", "all_slice", "all_to_all", "broadcast", "gather", "scatter", "send", "recv", "shift", "update_halo")
 MPI_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter_block", "send", "recv", "isend", "irecv", "barrier")
@@ -107,15 +158,19 @@ def _key(op: Operation, by_axes: bool) -> str:
     axes = getattr(op, "grid_axes_tuple", None)
     return f"{op.name}[{','.join(map(str, axes))}]" if by_axes and axes is not None else op.name
 
-def lower_step(module: ModuleOp, keep_text: bool = False) -> tuple[list[Stage], dict[str, object]]:
-    """Run the step's pipeline on `module` (in place): its stages, and the metadata a
-    cache entry keeps (each stage's seconds, the collectives at the shard level, after
-    simplify/canonicalize/cse and before lowering, and after lowering)."""
-    lower_at = PIPELINE.index("convert-shard-to-mpi")
-    stages = run_pipeline(module, PIPELINE[:lower_at], keep_text)
+def lower_step(module: ModuleOp, keep_text: bool = False, passes: Sequence[str] = PIPELINE) -> tuple[list[Stage], dict[str, object]]:
+    """Run the step's pipeline (`passes`: `PIPELINE` or a `step_pipeline`) on `module` (in
+    place): its stages, and the metadata a cache entry keeps (each stage's seconds, the
+    collectives at the shard level, after simplify/canonicalize/cse and before lowering,
+    and after lowering)."""
+    lower_at = list(passes).index("convert-shard-to-mpi")
+    stages = run_pipeline(module, passes[:lower_at], keep_text)
     shard_level = count_collectives(module, by_axes=True)
-    stages += run_pipeline(module, PIPELINE[lower_at:], keep_text)[1:]
+    stages += run_pipeline(module, passes[lower_at:], keep_text)[1:]
     return stages, {"stages": [[st.name, st.seconds] for st in stages], "shard_collectives": shard_level, "collectives": count_collectives(module)}
 
 
-__all__ = ["MPI_COLLECTIVES", "PIPELINE", "SHARD_COLLECTIVES", "PipelineError", "Stage", "count_collectives", "lower_step", "pass_failure_line", "run_pipeline"]
+__all__ = [
+    "MPI_COLLECTIVES", "PIPELINE", "PRECISIONS", "SHARD_COLLECTIVES", "PipelineError", "Stage", "bf16_units_line", "count_collectives",
+    "lower_step", "pass_failure_line", "precision_error", "precision_lines", "run_pipeline", "step_pipeline",
+]

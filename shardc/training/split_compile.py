@@ -17,7 +17,7 @@ from shardc.training.axis import ShardingPlan, ShardingPolicy
 from shardc.training.gpt import GPTConfig
 from shardc.training.mesh import Grid
 from shardc.training.optimizer import AdamWConfig
-from shardc.training.pipeline import PIPELINE, lower_step
+from shardc.training.pipeline import lower_step, step_pipeline
 
 PARTS: tuple[tuple[str, ...], ...] = (("train_step",), ("adamw_step", "loss"))
 """The step's functions by part, in the whole module's order."""
@@ -38,18 +38,18 @@ def _merge_meta(metas: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _part(model: GPTConfig, batch: int, grid: Grid, policy: ShardingPolicy, plan: ShardingPlan, dtype: str, opt: AdamWConfig, names: tuple[str, ...]) -> Any:
+def _part(model: GPTConfig, batch: int, grid: Grid, policy: ShardingPolicy, plan: ShardingPlan, dtype: str, opt: AdamWConfig, names: tuple[str, ...], passes: tuple[str, ...] = step_pipeline()) -> Any:
     def build() -> tuple[Any, dict[str, Any]]:
         from shardc.training.step import Sharded, build_step_module
 
         module = build_step_module(model, batch, dtype, opt, Sharded(grid, plan, policy), only=names)
-        return module, lower_step(module)[1]
+        return module, lower_step(module, passes=passes)[1]
 
     return build
 
 
 def compile_parted(
-    model: GPTConfig, batch: int, grid: Grid, policy: ShardingPolicy, plan: ShardingPlan, dtype: str, opt: AdamWConfig, donate: Any, world: Any
+    model: GPTConfig, batch: int, grid: Grid, policy: ShardingPolicy, plan: ShardingPlan, dtype: str, opt: AdamWConfig, donate: Any, world: Any, precision: str = "f32"
 ) -> Any:
     """The step through the compile cache, its parts (`PARTS`) compiled on different
     ranks of `world` on a miss (`shardc.runtime.codegen.parts.compile_parts_cached`); what
@@ -57,8 +57,9 @@ def compile_parted(
     from shardc.runtime.codegen.cache import make_key
     from shardc.runtime.codegen.parts import compile_parts_cached
 
-    key = make_key("gpt-step", model=model, batch=batch, grid=grid, policy=policy, plan=plan, dtype=dtype, opt=opt, pipeline=PIPELINE, fuse=True, donate=donate, parts=PARTS)
-    parts = [_part(model, batch, grid, policy, plan, dtype, opt, names) for names in PARTS]
+    passes = step_pipeline(precision)
+    key = make_key("gpt-step", model=model, batch=batch, grid=grid, policy=policy, plan=plan, dtype=dtype, opt=opt, pipeline=passes, fuse=True, donate=donate, parts=PARTS)
+    parts = [_part(model, batch, grid, policy, plan, dtype, opt, names, passes) for names in PARTS]
     return compile_parts_cached(key, parts, _merge_meta, "train_step", world=world, donate=donate)
 
 

@@ -37,7 +37,7 @@ from shardc.training.axis import ParamLayouts, PartitionSpec, ShardingPlan, Shar
 from shardc.training.gpt import GPTConfig, InitialParams, ParamSpec, param_specs
 from shardc.training.mesh import MESH_AXES, Grid
 from shardc.training.optimizer import AdamWConfig, step_donation
-from shardc.training.pipeline import PIPELINE, Stage, lower_step
+from shardc.training.pipeline import Stage, lower_step, step_pipeline
 
 if TYPE_CHECKING:  # IR is built and inspected where it is needed: a compile-cache hit imports no xDSL
     from xdsl.dialects.builtin import ModuleOp
@@ -132,6 +132,7 @@ class StepProgram:
         opt: AdamWConfig | None = None,
         keep_text: bool = False,
         world: object = None,
+        precision: str = "f32",
     ) -> StepProgram:
         """Check the whole state against the grid (before anything is allocated), build
         the annotated step module, run the pipeline and compile the lowered program,
@@ -149,15 +150,16 @@ class StepProgram:
         if world is not None and world.Get_size() > 1 and not world.bcast(keep_text, root=0):  # type: ignore[attr-defined]
             from shardc.training.split_compile import compile_parted
 
-            got = compile_parted(model, batch, grid, policy, plan, dtype, opt, donate, world)
+            got = compile_parted(model, batch, grid, policy, plan, dtype, opt, donate, world, precision)
         else:
-            key = make_key("gpt-step", model=model, batch=batch, grid=grid, policy=policy, plan=plan, dtype=dtype, opt=opt, pipeline=PIPELINE, fuse=True, donate=donate)
+            passes = step_pipeline(precision)
+            key = make_key("gpt-step", model=model, batch=batch, grid=grid, policy=policy, plan=plan, dtype=dtype, opt=opt, pipeline=passes, fuse=True, donate=donate)
 
             def build() -> tuple[ModuleOp, dict[str, object]]:
                 from shardc.training.step import Sharded, build_step_module  # a hit builds no IR
 
                 module = build_step_module(model, batch, dtype, opt, Sharded(grid, plan, policy))
-                stages, meta = lower_step(module, keep_text)
+                stages, meta = lower_step(module, keep_text, passes)
                 built.extend(stages)
                 return module, meta
 

@@ -59,12 +59,13 @@ class TrainingConfig:
     min_lr: float | None = None  # default lr / 10
     warmup_steps: int = 10
     seed: int = 0
-    dtype: str = "float32"
+    dtype: str = "float32"  # of the stored state: float32 masters under --precision bf16 too
     opt: AdamWConfig = field(default_factory=AdamWConfig)
     policy: ShardingPolicy = field(default_factory=ShardingPolicy)
     plan: ShardingPlan = GPT_PLAN
     eval_every: int = 0  # 0: evaluate once, after the last step
     eval_batches: int = 2
+    precision: str = "f32"  # "bf16": bf16 products (shardc.training.pipeline.step_pipeline); last, as callers build this positionally
 
     def shard(self, tp: int | None = None, zero: bool | None = None, fsdp: bool | None = None) -> TrainingConfig:
         """The same configuration under another policy (unnamed choices are kept; fsdp
@@ -141,7 +142,7 @@ def compile_program(cfg: TrainingConfig, grid: Grid, keep_text: bool = False, wo
     ShardingConfigError before anything is allocated), through the compile cache; under
     MPI (`world`: the communicator) once per job, its parts split between the ranks
     (`shardc.training.split_compile`)."""
-    return StepProgram.build(cfg.model, cfg.microbatch(grid), grid, cfg.policy, cfg.plan, cfg.dtype, cfg.opt, keep_text, world)
+    return StepProgram.build(cfg.model, cfg.microbatch(grid), grid, cfg.policy, cfg.plan, cfg.dtype, cfg.opt, keep_text, world, cfg.precision)
 
 
 def memory(cfg: TrainingConfig, grid: Grid) -> StateBytes:

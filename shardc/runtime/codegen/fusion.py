@@ -73,6 +73,8 @@ def _fusable(consumer: GenericOp, value: SSAValue, order: dict[Operation, int] |
         return False
     if not _elementwise(producer):
         return False
+    if any(_bf16(v) for v in (*producer.results, *consumer.results)):
+        return False  # a cast to bf16 stays apart: fused kernels run float32/64 only (kernels/fused.py's DTYPES)
     slots = _slots(consumer, value)
     if not slots:
         return False
@@ -92,6 +94,11 @@ def _fusable(consumer: GenericOp, value: SSAValue, order: dict[Operation, int] |
     if any(arg.first_use is not None for arg in body.args[n_pin:]):
         return False  # the body reads its init
     return not any(isinstance(o, IndexOp) for o in body.walk())
+
+
+def _bf16(v: SSAValue) -> bool:
+    t = v.type
+    return isinstance(t, TensorType) and t.element_type.name == "bf16"
 
 
 def _permutation(m: AffineMap) -> bool:

@@ -1062,6 +1062,7 @@ class MPIP2P:
 
     @staticmethod
     def allgather(comm: Any, send: np.ndarray, recv: np.ndarray) -> int:
+        send, recv = wire(send), wire(recv)  # bf16 as its 16-bit patterns (FSDP's gathers under --precision bf16)
         if recv.flags.c_contiguous:
             comm.Allgather(np.ascontiguousarray(send), recv)
         else:
@@ -1105,7 +1106,7 @@ class MPIP2P:
 
     @staticmethod
     def iallgather(comm: Any, send: np.ndarray, recv: np.ndarray) -> Pending:
-        return _started(comm.Iallgather, send, recv, "allgather")
+        return _started(comm.Iallgather, wire(send), wire(recv), "allgather")
 
     def barrier(self, comm: Any) -> int:
         self._reap()

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from shardc.runtime.execute.kernels.bf16_run import bfloat16
+from shardc.runtime.execute.kernels.bf16_run import bf16_units, bfloat16
 from shardc.runtime.execute.kernels import blas
 
 CHOICES = ("auto", "mkl", "numpy")
@@ -37,19 +37,10 @@ _E = ctypes.c_int
 _F32 = np.dtype(np.float32)
 
 
-@functools.cache
 def cpu_has_bf16_units() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (the `amx_bf16` or `avx512_bf16` flag
-    of /proc/cpuinfo; False where the file is unreadable)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"amx_bf16", "avx512_bf16"})
-    except OSError:
-        pass
-    return False
+    """Whether this CPU multiplies bf16 in hardware (`bf16_run.bf16_units`: the
+    `amx_bf16` or `avx512_bf16` flag, `SHARDC_BF16_UNITS` overriding)."""
+    return bf16_units()
 
 
 @functools.cache
@@ -192,3 +183,26 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: f
     if target is not out:
         np.copyto(out, target, casting="unsafe")
     return out
+
+
+def emulation_cost(n: int = 384, repeats: int = 3) -> float:
+    """Time of an n x n x n product of bf16 operands as this process runs it without bf16
+    units (widened to float32, multiplied, `backend() == "numpy"`) over the float32
+    product's: what `--precision bf16` costs per product on such a CPU, measured here."""
+    import time
+
+    rng = np.random.default_rng(0)
+    a32, b32 = rng.standard_normal((n, n), _F32), rng.standard_normal((n, n), _F32)
+    a, b = a32.astype(bfloat16()), b32.astype(bfloat16())
+
+    def best(f: Any) -> float:
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    widened = best(lambda: np.matmul(a.astype(_F32), b.astype(_F32)))
+    plain = best(lambda: np.matmul(a32, b32))
+    return widened / plain if plain > 0 else 1.0

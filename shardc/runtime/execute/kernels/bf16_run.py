@@ -9,6 +9,7 @@ result is the same values (a NaN operand gives NaN)."""
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 
@@ -35,3 +36,28 @@ def bfloat16() -> np.dtype:
 def is_bfloat16(dt: np.dtype) -> bool:
     """Whether `dt` is bf16's dtype, without importing ml_dtypes where it is not loaded."""
     return dt.name == "bfloat16" and dt.kind == "V"
+
+
+BF16_UNIT_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def bf16_units() -> bool:
+    """Whether this CPU multiplies bf16 in hardware: one of `BF16_UNIT_FLAGS` among the
+    flags of /proc/cpuinfo (False where it is unreadable). `SHARDC_BF16_UNITS=0|1`
+    overrides the answer (tests of the no-bf16-unit path; read at every call)."""
+    forced = os.environ.get("SHARDC_BF16_UNITS")
+    if forced in ("0", "1"):
+        return forced == "1"
+    return _cpuinfo_bf16_units()
+
+
+@functools.cache
+def _cpuinfo_bf16_units() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return bool(set(line.split(":", 1)[1].split()) & set(BF16_UNIT_FLAGS))
+    except OSError:
+        pass
+    return False

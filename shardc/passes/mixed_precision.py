@@ -1,0 +1,265 @@
+"""`mixed-precision{compute=bf16 grad-reduce=f32}`: bf16 matrix products, float32 for
+everything else, derived from the IR (the policy `torch.autocast` and FSDP2's
+`MixedPrecisionPolicy` apply, as a pass, so any imported model gets it).
+
+- **Products.** Every contraction (`linalg.generic` with reduction loops whose body is
+  `out + in0 * in1` over float32 tensors, and `linalg.matmul`/`linalg.batch_matmul`,
+  which torch-mlir emits, rewritten to that generic form) reads bf16 copies of its two
+  inputs and extends them in its body (`arith.extf`): the runtime runs it as a bf16 GEMM that
+  accumulates and writes float32 (`structured_run._widen`, MKL's
+  `cblas_gemm_bf16bf16f32` on AMX / AVX512-BF16). Forward and backward products alike:
+  the weight gradient `x^T dy` reads the same bf16 copy of `x` as the forward product
+  (one cast per value, shared by all its products). Inputs that are constants (the
+  one-hot selectors the runtime reads as an index) keep the product in float32.
+- **Where a cast goes.** Right after the value is made; for a value read through
+  `shard.shard ... annotate_for_users` (a parameter resharded from its storage to its
+  compute layout) the cast is placed before that annotation, annotated with the
+  value's own sharding (propagation would otherwise be free to cast after the
+  gather: its cost model counts elements, not bytes) and the annotation is repeated on
+  the bf16 copy, so the resharding the compiler derives (FSDP's all_gather of
+  parameters, ZeRO's gather) moves bf16: half the bytes. Masters stay float32 in their
+  storage layout: only copies are cast.
+- **Float32 elsewhere.** Reductions (softmax, layernorm statistics, the loss),
+  elementwise ops, activations between products, gradients' accumulation and the whole
+  optimizer step keep float32: they are not contractions, so nothing of theirs changes.
+  Activations are kept float32 (plus the bf16 copy a product reads) rather than bf16:
+  the runtime's fused elementwise kernels run float32, and rounding each activation
+  would cost more time than it saves memory there.
+- **Gradient reduction** (`grad-reduce`): `f32` only, for now. A gradient is the
+  partial sum of a product over the split batch, and partition reduces it with a
+  collective on the product's float32 result (an all_reduce that simplify merges with
+  the slice into a reduce_scatter). Casting that result to bf16 before its resharding
+  does not make the reduction bf16: the partial sum is reduced (float32) before the
+  cast, and the merged reduce_scatter becomes an all_reduce plus a slice, twice the
+  bytes (seen on a hand-written FSDP weight gradient). A bf16 reduction needs partition to
+  reduce partial sums in the type the policy asks for; `grad-reduce=bf16` is refused
+  until it does.
+
+`compute=f32` changes nothing (the pipeline stays the float32 one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, tensor
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    BFloat16Type,
+    Float32Type,
+    ModuleOp,
+    TensorType,
+    bf16,
+    f32,
+)
+from xdsl.dialects.linalg.attrs import IteratorTypeAttr
+from xdsl.dialects.linalg.ops import GenericOp, YieldOp
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineMap
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from shardc.dialects import shard
+
+Precision = Literal["bf16", "f32"]
+
+
+def _f32_tensor(t: object) -> bool:
+    """A float32 tensor of static shape (a cast's `tensor.empty` needs no sizes)."""
+    return isinstance(t, TensorType) and isinstance(t.element_type, Float32Type) and all(d >= 0 for d in t.get_shape())
+
+
+def _iterators(op: GenericOp) -> list[str]:
+    return [str(it.data) for it in op.iterator_types]
+
+
+def is_contraction(op: Operation) -> bool:
+    """Whether `op` is a two-input float32 contraction: reduction loops and a body
+    `yield out + in0 * in1` reading its inputs directly."""
+    if not isinstance(op, GenericOp) or len(op.inputs) != 2 or len(op.outputs) != 1:
+        return False
+    if "reduction" not in " ".join(_iterators(op)).lower():
+        return False
+    if not all(_f32_tensor(v.type) for v in (*op.inputs, *op.outputs)):
+        return False
+    block = op.body.block
+    ops = list(block.ops)
+    if len(ops) != 3 or not isinstance(ops[0], arith.MulfOp) or not isinstance(ops[1], arith.AddfOp):
+        return False
+    mul, add, yld = ops
+    a, b, out = block.args
+    if {id(x) for x in mul.operands} != {id(a), id(b)} or a is b:
+        return False
+    if {id(x) for x in add.operands} != {id(out), id(mul.result)}:
+        return False
+    return list(yld.operands) == [add.result]
+
+
+_NAMED_PRODUCTS = {"linalg.matmul": 0, "linalg.batch_matmul": 1}  # name -> batch dims
+
+
+def is_named_product(op: Operation) -> bool:
+    """A `linalg.matmul`/`linalg.batch_matmul` (torch-mlir's products) of float32 tensors
+    with the default maps (no transposed or broadcast variant)."""
+    if op.name not in _NAMED_PRODUCTS or len(op.operands) != 3 or len(op.results) != 1:
+        return False
+    maps = op.properties.get("indexing_maps") or op.attributes.get("indexing_maps")
+    if maps is not None and [m.data for m in maps.data] != _default_maps(_NAMED_PRODUCTS[op.name]):  # type: ignore[attr-defined]
+        return False
+    return all(_f32_tensor(v.type) for v in (*op.operands, op.results[0]))
+
+
+def _default_maps(nb: int) -> list[AffineMap]:
+    """A (batch_)matmul's maps: A[b.., m, k], B[b.., k, n], C[b.., m, n] over (b.., m, n, k)."""
+    dims = nb + 3
+    batch = list(range(nb))
+    m, n, k = nb, nb + 1, nb + 2
+    ident = AffineMap.identity(dims).results
+    return [AffineMap(dims, 0, tuple(ident[d] for d in ds)) for ds in ([*batch, m, k], [*batch, k, n], [*batch, m, n])]
+
+
+def _generic_product(op: Operation, a: SSAValue, b: SSAValue) -> GenericOp:
+    """The generic form of named product `op` reading bf16 `a` and `b`, extending them to
+    float32 in its body, accumulating into `op`'s float32 init."""
+    nb = _NAMED_PRODUCTS[op.name]
+    maps = _default_maps(nb)
+    block = Block(arg_types=[bf16, bf16, f32])
+    ea, eb = arith.ExtFOp(block.args[0], f32), arith.ExtFOp(block.args[1], f32)
+    mul = arith.MulfOp(ea.result, eb.result)
+    add = arith.AddfOp(block.args[2], mul.result)
+    block.add_ops([ea, eb, mul, add, YieldOp(add.result)])
+    iters = [IteratorTypeAttr.parallel()] * (nb + 2) + [IteratorTypeAttr.reduction()]
+    return GenericOp([a, b], [op.operands[2]], Region(block), [AffineMapAttr(mp) for mp in maps], iters, [op.results[0].type])
+
+
+def _cast_op(v: SSAValue, to: object) -> list[Operation]:
+    """`tensor.empty` and an elementwise `linalg.generic` casting `v` to `to` (bf16 or f32)."""
+    t = v.type
+    assert isinstance(t, TensorType)
+    empty = tensor.EmptyOp([], TensorType(to, t.get_shape()))
+    src = t.element_type
+    block = Block(arg_types=[src, to])
+    cast: Operation = arith.TruncFOp(block.args[0], to) if isinstance(to, BFloat16Type) else arith.ExtFOp(block.args[0], to)
+    block.add_ops([cast, YieldOp(cast.results[0])])
+    ident = AffineMapAttr(AffineMap.identity(len(t.get_shape())))
+    gen = GenericOp(
+        [v], [empty.results[0]], Region(block), [ident, ident], [IteratorTypeAttr.parallel()] * len(t.get_shape()), [empty.results[0].type]
+    )
+    return [empty, gen]
+
+
+def _insert_after_def(v: SSAValue, ops: list[Operation]) -> None:
+    owner = v.owner
+    if isinstance(owner, Operation):
+        Rewriter.insert_op(ops, InsertPoint.after(owner))
+    else:
+        assert isinstance(v, BlockArgument)
+        Rewriter.insert_op(ops, InsertPoint.at_start(v.block))
+
+
+def _for_users_chain(v: SSAValue) -> tuple[SSAValue, list[shard.ShardOp]]:
+    """The value before the `annotate_for_users` shard ops `v` is read through, and
+    those ops (outermost last)."""
+    chain: list[shard.ShardOp] = []
+    while isinstance(v.owner, shard.ShardOp) and v.owner.annotate_for_users is not None:
+        chain.insert(0, v.owner)
+        v = v.owner.src
+    return v, chain
+
+
+class _Casts:
+    """bf16 copies of float32 values, one per value."""
+
+    def __init__(self) -> None:
+        self.copies: dict[SSAValue, SSAValue] = {}
+
+    def bf16(self, v: SSAValue) -> SSAValue:
+        got = self.copies.get(v)
+        if got is not None:
+            return got
+        base, chain = _for_users_chain(v)
+        ops = _cast_op(base, bf16)
+        out = ops[-1].results[0]
+        if chain and isinstance(base.owner, shard.ShardOp):  # the cast pinned where the value is made
+            pin = shard.ShardOp(out, base.owner.sharding)
+            ops.append(pin)
+            out = pin.results[0]
+        for ann in chain:  # the annotation repeated on the copy: the resharding moves bf16
+            new = shard.ShardOp(out, ann.sharding, annotate_for_users=True)
+            ops.append(new)
+            out = new.results[0]
+        if chain:
+            Rewriter.insert_op(ops, InsertPoint.after(chain[-1]))
+        else:
+            _insert_after_def(base, ops)
+        self.copies[v] = out
+        return out
+
+
+def _read_bf16(op: GenericOp, k: int, value: SSAValue) -> None:
+    """Input `k` of contraction `op` reads the bf16 `value`, extended to float32 in the body."""
+    op.operands[k] = value
+    block = op.body.block
+    old = block.args[k]
+    new = block.insert_arg(bf16, k)
+    ext = arith.ExtFOp(new, f32)
+    mul = next(o for o in block.ops if isinstance(o, arith.MulfOp))
+    block.insert_op_before(ext, mul)  # after the extensions made before, in input order
+    old.replace_all_uses_with(ext.result)
+    block.erase_arg(old)
+
+
+def _erase_dead_annotations(ops: list[shard.ShardOp]) -> None:
+    for ann in reversed(ops):
+        if ann.parent is not None and not ann.results[0].uses:
+            Rewriter.erase_op(ann)
+
+
+def cast_products(f: func.FuncOp) -> int:
+    """bf16 inputs for every contraction of `f` whose inputs are not constants; returns
+    how many contractions were changed."""
+    casts = _Casts()
+    done = 0
+    for op in [o for o in f.walk() if is_contraction(o)]:
+        assert isinstance(op, GenericOp)
+        ins = list(op.inputs)
+        if any(isinstance(v.owner, arith.ConstantOp) for v in ins):
+            continue
+        chains = [_for_users_chain(v)[1] for v in ins]
+        for k, v in enumerate(ins):
+            _read_bf16(op, k, casts.bf16(v))
+        for chain in chains:
+            _erase_dead_annotations(chain)
+        done += 1
+    for op in [o for o in f.walk() if is_named_product(o)]:
+        ins = list(op.operands[:2])
+        chains = [_for_users_chain(v)[1] for v in ins]
+        gen = _generic_product(op, casts.bf16(ins[0]), casts.bf16(ins[1]))
+        Rewriter.replace_op(op, gen)
+        for chain in chains:
+            _erase_dead_annotations(chain)
+        done += 1
+    return done
+
+
+@dataclass(frozen=True)
+class MixedPrecisionPass(ModulePass):
+    """bf16 products with float32 everything else (the module docstring)."""
+
+    name = "mixed-precision"
+
+    compute: Precision = "bf16"
+    """The products' input type: `bf16`, or `f32` (no change)."""
+
+    grad_reduce: Literal["f32"] = "f32"
+    """The type gradients are reduced in (the module docstring says why only `f32`)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for f in [o for o in op.ops if isinstance(o, func.FuncOp)]:
+            if self.compute == "bf16":
+                cast_products(f)
+
+
+__all__ = ["MixedPrecisionPass", "cast_products", "is_contraction", "is_named_product"]
