@@ -81,14 +81,21 @@ def _case(name: str, attn: str = "eager"):
     return _CASES[key]
 
 
-def _forward_collectives(name: str, attn: str = "eager", tp: int = 2, derived: bool = True) -> Counter[str]:
-    """Shard collectives, keyed by grid axes, of the forward partitioned by training's
-    propagation and partition on 4 ranks (tp=2: the 2x2 grid)."""
+PROPAGATIONS = [PIPELINE[0], "sharding-propagation"]
+"""Training's propagation (forward first) and the pass as a user runs it (upstream's
+default order, backward first: torch-mlir's reshapes are beyond upstream, so the
+completion traverses the function forward first all the same)."""
+
+
+def _forward_collectives(name: str, attn: str = "eager", tp: int = 2, derived: bool = True,
+                         propagation: str = PIPELINE[0]) -> Counter[str]:
+    """Shard collectives, keyed by grid axes, of the forward partitioned by `propagation`
+    and partition on 4 ranks (tp=2: the 2x2 grid)."""
     model, inputs, layouts, exported = _case(name, attn)
     text, _ = sharded_forward(model, inputs, axes=layouts.axes if derived else {}, plan=layouts.plan,
                               policy=ShardingPolicy(tp=tp, zero=False), world=4, exported=exported)
     module = parse_module(text, "<forward>")
-    run_pipeline(module, PIPELINE[:2])
+    run_pipeline(module, [propagation, "shard-partition"])
     return sum(count_collectives(module, by_axes=True).values(), Counter())
 
 
@@ -123,9 +130,10 @@ MEGATRON = [("llama", "eager"), ("llama", "sdpa"), ("qwen2", "eager"), ("gpt2", 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("propagation", PROPAGATIONS)
 @pytest.mark.parametrize(("name", "attn"), MEGATRON, ids=[f"{n}-{a}" for n, a in MEGATRON])
-def test_megatron_forward_keeps_batch_and_heads_split(name, attn):
-    counts = _forward_collectives(name, attn)
+def test_megatron_forward_keeps_batch_and_heads_split(name, attn, propagation):
+    counts = _forward_collectives(name, attn, propagation=propagation)
     layouts = _case(name, attn)[2]
     # Only the row-parallel layers' all-reduces over `shard`: no gather of q/k/v, of
     # an o_proj weight or of the batch; nothing at all over `batch`.
@@ -134,33 +142,39 @@ def test_megatron_forward_keeps_batch_and_heads_split(name, attn):
 
 
 @pytest.mark.slow
-def test_t5_attention_stays_split_by_heads():
-    counts = _forward_collectives("t5")
+@pytest.mark.parametrize("propagation", PROPAGATIONS)
+def test_t5_attention_stays_split_by_heads(propagation):
+    counts = _forward_collectives("t5", propagation=propagation)
     layouts = _case("t5")[2]
     assert not any(k.startswith("shard.all_gather") and k.endswith("[1]") for k in counts), counts
     assert counts["shard.all_reduce[1]"] == _row_parallel(layouts), counts
+    # The attention mask, indexed by `arange(B)` (`shardc.passes.iota_operands_as_indices`),
+    # stays split like the batch: nothing over `batch`.
+    assert _on_batch(counts) == Counter(), counts
 
 
-DATA_PARALLEL = ["bert", "qwen2", "distilbert", "phi", "neox"]
+DATA_PARALLEL = ["bert", "qwen2", "distilbert", "phi", "neox", "gpt2", "llama"]
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("propagation", PROPAGATIONS)
 @pytest.mark.parametrize("name", DATA_PARALLEL)
-def test_data_parallel_forward_needs_no_collective(name):
+def test_data_parallel_forward_needs_no_collective(name, propagation):
     # batch x seq == hidden: torch-mlir gives weight transposes and activations one
     # tensor.empty; neither may take the other's split.
     assert B * T == HIDDEN
-    assert _forward_collectives(name, tp=1, derived=False) == _batch_slices(_case(name)[0])
+    assert _forward_collectives(name, tp=1, derived=False, propagation=propagation) == _batch_slices(_case(name)[0])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "tp", "derived"), [("llama", 2, True), ("gpt2", 2, True), ("bert", 1, False)])
-def test_sharded_forward_is_pytorchs(name, tp, derived):
+@pytest.mark.parametrize(("name", "tp", "derived"), [("llama", 2, True), ("gpt2", 2, True), ("bert", 1, False), ("t5", 2, True)])
+@pytest.mark.parametrize("pipeline", ["shard-to-mpi-pipeline{traversal=forward-backward}", "shard-to-mpi-pipeline"])
+def test_sharded_forward_is_pytorchs(name, tp, derived, pipeline):
     model, inputs, layouts, exported = _case(name)
     with torch.no_grad():
         want = model(*inputs).logits.numpy()
     (got, *_) = forward_module(model, inputs, world=4, exported=exported, axes=layouts.axes if derived else {},
-                               plan=layouts.plan, policy=ShardingPolicy(tp=tp, zero=False))
+                               plan=layouts.plan, policy=ShardingPolicy(tp=tp, zero=False), pipeline=pipeline)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
