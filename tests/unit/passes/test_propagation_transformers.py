@@ -3,13 +3,16 @@ through torch-mlir with the axes `shardc.frontends.hf.derive_layouts` derives, o
 (batch, shard) grid and under pure data parallelism; the collectives are counted per
 grid axis on the partitioned forward and training step.
 
-What must hold: the batch split reaches every activation (no collective over `batch` in
-a forward, nothing gathered); Megatron attention stays split by heads from q/k/v through
-o_proj, key/value groups included (Llama's GQA, eager and sdpa), so the TP axis sees only
-the all-reduce after each row-parallel layer; under pure data parallelism a forward
-needs no collective even when batch x seq equals the hidden size (torch-mlir's shared
-`tensor.empty`s, `shardc.passes.split_shared_inits`); and the sharded numbers are
-PyTorch's."""
+What must hold, with training's propagation (forward first) and with the default
+`sharding-propagation` (backward-forward, which traverses these functions forward first:
+torch-mlir's reshapes are beyond upstream): the batch split reaches every activation (no
+collective over `batch` in a forward, nothing gathered); Megatron attention stays split by
+heads from q/k/v through o_proj, key/value groups included (Llama's GQA, eager and sdpa),
+so the TP axis sees only the all-reduce after each row-parallel layer; under pure data
+parallelism a forward needs no collective even when batch x seq equals the hidden size
+(torch-mlir's shared `tensor.empty`s, `shardc.passes.split_shared_inits`); T5's mask,
+indexed by `arange(B)`, stays split (`shardc.passes.iota_operands_as_indices`); and the
+sharded numbers are PyTorch's."""
 
 from __future__ import annotations
 
@@ -55,6 +58,10 @@ def _build(name: str, attn: str = "eager"):
         return transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**DECODER, attn_implementation=attn))
     if name == "phi":
         return transformers.PhiForCausalLM(transformers.PhiConfig(**DECODER, attn_implementation=attn))
+    if name == "vit":  # 4 patches and the class token: batch x seq == 20 == hidden
+        cfg = transformers.ViTConfig(image_size=8, patch_size=4, num_channels=3, hidden_size=B * 5, num_hidden_layers=1,
+                                     num_attention_heads=4, intermediate_size=40, attn_implementation=attn)
+        return transformers.ViTModel(cfg, add_pooling_layer=False)
     assert name == "t5"
     return transformers.T5ForConditionalGeneration(transformers.T5Config(vocab_size=64, d_model=HIDDEN, d_kv=8, d_ff=64, num_layers=1,
                                                                          num_heads=4, decoder_start_token_id=0))
@@ -74,6 +81,8 @@ def _case(name: str, attn: str = "eager"):
         model = _build(name, attn).eval()
         ids = _ids()
         inputs = [ids, torch.ones_like(ids), ids] if name == "t5" else [ids]
+        if name == "vit":
+            inputs = [torch.randn(B, 3, 8, 8, generator=torch.Generator().manual_seed(0))]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             exported = export_module(model, tuple(inputs))
@@ -164,6 +173,17 @@ def test_data_parallel_forward_needs_no_collective(name, propagation):
     # tensor.empty; neither may take the other's split.
     assert B * T == HIDDEN
     assert _forward_collectives(name, tp=1, derived=False, propagation=propagation) == _batch_slices(_case(name)[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("propagation", PROPAGATIONS)
+@pytest.mark.parametrize("tp", [1, 2])
+def test_vit_moves_nothing_over_batch(tp, propagation):
+    # Pure DP (batch x seq == hidden, no axes) and the 2x2 grid: the class token and the
+    # position embeddings ([1, ...], replicated) are sliced to the batch, nothing moves.
+    counts = _forward_collectives("vit", tp=tp, derived=tp > 1, propagation=propagation)
+    want = Counter({"shard.all_reduce[1]": _row_parallel(_case("vit")[2])}) if tp > 1 else Counter()
+    assert _moving(counts) == want, counts
 
 
 @pytest.mark.slow
