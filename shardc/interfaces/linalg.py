@@ -389,8 +389,9 @@ def _loop_sizes(impl_maps: Sequence[AffineMap], values: Sequence[SSAValue], coun
 def index_loop(value: SSAValue, op: Operation, extent: int) -> int | None:
     """The loop d when `value` is `linalg.index d` of `op`'s own body, possibly through
     `arith.index_cast`s whose integer types hold every index below `extent`, and through
-    `arith.remsi`/`remui` by a constant of at least `extent` (torch-mlir's wrap of a
-    possibly negative index: the identity on the loop's range)."""
+    `arith.remsi`/`remui` by a constant of at least `extent` or `negative_wrap_source`'s
+    select (torch-mlir's wraps of a possibly negative index: the identity on the loop's
+    range)."""
     while True:
         step = value.owner
         if isinstance(step, arith.IndexCastOp):
@@ -400,12 +401,32 @@ def index_loop(value: SSAValue, op: Operation, extent: int) -> int | None:
             value = step.input
         elif isinstance(step, (arith.RemSIOp, arith.RemUIOp)) and _constant_at_least(step.rhs, extent):
             value = step.lhs
+        elif (unwrapped := negative_wrap_source(value)) is not None:
+            value = unwrapped
         else:
             break
     owner = value.owner
     if isinstance(owner, IndexOp) and owner.parent_op() is op:
         return owner.dim.value.data
     return None
+
+
+def negative_wrap_source(value: SSAValue) -> SSAValue | None:
+    """x when `value` is `arith.select (x < 0), x + C, x` (torch-mlir's wrap of a
+    negative index, as `mask[arange(B)[:, None], ...]` lowers): x itself wherever x is
+    not negative, as a loop index is."""
+    select = value.owner
+    if not isinstance(select, arith.SelectOp):
+        return None
+    x, added, condition = select.rhs, select.lhs.owner, select.cond.owner
+    if not isinstance(added, arith.AddiOp) or x not in (added.lhs, added.rhs):
+        return None
+    if not isinstance(condition, arith.CmpiOp) or condition.predicate.value.data != 2 or condition.lhs is not x:
+        return None  # 2: slt
+    zero = condition.rhs.owner
+    if not isinstance(zero, arith.ConstantOp) or not isinstance(zero.value, IntegerAttr) or zero.value.value.data != 0:
+        return None
+    return x
 
 
 def _window_loop(value: SSAValue, op: Operation, extent: int, sizes: Sequence[int]) -> int | None:
@@ -619,6 +640,8 @@ def _localized(value: SSAValue, globals_: dict[SSAValue, SSAValue], before: Oper
     cast = value.owner
     if isinstance(cast, (arith.RemSIOp, arith.RemUIOp)):
         return _localized(cast.lhs, globals_, before)  # the identity on the loop's range
+    if (unwrapped := negative_wrap_source(value)) is not None:
+        return _localized(unwrapped, globals_, before)  # likewise
     if isinstance(cast, (arith.AddiOp, arith.MuliOp)):  # a window, `_window_loop`
         operands = [
             _localized(v, globals_, before) if _reads_global(v, globals_) else v for v in cast.operands
@@ -640,7 +663,7 @@ def _reads_global(value: SSAValue, globals_: dict[SSAValue, SSAValue]) -> bool:
     if value in globals_:
         return True
     owner = value.owner
-    if isinstance(owner, (arith.IndexCastOp, arith.RemSIOp, arith.RemUIOp, arith.AddiOp, arith.MuliOp)):
+    if isinstance(owner, (arith.IndexCastOp, arith.RemSIOp, arith.RemUIOp, arith.AddiOp, arith.MuliOp, arith.SelectOp)):
         return any(_reads_global(v, globals_) for v in owner.operands)
     return False
 

@@ -205,6 +205,11 @@ class ShardingInterface:
     """Base class of sharding implementations (one instance per op family); every method
     takes the op. Defaults follow MLIR's interface defaults."""
 
+    in_upstream: bool = True
+    """Whether upstream MLIR attaches a sharding model to the ops this one serves; false
+    for shardc's extensions (reshapes, slices, scatters...), on which upstream's
+    traversals fail, so a function holding one has no upstream result to keep."""
+
     def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
         return []
 

@@ -149,6 +149,8 @@ def _major_loops(op: Operation) -> tuple[list[int], set[int]]:
 class ReshapeSharding(SplittableLoopsInterface):
     """tensor.expand_shape / collapse_shape (see the module docstring)."""
 
+    in_upstream = False
+
     def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
         return [IteratorType.PARALLEL] * len(_shape(_expanded(op)))
 
@@ -218,6 +220,8 @@ class DimensionPreservingSharding(SplittableLoopsInterface):
     """Ops whose tensors share one loop per dimension (identity maps on every tensor
     operand and result; index and scalar operands map to no loop); only the dimensions
     the op keeps whole may be split."""
+
+    in_upstream = False
 
     def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
         return [IteratorType.PARALLEL] * len(_shape(op.results[0]))

@@ -78,6 +78,8 @@ def _fixed_loops(op: ScatterOp) -> set[int]:
 
 
 class ScatterSharding(SpelledOutSharding):
+    in_upstream = False  # tm_tensor is torch-mlir's
+
     def _loops_and_maps(self, op: Operation) -> tuple[list[IteratorType], list[AffineMap]]:
         assert isinstance(op, ScatterOp)
         upd_t, ind_t, orig_t = op.updates.type, op.indices.type, op.original.type
@@ -139,6 +141,8 @@ def splittable_combiner(op: ScanOp) -> Operation | None:
 
 
 class ScanSharding(ShardingInterface):
+    in_upstream = False  # tm_tensor is torch-mlir's
+
     def get_loop_iterator_types(self, op: Operation) -> list[IteratorType]:
         assert isinstance(op, ScanOp)
         loops = [IteratorType.PARALLEL] * _scan_rank(op)

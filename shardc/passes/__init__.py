@@ -32,6 +32,7 @@ PASSES: dict[str, str] = {
     "shard-partition": "shardc.passes.partition:ShardPartitionPass",
     "shard-simplify": "shardc.passes.simplify:ShardSimplifyPass",
     "scatter-by-position": "shardc.passes.scatter_by_position:ScatterByPositionPass",
+    "iota-operands-as-indices": "shardc.passes.iota_operands_as_indices:IotaOperandsAsIndicesPass",
     "scatter-windows": "shardc.passes.scatter_windows:ScatterWindowsPass",
     "expand-shapes-before-pads": "shardc.passes.expand_before_pad:ExpandShapesBeforePadsPass",
     "convert-shard-to-mpi": "shardc.lowering.shard_to_mpi:ConvertShardToMPIPass",

@@ -21,7 +21,7 @@ global results with them).
 `torch-cleanup-pipeline` is what the torch training import runs on torch-mlir's output
 before anything is sharded: the rewrites that keep splits through the forms torch-mlir
 emits (collapsed batch matmuls, scatters whose positions are known, reshapes across
-pads, inits shared by unrelated ops). Each helps any program that has those forms.
+pads, aranges read as positions, inits shared by unrelated ops). Each helps any program that has those forms.
 """
 
 from __future__ import annotations
@@ -266,7 +266,8 @@ class ShardToMPIPipelinePass(ModulePass):
 @dataclass(frozen=True)
 class TorchCleanupPipelinePass(ModulePass):
     """torch-mlir's linalg-on-tensors into a form that shards: uncollapse-batch-matmuls,
-    scatter-by-position, scatter-windows, expand-shapes-before-pads, split-shared-inits."""
+    scatter-by-position, scatter-windows, expand-shapes-before-pads,
+    iota-operands-as-indices, split-shared-inits."""
 
     name = "torch-cleanup-pipeline"
 
@@ -276,6 +277,7 @@ class TorchCleanupPipelinePass(ModulePass):
             _stage("scatter-by-position"),
             _stage("scatter-windows"),
             _stage("expand-shapes-before-pads"),
+            _stage("iota-operands-as-indices"),
             _stage("split-shared-inits"),
         ]
 

@@ -9,7 +9,14 @@ outermost; the first one needing no resharding of existing annotations wins, els
 first with the least resharding of annotations that explicitly target this op. The op
 then gets annotations on all its operands and results.
 
-Then (`complete=true`, the default) the completion, for every function holding an
+Completing (`complete=true`, the default), a function upstream cannot propagate (it holds
+an op upstream has no sharding model for, `beyond_upstream`: torch-mlir's reshapes, say)
+is traversed forward before a backward-first order. Backward first, an op whose only
+annotated neighbour is a replicated weight runs replicated and asks for its activation
+whole, so an input's batch split met later is gathered: upstream's result, kept where
+upstream has one; where it has none, the inputs' splits go first.
+
+Then (`complete=true`) the completion, for every function holding an
 annotation, so that `shard-partition` needs nothing more from the user. Upstream's
 traversals leave values with several uses, unannotated arguments, users that disagree,
 ops without an interface and dead results unannotated, or fail on them; the completion
@@ -1205,6 +1212,20 @@ def visit_op(op: Operation, explainer: Explainer | None = None) -> bool:
     return True
 
 
+def beyond_upstream(block: Block) -> bool:
+    """Whether upstream's traversals fail on `block`: it holds an op with no sharding
+    model upstream (shardc's extensions, `ShardingInterface.in_upstream`, or none at all;
+    torch-mlir's reshapes, for one). Completing, such a function is first traversed
+    forward (see the module docstring)."""
+    for op in block.ops:
+        if is_annotation_op(op) or has_trait(op, IsTerminator):
+            continue
+        impl = get_sharding_interface(op)
+        if impl is None and not is_constant_like(op) or impl is not None and not impl.in_upstream:
+            return True
+    return False
+
+
 def propagate_function(
     function: func.FuncOp,
     traversal: Traversal,
@@ -1237,6 +1258,8 @@ def propagate_function(
 
     listener = explainer.inserted if explainer is not None else (lambda _s, _o: None)
     with listen_to_annotations(listener):
+        if complete and traversal.startswith("backward") and beyond_upstream(block):
+            traverse(block_ops(block))
         if traversal in ("backward", "backward-forward"):
             traverse(block_ops(block)[::-1])
         if traversal != "backward":

@@ -30,6 +30,7 @@ PASS_HELP = """\
   --inline                         Inline calls to single-block functions of the module.
       default-pipeline=<str> (default: canonicalize)
       max-iterations=<int> (default: 4)
+  --iota-operands-as-indices       Generic inputs holding their loop's positions (an arange) read as `linalg.index`.
   --scatter-by-position            Scatters whose first index column is each update's own position as elementwise generics.
   --scatter-windows                Scatters into non-overlapping pooling windows as elementwise generics.
   --shard-partition                Partition every annotated func.func of the module into SPMD form.

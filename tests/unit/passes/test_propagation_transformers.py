@@ -3,13 +3,16 @@ through torch-mlir with the axes `shardc.frontends.hf.derive_layouts` derives, o
 (batch, shard) grid and under pure data parallelism; the collectives are counted per
 grid axis on the partitioned forward and training step.
 
-What must hold: the batch split reaches every activation (no collective over `batch` in
-a forward, nothing gathered); Megatron attention stays split by heads from q/k/v through
-o_proj, key/value groups included (Llama's GQA, eager and sdpa), so the TP axis sees only
-the all-reduce after each row-parallel layer; under pure data parallelism a forward
-needs no collective even when batch x seq equals the hidden size (torch-mlir's shared
-`tensor.empty`s, `shardc.passes.split_shared_inits`); and the sharded numbers are
-PyTorch's."""
+What must hold, with training's propagation (forward first) and with the default
+`sharding-propagation` (backward-forward, which traverses these functions forward first:
+torch-mlir's reshapes are beyond upstream): the batch split reaches every activation (no
+collective over `batch` in a forward, nothing gathered); Megatron attention stays split by
+heads from q/k/v through o_proj, key/value groups included (Llama's GQA, eager and sdpa),
+so the TP axis sees only the all-reduce after each row-parallel layer; under pure data
+parallelism a forward needs no collective even when batch x seq equals the hidden size
+(torch-mlir's shared `tensor.empty`s, `shardc.passes.split_shared_inits`); T5's mask,
+indexed by `arange(B)`, stays split (`shardc.passes.iota_operands_as_indices`); and the
+sharded numbers are PyTorch's."""
 
 from __future__ import annotations
 
@@ -55,6 +58,10 @@ def _build(name: str, attn: str = "eager"):
         return transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**DECODER, attn_implementation=attn))
     if name == "phi":
         return transformers.PhiForCausalLM(transformers.PhiConfig(**DECODER, attn_implementation=attn))
+    if name == "vit":  # 4 patches and the class token: batch x seq == 20 == hidden
+        cfg = transformers.ViTConfig(image_size=8, patch_size=4, num_channels=3, hidden_size=B * 5, num_hidden_layers=1,
+                                     num_attention_heads=4, intermediate_size=40, attn_implementation=attn)
+        return transformers.ViTModel(cfg, add_pooling_layer=False)
     assert name == "t5"
     return transformers.T5ForConditionalGeneration(transformers.T5Config(vocab_size=64, d_model=HIDDEN, d_kv=8, d_ff=64, num_layers=1,
                                                                          num_heads=4, decoder_start_token_id=0))
@@ -74,6 +81,8 @@ def _case(name: str, attn: str = "eager"):
         model = _build(name, attn).eval()
         ids = _ids()
         inputs = [ids, torch.ones_like(ids), ids] if name == "t5" else [ids]
+        if name == "vit":
+            inputs = [torch.randn(B, 3, 8, 8, generator=torch.Generator().manual_seed(0))]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             exported = export_module(model, tuple(inputs))
@@ -81,14 +90,21 @@ def _case(name: str, attn: str = "eager"):
     return _CASES[key]
 
 
-def _forward_collectives(name: str, attn: str = "eager", tp: int = 2, derived: bool = True) -> Counter[str]:
-    """Shard collectives, keyed by grid axes, of the forward partitioned by training's
-    propagation and partition on 4 ranks (tp=2: the 2x2 grid)."""
+PROPAGATIONS = [PIPELINE[0], "sharding-propagation"]
+"""Training's propagation (forward first) and the pass as a user runs it (upstream's
+default order, backward first: torch-mlir's reshapes are beyond upstream, so the
+completion traverses the function forward first all the same)."""
+
+
+def _forward_collectives(name: str, attn: str = "eager", tp: int = 2, derived: bool = True,
+                         propagation: str = PIPELINE[0]) -> Counter[str]:
+    """Shard collectives, keyed by grid axes, of the forward partitioned by `propagation`
+    and partition on 4 ranks (tp=2: the 2x2 grid)."""
     model, inputs, layouts, exported = _case(name, attn)
     text, _ = sharded_forward(model, inputs, axes=layouts.axes if derived else {}, plan=layouts.plan,
                               policy=ShardingPolicy(tp=tp, zero=False), world=4, exported=exported)
     module = parse_module(text, "<forward>")
-    run_pipeline(module, PIPELINE[:2])
+    run_pipeline(module, [propagation, "shard-partition"])
     return sum(count_collectives(module, by_axes=True).values(), Counter())
 
 
@@ -123,9 +139,10 @@ MEGATRON = [("llama", "eager"), ("llama", "sdpa"), ("qwen2", "eager"), ("gpt2", 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("propagation", PROPAGATIONS)
 @pytest.mark.parametrize(("name", "attn"), MEGATRON, ids=[f"{n}-{a}" for n, a in MEGATRON])
-def test_megatron_forward_keeps_batch_and_heads_split(name, attn):
-    counts = _forward_collectives(name, attn)
+def test_megatron_forward_keeps_batch_and_heads_split(name, attn, propagation):
+    counts = _forward_collectives(name, attn, propagation=propagation)
     layouts = _case(name, attn)[2]
     # Only the row-parallel layers' all-reduces over `shard`: no gather of q/k/v, of
     # an o_proj weight or of the batch; nothing at all over `batch`.
@@ -134,33 +151,50 @@ def test_megatron_forward_keeps_batch_and_heads_split(name, attn):
 
 
 @pytest.mark.slow
-def test_t5_attention_stays_split_by_heads():
-    counts = _forward_collectives("t5")
+@pytest.mark.parametrize("propagation", PROPAGATIONS)
+def test_t5_attention_stays_split_by_heads(propagation):
+    counts = _forward_collectives("t5", propagation=propagation)
     layouts = _case("t5")[2]
     assert not any(k.startswith("shard.all_gather") and k.endswith("[1]") for k in counts), counts
     assert counts["shard.all_reduce[1]"] == _row_parallel(layouts), counts
+    # The attention mask, indexed by `arange(B)` (`shardc.passes.iota_operands_as_indices`),
+    # stays split like the batch: nothing over `batch`.
+    assert _on_batch(counts) == Counter(), counts
 
 
-DATA_PARALLEL = ["bert", "qwen2", "distilbert", "phi", "neox"]
+DATA_PARALLEL = ["bert", "qwen2", "distilbert", "phi", "neox", "gpt2", "llama"]
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("propagation", PROPAGATIONS)
 @pytest.mark.parametrize("name", DATA_PARALLEL)
-def test_data_parallel_forward_needs_no_collective(name):
+def test_data_parallel_forward_needs_no_collective(name, propagation):
     # batch x seq == hidden: torch-mlir gives weight transposes and activations one
     # tensor.empty; neither may take the other's split.
     assert B * T == HIDDEN
-    assert _forward_collectives(name, tp=1, derived=False) == _batch_slices(_case(name)[0])
+    assert _forward_collectives(name, tp=1, derived=False, propagation=propagation) == _batch_slices(_case(name)[0])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "tp", "derived"), [("llama", 2, True), ("gpt2", 2, True), ("bert", 1, False)])
-def test_sharded_forward_is_pytorchs(name, tp, derived):
+@pytest.mark.parametrize("propagation", PROPAGATIONS)
+@pytest.mark.parametrize("tp", [1, 2])
+def test_vit_moves_nothing_over_batch(tp, propagation):
+    # Pure DP (batch x seq == hidden, no axes) and the 2x2 grid: the class token and the
+    # position embeddings ([1, ...], replicated) are sliced to the batch, nothing moves.
+    counts = _forward_collectives("vit", tp=tp, derived=tp > 1, propagation=propagation)
+    want = Counter({"shard.all_reduce[1]": _row_parallel(_case("vit")[2])}) if tp > 1 else Counter()
+    assert _moving(counts) == want, counts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "tp", "derived"), [("llama", 2, True), ("gpt2", 2, True), ("bert", 1, False), ("t5", 2, True)])
+@pytest.mark.parametrize("pipeline", ["shard-to-mpi-pipeline{traversal=forward-backward}", "shard-to-mpi-pipeline"])
+def test_sharded_forward_is_pytorchs(name, tp, derived, pipeline):
     model, inputs, layouts, exported = _case(name)
     with torch.no_grad():
         want = model(*inputs).logits.numpy()
     (got, *_) = forward_module(model, inputs, world=4, exported=exported, axes=layouts.axes if derived else {},
-                               plan=layouts.plan, policy=ShardingPolicy(tp=tp, zero=False))
+                               plan=layouts.plan, policy=ShardingPolicy(tp=tp, zero=False), pipeline=pipeline)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 

@@ -125,6 +125,7 @@ def test_torch_cleanup_pipeline_runs_the_import_rewrites_in_order():
         "scatter-by-position",
         "scatter-windows",
         "expand-shapes-before-pads",
+        "iota-operands-as-indices",
         "split-shared-inits",
     ]
     # The one-hot scatter, and the fill and empty it shared with nothing, as one run.
