@@ -31,6 +31,9 @@ PASS_HELP = """\
       default-pipeline=<str> (default: canonicalize)
       max-iterations=<int> (default: 4)
   --iota-operands-as-indices       Generic inputs holding their loop's positions (an arange) read as `linalg.index`.
+  --mixed-precision                bf16 products with float32 everything else (the module docstring).
+      compute=<bf16|f32> (default: bf16)
+      grad-reduce=<f32> (default: f32)
   --scatter-by-position            Scatters whose first index column is each update's own position as elementwise generics.
   --scatter-windows                Scatters into non-overlapping pooling windows as elementwise generics.
   --shard-partition                Partition every annotated func.func of the module into SPMD form.
