@@ -39,6 +39,17 @@ def opt():
     return run_opt
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject's addopts): one worker per core, at most 4 and one per 6 GiB of
+    memory, since a worker can hold torch and transformers beside an `mpiexec -n 4` job of
+    its own. `--dist loadscope` keeps a module on one worker, so its module fixtures (a
+    compiled step, a Slurm cluster, lit's run) are paid once."""
+    import psutil
+
+    memory_gib = psutil.virtual_memory().total / 2**30
+    return max(1, min(os.cpu_count() or 1, 4, int(memory_gib // 6)))
+
+
 def pytest_collection_modifyitems(config, items):
     """The quick tier: every test is `quick` unless it (its class, module or parameter) is
     marked `slow`, so new tests join the fast loop `python -m pytest -m quick` by default and
