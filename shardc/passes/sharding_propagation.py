@@ -94,6 +94,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from shardc.dialects.shard import DYNAMIC, GetShardingOp, ShardingOp, ShardOp
 from shardc.ir import diagnostics
+from shardc.ir.diagnostics import DiagnosticError
 from shardc.ir.walk import block_ops
 from shardc.ir.traits import has_trait
 from shardc.passes.gc_pause import paused_gc
@@ -1333,10 +1334,15 @@ class ShardingPropagationPass(ModulePass):
         with collect_diagnostics() as found, pass_cache(), paused_gc():
             for function in [f for f in op.ops if isinstance(f, func.FuncOp)]:
                 mark = len(found)
-                if not propagate_function(
-                    function, self.traversal, self.explain, self.complete,
-                    trunk_forward=self.keeps_trunk_forward_form,
-                ):
+                try:
+                    propagated = propagate_function(
+                        function, self.traversal, self.explain, self.complete,
+                        trunk_forward=self.keeps_trunk_forward_form,
+                    )
+                except DiagnosticError as refused:  # an interface refused an op: the
+                    found.append(refused.diagnostic)  # other functions still report theirs
+                    propagated = False
+                if not propagated:
                     failed = True
                 elif self.complete:
                     del found[mark:]  # what the completion settled is no error
