@@ -316,3 +316,32 @@ def test_bf16_reductions_accumulate_in_f32_and_round_once() -> None:
     assert r.dtype == np.dtype(BF) and r.astype(np.float32).tolist() == [258.0, 258.0, 2.875]
     m = cm.call("max", a)
     assert m.dtype == np.dtype(BF) and m.astype(np.float32).tolist() == [256.0, 256.0, 7.0]
+
+
+def test_fast_casts_give_ml_dtypes_bits_on_every_kind_of_float32():
+    """`cast_float` (what truncf/extf on arrays call) rounds float32 to bf16 in a numba
+    loop and widens by a shift: the bits must be ml_dtypes' for ties, denormals,
+    overflow, infinities, signed zeros and NaNs (quiet, sign kept), on arrays past the
+    size where the loop takes over and on a strided view."""
+    from shardc.runtime.execute.kernels import bf16_cast, fused_run
+
+    if not fused_run.enabled():
+        pytest.skip("numba is absent: the rounding loop is not used")
+    rng = np.random.default_rng(3)
+    bits = rng.integers(0, 2**32, 50_000, dtype=np.uint64).astype(np.uint32)
+    special = np.array([0x3F808000, 0x3F818000, 0x00000001, 0x807FFFFF, 0x7F7FFFFF, 0x7F800000,
+                        0xFF800000, 0x80000000, 0x7F800001, 0xFFC00001, 0x7FFFFFFF], np.uint32)
+    bits[: special.size] = special
+    x = bits.view(np.float32).reshape(250, 200)
+    for a in (x, x[:, ::2]):
+        got = bf16_cast.cast_float(a, np.dtype(BF))
+        want = a.astype(BF)
+        assert got.dtype == np.dtype(BF) and got.shape == a.shape
+        same = got.view(np.uint16) == want.view(np.uint16)
+        nan = np.isnan(a)
+        assert same[~nan].all()
+        assert np.isnan(got.astype(np.float32)[nan]).all()
+        assert (np.signbit(got.astype(np.float32)) == np.signbit(a))[nan].all()
+        back = bf16_cast.cast_float(got, np.dtype(np.float32))
+        assert back.dtype == np.float32
+        np.testing.assert_array_equal(back.view(np.uint32), got.astype(np.float32).view(np.uint32))

@@ -11,7 +11,8 @@ from xdsl.ir import Operation
 from shardc.runtime.execute import helpers
 from shardc.runtime.codegen.builder import FunctionBuilder, compile_error, register
 from shardc.runtime.execute.dtypes import elem_type, int_width, is_index, is_shaped, np_dtype, scalar_ctor
-from shardc.runtime.execute.kernels.bf16_run import widened_binary
+from shardc.runtime.execute.kernels.bf16_cast import cast_float
+from shardc.runtime.execute.kernels.bf16_run import is_bfloat16, widened_binary
 
 
 def by_mro(table: dict, op: Operation):  # type: ignore[type-arg]
@@ -440,12 +441,15 @@ def _fptoi(op: Operation, g: FunctionBuilder) -> None:
 @register(arith.ExtFOp, arith.TruncFOp)
 def _fcast(op: Operation, g: FunctionBuilder) -> None:
     x = g.v(op.operands[0])
-    _, dst = _src_dst(op)
+    src, dst = _src_dst(op)
     if g.arr_op(op) and _compared_narrow(op) is not None:
         g.bind(op.results[0], x, like=op.operands[0])  # the comparisons read the source
         return
     if g.arr_op(op):
-        g.assign(op, f"_np.asarray({x}).astype({dt_expr(g, dst)})")
+        if is_bfloat16(src) or is_bfloat16(dst):  # float32 <-> bf16 as bit operations
+            g.assign(op, f"{g.const(cast_float, 'cast_float')}({x}, {dt_expr(g, dst)})")
+        else:
+            g.assign(op, f"_np.asarray({x}).astype({dt_expr(g, dst)})")
     else:
         g.assign(op, f"{scalar_ctor(op.results[0].type)}({x})")
 

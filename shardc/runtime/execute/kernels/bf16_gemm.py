@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from shardc.runtime.execute.kernels.bf16_cast import widen_bfloat16
 from shardc.runtime.execute.kernels.bf16_run import bf16_units, bfloat16
 from shardc.runtime.execute.kernels import blas
 
@@ -159,7 +160,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: f
         raise ValueError(f"bf16_gemm.matmul: out has shape {out.shape}, expected {shape}")
     fn = _mkl_gemm() if backend() == "mkl" else None
     if fn is None:
-        r = np.matmul(a.astype(_F32), b.astype(_F32))
+        r = np.matmul(widen_bfloat16(a), widen_bfloat16(b))
         if alpha != 1.0:
             r *= np.float32(alpha)
         if out is None:
@@ -203,6 +204,6 @@ def emulation_cost(n: int = 384, repeats: int = 3) -> float:
             times.append(time.perf_counter() - t0)
         return min(times)
 
-    widened = best(lambda: np.matmul(a.astype(_F32), b.astype(_F32)))
+    widened = best(lambda: np.matmul(widen_bfloat16(a), widen_bfloat16(b)))
     plain = best(lambda: np.matmul(a32, b32))
     return widened / plain if plain > 0 else 1.0

@@ -4,7 +4,9 @@ ml_dtypes' bf16 ufuncs convert each element to float32 and back inside a generic
 for `maximum`/`minimum` (a relu, a clamp) that ran about 6x slower than widening both
 operands to float32, running numpy's vectorised float32 loop and rounding back (1M
 elements, measured). Widening is exact and max/min pick one of the operands, so the
-result is the same values (a NaN operand gives NaN)."""
+result is the same values (a NaN operand gives NaN).
+
+The casts between float32 and bf16 are in `bf16_cast`."""
 
 from __future__ import annotations
 
