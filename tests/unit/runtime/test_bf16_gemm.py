@@ -127,3 +127,12 @@ def test_large_product_uses_the_default_threshold(backend: str) -> None:
     a, b = _pair(np.random.default_rng(12), 256, 256, 512)  # 2^25 multiply-adds: packed on MKL
     assert 256 * 256 * 512 >= bf16_gemm.PACK_MIN_FLOPS
     _check(bf16_gemm.matmul(a, b), a, b)
+
+
+def test_an_unknown_choice_says_so_once_and_runs_auto(monkeypatch, capsys):
+    monkeypatch.setenv("SHARDC_BF16_GEMM", "amx-please")
+    assert bf16_gemm.choice() == "auto"
+    assert bf16_gemm.choice() == "auto"
+    err = capsys.readouterr().err
+    assert err.count("SHARDC_BF16_GEMM='amx-please' is not one of") == 1, err
+    assert "using auto" in err

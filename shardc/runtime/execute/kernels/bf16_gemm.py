@@ -87,9 +87,13 @@ def _scratch(nbytes: int) -> np.ndarray:
 
 
 def choice() -> str:
-    """`SHARDC_BF16_GEMM` (`auto` where unset or not one of `CHOICES`)."""
+    """`SHARDC_BF16_GEMM` (`auto` where unset; another value than `CHOICES` is `auto`
+    too, after one warning line, as `SHARDC_BLAS` does)."""
     text = os.environ.get("SHARDC_BF16_GEMM", "auto")
-    return text if text in CHOICES else "auto"
+    if text in CHOICES:
+        return text
+    blas.warn_once(f"SHARDC_BF16_GEMM={text!r} is not one of {', '.join(CHOICES)}; using auto")
+    return "auto"
 
 
 def backend() -> str:

@@ -160,7 +160,8 @@ def openblas_path() -> str | None:
 _warned: set[str] = set()
 
 
-def _warn(msg: str) -> None:
+def warn_once(msg: str) -> None:
+    """`shardc: warning: msg` on stderr, once per process and message."""
     if msg not in _warned:
         _warned.add(msg)
         print(f"shardc: warning: {msg}", file=sys.stderr)
@@ -173,7 +174,7 @@ def _threads() -> int:
     except ValueError:
         n = 0
     if n < 1:
-        _warn(f"SHARDC_BLAS_THREADS={text!r} is not a positive integer; BLAS runs on 1 thread")
+        warn_once(f"SHARDC_BLAS_THREADS={text!r} is not a positive integer; BLAS runs on 1 thread")
         return 1
     return n
 
@@ -217,7 +218,7 @@ def _load_mkl() -> _Lib | None:
         return _Lib("mkl", path, threads, version, lib, _MKL_NAMES)
     except (OSError, AttributeError) as e:  # not MKL, or a build without these entry points
         if os.environ.get("SHARDC_MKL"):
-            _warn(f"SHARDC_MKL={path}: not a usable MKL ({e}); contractions run numpy's matmul")
+            warn_once(f"SHARDC_MKL={path}: not a usable MKL ({e}); contractions run numpy's matmul")
         return None
 
 
@@ -288,10 +289,10 @@ def _resolve(choice: str) -> _Lib | None:
         warned = len(_warned)
         lib = _loaded(c)
         if lib is None and len(_warned) == warned:  # the loader said nothing of why
-            _warn(f"SHARDC_BLAS={choice}: {c} is not available here; contractions run numpy's matmul")
+            warn_once(f"SHARDC_BLAS={choice}: {c} is not available here; contractions run numpy's matmul")
         return lib
     if c != "auto":
-        _warn(f"SHARDC_BLAS={choice!r} is not one of auto, {', '.join(LIBRARIES)}, numpy; using auto")
+        warn_once(f"SHARDC_BLAS={choice!r} is not one of auto, {', '.join(LIBRARIES)}, numpy; using auto")
     if _AGREED:
         return _loaded(_AGREED[0]) if _AGREED[0] != "numpy" else None
     from shardc.runtime.execute.kernels import blas_choice
