@@ -8,4 +8,6 @@ from shardc.runtime.execute.kernels import blas
 world = MPI.COMM_WORLD
 alone = blas.active_name()
 blas.agree(world)
-print(f"rank {world.Get_rank()}: alone {alone}, agreed {blas.active_name()}", flush=True)
+# One write per line: unbuffered, print() writes the newline apart, and two ranks' lines
+# forwarded by mpiexec could interleave between them.
+print(f"rank {world.Get_rank()}: alone {alone}, agreed {blas.active_name()}\n", end="", flush=True)

@@ -22,9 +22,10 @@ def test_quick_bench_measures_every_row():
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     rows = [ln for ln in p.stdout.splitlines() if ln.startswith("gpt-l1-e16")]
     names = [ln.split()[2] for ln in rows]
-    assert names == ["dp", "zero", "fsdp", "tp=2", "tp=2+fsdp", "auto", "tight"], p.stdout
+    # On 2 ranks tp=2 takes both: no data replicas left for ZeRO/FSDP to split over.
+    assert names == ["dp", "zero", "fsdp", "tp=2", "auto", "tight"], p.stdout
     for ln in rows:  # every row measured: a number, not nan, in the measured columns
         assert re.search(r"\s[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+ [KMG]?i?B", ln) and "nan" not in ln, ln
-    assert "x best hand" in rows[5]
+    assert "x best hand" in rows[names.index("auto")]
     assert re.search(r"^\s+8 \S+\s+\(batch=\d+, shard=\d+\)", p.stdout, re.M), p.stdout
     assert re.search(r"^\s+16 ", p.stdout, re.M)

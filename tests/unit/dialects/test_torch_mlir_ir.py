@@ -12,7 +12,7 @@ from xdsl.dialects.builtin import BFloat16Type
 from shardc.context import make_context
 from shardc.ir.locations import LocatingParser
 from shardc.ir.printer import module_to_string
-from shardc.ir.resources import ResourceError, dense_resource_attr, declare_blob, resource_array
+from shardc.ir.resources import ResourceError, dense_resource_attr, declare_blob, resource_array, written_key
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "torch_mlir"
 
@@ -173,7 +173,9 @@ def test_dense_resource_attr_from_arrays():
 
 def test_baked_mlp_weights_decode():
     module = parse((DATA / "mlp_baked.mlir").read_text(), "mlp_baked.mlir")
-    attrs = {a.resource_handle.data: a for a in resource_constants(module)}
+    # By the key the file wrote: one that another export in this process entered first
+    # (other tests before this one in a pytest worker) is entered renamed, `key_1`.
+    attrs = {written_key(a.resource_handle.data): a for a in resource_constants(module)}
     bias = resource_array(attrs["torch_tensor_4_torch.float32"], attrs["torch_tensor_4_torch.float32"].type)
     assert bias.shape == (4,) and bias.dtype == np.float32
     # 0x3DB924A0 is the first element as the blob writes it
