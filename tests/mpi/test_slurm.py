@@ -142,6 +142,8 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
             pytest.skip(f"MPICH cannot start 2 ranks under this machine's Slurm (PMI2), with no shardc code involved: {reason}")
         yield c
     finally:
+        if len(procs) == 3 and all(p.poll() is None for p in procs):
+            _end_every_job(c, which)
         for p in reversed(procs):
             p.terminate()
         for p in reversed(procs):
@@ -150,6 +152,23 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def _end_every_job(c: Cluster, which) -> None:
+    """Kill what the cluster still runs before its daemons stop: a rank of a step whose
+    srun timed out (the probe below) outlives slurmd, reparented to init, and would
+    spin on a core for the rest of the session (seen: an hour of 50% CPU under CI)."""
+    try:
+        jobs = c.run([which("squeue"), "-h", "-o", "%i"], timeout=30).stdout.split()
+        if not jobs:
+            return
+        c.run([which("scancel"), "--full", "--signal=KILL", *jobs], timeout=30)
+        c.run([which("scancel"), *jobs], timeout=30)
+        deadline = time.monotonic() + 30
+        while c.run([which("squeue"), "-h", "-o", "%i"], timeout=30).stdout.split() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def _mpi_under_srun_fails(c: Cluster, srun: str) -> str | None:
