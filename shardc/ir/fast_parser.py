@@ -273,8 +273,11 @@ class FastParser(Parser):
     """A `Parser` with a faster lexer, leaner token handling and attribute caches."""
 
     def __init__(self, ctx: Context, input: str | bytes, name: str = "<unknown>") -> None:
-        super().__init__(ctx, input, name)
-        text = self.lexer.input.content
+        text = input.decode("utf-8") if isinstance(input, bytes) else input
+        # xDSL's own lexer sees only an empty input: it lexes a first token at once, and
+        # its string-literal regex backtracks exponentially on an unterminated literal
+        # (a fuzzed input hung shardc-opt there); `FastLexer`'s cannot.
+        super().__init__(ctx, "", name)
         self._parser_state = ParserState(FastLexer(Input(text, name)))
         self._caches = _ContextCaches.of(ctx, type(self))
         #: the file's builtin resources, key as written -> key in the table (lazily read)
