@@ -141,14 +141,11 @@ def iota_operands_as_indices(module: ModuleOp) -> int:
             Rewriter.erase_op(generic)
             generic = new
             count += 1
-    # The aranges and their reshapes nothing reads any more.
-    changed = True
-    while changed:
-        changed = False
-        for op in [op for op in module.walk() if isinstance(op, (tensor.ExpandShapeOp, GenericOp))]:
-            if op.results and all(not r.uses for r in op.results) and (not isinstance(op, GenericOp) or _positions(op.results[0]) is not None):
-                Rewriter.erase_op(op)
-                changed = True
+    # The aranges nothing reads any more: their reshapes, then them, then their inits.
+    erase_dead_reshapes(module, {"tensor.expand_shape"})
+    for op in [op for op in module.walk() if isinstance(op, GenericOp) and op.results and not op.results[0].uses]:
+        if _positions(op.results[0]) is not None:
+            Rewriter.erase_op(op)
     erase_dead_reshapes(module)
     return count
 

@@ -62,6 +62,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from shardc.dialects import shard
+from shardc.dialects.linalg import BatchMatmulOp, MatmulOp
 
 Precision = Literal["bf16", "f32"]
 
@@ -97,41 +98,30 @@ def is_contraction(op: Operation) -> bool:
     return list(yld.operands) == [add.result]
 
 
-_NAMED_PRODUCTS = {"linalg.matmul": 0, "linalg.batch_matmul": 1}  # name -> batch dims
+def _default_maps(op: Operation) -> object:
+    """The `indexing_maps` a named product has when none are written (its definition's)."""
+    return type(op).get_irdl_definition().properties["indexing_maps"].default_value
 
 
 def is_named_product(op: Operation) -> bool:
     """A `linalg.matmul`/`linalg.batch_matmul` (torch-mlir's products) of float32 tensors
     with the default maps (no transposed or broadcast variant)."""
-    if op.name not in _NAMED_PRODUCTS or len(op.operands) != 3 or len(op.results) != 1:
+    if not isinstance(op, (MatmulOp, BatchMatmulOp)) or len(op.operands) != 3 or len(op.results) != 1:
         return False
-    maps = op.properties.get("indexing_maps") or op.attributes.get("indexing_maps")
-    if maps is not None and [m.data for m in maps.data] != _default_maps(_NAMED_PRODUCTS[op.name]):  # type: ignore[attr-defined]
+    if op.properties.get("indexing_maps", _default_maps(op)) != _default_maps(op):
         return False
     return all(_f32_tensor(v.type) for v in (*op.operands, op.results[0]))
 
 
-def _default_maps(nb: int) -> list[AffineMap]:
-    """A (batch_)matmul's maps: A[b.., m, k], B[b.., k, n], C[b.., m, n] over (b.., m, n, k)."""
-    dims = nb + 3
-    batch = list(range(nb))
-    m, n, k = nb, nb + 1, nb + 2
-    ident = AffineMap.identity(dims).results
-    return [AffineMap(dims, 0, tuple(ident[d] for d in ds)) for ds in ([*batch, m, k], [*batch, k, n], [*batch, m, n])]
-
-
 def _generic_product(op: Operation, a: SSAValue, b: SSAValue) -> GenericOp:
-    """The generic form of named product `op` reading bf16 `a` and `b`, extending them to
-    float32 in its body, accumulating into `op`'s float32 init."""
-    nb = _NAMED_PRODUCTS[op.name]
-    maps = _default_maps(nb)
-    block = Block(arg_types=[bf16, bf16, f32])
-    ea, eb = arith.ExtFOp(block.args[0], f32), arith.ExtFOp(block.args[1], f32)
-    mul = arith.MulfOp(ea.result, eb.result)
-    add = arith.AddfOp(block.args[2], mul.result)
-    block.add_ops([ea, eb, mul, add, YieldOp(add.result)])
-    iters = [IteratorTypeAttr.parallel()] * (nb + 2) + [IteratorTypeAttr.reduction()]
-    return GenericOp([a, b], [op.operands[2]], Region(block), [AffineMapAttr(mp) for mp in maps], iters, [op.results[0].type])
+    """The generic form of named product `op` reading bf16 `a` and `b`: its own maps,
+    iterators and body, which extends the operands to the float32 accumulator's type
+    (`get_hidden_region`, as MLIR's named ops cast their inputs)."""
+    assert isinstance(op, (MatmulOp, BatchMatmulOp))
+    out = op.operands[2]
+    region = type(op).get_hidden_region([a, b], [out])
+    maps = _default_maps(op)
+    return GenericOp([a, b], [out], region, list(maps.data), list(op.get_iterator_types().data), [op.results[0].type])  # type: ignore[attr-defined]
 
 
 def _cast_op(v: SSAValue, to: object) -> list[Operation]:

@@ -163,9 +163,9 @@ def _check_args(a: argparse.Namespace) -> None:
         raise UserError(f"--log-every must be positive, got {a.log_every}")
     if not a.temperature >= 0 or not math.isfinite(a.temperature):
         raise UserError(f"--temperature must be a non-negative number, got {a.temperature}")
-    from shardc.training.pipeline import precision_error
+    from shardc.training.pipeline import grad_reduce_error
 
-    if (why := precision_error(a.precision, a.grad_reduce)) is not None:
+    if (why := grad_reduce_error(a.grad_reduce)) is not None:
         raise UserError(why)
     if a.vocab_size is not None and a.tokenizer != "bpe":
         raise UserError("--vocab-size applies to --tokenizer bpe (a char vocabulary is the text's characters)")

@@ -42,8 +42,8 @@ def step_pipeline(precision: str = "f32") -> tuple[str, ...]:
     return PIPELINE if precision == "f32" else ("mixed-precision{compute=bf16 grad-reduce=f32}", *PIPELINE)
 
 
-def precision_error(precision: str, grad_reduce: str) -> str | None:
-    """Why `--precision`/`--grad-reduce` cannot run (one line), or None."""
+def grad_reduce_error(grad_reduce: str) -> str | None:
+    """Why `--grad-reduce` cannot run (one line), or None."""
     if grad_reduce == "bf16":
         return (
             "--grad-reduce bf16 is not supported yet: a gradient's partial sums are reduced by the collective "
@@ -172,5 +172,5 @@ def lower_step(module: ModuleOp, keep_text: bool = False, passes: Sequence[str] 
 
 __all__ = [
     "MPI_COLLECTIVES", "PIPELINE", "PRECISIONS", "SHARD_COLLECTIVES", "PipelineError", "Stage", "bf16_units_line", "count_collectives",
-    "lower_step", "pass_failure_line", "precision_error", "precision_lines", "run_pipeline", "step_pipeline",
+    "lower_step", "pass_failure_line", "grad_reduce_error", "precision_lines", "run_pipeline", "step_pipeline",
 ]

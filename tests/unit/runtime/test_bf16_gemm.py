@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from shardc.runtime.execute.kernels import bf16_gemm
+from shardc.runtime.execute.kernels import bf16_gemm, bf16_run
 
 BF = ml_dtypes.bfloat16
 EPS32 = float(np.finfo(np.float32).eps)
@@ -38,7 +38,7 @@ def _check(r: np.ndarray, a: np.ndarray, b: np.ndarray, extra: np.ndarray | floa
 
 def test_auto_uses_mkl_exactly_where_the_cpu_has_bf16_units(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHARDC_BF16_GEMM", "auto")
-    if not bf16_gemm.cpu_has_bf16_units():
+    if not bf16_run.bf16_units():
         assert bf16_gemm.backend() == "numpy"
         assert "no bf16 units" in bf16_gemm.describe()
     else:

@@ -38,12 +38,6 @@ _E = ctypes.c_int
 _F32 = np.dtype(np.float32)
 
 
-def cpu_has_bf16_units() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (`bf16_run.bf16_units`: the
-    `amx_bf16` or `avx512_bf16` flag, `SHARDC_BF16_UNITS` overriding)."""
-    return bf16_units()
-
-
 @functools.cache
 def _mkl_gemm() -> Any:
     lib = blas.mkl_library()
@@ -99,14 +93,14 @@ def choice() -> str:
 def backend() -> str:
     """What runs bf16 products in this process now: `mkl` or `numpy`."""
     c = choice()
-    if c == "numpy" or (c == "auto" and not cpu_has_bf16_units()):
+    if c == "numpy" or (c == "auto" and not bf16_units()):
         return "numpy"
     return "mkl" if _mkl_gemm() is not None else "numpy"
 
 
 def describe() -> str:
     """A line for benchmark headers: the backend and why."""
-    units = "bf16 units (AMX/AVX512-BF16)" if cpu_has_bf16_units() else "no bf16 units"
+    units = "bf16 units (AMX/AVX512-BF16)" if bf16_units() else "no bf16 units"
     name = backend()
     how = "MKL cblas_gemm_bf16bf16f32" if name == "mkl" else "float32 matmul of widened operands"
     return f"{how} (CPU: {units}; SHARDC_BF16_GEMM={choice()})"
