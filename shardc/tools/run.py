@@ -407,12 +407,11 @@ class _TypeReader:
     def __call__(self, text: str) -> Attribute:
         t = self.seen.get(text)
         if t is None:
-            from xdsl.parser import Parser
-
             from shardc.context import make_context
+            from shardc.ir.fast_parser import FastParser
 
             self.ctx = self.ctx or make_context()
-            t = self.seen[text] = Parser(self.ctx, text).parse_type()
+            t = self.seen[text] = FastParser(self.ctx, text).parse_type()
         return t
 
 
