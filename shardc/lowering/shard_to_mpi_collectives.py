@@ -299,15 +299,18 @@ def lower_reduce_scatter(op: shard.ReduceScatterOp, rewriter: PatternRewriter) -
         source = _ranks_first(c.e, op.input, axis, n)
     output = c.e.alloc(list(out_shape), elem)
     c.e.emit(mpi.ReduceScatterBlockOp(source, output, reduction, comm))
+    if axis != 0 and isinstance(op.result.type, MemRefType):
+        c.e.dealloc(source)  # a tensor result leaves it to a later pass, as upstream does
     c.finish(rewriter, output)
 
 
 def _ranks_first(e: Emitter, value: SSAValue, axis: int, n: int) -> SSAValue:
-    """A contiguous buffer `[n, d0, .., d(axis)/n, ...]` of `value`: the transpose's own
-    (a fresh row-major tensor), read only, as the send buffer (MPI does not write it).
-    It used to be copied into a memref.alloc first: a second full pass over every
-    gradient reduce-scattered along a dim other than the leading one (the ZeRO GPT
-    step's attention and MLP weights; upstream lowers no reduce_scatter)."""
+    """A fresh buffer `[n, d0, .., d(axis)/n, ...]` holding `value`, the ranks axis
+    first: expand, transpose, and copy the transpose into a `memref.alloc`
+    (`linalg.copy`), upstream's exact form. shardc's pipelines and the runtime drop
+    that copy again (`shardc.passes.forward_send_copies`): MPI only reads its send
+    buffer, so the transpose's own can be sent, a pass over each such ZeRO gradient
+    saved."""
     if isinstance(value.type, MemRefType):
         value = e.to_tensor(value)
     t = value.type
@@ -329,7 +332,10 @@ def _ranks_first(e: Emitter, value: SSAValue, axis: int, n: int) -> SSAValue:
     permuted = [expanded[p] for p in perm]
     init = e.emit(tensor.EmptyOp([], TensorType(elem, permuted))).results[0]
     value = e.emit(linalg.TransposeOp(value, init, DenseArrayBase.from_list(i64, perm))).results[0]
-    return e.to_buffer(value)
+    transposed = e.to_buffer(value)
+    buffer = e.alloc(permuted, elem)
+    e.linalg_copy(transposed, buffer)
+    return buffer
 
 
 def _leading_contiguous(t: Attribute, axis: int) -> bool:

@@ -8,7 +8,7 @@ like any pass; its options are forwarded to the stage they belong to.
 
 `shard-to-mpi-pipeline` takes an annotated program with global shapes all the way to
 mpi: sharding-propagation, shard-partition, shard-simplify, canonicalize, cse,
-convert-shard-to-mpi, canonicalize. The lowered program works on local shards and no
+convert-shard-to-mpi, forward-send-copies, canonicalize. The lowered program works on local shards and no
 longer says how they relate to global arrays, so (unless `keep-shardings=false`) the
 entry functions' argument and result attributes record it first:
 
@@ -229,7 +229,8 @@ def _stage(name: str, **options: Any) -> ModulePass:
 @dataclass(frozen=True)
 class ShardToMPIPipelinePass(ModulePass):
     """Annotated global program to mpi: sharding-propagation, shard-partition,
-    shard-simplify, canonicalize, cse, convert-shard-to-mpi, canonicalize."""
+    shard-simplify, canonicalize, cse, convert-shard-to-mpi, forward-send-copies,
+    canonicalize."""
 
     name = "shard-to-mpi-pipeline"
 
@@ -250,6 +251,7 @@ class ShardToMPIPipelinePass(ModulePass):
             _stage("canonicalize"),
             _stage("cse"),
             _stage("convert-shard-to-mpi"),
+            _stage("forward-send-copies"),
             _stage("canonicalize"),
         ]
 

@@ -27,6 +27,7 @@ PASS_HELP = """\
   --cse                            Eliminate common sub-expressions, along the dominator tree in CFG regions.
   --dce
   --expand-shapes-before-pads      Expand a pad's source instead of the padded tensor, where the padded dimensions
+  --forward-send-copies            Forward copies that only stage an MPI collective's send buffer (module docstring).
   --inline                         Inline calls to single-block functions of the module.
       default-pipeline=<str> (default: canonicalize)
       max-iterations=<int> (default: 4)

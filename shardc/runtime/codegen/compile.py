@@ -61,6 +61,7 @@ def compile_module(
     from shardc.runtime.codegen import kernels
     from shardc.runtime.codegen.fusion import fuse_elementwise
     from shardc.passes.uncollapse_batch_matmuls import uncollapse_batch_matmuls
+    from shardc.passes.forward_send_copies import forward_send_copies
 
     kernels.load_all()
     tune_allocator()
@@ -68,6 +69,7 @@ def compile_module(
         module = module.clone()
     if fuse:
         uncollapse_batch_matmuls(module)  # torch-mlir's bmm over collapsed heads: no copies
+        forward_send_copies(module)  # convert-shard-to-mpi's staged send buffers: no copies
         fuse_elementwise(module)
     donations = _donate(module, donate or {})
     if fuse:  # `x + c` with c a contraction from zeros: the contraction accumulates into x

@@ -22,7 +22,8 @@ module attributes {dlti.map = #dlti.map<"MPI:comm_world_rank" = 13>} {
   }
 
   // A scatter dim other than the leading one: the ranks axis is brought to the front
-  // through tensors (as trunk does), then MPI reads the transposed buffer.
+  // through tensors and copied into a fresh send buffer, freed after the collective (as
+  // trunk does).
   // CHECK-LABEL: func.func @reduce_scatter_inner(
   // CHECK-SAME: %[[ARG:.*]]: memref<3x8xi32>) -> memref<3x2xi32>
   func.func @reduce_scatter_inner(%arg0: memref<3x8xi32>) -> memref<3x2xi32> {
@@ -30,9 +31,12 @@ module attributes {dlti.map = #dlti.map<"MPI:comm_world_rank" = 13>} {
     // CHECK: %[[T:.*]] = bufferization.to_tensor %[[ARG]] restrict : memref<3x8xi32> to tensor<3x8xi32>
     // CHECK: tensor.expand_shape %[[T]] {{\[\[}}0], [1, 2]] output_shape [3, 4, 2] : tensor<3x8xi32> into tensor<3x4x2xi32>
     // CHECK: linalg.transpose {{.*}} permutation = [1, 0, 2]
-    // CHECK: %[[SEND:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<4x3x2xi32> to memref<4x3x2xi32>
+    // CHECK: %[[TMP:.*]] = bufferization.to_buffer %{{.*}} read_only : tensor<4x3x2xi32> to memref<4x3x2xi32>
+    // CHECK: %[[SEND:.*]] = memref.alloc() : memref<4x3x2xi32>
+    // CHECK: linalg.copy ins(%[[TMP]] : memref<4x3x2xi32>) outs(%[[SEND]] : memref<4x3x2xi32>)
     // CHECK: %[[OUT:.*]] = memref.alloc() : memref<3x2xi32>
     // CHECK: mpi.reduce_scatter_block(%[[SEND]], %[[OUT]], MPI_BXOR, %{{.*}}) : memref<4x3x2xi32>, memref<3x2xi32>
+    // CHECK-NEXT: memref.dealloc %[[SEND]] : memref<4x3x2xi32>
     // CHECK-NEXT: return %[[OUT]] : memref<3x2xi32>
     %0 = shard.reduce_scatter %arg0 on @grid grid_axes = [2] reduction = bitwise_xor scatter_dim = 1 : memref<3x8xi32> -> memref<3x2xi32>
     return %0 : memref<3x2xi32>

@@ -52,7 +52,7 @@ def test_pipeline_is_a_flag_and_a_pipeline_element() -> None:
     (p,) = [instantiate(s, all_passes()) for s in parse_pipeline("builtin.module(shard-to-mpi-pipeline{keep-shardings=false})")]
     assert p.keep_shardings is False
     stages = [s.name for s in p.stages()]
-    assert stages == ["sharding-propagation", "shard-partition", "shard-simplify", "canonicalize", "cse", "convert-shard-to-mpi", "canonicalize"]
+    assert stages == ["sharding-propagation", "shard-partition", "shard-simplify", "canonicalize", "cse", "convert-shard-to-mpi", "forward-send-copies", "canonicalize"]
     assert p.stages()[0].traversal == "backward-forward"
     with pytest.raises(UsageError, match="Cannot find option named 'sideways'"):
         parse_argv(["--shard-to-mpi-pipeline=traversal=sideways"], all_passes())
