@@ -677,7 +677,9 @@ class MPIComm(Comm):
 
     @staticmethod
     def _widen(x: np.ndarray) -> np.ndarray:
-        return x.astype(np.float32) if x.dtype == np.float16 or is_bfloat16(x.dtype) else x  # reduced in float32, rounded once
+        if is_bfloat16(x.dtype):
+            return widened(x)  # reduced in float32, rounded once
+        return x.astype(np.float32) if x.dtype == np.float16 else x
 
     def all_reduce(self, x: np.ndarray, grid: Grid, axes: Axes, kind: str = "sum") -> np.ndarray:
         c, x = self._prep(x, grid, axes, "all_reduce")
@@ -725,7 +727,7 @@ class MPIComm(Comm):
     def _finish_reduce(out: np.ndarray, dtype: np.dtype, kind: str, n: int) -> np.ndarray:
         if kind == "average" and dtype != np.bool_:
             out = out // n if dtype.kind in "iu" else out / out.dtype.type(n)
-        return out.astype(dtype, copy=False)
+        return rounded(out) if is_bfloat16(dtype) else out.astype(dtype, copy=False)
 
     def all_gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int) -> np.ndarray:
         c, x = self._prep(x, grid, axes, "all_gather")
@@ -828,6 +830,21 @@ def wire(x: np.ndarray) -> np.ndarray:
     movement only: reductions widen bf16 to float32 first and round the result once
     (`MPIComm._widen`, `MPIP2P`'s reducing calls)."""
     return x.view(np.uint16) if is_bfloat16(x.dtype) else x
+
+
+def widened(x: np.ndarray) -> np.ndarray:
+    """bf16 `x` as float32, exactly (its bits shifted up: ml_dtypes' `astype` took 4x the
+    float32 allreduce's time on 4M elements, measured)."""
+    from shardc.runtime.execute.kernels.bf16_cast import widen_bfloat16
+
+    return widen_bfloat16(x)
+
+
+def rounded(x: np.ndarray) -> np.ndarray:
+    """float32 `x` rounded to bf16 once (nearest even, ml_dtypes' bits, `bf16_cast`'s loop)."""
+    from shardc.runtime.execute.kernels.bf16_cast import round_to_bfloat16
+
+    return round_to_bfloat16(np.asarray(x, np.float32))
 
 
 def mpi_op(kind: str, dtype: np.dtype) -> Any:
@@ -1062,21 +1079,22 @@ class MPIP2P:
         return getattr(MPI, op[4:])
 
     @staticmethod
-    def _widened(send: np.ndarray, recv: np.ndarray, op: str, what: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """bf16 buffers of a reduction as float32 ones to reduce instead (`send` copied,
-        a fresh receive buffer; the caller rounds it into `recv` once), or None for
-        any other type. MPI has no bf16 sum; reducing in float32 and rounding once is
-        MPIComm's rule too, and what a float32 reference gives."""
+    def _widened(send: np.ndarray, recv: np.ndarray, op: str, what: str) -> np.ndarray | None:
+        """bf16 `send` of a reduction as a float32 copy to reduce instead (the caller
+        rounds the float32 result into `recv` once), or None for any other type. MPI has
+        no bf16 sum; reducing in float32 and rounding once is MPIComm's rule too, and what
+        a float32 reference gives (an MPI user op on the 16-bit patterns would round at
+        every step of the reduction tree)."""
         if not _bf16_pair(send, recv, what):
             return None
         bf16_op_check(op, what)
-        return np.asarray(send, np.float32), np.empty(recv.shape, np.float32)
+        return widened(np.ascontiguousarray(send))
 
     @classmethod
     def allreduce(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> int:
         if (wide := cls._widened(send, recv, op, "allreduce")) is not None:
-            cls.allreduce(comm, *wide, op)
-            recv[...] = wide[1].astype(recv.dtype)  # rounded to bf16 once
+            cls.allreduce(comm, wide, wide, op)  # in place (MPI_IN_PLACE): no second float32 buffer
+            recv[...] = rounded(wide).reshape(recv.shape)  # rounded to bf16 once
             return 0
         if _same_buffer(send, recv) and recv.flags.c_contiguous:
             # The lowering reduces a buffer in place (send is recv): MPI_IN_PLACE.
@@ -1105,8 +1123,9 @@ class MPIP2P:
     @classmethod
     def reduce_scatter_block(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> int:
         if (wide := cls._widened(send, recv, op, "reduce_scatter_block")) is not None:
-            cls.reduce_scatter_block(comm, *wide, op)
-            recv[...] = wide[1].astype(recv.dtype)
+            out = np.empty(recv.shape, np.float32)
+            cls.reduce_scatter_block(comm, wide, out, op)
+            recv[...] = rounded(out)
             return 0
         src = np.ascontiguousarray(send)
         if recv.flags.c_contiguous and not np.shares_memory(src, recv):
@@ -1124,7 +1143,7 @@ class MPIP2P:
     @classmethod
     def iallreduce(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> Pending:
         if (wide := cls._widened(send, recv, op, "allreduce")) is not None:
-            return _rounded_at_wait(cls.iallreduce(comm, *wide, op), wide[1], recv)
+            return _rounded_at_wait(cls.iallreduce(comm, wide, wide, op), wide, recv)
         mop = cls._op(op)
         if not nonblocking_matches(comm, "allreduce", recv.size, recv.dtype, mop):
             cls.allreduce(comm, send, recv, op)
@@ -1136,7 +1155,8 @@ class MPIP2P:
     @classmethod
     def ireduce_scatter_block(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> Pending:
         if (wide := cls._widened(send, recv, op, "reduce_scatter_block")) is not None:
-            return _rounded_at_wait(cls.ireduce_scatter_block(comm, *wide, op), wide[1], recv)
+            out = np.empty(recv.shape, np.float32)
+            return _rounded_at_wait(cls.ireduce_scatter_block(comm, wide, out, op), out, recv)
         mop = cls._op(op)
         if not nonblocking_matches(comm, "reduce_scatter_block", recv.size, recv.dtype, mop):
             cls.reduce_scatter_block(comm, send, recv, op)
@@ -1162,7 +1182,7 @@ def _rounded_at_wait(inner: Pending, wide: np.ndarray, recv: np.ndarray) -> Pend
 
     def finish() -> None:
         inner.wait()
-        recv[...] = wide.astype(recv.dtype)
+        recv[...] = rounded(wide).reshape(recv.shape)
 
     return Pending(inner._request, finish, keep=(inner, wide, recv))
 
