@@ -935,9 +935,15 @@ class TorchTraining(ModuleTraining):
             raise TorchTrainError(str(e)) from None
         plan_state(model, axes or {}, plan, policy, grid, no_decay)  # before anything is imported or allocated
         torch, _ = require_torch()
+        for fqn, param in model.named_parameters():  # the masters are float32/64: bf16 runs by the policy or autocast
+            if param.dtype in (torch.bfloat16, torch.float16):
+                raise TorchTrainError(f"parameter {fqn} is {param.dtype}: shardc trains float32 parameters; keep them float32 and use --precision bf16 (precision='bf16') or torch.autocast in the forward")
         if hasattr(stream, "state"):
             at = stream.state()
-            first = [as_numpy(x) for x in next(stream)]
+            batch = list(next(stream))
+            if any(getattr(x, "dtype", None) in (torch.bfloat16, torch.float16) for x in batch):
+                raise TorchTrainError("a batch tensor is bfloat16 or float16: pass float32 inputs (the forward or torch.autocast may cast them)")
+            first = [as_numpy(x) for x in batch]
             stream.restore(at)
         else:
             raise TorchTrainError("the batches must be a sequence or a stream with state()/restore()")

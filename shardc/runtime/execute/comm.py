@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from shardc.ir.escape import display
+from shardc.runtime.execute.kernels.bf16_run import is_bfloat16
 
 Grid = tuple[int, ...]
 Axes = tuple[int, ...]
@@ -148,7 +149,7 @@ def combine_fn(kind: str, dtype: np.dtype) -> Callable[[np.ndarray, np.ndarray],
         table = {"sum": np.logical_xor, "average": np.logical_xor, "product": np.logical_and, "max": np.logical_or, "min": np.logical_and}
         table |= {"bitwise_and": np.logical_and, "bitwise_or": np.logical_or, "bitwise_xor": np.logical_xor}
         return table[kind]
-    if kind.startswith("bitwise") and (dtype.kind == "f" or _is_bf16(dtype)):
+    if kind.startswith("bitwise") and (dtype.kind == "f" or is_bfloat16(dtype)):
         raise CommError(f"reduction '{kind}' needs an integer element type, got {dtype}")
     return {
         "sum": np.add,
@@ -165,7 +166,7 @@ def combine_fn(kind: str, dtype: np.dtype) -> Callable[[np.ndarray, np.ndarray],
 def reduce_list(parts: Sequence[np.ndarray], kind: str) -> np.ndarray:
     """Reference reduction of group contributions, in in-group order."""
     dtype = parts[0].dtype
-    if _is_bf16(dtype):  # as under MPI: reduced in float32, rounded to bf16 once
+    if is_bfloat16(dtype):  # as under MPI: reduced in float32, rounded to bf16 once
         return reduce_list([np.asarray(p, np.float32) for p in parts], kind).astype(dtype)
     fn = combine_fn(kind, dtype)
     acc = np.array(parts[0], copy=True)
@@ -676,7 +677,9 @@ class MPIComm(Comm):
 
     @staticmethod
     def _widen(x: np.ndarray) -> np.ndarray:
-        return x.astype(np.float32) if x.dtype == np.float16 or _is_bf16(x.dtype) else x  # reduced in float32, rounded once
+        if is_bfloat16(x.dtype):
+            return widened(x)  # reduced in float32, rounded once
+        return x.astype(np.float32) if x.dtype == np.float16 else x
 
     def all_reduce(self, x: np.ndarray, grid: Grid, axes: Axes, kind: str = "sum") -> np.ndarray:
         c, x = self._prep(x, grid, axes, "all_reduce")
@@ -724,7 +727,7 @@ class MPIComm(Comm):
     def _finish_reduce(out: np.ndarray, dtype: np.dtype, kind: str, n: int) -> np.ndarray:
         if kind == "average" and dtype != np.bool_:
             out = out // n if dtype.kind in "iu" else out / out.dtype.type(n)
-        return out.astype(dtype, copy=False)
+        return rounded(out) if is_bfloat16(dtype) else out.astype(dtype, copy=False)
 
     def all_gather(self, x: np.ndarray, grid: Grid, axes: Axes, gather_axis: int) -> np.ndarray:
         c, x = self._prep(x, grid, axes, "all_gather")
@@ -821,15 +824,27 @@ class MPIComm(Comm):
         return backend
 
 
-def _is_bf16(dt: np.dtype) -> bool:
-    return dt.kind == "V" and dt.name == "bfloat16"
-
-
 def wire(x: np.ndarray) -> np.ndarray:
     """`x` as MPI moves it: bf16 (ml_dtypes'; MPI has no bf16 datatype and mpi4py cannot
     export its buffer) as its 16-bit patterns, a uint16 view of the same memory. Data
-    movement only: reductions widen bf16 to float32 first (`MPIComm._widen`)."""
-    return x.view(np.uint16) if _is_bf16(x.dtype) else x
+    movement only: reductions widen bf16 to float32 first and round the result once
+    (`MPIComm._widen`, `MPIP2P`'s reducing calls)."""
+    return x.view(np.uint16) if is_bfloat16(x.dtype) else x
+
+
+def widened(x: np.ndarray) -> np.ndarray:
+    """bf16 `x` as float32, exactly (its bits shifted up: ml_dtypes' `astype` took 4x the
+    float32 allreduce's time on 4M elements, measured)."""
+    from shardc.runtime.execute.kernels.bf16_cast import widen_bfloat16
+
+    return widen_bfloat16(x)
+
+
+def rounded(x: np.ndarray) -> np.ndarray:
+    """float32 `x` rounded to bf16 once (nearest even, ml_dtypes' bits, `bf16_cast`'s loop)."""
+    from shardc.runtime.execute.kernels.bf16_cast import round_to_bfloat16
+
+    return round_to_bfloat16(np.asarray(x, np.float32))
 
 
 def mpi_op(kind: str, dtype: np.dtype) -> Any:
@@ -907,8 +922,12 @@ _MPI_LOGICAL = {"MPI_LAND": np.logical_and, "MPI_LOR": np.logical_or, "MPI_LXOR"
 
 
 def mpi_reduce_list(parts: Sequence[np.ndarray], op: str) -> np.ndarray:
-    """Reference reduction of an MPI predefined op over contributions in rank order."""
+    """Reference reduction of an MPI predefined op over contributions in rank order (bf16:
+    in float32, rounded once, as `MPIP2P` reduces it)."""
     dtype = parts[0].dtype
+    if is_bfloat16(dtype):
+        bf16_op_check(op, "reduction")
+        return mpi_reduce_list([np.asarray(p, np.float32) for p in parts], op).astype(dtype)
     if op in _MPI_LOGICAL:
         fn = _MPI_LOGICAL[op]
         acc = parts[0] != 0
@@ -926,6 +945,20 @@ def mpi_reduce_list(parts: Sequence[np.ndarray], op: str) -> np.ndarray:
     for p in parts[1:]:
         acc = fn(acc, p).astype(dtype, copy=False)
     return acc
+
+
+def bf16_op_check(op: str, what: str) -> None:
+    """A bf16 buffer reduces in float32: an MPI op that needs integers is an error."""
+    if op.startswith(("MPI_B", "MPI_L")):
+        raise CommError(f"{what}: {op} needs an integer element type, got bfloat16")
+
+
+def _bf16_pair(send: np.ndarray, recv: np.ndarray, what: str) -> bool:
+    """Whether a reduction's buffers are bf16 (both are, or it is an error)."""
+    one, other = is_bfloat16(send.dtype), is_bfloat16(recv.dtype)
+    if one != other:
+        raise CommError(f"{what}: send buffer {send.dtype} and receive buffer {recv.dtype} differ")
+    return one
 
 
 def _write(dst: np.ndarray, flat: np.ndarray, what: str) -> None:
@@ -994,16 +1027,16 @@ class MPIP2P:
     def send(self, comm: Any, buf: np.ndarray, dest: int, tag: int) -> int:
         """Buffered: copy, Isend, return (see the class)."""
         self._reap()
-        data = np.array(buf, order="C", copy=True)
+        data = wire(np.array(buf, order="C", copy=True))
         self._pending.append((comm.Isend(data, dest=dest, tag=tag), data))
         return 0
 
     def recv(self, comm: Any, buf: np.ndarray, source: int, tag: int) -> int:
         if buf.flags.c_contiguous:
-            comm.Recv(buf, source=source, tag=tag)
+            comm.Recv(wire(buf), source=source, tag=tag)
         else:
             tmp = np.empty_like(buf, order="C")
-            comm.Recv(tmp, source=source, tag=tag)
+            comm.Recv(wire(tmp), source=source, tag=tag)
             buf[...] = tmp
         self._reap()
         return 0
@@ -1025,13 +1058,13 @@ class MPIP2P:
 
     @staticmethod
     def isend(comm: Any, buf: np.ndarray, dest: int, tag: int) -> Any:
-        return comm.Isend(np.ascontiguousarray(buf), dest=dest, tag=tag)
+        return comm.Isend(wire(np.ascontiguousarray(buf)), dest=dest, tag=tag)
 
     @staticmethod
     def irecv(comm: Any, buf: np.ndarray, source: int, tag: int) -> Any:
         if not buf.flags.c_contiguous:
             raise CommError("irecv needs a contiguous buffer")
-        return comm.Irecv(buf, source=source, tag=tag)
+        return comm.Irecv(wire(buf), source=source, tag=tag)
 
     @staticmethod
     def wait(request: Any) -> int:
@@ -1045,8 +1078,24 @@ class MPIP2P:
             raise CommError(f"reduction {op} is not supported by the runtime")
         return getattr(MPI, op[4:])
 
+    @staticmethod
+    def _widened(send: np.ndarray, recv: np.ndarray, op: str, what: str) -> np.ndarray | None:
+        """bf16 `send` of a reduction as a float32 copy to reduce instead (the caller
+        rounds the float32 result into `recv` once), or None for any other type. MPI has
+        no bf16 sum; reducing in float32 and rounding once is MPIComm's rule too, and what
+        a float32 reference gives (an MPI user op on the 16-bit patterns would round at
+        every step of the reduction tree)."""
+        if not _bf16_pair(send, recv, what):
+            return None
+        bf16_op_check(op, what)
+        return widened(np.ascontiguousarray(send))
+
     @classmethod
     def allreduce(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> int:
+        if (wide := cls._widened(send, recv, op, "allreduce")) is not None:
+            cls.allreduce(comm, wide, wide, op)  # in place (MPI_IN_PLACE): no second float32 buffer
+            recv[...] = rounded(wide).reshape(recv.shape)  # rounded to bf16 once
+            return 0
         if _same_buffer(send, recv) and recv.flags.c_contiguous:
             # The lowering reduces a buffer in place (send is recv): MPI_IN_PLACE.
             comm.Allreduce(_mpi().IN_PLACE, recv, op=cls._op(op))
@@ -1073,6 +1122,11 @@ class MPIP2P:
 
     @classmethod
     def reduce_scatter_block(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> int:
+        if (wide := cls._widened(send, recv, op, "reduce_scatter_block")) is not None:
+            out = np.empty(recv.shape, np.float32)
+            cls.reduce_scatter_block(comm, wide, out, op)
+            recv[...] = rounded(out)
+            return 0
         src = np.ascontiguousarray(send)
         if recv.flags.c_contiguous and not np.shares_memory(src, recv):
             comm.Reduce_scatter_block(src, recv, op=cls._op(op))
@@ -1088,6 +1142,8 @@ class MPIP2P:
     # `nonblocking_matches`) the blocking call runs instead.
     @classmethod
     def iallreduce(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> Pending:
+        if (wide := cls._widened(send, recv, op, "allreduce")) is not None:
+            return _rounded_at_wait(cls.iallreduce(comm, wide, wide, op), wide, recv)
         mop = cls._op(op)
         if not nonblocking_matches(comm, "allreduce", recv.size, recv.dtype, mop):
             cls.allreduce(comm, send, recv, op)
@@ -1098,6 +1154,9 @@ class MPIP2P:
 
     @classmethod
     def ireduce_scatter_block(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> Pending:
+        if (wide := cls._widened(send, recv, op, "reduce_scatter_block")) is not None:
+            out = np.empty(recv.shape, np.float32)
+            return _rounded_at_wait(cls.ireduce_scatter_block(comm, wide, out, op), out, recv)
         mop = cls._op(op)
         if not nonblocking_matches(comm, "reduce_scatter_block", recv.size, recv.dtype, mop):
             cls.reduce_scatter_block(comm, send, recv, op)
@@ -1115,6 +1174,17 @@ class MPIP2P:
 
 
 _LIVE_P2P: weakref.WeakSet[MPIP2P] = weakref.WeakSet()
+
+
+def _rounded_at_wait(inner: Pending, wide: np.ndarray, recv: np.ndarray) -> Pending:
+    """`inner` (a float32 reduction into `wide`) whose wait rounds `wide` into the bf16
+    `recv` once; `test()` drives the same MPI request."""
+
+    def finish() -> None:
+        inner.wait()
+        recv[...] = rounded(wide).reshape(recv.shape)
+
+    return Pending(inner._request, finish, keep=(inner, wide, recv))
 
 
 def _started(start: Callable[[np.ndarray, np.ndarray], Any], send: np.ndarray, recv: np.ndarray, name: str) -> Pending:
@@ -1305,8 +1375,8 @@ def _bucket_matches(group: list[_Held]) -> bool:
         return True
     comm, dt = first.comm, first.send.dtype
     n = comm.Get_size()
-    if n <= 2 or dt.kind not in "fc" or first.op not in ("MPI_SUM", "MPI_PROD"):
-        return True
+    if n <= 2 or (dt.kind not in "fc" and not is_bfloat16(dt)) or first.op not in ("MPI_SUM", "MPI_PROD"):
+        return True  # bf16 reduces in float32: its order matters as float32's does
     key = (first.kind, comm.py2f(), n, tuple(h.send.size for h in group), dt.str, first.op)
     got = _BUCKET_MATCHES.get(key)
     if got is None:
@@ -1316,7 +1386,7 @@ def _bucket_matches(group: list[_Held]) -> bool:
             _call(h, h.send, h.recv)
         alone = [h.recv.copy() for h in probe]
         _run_bucket(probe, check=False)
-        same = all(np.array_equal(a, h.recv) for a, h in zip(alone, probe))
+        same = all(np.array_equal(wire(a), wire(h.recv)) for a, h in zip(alone, probe))
         got = _BUCKET_MATCHES[key] = bool(comm.allreduce(int(same), op=_mpi().MIN))
     return got
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from shardc.runtime.execute import overlap_run
 from shardc.runtime.execute.comm import Pending, current_comm, hold
+from shardc.runtime.execute.kernels.bf16_run import is_bfloat16
 
 
 def backend() -> Any:
@@ -17,11 +18,12 @@ def backend() -> Any:
 
 def reduce_scatter_block(comm: Any, send: Any, recv: Any, op: str) -> int:
     """MPI_Reduce_scatter_block straight into a contiguous receive buffer (the backend's
-    own call goes through a temporary, a copy of the result too many)."""
+    own call goes through a temporary, a copy of the result too many). bf16 goes to the
+    backend, which reduces it in float32 (MPI has no bf16 type)."""
     import numpy as np
 
     b = backend()
-    if type(b).__name__ == "MPIP2P" and recv.flags.c_contiguous and not np.shares_memory(send, recv):
+    if type(b).__name__ == "MPIP2P" and recv.flags.c_contiguous and not np.shares_memory(send, recv) and not is_bfloat16(recv.dtype):
         comm.Reduce_scatter_block(np.ascontiguousarray(send), recv, op=b._op(op))
         return 0
     return b.reduce_scatter_block(comm, send, recv, op)
