@@ -448,6 +448,16 @@ def _pick(considered: list[Prediction], invalid: list[tuple[ShardingPolicy, str]
     return AutoPlan(fitting[0], fitting[1] if len(fitting) > 1 else None, fitting, over, invalid, budget, time.perf_counter() - start, source, considered)
 
 
+def _check_heads(shape: ModuleShape, policy: ShardingPolicy, grid: Grid) -> None:
+    """Each rank of a tp group must hold whole attention heads: a split of an attention
+    block's projections that cuts its heads raises GridError."""
+    params = {s.path: s for s in shape.params}
+    for att in shape.attention:
+        split = any(SHARD in (d or ()) for w in att.weights if w in params for d in resolve(params[w].axes, shape.plan, policy).compute)
+        if split and att.heads % grid.shard:
+            raise GridError(f"tp={grid.shard} does not divide the {att.heads} attention heads of {shape.name}")
+
+
 def choose_module(
     shape: ModuleShape,
     world: int,
@@ -479,6 +489,7 @@ def choose_module(
             if policy.tp > 1 and not splits_tp:
                 raise GridError(f"{shape.name}'s logical axes split nothing over shard")
             validate_layouts(shape.params, shape.plan, policy, grid)
+            _check_heads(shape, policy, grid)
             if check is not None:
                 check(policy, grid)
         except ShardingValidationError as e:
@@ -732,6 +743,7 @@ def measured_line(plan: AutoPlan, step_s: float | None, traced: int | None, peak
 
 __all__ = [
     "Measurement", "measured_line", "measured_step_seconds", "plan_job",
+    "AttentionShape", "LinearShape", "ModuleShape", "choose_module", "predict_module",
     "AutoPlan", "Collective", "MemoryEstimate", "PlanError", "Prediction", "choose", "hand_policies",
     "parameter_groups", "plan_lines", "policy_name", "predict", "prediction_text", "size_text", "traded",
 ]
