@@ -483,7 +483,8 @@ def choose_module(
     grid takes (`validate_layouts`) and `check` accepts (a ValueError: why not, e.g. a tp
     that cuts attention heads), priced by `predict_module`. A tp the module's logical
     axes split nothing for is left out and said so: it would compute the whole model on
-    every rank of a tp group."""
+    every rank of a tp group; so are ZeRO and FSDP where no axis has a ZeRO rule (they
+    would be DP with extra copies)."""
     from shardc.passes.cost_model import CostModel, load_rates
 
     start = time.perf_counter()
@@ -491,6 +492,7 @@ def choose_module(
     considered: list[Prediction] = []
     invalid: list[tuple[ShardingPolicy, str]] = []
     splits_tp = any(SHARD in (d or ()) for s in shape.params for d in resolve(s.axes, shape.plan, ShardingPolicy(2, False, False)).compute)
+    splits_zero = any(BATCH in (d or ()) for s in shape.params for d in resolve(s.axes, shape.plan, ShardingPolicy(1, True, False)).update)
     for policy in hand_policies(world):
         try:
             grid = make_grid(world, policy.tp, ranks_per_host)
@@ -498,6 +500,8 @@ def choose_module(
                 continue
             if policy.tp > 1 and not splits_tp:
                 raise GridError(f"{shape.name}'s logical axes split nothing over shard")
+            if policy.zero and not splits_zero:
+                raise GridError(f"{shape.name}'s logical axes name nothing ZeRO splits over batch")
             validate_layouts(shape.params, shape.plan, policy, grid)
             _check_heads(shape, policy, grid)
             if check is not None:

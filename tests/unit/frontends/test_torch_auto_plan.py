@@ -73,12 +73,19 @@ def test_module_shape_reads_projections_attention_and_the_tied_head():
     assert not any(c.axis == "shard" for c in dp.collectives)
 
 
-def test_plain_module_without_axes_plans_dp_zero_fsdp_and_says_why_not_tp(tmp_path):
+def test_plain_module_without_axes_plans_dp_and_says_why_not_the_rest(tmp_path):
+    """No axes at all: DP is the plan; ZeRO/FSDP (no ZeRO rule names anything) and tp
+    (nothing split over shard) are left out, each with its reason."""
     task = load_task(_plain(tmp_path), vocab_size=32, block_size=8, seed=0)
     plan = choose_module(module_shape(task, 8, 32), 4, 2, cost=CostModel(DEFAULT_RATES))
-    assert {policy_name(p.policy) for p in plan.considered} == {"dp", "zero", "fsdp"}
-    assert {policy_name(p) for p, _ in plan.invalid} == {"tp=2", "tp=2+zero", "tp=2+fsdp", "tp=4"}
-    assert "LM's logical axes split nothing over shard" in plan.invalid[0][1]
+    assert {policy_name(p.policy) for p in plan.considered} == {"dp"}
+    reasons = {policy_name(p): why for p, why in plan.invalid}
+    assert set(reasons) == {"zero", "fsdp", "tp=2", "tp=2+zero", "tp=2+fsdp", "tp=4"}
+    assert reasons["zero"] == reasons["fsdp"] == "LM's logical axes name nothing ZeRO splits over batch"
+    assert reasons["tp=4"] == "LM's logical axes split nothing over shard"
+    # the example's axes (heads, MLP, vocabulary) give ZeRO and tp their splits
+    example = choose_module(module_shape(load_task(EXAMPLE, vocab_size=64, block_size=16, seed=0), 16, 64), 4, 2, cost=CostModel(DEFAULT_RATES))
+    assert {"zero", "fsdp", "tp=2", "tp=4"} <= {policy_name(p.policy) for p in example.considered}
 
 
 def test_plan_only_for_a_torch_module_with_axes(tmp_path, capsys):
