@@ -658,9 +658,10 @@ def repeated_layer_ties(b: Builder) -> dict[int, int]:
     interior copy of a repeated layer (`tandem_repeats` of the ops' signatures, four
     copies or more, whose internal data flow is the second copy's) follows the second
     copy op by op, and the arguments it reads in place of the second copy's follow
-    those; the first and last copies, which meet the rest of the program, are free. Tied nodes have the same
-    strategies in the same order (the same op on the same types builds the same list),
-    so a tie only restricts the integer program: the layers share one solution."""
+    those; the first and last copies, which meet the rest of the program, are free.
+    Tied nodes have the same strategies in the same order (the same op on the same
+    types builds the same list), so a tie only restricts the integer program: the
+    layers share one solution."""
     ops = [op for op in b.function.body.block.ops if not op.has_trait(IsTerminator)]
     index = {op: i for i, op in enumerate(ops)}
     codes: dict[tuple, int] = {}
@@ -707,7 +708,7 @@ def repeated_layer_ties(b: Builder) -> dict[int, int]:
                             ok = False
                 pairs.append((op, first))
             if not ok:
-                continue  # the copy's data flow differs from the first's: solved on its own
+                continue  # the copy's data flow differs from the second's: solved on its own
             for op, first in pairs:
                 tie(op, first)
             for v, w in args.items():
