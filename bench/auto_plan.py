@@ -3,6 +3,7 @@
     python bench/auto_plan.py                  # GPT n_layer 4 and 12 (n_embd 128), worlds 1, 2 and 4
     python bench/auto_plan.py --quick          # one tiny GPT, world 2, 3 steps: a smoke run
     python bench/auto_plan.py --rates measure  # calibrate the cost model first (cached per machine and MPI)
+    python bench/auto_plan.py --solve [both]   # the auto-sharding solve of a GPT-2-small step, layers shared [and not]
 
 For every model and world (1, 2, 4) the table has one row per hand policy the grid allows
 among dp, zero, fsdp, tp=2, tp=2+fsdp, then `auto` (the plan `--auto` chooses with no
@@ -116,17 +117,47 @@ def measure_row(spec: dict, world: int, timeout: float) -> dict | None:
     return json.loads(rows[-1][4:])
 
 
+def solve_times(unshared: bool) -> int:
+    """`--solve`: seconds `auto-sharding` takes to plan the GPT-2-small training step
+    (`@train_step` unannotated, on a 2x2 grid, default rates), repeated layers shared and,
+    with `unshared`, each solved on its own; the predicted step time must agree."""
+    from xdsl.dialects import func
+
+    from shardc.passes.auto_sharding import plan_function
+    from shardc.passes.cost_model import DEFAULT_RATES, CostModel
+    from shardc.training.gpt import GPTConfig
+    from shardc.training.mesh import make_grid
+    from shardc.training.step import build_step_module
+
+    module = build_step_module(GPTConfig(12, 12, 768, 1024, 50304), 8, only=["train_step"])
+    grid = make_grid(4, 2).grid_op()
+    module.body.block.insert_op_before(grid, module.body.block.first_op)
+    fn = next(op for op in module.body.block.ops if isinstance(op, func.FuncOp))
+    print("auto-sharding of the GPT-2-small training step (12 layers, n_embd 768, batch 8, grid 2x2)")
+    for share in (True, False) if unshared else (True,):
+        start, cpu = time.perf_counter(), time.process_time()
+        b, program, solution = plan_function(fn, grid, CostModel(DEFAULT_RATES), None, share_layers=share)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        print(f"  {'shared layers' if share else 'every layer  '}: {seconds:6.1f} s ({cpu:.1f} s CPU), {len(b.nodes)} nodes ({program.tied} tied), "
+              f"{len(program.costs)} columns; predicted step {solution.time * 1e3:.1f} ms, peak {solution.peak / 2**20:.0f} MiB/rank")
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one tiny GPT on 2 ranks, 3 steps")
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--rates", default="cached", help="cached | default | measure (calibrate and cache) | a JSON file of Rates.to_json()")
     ap.add_argument("--no-measure", action="store_true", help="predictions only")
+    ap.add_argument("--solve", nargs="?", const="shared", choices=("shared", "both"), help="only time the auto-sharding pass's solve of the GPT-2-small training step (12 layers, n_embd 768, 2x2 grid): shared layers, or both shared and each layer on its own (a minute more)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         worker(json.loads(a.worker))
         return 0
+    if a.solve:
+        return solve_times(a.solve == "both")
 
     from shardc.passes.cost_model import DEFAULT_RATES, CostModel, load_rates
     from shardc.training.auto_plan import PlanError, choose, policy_name, size_text

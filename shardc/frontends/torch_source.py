@@ -126,6 +126,7 @@ class TorchSource:
                 precision=getattr(a, "precision", "f32"),
             )
             seconds = time.perf_counter() - t0
+            job.compiled()  # --auto measures the training from here
             # after the module is imported and checked (a bad one writes nothing), before training
             training.checkpoint = _claim_directories(job, training.checkpoint, where)
         except ShardingValidationError as e:

@@ -54,7 +54,7 @@ def arg_parser() -> argparse.ArgumentParser:
     lay.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: must divide the ranks per host (default 1)")
     lay.add_argument("--zero", action=argparse.BooleanOptionalAction, default=None, help="split optimizer state and gradients over batch (default on)")
     lay.add_argument("--fsdp", action=argparse.BooleanOptionalAction, default=False, help="split stored parameters over batch too (needs ZeRO)")
-    lay.add_argument("--auto", action="store_true", help="choose --tp/--zero/--fsdp: the fastest policy the cost model predicts that fits --memory-budget; prints the plan, then the measured step time and peak memory (shardc.training.auto_plan)")
+    lay.add_argument("--auto", action="store_true", help="choose --tp/--zero/--fsdp: the fastest policy the cost model predicts that fits --memory-budget; prints the plan, then the measured step time and peak memory (shardc.training.auto_plan; a --torch-model is priced from its own module: shardc.frontends.torch_plan)")
     lay.add_argument("--memory-budget", metavar="SIZE", help="with --auto: the most memory a rank may use (512MB, 2GiB, ...)")
     lay.add_argument("--plan-only", action="store_true", help="print the auto plan for --world N ranks and exit: nothing is launched or compiled")
     lay.add_argument("--world", type=int, metavar="N", help="with --plan-only: the ranks to plan for")
@@ -127,8 +127,6 @@ def _check_auto(a: argparse.Namespace) -> None:
         given = getattr(a, "policy_flags", [])
         if given:
             raise UserError(f"--auto chooses the policy: drop {', '.join(given)}")
-        if a.torch_model:
-            raise UserError("--auto plans the built-in GPT only so far: give --torch-model its policy with --tp/--zero/--fsdp")
 
 
 def _check_args(a: argparse.Namespace) -> None:
@@ -249,8 +247,13 @@ def _run_auto(argv: list[str], args: argparse.Namespace, source: ModelSource) ->
     from shardc.training.auto_plan import Measurement, measured_line, measured_step_seconds, plan_job, plan_lines
     from shardc.training.job import Job, run_job
 
+    planner = plan_job
+    if args.torch_model:
+        from shardc.frontends.torch_plan import plan_torch_job
+
+        planner = plan_torch_job  # the same plans, priced from the torch module
     if args.plan_only:
-        plan = plan_job(Job(args, args.world), args.world)
+        plan = planner(Job(args, args.world), args.world)
         print("\n".join(plan_lines(plan, TOOL)), flush=True)
         return 0
     if args.np is not None:
@@ -271,7 +274,7 @@ def _run_auto(argv: list[str], args: argparse.Namespace, source: ModelSource) ->
         from shardc.training.trainer import ranks_per_host
 
         per_host = ranks_per_host(comm)  # a tp group stays within a host
-    plan = plan_job(Job(args, world, rank), world, per_host)
+    plan = planner(Job(args, world, rank), world, per_host)
     p = plan.chosen.policy
     args.tp, args.zero, args.fsdp = p.tp, p.zero, p.fsdp
     if rank == 0:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from dataclasses import dataclass, field, replace
 
@@ -66,6 +66,15 @@ and calls numpy a few times. The cost model's `op_overhead` times one bare numpy
 (about 0.3 us here), which prices a 1-layer step at a twentieth of its measured time;
 the steps measured on the development machine (1-4 layers, n_embd 16-256, one rank)
 cost 8-20 us per op above their FLOPs and bytes."""
+
+
+IMPORTED_ACTIVATIONS = 2.5
+"""How much more a torch module's imported step holds at its peak than the activations
+its projections, attention, norms and logits keep: torch-mlir's decompositions
+materialize their intermediates (casts, broadcasts, the softmax's pieces) and the step
+keeps them to the backward pass. Measured here (state + a step's peak, tracemalloc):
+a 2-layer GPT-2 (n_embd 32, block 16, tp=2) 1.26 MiB above its state against 512 KiB
+modeled, a 1-layer Llama (hidden 32, block 16, dp on 2 ranks) 428 KiB against 176 KiB."""
 
 
 class PlanError(ValueError):
@@ -127,7 +136,11 @@ class Prediction:
     memory: MemoryEstimate
     tokens: int
     """Tokens per optimizer step (the global batch times the block size)."""
-    model: GPTConfig
+    model: Any
+    """The GPTConfig, or the torch module's `ModuleShape`."""
+    specs: tuple[Any, ...] = ()
+    """The parameters (path, shape, logical axes) the layouts are of."""
+    plan: ShardingPlan = GPT_PLAN
 
     @property
     def name(self) -> str:
@@ -167,11 +180,8 @@ def predict(
     specs = param_specs(model)
     layouts = [resolve(s.axes, plan, policy) for s in specs]
 
-    def local(shape: Sequence[int], spec: object) -> int:
-        return math.prod(d // spec.pieces(grid, i) for i, d in enumerate(shape))  # type: ignore[attr-defined]
-
-    compute_elems = sum(local(s.shape, lay.compute) for s, lay in zip(specs, layouts))
-    update_elems = sum(local(s.shape, lay.update) for s, lay in zip(specs, layouts))
+    compute_elems = sum(_local(s.shape, lay.compute, grid) for s, lay in zip(specs, layouts))
+    update_elems = sum(_local(s.shape, lay.update, grid) for s, lay in zip(specs, layouts))
 
     # -- compute ----------------------------------------------------------------------
     layer_flops = 2 * n * C * (3 * C + C + 2 * M) / k + 2 * 2 * b * (H / k) * T * T * (C / H)
@@ -186,6 +196,144 @@ def predict(
     compute_s = accum * micro + update
 
     # -- collectives --------------------------------------------------------------------
+    rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, [("all_reduce", accum * 4 * L, n * C * itemsize)])
+
+    # -- memory -------------------------------------------------------------------------
+    saved_layer = (4 * n * C + n * 3 * C / k + 2 * n * M / k + b * (H / k) * T * T) * itemsize
+    activations = L * saved_layer + 3 * n * V * itemsize + 2 * n * C * itemsize
+    state, transient = _state_memory(specs, plan, policy, grid, compute_elems, itemsize)
+    memory = MemoryEstimate(state, activations, transient)
+    tokens = b * dp * accum * T
+    return Prediction(policy, grid, compute_s, tuple(rows), memory, tokens, model, tuple(specs), plan)
+
+
+# -----------------------------------------------------------------------------------------
+# A torch module's step, from its shape
+# -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinearShape:
+    """A projection of the module (nn.Linear, transformers' Conv1D, a tied LM head):
+    the parameter its weight is (`weight`, an FQN of `ModuleShape.params`), its features
+    and which dimension of the weight holds the input features."""
+
+    weight: str
+    in_features: int
+    out_features: int
+    in_dim: int
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """An attention block: its width (heads x head dim), heads, and the weights of its
+    projections (split over `shard`: the block runs on local heads)."""
+
+    width: int
+    heads: int
+    weights: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ModuleShape:
+    """What the prediction reads of a torch module (`shardc.frontends.torch_plan` reads
+    it off the nn.Module): its parameters with their logical axes and the plan, its
+    projections, attention blocks and normalizations, the ops its imported forward holds
+    (an estimate from its leaf modules), the block size and the logits' width."""
+
+    name: str
+    params: tuple[Any, ...]
+    plan: ShardingPlan
+    linears: tuple[LinearShape, ...]
+    attention: tuple[AttentionShape, ...]
+    norm_widths: tuple[int, ...]
+    forward_ops: int
+    block_size: int
+    vocab_size: int
+
+
+def predict_module(
+    shape: ModuleShape,
+    policy: ShardingPolicy,
+    grid: Grid,
+    per_device_batch: int,
+    accum: int = 1,
+    cost: object = None,
+    itemsize: int = 4,
+) -> Prediction:
+    """The predicted optimizer step of a torch module under `policy` on `grid`, priced as
+    `predict` prices the GPT, from the module's own projections (each one's FLOPs divided
+    by the pieces `shard` splits its weight into; a row-parallel one, its input features
+    split, all_reduces its output forward and its input's gradient backward), attention
+    blocks (on local heads where their projections are split), normalizations and the
+    logits' softmax and cross-entropy; state and collectives from its parameters' layouts."""
+    from shardc.passes.cost_model import CostModel, load_rates
+
+    cm: CostModel = cost if cost is not None else CostModel(load_rates())  # type: ignore[assignment]
+    b, T, V = per_device_batch, shape.block_size, shape.vocab_size
+    n = b * T
+    specs = shape.params
+    layouts = [resolve(s.axes, shape.plan, policy) for s in specs]
+    by_path = {s.path: lay.compute for s, lay in zip(specs, layouts)}
+    compute_elems = sum(_local(s.shape, lay.compute, grid) for s, lay in zip(specs, layouts))
+    update_elems = sum(_local(s.shape, lay.update, grid) for s, lay in zip(specs, layouts))
+
+    def shard_pieces(path: str, dim: int | None = None) -> int:
+        spec = by_path.get(path)
+        if spec is None:
+            return 1
+        dims = range(len(spec)) if dim is None else [dim]
+        return math.prod(grid.axis_size(SHARD) for d in dims if SHARD in (spec[d] or ()))
+
+    flops = elem = saved = 0.0
+    reduces = 0
+    reduce_bytes = 0.0
+    for lin in shape.linears:
+        k = shard_pieces(lin.weight)
+        k_in = shard_pieces(lin.weight, lin.in_dim)
+        flops += 2 * n * lin.in_features * lin.out_features / k
+        elem += 4 * n * (lin.in_features / k_in + lin.out_features * k_in / k) * itemsize
+        saved += n * lin.in_features / k_in * itemsize
+        if k_in > 1:  # row-parallel: the partial outputs are summed
+            reduces += 2
+            reduce_bytes += 2 * n * lin.out_features * itemsize
+    for att in shape.attention:
+        k = max((shard_pieces(w) for w in att.weights), default=1)
+        heads = att.heads / k
+        flops += 2 * 2 * b * T * T * att.width / k
+        elem += 10 * b * heads * T * T * itemsize
+        saved += 2 * b * heads * T * T * itemsize
+    for width in shape.norm_widths:
+        elem += 16 * n * width * itemsize
+        saved += 2 * n * width * itemsize
+    elem += 10 * n * V * itemsize  # softmax and cross-entropy of the logits
+    saved += 3 * n * V * itemsize
+    saved *= IMPORTED_ACTIVATIONS
+    per_op = max(cm.rates.op_overhead, GENERATED_OP_SECONDS)
+    micro = cm.contraction_time(3 * flops) + cm.elementwise_time(3 * elem) + per_op * 3 * shape.forward_ops
+    micro += cm.elementwise_time(2 * compute_elems * itemsize) if accum > 1 else 0.0
+    update = cm.elementwise_time(14 * update_elems * itemsize) + per_op * OPS_PER_PARAM * len(specs)
+    compute_s = accum * micro + update
+    tp = [("all_reduce", accum * reduces, reduce_bytes / reduces)] if reduces else []
+    rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, tp)
+    state, transient = _state_memory(specs, shape.plan, policy, grid, compute_elems, itemsize)
+    memory = MemoryEstimate(state, saved, transient)
+    return Prediction(policy, grid, compute_s, tuple(rows), memory, b * grid.batch * accum * T, shape, tuple(specs), shape.plan)
+
+
+def _local(shape: Sequence[int], spec: Any, grid: Grid) -> int:
+    return math.prod(d // spec.pieces(grid, i) for i, d in enumerate(shape))
+
+
+def _state_collectives(
+    specs: Sequence[Any], layouts: Sequence[Any], policy: ShardingPolicy, grid: Grid, accum: int, itemsize: int,
+    cm: Any, tp_reduces: Sequence[tuple[str, int, float]],
+) -> list[Collective]:
+    """The step's collectives as the compiled step holds them: `tp_reduces` (kind, count
+    per step, bytes) over `shard`, the gradients' all_reduce (DP) or reduce_scatter (ZeRO,
+    for the arrays the update layout splits; all_reduce for the others) over `batch`,
+    FSDP's all_gather of the stored parameters per microbatch, ZeRO's after the update,
+    and the loss's all_reduce."""
     rows: list[Collective] = []
 
     def add(kind: str, axis: str, count: int, nbytes: float) -> None:
@@ -193,30 +341,32 @@ def predict(
         if count and group > 1:
             rows.append(Collective(kind, axis, count, nbytes, count * cm.collective_time(kind, nbytes, group)))
 
-    add("all_reduce", SHARD, accum * 4 * L, n * C * itemsize)
+    for kind, count, nbytes in tp_reduces:
+        add(kind, SHARD, count, nbytes)
     split = [(s, lay) for s, lay in zip(specs, layouts) if any(BATCH in (d or ()) for d in lay.update)]
     whole = [(s, lay) for s, lay in zip(specs, layouts) if not any(BATCH in (d or ()) for d in lay.update)]
     if policy.zero:
-        add("reduce_scatter", BATCH, accum * len(split), _mean(local(s.shape, lay.compute) for s, lay in split) * itemsize)
-        add("all_reduce", BATCH, accum * len(whole), _mean(local(s.shape, lay.compute) for s, lay in whole) * itemsize)
-        gathered = _mean(local(s.shape, lay.update) for s, lay in split) * itemsize
+        add("reduce_scatter", BATCH, accum * len(split), _mean(_local(s.shape, lay.compute, grid) for s, lay in split) * itemsize)
+        add("all_reduce", BATCH, accum * len(whole), _mean(_local(s.shape, lay.compute, grid) for s, lay in whole) * itemsize)
+        gathered = _mean(_local(s.shape, lay.update, grid) for s, lay in split) * itemsize
         add("all_gather", BATCH, accum * len(split) if policy.fsdp else len(split), gathered)
     else:
-        add("all_reduce", BATCH, accum * len(specs), compute_elems / len(specs) * itemsize)
-    add("all_reduce", BATCH if dp > 1 else SHARD, accum, itemsize)  # the loss
+        compute_elems = sum(_local(s.shape, lay.compute, grid) for s, lay in zip(specs, layouts))
+        add("all_reduce", BATCH, accum * len(specs), compute_elems / max(len(specs), 1) * itemsize)
+    add("all_reduce", BATCH if grid.batch > 1 else SHARD, accum, itemsize)  # the loss
+    return rows
 
-    # -- memory -------------------------------------------------------------------------
+
+def _state_memory(specs: Sequence[Any], plan: ShardingPlan, policy: ShardingPolicy, grid: Grid, compute_elems: float, itemsize: int) -> tuple[StateBytes, float]:
+    """The state per rank and the transient copies the policy makes: ZeRO's unreduced
+    gradients of a microbatch, FSDP's gathered parameters."""
     state = per_rank_bytes(specs, plan, policy, grid, itemsize)
-    saved_layer = (4 * n * C + n * 3 * C / k + 2 * n * M / k + b * (H / k) * T * T) * itemsize
-    activations = L * saved_layer + 3 * n * V * itemsize + 2 * n * C * itemsize
     transient = 0.0
-    if policy.zero and dp > 1:
+    if policy.zero and grid.batch > 1:
         transient += compute_elems * itemsize  # a microbatch's gradients before their reduce_scatter
     if policy.fsdp:
         transient += compute_elems * itemsize - state.params  # the gathered parameters
-    memory = MemoryEstimate(state, activations, transient)
-    tokens = b * dp * accum * T
-    return Prediction(policy, grid, compute_s, tuple(rows), memory, tokens, model)
+    return state, transient
 
 
 def _mean(values: object) -> float:
@@ -282,6 +432,11 @@ def choose(
             invalid.append((policy, str(e)))
             continue
         considered.append(predict(m, policy, grid, per_device_batch, accum, cm, itemsize, plan))
+    return _pick(considered, invalid, world, budget, cm, start)
+
+
+def _pick(considered: list[Prediction], invalid: list[tuple[ShardingPolicy, str]], world: int, budget: float | None, cm: Any, start: float) -> AutoPlan:
+    """The fastest of `considered` that fits `budget`, or the PlanError line."""
     if not considered:
         reason = invalid[0][1] if invalid else "no policy"
         raise PlanError(f"no sharding policy suits {world} rank{'s' if world > 1 else ''}: {reason}")
@@ -303,6 +458,64 @@ def choose(
     return AutoPlan(fitting[0], fitting[1] if len(fitting) > 1 else None, fitting, over, invalid, budget, time.perf_counter() - start, source, considered)
 
 
+def _check_heads(shape: ModuleShape, policy: ShardingPolicy, grid: Grid) -> None:
+    """Each rank of a tp group must hold whole attention heads: a split of an attention
+    block's projections that cuts its heads raises GridError."""
+    params = {s.path: s for s in shape.params}
+    for att in shape.attention:
+        split = any(SHARD in (d or ()) for w in att.weights if w in params for d in resolve(params[w].axes, shape.plan, policy).compute)
+        if split and att.heads % grid.shard:
+            raise GridError(f"tp={grid.shard} does not divide the {att.heads} attention heads of {shape.name}")
+
+
+def choose_module(
+    shape: ModuleShape,
+    world: int,
+    per_device_batch: int,
+    accum: int = 1,
+    budget: float | None = None,
+    cost: object = None,
+    ranks_per_host: int | None = None,
+    check: Callable[[ShardingPolicy, Grid], None] | None = None,
+    itemsize: int = 4,
+) -> AutoPlan:
+    """`choose` for a torch module: every hand policy on `world` ranks whose layouts the
+    grid takes (`validate_layouts`) and `check` accepts (a ValueError: why not, e.g. a tp
+    that cuts attention heads), priced by `predict_module`. A tp the module's logical
+    axes split nothing for is left out and said so: it would compute the whole model on
+    every rank of a tp group; so are ZeRO and FSDP where no axis has a ZeRO rule (they
+    would be DP with extra copies)."""
+    from shardc.passes.cost_model import CostModel, load_rates
+
+    start = time.perf_counter()
+    cm = cost if cost is not None else CostModel(load_rates())
+    considered: list[Prediction] = []
+    invalid: list[tuple[ShardingPolicy, str]] = []
+    splits_tp = any(SHARD in (d or ()) for s in shape.params for d in resolve(s.axes, shape.plan, ShardingPolicy(2, False, False)).compute)
+    splits_zero = any(BATCH in (d or ()) for s in shape.params for d in resolve(s.axes, shape.plan, ShardingPolicy(1, True, False)).update)
+    for policy in hand_policies(world):
+        try:
+            grid = make_grid(world, policy.tp, ranks_per_host)
+            if grid.batch == 1 and policy.zero:
+                continue
+            if policy.tp > 1 and not splits_tp:
+                raise GridError(f"{shape.name}'s logical axes split nothing over shard")
+            if policy.zero and not splits_zero:
+                raise GridError(f"{shape.name}'s logical axes name nothing ZeRO splits over batch")
+            validate_layouts(shape.params, shape.plan, policy, grid)
+            _check_heads(shape, policy, grid)
+            if check is not None:
+                check(policy, grid)
+        except ShardingValidationError as e:
+            invalid.append((policy, e.failures[0]))
+            continue
+        except ValueError as e:  # GridError, ShardingConfigError, the check's
+            invalid.append((policy, str(e)))
+            continue
+        considered.append(predict_module(shape, policy, grid, per_device_batch, accum, cm, itemsize))
+    return _pick(considered, invalid, world, budget, cm, start)
+
+
 # -----------------------------------------------------------------------------------------
 # Printing
 # -----------------------------------------------------------------------------------------
@@ -321,13 +534,16 @@ def _spec_text(spec: object, grid: Grid) -> str:
     return "[" + ", ".join("+".join(d) if d else "-" for d in dims) + "]"
 
 
-def parameter_groups(model: GPTConfig, policy: ShardingPolicy, grid: Grid, plan: ShardingPlan = GPT_PLAN) -> list[str]:
+def parameter_groups(specs: Sequence[Any], policy: ShardingPolicy, grid: Grid, plan: ShardingPlan = GPT_PLAN) -> list[str]:
     """One line per parameter group (layers folded: `h.*.mlp.c_fc.weight x4`) with its
-    storage / compute / update layouts; parameters kept whole in all three are one line."""
+    storage / compute / update layouts; parameters kept whole in all three are one line.
+    `specs`: the parameters (path, shape, logical axes), or a GPTConfig for its own."""
     groups: dict[str, list[object]] = {}
     whole: list[str] = []
-    for s in param_specs(model):
-        name = re.sub(r"^h\.\d+\.", "h.*.", s.path)
+    if isinstance(specs, GPTConfig):
+        specs = param_specs(specs)
+    for s in specs:
+        name = re.sub(r"(^|\.)\d+\.", r"\1*.", s.path)
         lay = resolve(s.axes, plan, policy)
         texts = tuple(_spec_text(x, grid) for x in (lay.storage, lay.compute, lay.update))
         if all(t.strip("[]").replace("-", "").replace(", ", "") == "" for t in texts):
@@ -343,7 +559,9 @@ def parameter_groups(model: GPTConfig, policy: ShardingPolicy, grid: Grid, plan:
         else:
             where = f"storage {texts[0]} compute {texts[1]} update {texts[2]}"
         lines.append(f"    {name}{times} {tuple(s.shape)}: {where}")  # type: ignore[attr-defined]
-    if whole:
+    if len(whole) > 6:  # a model with few split parameters: the count and the ends
+        lines.append(f"    replicated: {len(whole)} groups ({', '.join(whole[:3])}, ..., {whole[-1]})")
+    elif whole:
         lines.append(f"    replicated: {', '.join(whole)}")
     return lines
 
@@ -374,7 +592,7 @@ def plan_lines(plan: AutoPlan, tool: str = "shardc-train") -> list[str]:
         f"{len(plan.considered)} policies priced, {len(plan.fitting)} fit, in {plan.seconds * 1e3:.0f} ms; rates: {plan.rates_source})"
     )
     lines = [head, f"  chosen: {prediction_text(c)}"]
-    lines += parameter_groups(c.model, c.policy, c.grid)
+    lines += parameter_groups(c.specs, c.policy, c.grid, c.plan)
     if c.collectives:
         lines.append("    collectives/step: " + ", ".join(f"{x.count} {x.kind} over {x.axis} ({size_text(x.nbytes)})" for x in c.collectives))
     if plan.runner_up is not None:
@@ -541,6 +759,7 @@ def measured_line(plan: AutoPlan, step_s: float | None, traced: int | None, peak
 
 __all__ = [
     "Measurement", "measured_line", "measured_step_seconds", "plan_job",
+    "AttentionShape", "LinearShape", "ModuleShape", "choose_module", "predict_module",
     "AutoPlan", "Collective", "MemoryEstimate", "PlanError", "Prediction", "choose", "hand_policies",
     "parameter_groups", "plan_lines", "policy_name", "predict", "prediction_text", "size_text", "traded",
 ]

@@ -21,8 +21,9 @@ from shardc.passes.auto_sharding import (
     format_size,
     parse_size,
     plan_function,
+    tandem_repeats,
 )
-from shardc.passes.cost_model import AlphaBeta, CostModel, Rates
+from shardc.passes.cost_model import DEFAULT_RATES, AlphaBeta, CostModel, Rates
 from shardc.launch import run_program
 from shardc.tools.cli import parse_module
 from shardc.tools.opt import main as opt_main
@@ -323,3 +324,39 @@ def test_the_solver_prints_nothing_into_the_ir_on_stdout(tmp_path):
     assert done.stdout.startswith("module {"), done.stdout[:200]
     again = subprocess.run([sys.executable, "-m", "shardc.tools.opt", "-"], input=done.stdout, capture_output=True, text=True, env=env, timeout=120)
     assert again.returncode == 0, again.stderr
+
+
+def _gpt_step(n_layer: int):
+    """The built-in GPT's training step, unannotated, on a 3x2 grid (axes of different
+    sizes: no two optima that only swap the axes)."""
+    from shardc.training.gpt import GPTConfig
+    from shardc.training.mesh import make_grid
+    from shardc.training.step import build_step_module
+
+    module = build_step_module(GPTConfig(n_layer, 2, 24, 6, 48), 6, only=["train_step"])
+    grid = make_grid(6, 2).grid_op()
+    module.body.block.insert_op_before(grid, module.body.block.first_op)
+    return next(op for op in module.body.block.ops if isinstance(op, func.FuncOp)), grid
+
+
+def test_tandem_repeats_find_layers_not_short_runs():
+    layer = list(range(10))
+    codes = [90, 91, *layer, *layer, *layer, 92, 5, 5, 5, 5, *reversed(layer), *reversed(layer)]
+    assert tandem_repeats(codes) == [(2, 10, 3), (37, 10, 2)]  # the run of four 5s is no layer
+
+
+@pytest.mark.slow  # two solves of a 5-layer step: about 20 s
+def test_shared_layers_solve_as_the_unshared_program():
+    """A 5-layer GPT step: the interior layers (forward and backward) take the second
+    layer's solution (a third of the nodes tied, a smaller program) and it is the
+    unshared program's optimum, choice by choice."""
+    fn, grid = _gpt_step(5)
+    model = CostModel(DEFAULT_RATES)
+    b1, separate, s1 = plan_function(fn, grid, model, None, share_layers=False)
+    b2, shared, s2 = plan_function(fn, grid, model, None, share_layers=True)
+    assert separate.tied == 0 and shared.tied > len(b2.nodes) // 3
+    assert len(shared.costs) < len(separate.costs) * 3 // 4
+    assert s2.time == pytest.approx(s1.time, rel=1e-9)
+    chosen1 = [n.strategies[s1.full[id(n)]].results for n in b1.all_nodes]
+    chosen2 = [n.strategies[s2.full[id(n)]].results for n in b2.all_nodes]
+    assert chosen1 == chosen2

@@ -169,7 +169,6 @@ def test_plan_only_plans_large_worlds_without_launching(world, capsys, tmp_path)
         (["--memory-budget", "1GB"], "--memory-budget goes with --auto"),
         (["--auto", "--tp", "2"], "--auto chooses the policy: drop --tp"),
         (["--auto", "--no-zero"], "--auto chooses the policy: drop --no-zero"),
-        (["--auto", "--torch-model", "examples/torch_gpt.py:make"], "--auto plans the built-in GPT only so far"),
         (["--plan-only", "--world", "4", "--simulate", "2"], "--plan-only launches nothing"),
         (["--plan-only", "--world", "4", "--memory-budget", "10KB"], "memory budget 9.77KiB per rank fits no plan on 4 ranks: the smallest that fits is "),
     ],

@@ -1,0 +1,139 @@
+"""`shardc-train --torch-model ... --auto` / `--plan-only` (`shardc.frontends.torch_plan`):
+the hand policies priced from the torch module itself, for a module with logical axes
+written (examples/torch_gpt.py), a transformers model built from its config with none
+written (axes derived), and a plain module with none at all (tp left out, said so)."""
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="needs the [torch] extra: pip install -e '.[torch]'")
+pytest.importorskip("torch_mlir", reason="needs the [torch] extra: pip install -e '.[torch]'")
+
+from shardc.frontends.torch_plan import module_shape  # noqa: E402
+from shardc.frontends.torch_train import load_task  # noqa: E402
+from shardc.passes.cost_model import DEFAULT_RATES, CostModel  # noqa: E402
+from shardc.tools.train import main  # noqa: E402
+from shardc.training.auto_plan import choose_module, policy_name, predict_module  # noqa: E402
+from shardc.training.axis import ShardingPolicy  # noqa: E402
+from shardc.training.mesh import make_grid  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = f"{ROOT / 'examples' / 'torch_gpt.py'}:make"
+SMALL = ["--block-size", "8", "--per-device-batch", "2", "--quiet", "--eval-every", "0", "--checkpoint-every", "0"]
+GPT2 = {"n_embd": 32, "n_layer": 1, "n_head": 4, "n_positions": 16}
+PLAIN = '''
+import torch.nn as nn
+import torch.nn.functional as F
+from shardc.frontends.torch_train import TorchTask
+
+class LM(nn.Module):
+    def __init__(self, vocab, width):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, width)
+        self.hidden = nn.Linear(width, 2 * width)
+        self.out = nn.Linear(2 * width, vocab)
+
+    def forward(self, idx):
+        return self.out(F.gelu(self.hidden(self.emb(idx))))
+
+def make(vocab_size, block_size, seed):
+    import torch
+    torch.manual_seed(seed)
+    return TorchTask(LM(vocab_size, 16), lambda logits, t: F.cross_entropy(logits.reshape(-1, logits.size(-1)), t.reshape(-1)))
+'''
+
+
+def _plain(tmp_path):
+    (tmp_path / "plain.py").write_text(PLAIN)
+    return f"{tmp_path / 'plain.py'}:make"
+
+
+def _gpt2_config(tmp_path):
+    (tmp_path / "gpt2.json").write_text(json.dumps(GPT2))
+    return ["--torch-model", "hf:GPT2LMHeadModel", "--model-config", str(tmp_path / "gpt2.json")]
+
+
+def test_module_shape_reads_projections_attention_and_the_tied_head():
+    task = load_task(EXAMPLE, vocab_size=64, block_size=16, seed=0)
+    shape = module_shape(task, 16, 64)
+    weights = [lin.weight for lin in shape.linears]
+    assert len(weights) == 2 * 6 + 1  # q, k, v, proj, fc, proj per layer, the head
+    assert weights[-1] == "wte.weight" and shape.linears[-1].out_features == 64  # the tied head: the embedding's parameter
+    assert len(shape.attention) == 2 and shape.attention[0].heads == 4 and shape.attention[0].width == 32
+    assert len(shape.norm_widths) == 5
+    cost = CostModel(DEFAULT_RATES)
+    dp = predict_module(shape, ShardingPolicy(1, False, False), make_grid(2, 1), 4, cost=cost)
+    tp = predict_module(shape, ShardingPolicy(2, False, False), make_grid(2, 2), 4, cost=cost)
+    assert tp.memory.state.params < dp.memory.state.params and tp.memory.activations < dp.memory.activations
+    assert {(c.kind, c.axis) for c in tp.collectives} >= {("all_reduce", "shard")}  # the row-parallel projections
+    assert not any(c.axis == "shard" for c in dp.collectives)
+
+
+def test_plain_module_without_axes_plans_dp_and_says_why_not_the_rest(tmp_path):
+    """No axes at all: DP is the plan; ZeRO/FSDP (no ZeRO rule names anything) and tp
+    (nothing split over shard) are left out, each with its reason."""
+    task = load_task(_plain(tmp_path), vocab_size=32, block_size=8, seed=0)
+    plan = choose_module(module_shape(task, 8, 32), 4, 2, cost=CostModel(DEFAULT_RATES))
+    assert {policy_name(p.policy) for p in plan.considered} == {"dp"}
+    reasons = {policy_name(p): why for p, why in plan.invalid}
+    assert set(reasons) == {"zero", "fsdp", "tp=2", "tp=2+zero", "tp=2+fsdp", "tp=4"}
+    assert reasons["zero"] == reasons["fsdp"] == "LM's logical axes name nothing ZeRO splits over batch"
+    assert reasons["tp=4"] == "LM's logical axes split nothing over shard"
+    # the example's axes (heads, MLP, vocabulary) give ZeRO and tp their splits
+    example = choose_module(module_shape(load_task(EXAMPLE, vocab_size=64, block_size=16, seed=0), 16, 64), 4, 2, cost=CostModel(DEFAULT_RATES))
+    assert {"zero", "fsdp", "tp=2", "tp=4"} <= {policy_name(p.policy) for p in example.considered}
+
+
+def test_plan_only_for_a_torch_module_with_axes(tmp_path, capsys):
+    assert main(["--torch-model", EXAMPLE, "--plan-only", "--world", "8", *SMALL, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("shardc-train: auto plan for 8 ranks (no memory budget; ")
+    assert re.search(r"chosen: \S+ on grid \(batch=\d+, shard=\d+\): [0-9.]+ ms/step .* tokens/s, [0-9.]+ [KMG]?i?B/rank", out), out
+    priced = int(re.search(r"(\d+) policies priced", out).group(1))
+    assert priced == 9  # dp, zero, fsdp and tp=2, tp=4 with each; tp=8 would cut the 4 heads
+    assert "not on this grid: tp=8 (tp=8 does not divide the 4 attention heads of GPT)" in out
+    assert not (tmp_path / "loss.csv").exists()
+
+
+def test_plan_only_for_a_transformers_model_with_no_axes_written(tmp_path, capsys):
+    """GPT-2 from its config: nothing written by the user; the derived axes split its MLP
+    for tp (its fused c_attn stays whole), ZeRO splits what they name."""
+    assert main([*_gpt2_config(tmp_path), "--plan-only", "--world", "4", *SMALL, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("shardc-train: auto plan for 4 ranks (no memory budget; 7 policies priced")
+    assert "chosen: " in out and "runner-up: " in out
+    assert main([*_gpt2_config(tmp_path), "--plan-only", "--world", "4", "--memory-budget", "1KB", *SMALL, "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(r"memory budget 1000B per rank fits no plan on 4 ranks: the smallest that fits is \S+ \(\S+\)", err), err
+
+
+def _losses(out):
+    return [float(r["loss"]) for r in csv.DictReader(open(out / "loss.csv"))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["example", "gpt2"])
+def test_auto_trains_a_torch_model_as_the_chosen_hand_policy(model, tmp_path, capsys):
+    """A budget DP and ZeRO do not fit: --auto picks a sharded plan, trains it on 2
+    simulated ranks and prints the measurement; the same policy by hand gives the same
+    losses."""
+    spec = ["--torch-model", EXAMPLE] if model == "example" else _gpt2_config(tmp_path)
+    common = [*spec, *SMALL, "--steps", "3", "--lr", "1e-2"]
+    assert main(["--plan-only", "--world", "2", "--memory-budget", "1KB", *common, "--out", str(tmp_path / "p")]) == 1
+    smallest = re.search(r"the smallest that fits is (\S+) ", capsys.readouterr().err).group(1)
+    assert main(["--auto", "--simulate", "2", "--memory-budget", smallest, *common, "--out", str(tmp_path / "auto")]) == 0
+    out = capsys.readouterr().out
+    chosen = re.search(r"chosen: (\S+) on grid", out).group(1)
+    assert chosen not in ("dp", "zero")
+    measured = [ln for ln in out.splitlines() if ln.startswith("shardc-train: measured ")]
+    assert len(measured) == 1 and measured[0].startswith(f"shardc-train: measured {chosen}: ") and "(predicted " in measured[0]
+    tp, zero, fsdp = re.search(r"policy tp=(\d+) zero=(\w+) fsdp=(\w+)", out).groups()
+    policy = ShardingPolicy(int(tp), zero == "True", fsdp == "True")
+    assert policy_name(policy) == chosen  # trained as planned
+    flags = ["--tp", tp, "--zero" if policy.zero else "--no-zero", *(["--fsdp"] if policy.fsdp else [])]
+    assert main(["--simulate", "2", *flags, *common, "--out", str(tmp_path / "hand")]) == 0
+    assert _losses(tmp_path / "auto") == _losses(tmp_path / "hand")
