@@ -29,7 +29,8 @@ from xdsl.traits import IsTerminator
 from shardc.runtime.codegen.builder import FunctionBuilder, register, targets, tuple_expr
 from shardc.runtime.codegen.fusion import after
 from shardc.runtime.codegen.kernels.arith import dt_expr
-from shardc.runtime.codegen.kernels.rows import BF16_BITS, FULL, RED, build_row_kernel, classify, static_shape
+from shardc.runtime.codegen.kernels.fused import BF16_BITS
+from shardc.runtime.codegen.kernels.rows import FULL, RED, build_row_kernel, classify, static_shape
 from shardc.runtime.execute.kernels.bf16_run import bfloat16
 
 ENABLED = True

@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as mathd
-from xdsl.dialects.builtin import BFloat16Type, FloatAttr, IntegerAttr, TensorType
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, TensorType
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import GenericOp, YieldOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
 
-from shardc.runtime.codegen.kernels.fused import BINARY, CAST, CMPF, CMPI, DTYPES, ERF, UNARY, VEC32, kernel_dtype
+from shardc.runtime.codegen.kernels.fused import BF16_BITS, BINARY, CAST, CMPF, CMPI, DTYPES, ERF, FROM_BF16, TO_BF16, UNARY, VEC32, is_bf16, kernel_dtype
 from shardc.runtime.execute.kernels.fused_run import check_kernel_source
 from shardc.runtime.execute.kernels.rows_run import RowKernel
 from shardc.ir.segments import ins_outs
@@ -47,29 +47,7 @@ _BODY_OPS: tuple[type[Operation], ...] = (
 
 FULL, RED, ROW, ROW1 = "full", "reduction", "row", "row1"
 
-BF16_BITS = "uint16"
-"""The kernel's type of a bf16 value: its 16 bits (numba has no bf16). A chain's
-`arith.truncf` f32 -> bf16 (the mixed-precision pass's cast of a product's operand,
-which joins the chain that makes the value) writes them to a uint16 output that the
-emitter views as bf16 (`row_fusion`): the cast costs no pass of its own over the array."""
-
-TO_BF16 = (
-    "((np.float32({0}).view(np.uint32) >> np.uint32(16)) | np.uint32(64) if (np.float32({0}).view(np.uint32) & np.uint32(2147483647)) > np.uint32(2139095040)"
-    " else (np.float32({0}).view(np.uint32) + np.uint32(32767) + ((np.float32({0}).view(np.uint32) >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))"
-)
-"""float32 -> bf16 bits, rounded to nearest even, a NaN kept quiet with its sign: what
-`bf16_cast.round_to_bfloat16` computes (ml_dtypes' bits)."""
-
-FROM_BF16 = "np.uint32(np.uint32({0}) << np.uint32(16)).view(np.float32)"
-"""bf16 bits -> float32 (exact)."""
-
 _CTOR: dict[str, str] = {**DTYPES, BF16_BITS: "np.uint16"}
-
-
-def _is_bf16(t: object) -> bool:
-    """Whether `t` is bf16 or a tensor of bf16."""
-    et = t.get_element_type() if isinstance(t, TensorType) else t  # type: ignore[attr-defined]
-    return isinstance(et, BFloat16Type)
 
 
 def static_shape(v: SSAValue) -> tuple[int, ...] | None:
@@ -171,7 +149,7 @@ def build_row_kernel(
 
     def result_dt(o: Operation, t: object) -> str | None:
         """`dt_name`, and `BF16_BITS` for a float32 -> bf16 `arith.truncf`."""
-        if isinstance(o, arith.TruncFOp) and _is_bf16(t) and dt_name(o.operands[0].type) == "float32":
+        if isinstance(o, arith.TruncFOp) and is_bf16(t) and dt_name(o.operands[0].type) == "float32":
             return BF16_BITS
         return dt_name(t)
 
@@ -278,11 +256,11 @@ def build_row_kernel(
                 text = ERF[dn]
             elif dn == BF16_BITS:
                 text = TO_BF16
-            elif isinstance(o, arith.ExtFOp) and _is_bf16(o.operands[0].type):
+            elif isinstance(o, arith.ExtFOp) and is_bf16(o.operands[0].type):
                 if dn != "float32":
                     return False
                 text = FROM_BF16
-            elif any(_is_bf16(v.type) for v in o.operands):
+            elif any(is_bf16(v.type) for v in o.operands):
                 return False
             elif isinstance(o, CAST):
                 text = "{0}"
@@ -367,7 +345,7 @@ def build_row_kernel(
         for r, y in zip(op.results, term.operands):
             if y not in info:
                 return None
-            dn = BF16_BITS if _is_bf16(y.type) else dt_name(y.type)
+            dn = BF16_BITS if is_bf16(y.type) else dt_name(y.type)
             if dn is None or (dn == BF16_BITS and (kind != FULL or info[y].space != "full")):
                 return None
             if kind == FULL:
@@ -398,7 +376,7 @@ def build_row_kernel(
         src = yield_of.get(y)
         shape = static_shape(y)
         et = y.type.get_element_type() if isinstance(y.type, TensorType) else None  # type: ignore[attr-defined]
-        dn = None if et is None else BF16_BITS if _is_bf16(et) else dt_name(et)
+        dn = None if et is None else BF16_BITS if is_bf16(et) else dt_name(et)
         if src is None or shape is None or dn is None:
             return None
         outputs.append((shape, dn))
@@ -516,4 +494,4 @@ def _keyed(name: str, helper: str, part: str, value: str = "") -> list[str]:
     ]
 
 
-__all__ = ["BF16_BITS", "FULL", "RED", "ROW", "ROW1", "build_row_kernel", "classify", "static_shape"]
+__all__ = ["FULL", "RED", "ROW", "ROW1", "build_row_kernel", "classify", "static_shape"]
