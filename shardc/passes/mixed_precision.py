@@ -85,7 +85,9 @@ def _iterators(op: GenericOp) -> list[str]:
 
 def is_contraction(op: Operation) -> bool:
     """Whether `op` is a two-input float32 contraction: reduction loops and a body
-    `yield out + in0 * in1` reading its inputs directly."""
+    `yield out + in0 * in1`, or `out + (in0 * in1) * c` with `c` a constant from outside
+    the body (attention's scaled scores recomputed in the backward: BLAS's alpha),
+    reading its inputs directly."""
     if not isinstance(op, GenericOp) or len(op.inputs) != 2 or len(op.outputs) != 1:
         return False
     if "reduction" not in " ".join(_iterators(op)).lower():
@@ -93,14 +95,24 @@ def is_contraction(op: Operation) -> bool:
     if not all(_f32_tensor(v.type) for v in (*op.inputs, *op.outputs)):
         return False
     block = op.body.block
-    ops = list(block.ops)
-    if len(ops) != 3 or not isinstance(ops[0], arith.MulfOp) or not isinstance(ops[1], arith.AddfOp):
+    ops = [o for o in block.ops if not isinstance(o, arith.ConstantOp)]
+    if len(ops) == 4 and isinstance(ops[1], arith.MulfOp):  # `out + (in0 * in1) * c`: BLAS's alpha
+        mul, scale, add, yld = ops
+        c = [x for x in scale.operands if x is not mul.result]
+        if len(c) != 1 or not isinstance(c[0].owner, arith.ConstantOp):
+            return False
+        last = scale.result
+    elif len(ops) == 3:
+        mul, add, yld = ops
+        last = mul.result
+    else:
         return False
-    mul, add, yld = ops
+    if not isinstance(mul, arith.MulfOp) or not isinstance(add, arith.AddfOp):
+        return False
     a, b, out = block.args
     if {id(x) for x in mul.operands} != {id(a), id(b)} or a is b:
         return False
-    if {id(x) for x in add.operands} != {id(out), id(mul.result)}:
+    if {id(x) for x in add.operands} != {id(out), id(last)}:
         return False
     return list(yld.operands) == [add.result]
 

@@ -196,6 +196,36 @@ func.func @rows_and_picks(%x: tensor<4x8xf32>, %tok: tensor<4xi32>, %ids: tensor
 
 // -----
 
+// A product scaled by a constant in its body (attention's scores recomputed in the
+// backward: BLAS's alpha) reads bf16 copies too; the scale stays in the body.
+// CHECK-LABEL: func.func @scaled
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<4x3xbf16>, tensor<5x3xbf16>) outs(%{{.*}} : tensor<4x5xf32>)
+// CHECK-NEXT: ^bb0(%[[A:.*]]: bf16, %[[B:.*]]: bf16, %[[O:.*]]: f32):
+// CHECK: %[[AE:.*]] = arith.extf %[[A]] : bf16 to f32
+// CHECK-NEXT: %[[BE:.*]] = arith.extf %[[B]] : bf16 to f32
+// CHECK-NEXT: %[[M:.*]] = arith.mulf %[[AE]], %[[BE]] : f32
+// CHECK-NEXT: %[[S:.*]] = arith.mulf %[[M]], %{{.*}} : f32
+// CHECK-NEXT: arith.addf %[[O]], %[[S]] : f32
+#sa = affine_map<(i, j, k) -> (i, k)>
+#sb = affine_map<(i, j, k) -> (j, k)>
+#so = affine_map<(i, j, k) -> (i, j)>
+func.func @scaled(%q: tensor<4x3xf32>, %k: tensor<5x3xf32>) -> tensor<4x5xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x5xf32>
+  %i = linalg.fill ins(%z : f32) outs(%e : tensor<4x5xf32>) -> tensor<4x5xf32>
+  %p = linalg.generic {indexing_maps = [#sa, #sb, #so], iterator_types = ["parallel", "parallel", "reduction"]} ins(%q, %k : tensor<4x3xf32>, tensor<5x3xf32>) outs(%i : tensor<4x5xf32>) {
+  ^bb0(%u: f32, %v: f32, %o: f32):
+    %c = arith.constant 0.125 : f32
+    %m = arith.mulf %u, %v : f32
+    %s = arith.mulf %m, %c : f32
+    %a = arith.addf %o, %s : f32
+    linalg.yield %a : f32
+  } -> tensor<4x5xf32>
+  return %p : tensor<4x5xf32>
+}
+
+// -----
+
 // torch-mlir's named products become the generic form reading bf16 copies.
 // CHECK-LABEL: func.func @named
 // CHECK-NOT: linalg.matmul
