@@ -28,8 +28,9 @@ everything else, derived from the IR (the policy `torch.autocast` and FSDP2's
   elementwise ops, activations between products, gradients' accumulation and the whole
   optimizer step keep float32: they are not contractions, so nothing of theirs changes.
   Activations are kept float32 (plus the bf16 copy a product reads) rather than bf16:
-  the runtime's fused elementwise kernels run float32, and rounding each activation
-  would cost more time than it saves memory there.
+  the runtime's fused elementwise and row kernels compute in float32 and write the
+  bf16 copy in the same pass as the float32 value (the cast joins their chain:
+  `kernels/fused.py`'s BF16_BITS), so the copy costs no pass of its own.
 - **Gradient reduction** (`grad-reduce`): `f32` only, for now. A gradient is the
   partial sum of a product over the split batch, and partition reduces it with a
   collective on the product's float32 result (an all_reduce that simplify merges with
