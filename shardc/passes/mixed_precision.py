@@ -9,8 +9,13 @@ everything else, derived from the IR (the policy `torch.autocast` and FSDP2's
   accumulates and writes float32 (`structured_run._widen`, MKL's
   `cblas_gemm_bf16bf16f32` on AMX / AVX512-BF16). Forward and backward products alike:
   the weight gradient `x^T dy` reads the same bf16 copy of `x` as the forward product
-  (one cast per value, shared by all its products). Inputs that are constants (the
-  one-hot selectors the runtime reads as an index) keep the product in float32.
+  (one cast per value, shared by all its products). Inputs that are constants or made
+  from integers only (the one-hot selectors the runtime reads as an index: a gather
+  or scatter-add) keep the product in float32; where the other input has a bf16 copy
+  anyway (a tied embedding's table, which the head reads), the gather reads that copy:
+  one all_gather of it, in bf16. Contractions that are not matrix products
+  (`is_gemm_shaped`: a layernorm's sum of squares, its `sum dy * xhat`) run as
+  float32 row reductions: the statistics stay float32.
 - **Where a cast goes.** Right after the value is made; for a value read through
   `shard.shard ... annotate_for_users` (a parameter resharded from its storage to its
   compute layout) the cast is placed before that annotation, annotated with the
@@ -23,8 +28,9 @@ everything else, derived from the IR (the policy `torch.autocast` and FSDP2's
   elementwise ops, activations between products, gradients' accumulation and the whole
   optimizer step keep float32: they are not contractions, so nothing of theirs changes.
   Activations are kept float32 (plus the bf16 copy a product reads) rather than bf16:
-  the runtime's fused elementwise kernels run float32, and rounding each activation
-  would cost more time than it saves memory there.
+  the runtime's fused elementwise and row kernels compute in float32 and write the
+  bf16 copy in the same pass as the float32 value (the cast joins their chain:
+  `kernels/fused.py`'s BF16_BITS), so the copy costs no pass of its own.
 - **Gradient reduction** (`grad-reduce`): `f32` only, for now. A gradient is the
   partial sum of a product over the split batch, and partition reduces it with a
   collective on the product's float32 result (an all_reduce that simplify merges with
@@ -49,6 +55,8 @@ from xdsl.dialects.builtin import (
     AffineMapAttr,
     BFloat16Type,
     Float32Type,
+    IndexType,
+    IntegerType,
     ModuleOp,
     TensorType,
     bf16,
@@ -57,7 +65,7 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import GenericOp, YieldOp
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineMap
+from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -78,7 +86,9 @@ def _iterators(op: GenericOp) -> list[str]:
 
 def is_contraction(op: Operation) -> bool:
     """Whether `op` is a two-input float32 contraction: reduction loops and a body
-    `yield out + in0 * in1` reading its inputs directly."""
+    `yield out + in0 * in1`, or `out + (in0 * in1) * c` with `c` a constant from outside
+    the body (attention's scaled scores recomputed in the backward: BLAS's alpha),
+    reading its inputs directly."""
     if not isinstance(op, GenericOp) or len(op.inputs) != 2 or len(op.outputs) != 1:
         return False
     if "reduction" not in " ".join(_iterators(op)).lower():
@@ -86,16 +96,53 @@ def is_contraction(op: Operation) -> bool:
     if not all(_f32_tensor(v.type) for v in (*op.inputs, *op.outputs)):
         return False
     block = op.body.block
-    ops = list(block.ops)
-    if len(ops) != 3 or not isinstance(ops[0], arith.MulfOp) or not isinstance(ops[1], arith.AddfOp):
+    ops = [o for o in block.ops if not isinstance(o, arith.ConstantOp)]
+    if len(ops) == 4 and isinstance(ops[1], arith.MulfOp):  # `out + (in0 * in1) * c`: BLAS's alpha
+        mul, scale, add, yld = ops
+        c = [x for x in scale.operands if x is not mul.result]
+        if len(c) != 1 or not isinstance(c[0].owner, arith.ConstantOp):
+            return False
+        last = scale.result
+    elif len(ops) == 3:
+        mul, add, yld = ops
+        last = mul.result
+    else:
         return False
-    mul, add, yld = ops
+    if not isinstance(mul, arith.MulfOp) or not isinstance(add, arith.AddfOp):
+        return False
     a, b, out = block.args
     if {id(x) for x in mul.operands} != {id(a), id(b)} or a is b:
         return False
-    if {id(x) for x in add.operands} != {id(out), id(mul.result)}:
+    if {id(x) for x in add.operands} != {id(out), id(last)}:
         return False
     return list(yld.operands) == [add.result]
+
+
+def _loop_dims(m: AffineMapAttr) -> set[int]:
+    """The loop dimensions an operand's indexing map reads."""
+    return {e.position for e in m.data.results if isinstance(e, AffineDimExpr)}
+
+
+def is_gemm_shaped(op: GenericOp) -> bool:
+    """Whether contraction `op` is a matrix product: each input indexes a loop the other
+    does not (a GEMM's M and N; batch dims may be shared). A sum of an elementwise
+    product (a layernorm's sum of squares, its weight gradient `sum dy * xhat`) is not:
+    the runtime runs it as a float32 row reduction, so a bf16 copy would only round it."""
+    maps = [_loop_dims(m) for m in op.indexing_maps.data[:2]]
+    return bool(maps[0] - maps[1]) and bool(maps[1] - maps[0])
+
+
+def _from_integers(v: SSAValue) -> bool:
+    """Whether `v` is made by a `linalg.generic` reading only integer tensors (a one-hot
+    selector `tokens == ids`): its products are a gather or scatter-add that the runtime
+    runs in float32 without materialising it, and its values are exact anyway. Read
+    through the `shard.shard` annotations on it."""
+    while isinstance(v.owner, shard.ShardOp):
+        v = v.owner.src
+    owner = v.owner
+    if not isinstance(owner, GenericOp) or not owner.inputs:
+        return False
+    return all(isinstance(x.type, TensorType) and isinstance(x.type.element_type, IntegerType | IndexType) for x in owner.inputs)
 
 
 def _default_maps(op: Operation) -> object:
@@ -212,10 +259,14 @@ def cast_products(f: func.FuncOp) -> int:
     how many contractions were changed."""
     casts = _Casts()
     done = 0
+    picks: list[tuple[GenericOp, int]] = []  # products of a one-hot: (op, the other input)
     for op in [o for o in f.walk() if is_contraction(o)]:
         assert isinstance(op, GenericOp)
         ins = list(op.inputs)
-        if any(isinstance(v.owner, arith.ConstantOp) for v in ins):
+        onehot = [_from_integers(v) for v in ins]
+        if any(onehot) and not all(onehot):
+            picks.append((op, onehot.index(False)))
+        if any(isinstance(v.owner, arith.ConstantOp) for v in ins) or any(onehot) or not is_gemm_shaped(op):
             continue
         chains = [_for_users_chain(v)[1] for v in ins]
         for k, v in enumerate(ins):
@@ -231,6 +282,12 @@ def cast_products(f: func.FuncOp) -> int:
         for chain in chains:
             _erase_dead_annotations(chain)
         done += 1
+    for op, k in picks:  # a tied embedding gathers rows of the bf16 copy the head reads
+        v = op.inputs[k]
+        if v in casts.copies:
+            chain = _for_users_chain(v)[1]
+            _read_bf16(op, k, casts.copies[v])
+            _erase_dead_annotations(chain)
     return done
 
 
@@ -252,4 +309,4 @@ class MixedPrecisionPass(ModulePass):
                 cast_products(f)
 
 
-__all__ = ["MixedPrecisionPass", "cast_products", "is_contraction", "is_named_product"]
+__all__ = ["MixedPrecisionPass", "cast_products", "is_contraction", "is_gemm_shaped", "is_named_product"]

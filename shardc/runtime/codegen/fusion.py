@@ -31,7 +31,8 @@ contraction as its init instead (`fuse_accumulations`, after donation).
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import AffineMapAttr, ModuleOp, TensorType
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import AffineMapAttr, BFloat16Type, Float32Type, ModuleOp, TensorType
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import GenericOp, IndexOp, YieldOp
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -73,8 +74,8 @@ def _fusable(consumer: GenericOp, value: SSAValue, order: dict[Operation, int] |
         return False
     if not _elementwise(producer):
         return False
-    if any(_bf16(v) for v in (*producer.results, *consumer.results)):
-        return False  # a cast to bf16 stays apart: fused kernels run float32/64 only (kernels/fused.py's DTYPES)
+    if any(_bf16(v) for v in (*producer.inputs, *producer.results)) or not _bf16_only_cast(consumer):
+        return False  # fused kernels take bf16 only as a float32 value's final cast (kernels/fused.py's BF16_BITS)
     slots = _slots(consumer, value)
     if not slots:
         return False
@@ -99,6 +100,21 @@ def _fusable(consumer: GenericOp, value: SSAValue, order: dict[Operation, int] |
 def _bf16(v: SSAValue) -> bool:
     t = v.type
     return isinstance(t, TensorType) and t.element_type.name == "bf16"
+
+
+def _bf16_only_cast(op: GenericOp) -> bool:
+    """Whether bf16 enters `op` only as results cast from float32 and yielded (the
+    mixed-precision pass's copy of a product's operand): such a chain runs as one fused
+    kernel storing the bf16 bits; other bf16 (inputs, arithmetic) keeps ops apart, as
+    the numpy path is all a body with those has."""
+    if any(_bf16(v) for v in op.inputs):
+        return False
+    block = op.body.block
+    for o in block.ops:
+        if any(isinstance(r.type, BFloat16Type) for r in o.results):
+            if not (isinstance(o, arith.TruncFOp) and isinstance(o.input.type, Float32Type) and all(isinstance(u.operation, YieldOp) for u in o.result.uses)):
+                return False
+    return True
 
 
 def _permutation(m: AffineMap) -> bool:

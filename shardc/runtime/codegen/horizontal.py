@@ -193,8 +193,8 @@ def build_group(members: list[Member]) -> Group:
     group = Group(members)
     kernels = [getattr(m.spec, "fused", None) for m in members]
     first = kernels[0]
-    if first is None or any(k is None for k in kernels):
-        return group
+    if any(not isinstance(k, fused.FusedKernel) for k in kernels):
+        return group  # (a kernel storing bf16, `bf16_run.Bf16Results`, runs member by member)
     if len(first.stages) != 1 or first.stages[0].source is None or first.stages[0].reads:
         return group  # a numpy ufunc between nests: member by member
     def flat(k: fused.FusedKernel) -> object:  # the nest's text but for its loops (members' ranks differ)

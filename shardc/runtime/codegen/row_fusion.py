@@ -28,7 +28,10 @@ from xdsl.traits import IsTerminator
 
 from shardc.runtime.codegen.builder import FunctionBuilder, register, targets, tuple_expr
 from shardc.runtime.codegen.fusion import after
+from shardc.runtime.codegen.kernels.arith import dt_expr
+from shardc.runtime.codegen.kernels.fused import BF16_BITS
 from shardc.runtime.codegen.kernels.rows import FULL, RED, build_row_kernel, classify, static_shape
+from shardc.runtime.execute.kernels.bf16_run import bfloat16
 
 ENABLED = True
 """False: `fuse_rows` forms no chain (a baseline for benchmarks and tests; read at
@@ -296,6 +299,9 @@ def _emit_row_chain(op: Operation, g: FunctionBuilder) -> None:
     g.emit(f"if {got} is None:")
     g.emit(f"    {got} = {fallback}()")
     g.emit(f"{targets(names)} = {got}")
+    for name, (_, dn) in zip(names, kernel.outputs):  # type: ignore[attr-defined]
+        if dn == BF16_BITS:  # the kernel's bits as bf16 (a view: the fallback's bf16 array stays as it is)
+            g.emit(f"{name} = {name}.view({dt_expr(g, bfloat16())})")
 
 
 __all__ = ["ENABLED", "RowChainOp", "RowYieldOp", "fuse_rows"]

@@ -133,6 +133,99 @@ func.func @dynamic(%x: tensor<?x3xf32>, %w: tensor<3x2xf32>, %init: tensor<?x2xf
 
 // -----
 
+// A sum of an elementwise product (a layernorm's sum of squares: no M and N of a matrix
+// product) keeps float32; a one-hot made from integer tokens keeps its product float32
+// (the runtime gathers), reading the bf16 copy of the table that the head's product
+// casts anyway (a tied embedding: one copy, one gather under FSDP).
+// CHECK-LABEL: func.func @rows_and_picks
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[TOK:.*]]: tensor<4xi32>, %[[IDS:.*]]: tensor<6xi32>, %[[WTE:.*]]: tensor<6x8xf32>)
+// CHECK: %[[WB:.*]] = linalg.generic {{.*}} ins(%[[WTE]] : tensor<6x8xf32>) outs(%{{.*}} : tensor<6x8xbf16>)
+// CHECK: %[[SS:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[X]] : tensor<4x8xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<4xf32>)
+// CHECK: %[[OH:.*]] = linalg.generic {{.*}} ins(%[[TOK]], %[[IDS]] : tensor<4xi32>, tensor<6xi32>) outs(%{{.*}} : tensor<4x6xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[OH]], %[[WB]] : tensor<4x6xf32>, tensor<6x8xbf16>) outs(%{{.*}} : tensor<4x8xf32>)
+// CHECK-NEXT: ^bb0(%[[A:.*]]: f32, %[[B:.*]]: bf16, %{{.*}}: f32):
+// CHECK-NEXT: %[[BE:.*]] = arith.extf %[[B]] : bf16 to f32
+// CHECK-NEXT: arith.mulf %[[A]], %[[BE]] : f32
+// CHECK: ins(%{{.*}}, %[[WB]] : tensor<4x8xbf16>, tensor<6x8xbf16>) outs(%{{.*}} : tensor<4x6xf32>)
+#r = affine_map<(i, k) -> (i, k)>
+#r1 = affine_map<(i, k) -> (i)>
+#tok = affine_map<(i, v) -> (i)>
+#ids = affine_map<(i, v) -> (v)>
+#oh = affine_map<(i, v) -> (i, v)>
+#ga = affine_map<(i, c, v) -> (i, v)>
+#gb = affine_map<(i, c, v) -> (v, c)>
+#go = affine_map<(i, c, v) -> (i, c)>
+#ha = affine_map<(i, v, c) -> (i, c)>
+#hb = affine_map<(i, v, c) -> (v, c)>
+#ho = affine_map<(i, v, c) -> (i, v)>
+func.func @rows_and_picks(%x: tensor<4x8xf32>, %tok: tensor<4xi32>, %ids: tensor<6xi32>, %wte: tensor<6x8xf32>) -> (tensor<4xf32>, tensor<4x6xf32>) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %i = linalg.fill ins(%z : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %ss = linalg.generic {indexing_maps = [#r, #r, #r1], iterator_types = ["parallel", "reduction"]} ins(%x, %x : tensor<4x8xf32>, tensor<4x8xf32>) outs(%i : tensor<4xf32>) {
+  ^bb0(%u: f32, %v: f32, %o: f32):
+    %m = arith.mulf %u, %v : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  %eo = tensor.empty() : tensor<4x6xf32>
+  %onehot = linalg.generic {indexing_maps = [#tok, #ids, #oh], iterator_types = ["parallel", "parallel"]} ins(%tok, %ids : tensor<4xi32>, tensor<6xi32>) outs(%eo : tensor<4x6xf32>) {
+  ^bb0(%t: i32, %d: i32, %o: f32):
+    %one = arith.constant 1.0 : f32
+    %eq = arith.cmpi eq, %t, %d : i32
+    %y = arith.select %eq, %one, %z : f32
+    linalg.yield %y : f32
+  } -> tensor<4x6xf32>
+  %ee = tensor.empty() : tensor<4x8xf32>
+  %ie = linalg.fill ins(%z : f32) outs(%ee : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %emb = linalg.generic {indexing_maps = [#ga, #gb, #go], iterator_types = ["parallel", "parallel", "reduction"]} ins(%onehot, %wte : tensor<4x6xf32>, tensor<6x8xf32>) outs(%ie : tensor<4x8xf32>) {
+  ^bb0(%u: f32, %v: f32, %o: f32):
+    %m = arith.mulf %u, %v : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %ih = linalg.fill ins(%z : f32) outs(%eo : tensor<4x6xf32>) -> tensor<4x6xf32>
+  %logits = linalg.generic {indexing_maps = [#ha, #hb, #ho], iterator_types = ["parallel", "parallel", "reduction"]} ins(%emb, %wte : tensor<4x8xf32>, tensor<6x8xf32>) outs(%ih : tensor<4x6xf32>) {
+  ^bb0(%u: f32, %v: f32, %o: f32):
+    %m = arith.mulf %u, %v : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4x6xf32>
+  return %ss, %logits : tensor<4xf32>, tensor<4x6xf32>
+}
+
+// -----
+
+// A product scaled by a constant in its body (attention's scores recomputed in the
+// backward: BLAS's alpha) reads bf16 copies too; the scale stays in the body.
+// CHECK-LABEL: func.func @scaled
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<4x3xbf16>, tensor<5x3xbf16>) outs(%{{.*}} : tensor<4x5xf32>)
+// CHECK-NEXT: ^bb0(%[[A:.*]]: bf16, %[[B:.*]]: bf16, %[[O:.*]]: f32):
+// CHECK: %[[AE:.*]] = arith.extf %[[A]] : bf16 to f32
+// CHECK-NEXT: %[[BE:.*]] = arith.extf %[[B]] : bf16 to f32
+// CHECK-NEXT: %[[M:.*]] = arith.mulf %[[AE]], %[[BE]] : f32
+// CHECK-NEXT: %[[S:.*]] = arith.mulf %[[M]], %{{.*}} : f32
+// CHECK-NEXT: arith.addf %[[O]], %[[S]] : f32
+#sa = affine_map<(i, j, k) -> (i, k)>
+#sb = affine_map<(i, j, k) -> (j, k)>
+#so = affine_map<(i, j, k) -> (i, j)>
+func.func @scaled(%q: tensor<4x3xf32>, %k: tensor<5x3xf32>) -> tensor<4x5xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x5xf32>
+  %i = linalg.fill ins(%z : f32) outs(%e : tensor<4x5xf32>) -> tensor<4x5xf32>
+  %p = linalg.generic {indexing_maps = [#sa, #sb, #so], iterator_types = ["parallel", "parallel", "reduction"]} ins(%q, %k : tensor<4x3xf32>, tensor<5x3xf32>) outs(%i : tensor<4x5xf32>) {
+  ^bb0(%u: f32, %v: f32, %o: f32):
+    %c = arith.constant 0.125 : f32
+    %m = arith.mulf %u, %v : f32
+    %s = arith.mulf %m, %c : f32
+    %a = arith.addf %o, %s : f32
+    linalg.yield %a : f32
+  } -> tensor<4x5xf32>
+  return %p : tensor<4x5xf32>
+}
+
+// -----
+
 // torch-mlir's named products become the generic form reading bf16 copies.
 // CHECK-LABEL: func.func @named
 // CHECK-NOT: linalg.matmul

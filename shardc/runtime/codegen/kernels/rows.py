@@ -34,7 +34,7 @@ from xdsl.dialects.linalg.ops import GenericOp, YieldOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
 
-from shardc.runtime.codegen.kernels.fused import BINARY, CAST, CMPF, CMPI, DTYPES, ERF, UNARY, VEC32, kernel_dtype
+from shardc.runtime.codegen.kernels.fused import BF16_BITS, BINARY, CAST, CMPF, CMPI, DTYPES, ERF, FROM_BF16, TO_BF16, UNARY, VEC32, is_bf16, kernel_dtype
 from shardc.runtime.execute.kernels.fused_run import check_kernel_source
 from shardc.runtime.execute.kernels.rows_run import RowKernel
 from shardc.ir.segments import ins_outs
@@ -46,6 +46,8 @@ _BODY_OPS: tuple[type[Operation], ...] = (
 )
 
 FULL, RED, ROW, ROW1 = "full", "reduction", "row", "row1"
+
+_CTOR: dict[str, str] = {**DTYPES, BF16_BITS: "np.uint16"}
 
 
 def static_shape(v: SSAValue) -> tuple[int, ...] | None:
@@ -145,6 +147,12 @@ def build_row_kernel(
         dt = kernel_dtype(t)  # type: ignore[arg-type]
         return dt.name if dt is not None and dt.name in DTYPES else None
 
+    def result_dt(o: Operation, t: object) -> str | None:
+        """`dt_name`, and `BF16_BITS` for a float32 -> bf16 `arith.truncf`."""
+        if isinstance(o, arith.TruncFOp) and is_bf16(t) and dt_name(o.operands[0].type) == "float32":
+            return BF16_BITS
+        return dt_name(t)
+
     def const(op: Operation) -> _Val | None:
         val, dn = getattr(op, "value", None), dt_name(op.results[0].type)
         if not isinstance(val, FloatAttr | IntegerAttr) or dn is None:
@@ -219,7 +227,7 @@ def build_row_kernel(
             if len(o.results) != 1:
                 return False
             res = o.results[0]
-            dn = dt_name(res.type)
+            dn = result_dt(o, res.type)
             if dn is None:
                 return False
             for v in o.operands:
@@ -246,6 +254,14 @@ def build_row_kernel(
                 text = _LIBM[type(o)]
             elif isinstance(o, mathd.ErfOp) and dn in ERF:
                 text = ERF[dn]
+            elif dn == BF16_BITS:
+                text = TO_BF16
+            elif isinstance(o, arith.ExtFOp) and is_bf16(o.operands[0].type):
+                if dn != "float32":
+                    return False
+                text = FROM_BF16
+            elif any(is_bf16(v.type) for v in o.operands):
+                return False
             elif isinstance(o, CAST):
                 text = "{0}"
             elif isinstance(o, arith.CmpfOp) and o.predicate.value.data in CMPF:
@@ -258,7 +274,7 @@ def build_row_kernel(
                 return False
             x = fresh()
             if space_ == "const":
-                pre.append(f"{x} = {DTYPES[dn]}({text.format(*(s.name for s in srcs))})")
+                pre.append(f"{x} = {_CTOR[dn]}({text.format(*(s.name for s in srcs))})")
                 info[res] = _Val("const", 0, x)
                 continue
             # (a statement of a full body on row values alone runs once per row: a
@@ -329,8 +345,8 @@ def build_row_kernel(
         for r, y in zip(op.results, term.operands):
             if y not in info:
                 return None
-            dn = dt_name(y.type)
-            if dn is None:
+            dn = BF16_BITS if is_bf16(y.type) else dt_name(y.type)
+            if dn is None or (dn == BF16_BITS and (kind != FULL or info[y].space != "full")):
                 return None
             if kind == FULL:
                 yield_of[r] = as_full(y, dn)
@@ -359,7 +375,8 @@ def build_row_kernel(
     for w, y in enumerate(yields):
         src = yield_of.get(y)
         shape = static_shape(y)
-        dn = dt_name(y.type.get_element_type()) if isinstance(y.type, TensorType) else None  # type: ignore[attr-defined]
+        et = y.type.get_element_type() if isinstance(y.type, TensorType) else None  # type: ignore[attr-defined]
+        dn = None if et is None else BF16_BITS if is_bf16(et) else dt_name(et)
         if src is None or shape is None or dn is None:
             return None
         outputs.append((shape, dn))
@@ -411,7 +428,7 @@ def _render(
     folded = {id(r) for rs in keyed.values() for r in rs}
     sig = ["n", *(f"q{q}" for q in range(n_params)), *(f"w{w}" for w in range(n_outs))]
     lines = [f"def kernel({', '.join(sig)}):", *(f"    {p}" for p in pre)]
-    lines += [f"    t{b} = np.empty(n[{k}], {DTYPES[d]})" for b, d in sorted(buf_dtype.items())]
+    lines += [f"    t{b} = np.empty(n[{k}], {_CTOR[d]})" for b, d in sorted(buf_dtype.items())]
     for d in range(k):
         lines.append("    " * (d + 1) + f"for i{d} in range(n[{d}]):")
     ind = "    " * (k + 1)
@@ -422,8 +439,8 @@ def _render(
             helper, buf, init = s.reduce
             if id(s) in folded:
                 return _keyed(s.name, helper, "result")
-            return [f"{s.name} = {DTYPES[s.dtype]}({helper}(t{buf}, n[{k}], {init}))"]
-        return [f"{s.name} = {DTYPES[s.dtype]}({s.text.format(*(ref(v, s.level) for v in s.operands))})"]
+            return [f"{s.name} = {_CTOR[s.dtype]}({helper}(t{buf}, n[{k}], {init}))"]
+        return [f"{s.name} = {_CTOR[s.dtype]}({s.text.format(*(ref(v, s.level) for v in s.operands))})"]
 
     for p in range(n_pass + 1):
         lines += [ind + line for s in stmts if s.space == "row" and s.level == p for line in row_stmt(s)]
@@ -435,7 +452,7 @@ def _render(
         lines += [ind + line for s in body for r in keyed.get(s.name, ()) for line in _keyed(r.name, r.reduce[0], "init", r.reduce[2])]  # type: ignore[index]
         lines.append(ind + f"for j in range(n[{k}]):")
         for s in body:
-            lines.append(ind + "    " + f"{s.name} = {DTYPES[s.dtype]}({s.text.format(*(ref(v, p) for v in s.operands))})")
+            lines.append(ind + "    " + f"{s.name} = {_CTOR[s.dtype]}({s.text.format(*(ref(v, p) for v in s.operands))})")
             lines += [ind + "    " + f"{t} = {s.name}" for t in s.stores]
             lines += [ind + "    " + line for r in keyed.get(s.name, ()) for line in _keyed(r.name, r.reduce[0], "step", s.name)]  # type: ignore[index]
     lines += [ind + s for s in row_stores]

@@ -139,6 +139,34 @@ def _mkl_2d(fn: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, 
     fn(_ROW, ta, tb, m, n, k, alpha, A.ctypes.data, lda, B.ctypes.data, ldb, beta, c.ctypes.data, ldc)
 
 
+def _batched(fn: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float, beta: float) -> bool:
+    """A batch of small products (attention's per-head `q k^T` and `p v`: hundreds of
+    128x64x128 matrices a step) as one walk over precomputed addresses: every matrix
+    of a batch has the same layout, so the transpose flags and leading dimensions are
+    worked out once and each product is one call (the per-matrix path spent about 10 us
+    a matrix in Python: views, `ctypes.data`, layout checks, as much as MKL's work on a
+    128x64x128 product). False (nothing done) for products that pack B
+    (`PACK_MIN_FLOPS`) or operands whose matrices would need a copy."""
+    nb = A.ndim - 2
+    m, k = A.shape[-2:]
+    n = B.shape[-1]
+    if m * n * k >= PACK_MIN_FLOPS:
+        return False
+    first = (0,) * nb
+    a0, b0 = A[first], B[first]
+    X, ta, lda = _operand(a0)
+    Y, tb, ldb = _operand(b0)
+    if X is not a0 or Y is not b0:
+        return False
+    ldc = max(C.strides[-2] // 4, n, 1)
+    grid = np.indices(A.shape[:nb]).reshape(nb, -1).T
+    offsets = [(grid @ np.array(x.strides[:nb], np.int64)).tolist() for x in (A, B, C)]
+    pa, pb, pc = (x.__array_interface__["data"][0] for x in (A, B, C))
+    for oa, ob, oc in zip(*offsets):
+        fn(_ROW, ta, tb, m, n, k, alpha, pa + oa, lda, pb + ob, ldb, beta, pc + oc, ldc)
+    return True
+
+
 def _writable_rows(c: np.ndarray) -> bool:
     return c.dtype == _F32 and c.ndim >= 2 and c.strides[-1] == 4 and c.strides[-2] % 4 == 0 and c.strides[-2] >= c.shape[-1] * 4 and c.flags.writeable
 
@@ -175,8 +203,9 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: f
     elif target.size:
         A = np.broadcast_to(a, (*shape[:-2], *a.shape[-2:]))
         B = np.broadcast_to(b, (*shape[:-2], *b.shape[-2:]))
-        for idx in np.ndindex(*shape[:-2]):
-            _mkl_2d(fn, A[idx], B[idx], target[idx], alpha, beta)
+        if len(shape) == 2 or not _batched(fn, A, B, target, alpha, beta):
+            for idx in np.ndindex(*shape[:-2]):
+                _mkl_2d(fn, A[idx], B[idx], target[idx], alpha, beta)
     if out is None:
         return target
     if target is not out:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -63,3 +66,22 @@ def _cpuinfo_bf16_units() -> bool:
     except OSError:
         pass
     return False
+
+
+@dataclass
+class Bf16Results:
+    """A fused elementwise kernel (`kernels/fused.py`'s `FusedKernel`) some of whose
+    results are bf16: it stores their bits as uint16 (numba has no bf16), seen here as
+    bf16 (a view: no copy). Called as the kernel is; None where it declines (the numpy
+    path runs)."""
+
+    kernel: Any
+    bf16: tuple[int, ...]
+    """The results the kernel stores as bf16 bits."""
+
+    def __call__(self, args: Sequence[object], sizes: Sequence[int]) -> list[object] | None:
+        vals = self.kernel(args, sizes)
+        if vals is None:
+            return None
+        bf = bfloat16()
+        return [v.view(bf) if k in self.bf16 else v for k, v in enumerate(vals)]
