@@ -26,6 +26,7 @@ PIPELINE: tuple[str, ...] = (
     "canonicalize",
     "cse",
     "convert-shard-to-mpi",
+    "forward-send-copies",  # the lowering stages reduce_scatter send buffers in copies (trunk's form): sent from the source
     "canonicalize",
 )
 

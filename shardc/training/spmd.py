@@ -5,7 +5,7 @@ Nothing here writes a collective. `build_step_module` puts shard annotations at 
 layout boundaries (storage, compute, update); the pipeline
 
     sharding-propagation{traversal=forward-backward}, shard-partition, shard-simplify,
-    canonicalize, cse, convert-shard-to-mpi, canonicalize
+    canonicalize, cse, convert-shard-to-mpi, forward-send-copies, canonicalize
 
 derives and lowers the communication; the runtime compiles the `mpi.*` program to Python
 over numpy, and each rank calls it on its local pieces. Propagation runs forward first:

@@ -243,7 +243,7 @@ def test_cli_trains_the_example_on_simulated_ranks(tmp_path):
     for f in ("loss.png", "tokens_per_s.png", "vocab.txt", "checkpoints/step-00000003/manifest.json"):
         assert (tmp_path / f).is_file(), f
     stages = sorted(p.name for p in (tmp_path / "ir").iterdir())
-    assert stages[0] == "00-input.mlir" and stages[-1] == "07-canonicalize.mlir" and len(stages) == 8
+    assert stages[0] == "00-input.mlir" and stages[-1] == "08-canonicalize.mlir" and len(stages) == 9
     first, last = ((tmp_path / "ir" / stages[i]).read_text() for i in (0, -1))
     assert "func.func @train_step" in first and "func.func @eval_loss" in first and "func.func @adamw_step" in first
     assert "shard.shard" in first and "mpi.allgather" in last

@@ -82,7 +82,7 @@ def test_sharded_training_matches_single_rank(world, tp, zero, fsdp, accum):
 def test_pipeline_is_the_whole_shard_pipeline():
     prog = program(4, 2, True, True)
     assert [s.name for s in prog.stages] == ["input", *PIPELINE]
-    assert PIPELINE[-2:] == ("convert-shard-to-mpi", "canonicalize")
+    assert PIPELINE[-3:] == ("convert-shard-to-mpi", "forward-send-copies", "canonicalize")
     names = {op.name for op in prog.module.walk()}
     assert not any(n.startswith("shard.") and n != "shard.grid" for n in names), sorted(n for n in names if n.startswith("shard."))
     assert "mpi.allreduce" in names

@@ -35,9 +35,9 @@ def test_simulated_run_writes_log_plot_params_and_ir(tmp_path, capsys):
     cfg = GPTConfig(1, 2, 16, 8, params["wte"].shape[0])
     assert {s.path: s.shape for s in param_specs(cfg)} == {k: params[k].shape for k in params.files}
     stages = sorted(p.name for p in ir.iterdir())
-    assert stages[0] == "00-input.mlir" and stages[-1] == "07-canonicalize.mlir" and "06-convert-shard-to-mpi.mlir" in stages
+    assert stages[0] == "00-input.mlir" and stages[-1] == "08-canonicalize.mlir" and "06-convert-shard-to-mpi.mlir" in stages
     assert "shard.shard" in (ir / "00-input.mlir").read_text()
-    lowered = (ir / "07-canonicalize.mlir").read_text()
+    lowered = (ir / "08-canonicalize.mlir").read_text()
     assert "mpi.allgather" in lowered and "shard.all_gather" not in lowered
 
 
