@@ -411,28 +411,47 @@ def choose(
 
     start = time.perf_counter()
     cm = cost if cost is not None else CostModel(load_rates())
-    considered: list[Prediction] = []
+
+    def padded(grid: Grid) -> GPTConfig:
+        if not pad_vocab:
+            return model
+        pad = math.lcm(8, grid.batch)
+        return replace(model, vocab_size=-(-model.vocab_size // pad) * pad)
+
+    def check(policy: ShardingPolicy, grid: Grid) -> None:
+        if model.n_head % policy.tp or model.n_mlp % policy.tp:
+            raise GridError(f"tp={policy.tp} does not divide the {model.n_head} heads")
+        validate_layouts(param_specs(padded(grid)), plan, policy, grid)
+
+    valid, invalid = _valid_policies(policies if policies is not None else hand_policies(world), world, ranks_per_host, check, (GridError, ShardingConfigError))
+    considered = [predict(padded(grid), policy, grid, per_device_batch, accum, cm, itemsize, plan) for policy, grid in valid]
+    return _pick(considered, invalid, world, budget, cm, start)
+
+
+def _valid_policies(
+    policies: Sequence[ShardingPolicy], world: int, ranks_per_host: int | None,
+    check: Callable[[ShardingPolicy, Grid], None], errors: tuple[type[Exception], ...],
+) -> tuple[list[tuple[ShardingPolicy, Grid]], list[tuple[ShardingPolicy, str]]]:
+    """The policies whose grid on `world` ranks `check` accepts, with their grids, and the
+    others with why not (`check` raises ShardingValidationError, or one of `errors`).
+    ZeRO and FSDP are passed over where the grid leaves one data replica: they split
+    nothing there, the plan is plain tp."""
+    valid: list[tuple[ShardingPolicy, Grid]] = []
     invalid: list[tuple[ShardingPolicy, str]] = []
-    for policy in policies if policies is not None else hand_policies(world):
+    for policy in policies:
         try:
             grid = make_grid(world, policy.tp, ranks_per_host)
             if grid.batch == 1 and policy.zero:
-                continue  # one data replica: ZeRO and FSDP split nothing, the plan is plain tp
-            m = model
-            if pad_vocab:
-                pad = math.lcm(8, grid.batch)
-                m = replace(model, vocab_size=-(-model.vocab_size // pad) * pad)
-            if model.n_head % policy.tp or model.n_mlp % policy.tp:
-                raise GridError(f"tp={policy.tp} does not divide the {model.n_head} heads")
-            validate_layouts(param_specs(m), plan, policy, grid)
+                continue
+            check(policy, grid)
         except ShardingValidationError as e:
             invalid.append((policy, e.failures[0]))
             continue
-        except (GridError, ShardingConfigError) as e:
+        except errors as e:
             invalid.append((policy, str(e)))
             continue
-        considered.append(predict(m, policy, grid, per_device_batch, accum, cm, itemsize, plan))
-    return _pick(considered, invalid, world, budget, cm, start)
+        valid.append((policy, grid))
+    return valid, invalid
 
 
 def _pick(considered: list[Prediction], invalid: list[tuple[ShardingPolicy, str]], world: int, budget: float | None, cm: Any, start: float) -> AutoPlan:
@@ -489,30 +508,22 @@ def choose_module(
 
     start = time.perf_counter()
     cm = cost if cost is not None else CostModel(load_rates())
-    considered: list[Prediction] = []
-    invalid: list[tuple[ShardingPolicy, str]] = []
     splits_tp = any(SHARD in (d or ()) for s in shape.params for d in resolve(s.axes, shape.plan, ShardingPolicy(2, False, False)).compute)
     splits_zero = any(BATCH in (d or ()) for s in shape.params for d in resolve(s.axes, shape.plan, ShardingPolicy(1, True, False)).update)
-    for policy in hand_policies(world):
-        try:
-            grid = make_grid(world, policy.tp, ranks_per_host)
-            if grid.batch == 1 and policy.zero:
-                continue
-            if policy.tp > 1 and not splits_tp:
-                raise GridError(f"{shape.name}'s logical axes split nothing over shard")
-            if policy.zero and not splits_zero:
-                raise GridError(f"{shape.name}'s logical axes name nothing ZeRO splits over batch")
-            validate_layouts(shape.params, shape.plan, policy, grid)
-            _check_heads(shape, policy, grid)
-            if check is not None:
-                check(policy, grid)
-        except ShardingValidationError as e:
-            invalid.append((policy, e.failures[0]))
-            continue
-        except ValueError as e:  # GridError, ShardingConfigError, the check's
-            invalid.append((policy, str(e)))
-            continue
-        considered.append(predict_module(shape, policy, grid, per_device_batch, accum, cm, itemsize))
+
+    def check_policy(policy: ShardingPolicy, grid: Grid) -> None:
+        if policy.tp > 1 and not splits_tp:
+            raise GridError(f"{shape.name}'s logical axes split nothing over shard")
+        if policy.zero and not splits_zero:
+            raise GridError(f"{shape.name}'s logical axes name nothing ZeRO splits over batch")
+        validate_layouts(shape.params, shape.plan, policy, grid)
+        _check_heads(shape, policy, grid)
+        if check is not None:
+            check(policy, grid)
+
+    # ValueError: GridError, ShardingConfigError, the check's
+    valid, invalid = _valid_policies(hand_policies(world), world, ranks_per_host, check_policy, (ValueError,))
+    considered = [predict_module(shape, policy, grid, per_device_batch, accum, cm, itemsize) for policy, grid in valid]
     return _pick(considered, invalid, world, budget, cm, start)
 
 
