@@ -1,31 +1,42 @@
 """`shardc-train --auto`'s predictions against measurements: model x world x policy.
 
-    python bench/auto_plan.py                  # GPT n_layer 4 and 12 (n_embd 128), worlds 1, 2 and 4
-    python bench/auto_plan.py --quick          # one tiny GPT, world 2, 3 steps: a smoke run
-    python bench/auto_plan.py --rates measure  # calibrate the cost model first (cached per machine and MPI)
-    python bench/auto_plan.py --solve [both]   # the auto-sharding solve of a GPT-2-small step, layers shared [and not]
+    python bench/auto_plan.py                          # GPT n_layer 4 and 12 (n_embd 128), a Llama; worlds 1, 2, 4
+    python bench/auto_plan.py --models llama --worlds 2,4   # pick models (gpt4, gpt12, llama) and worlds
+    python bench/auto_plan.py --quick [--models llama] # a tiny GPT (or Llama), world 2, 3 steps: a smoke run
+    python bench/auto_plan.py --rates measure          # calibrate the cost model first (cached per machine and MPI)
+    python bench/auto_plan.py --solve [both]           # the auto-sharding solve of a GPT-2-small step, layers shared [and not]
 
-For every model and world (1, 2, 4) the table has one row per hand policy the grid allows
-among dp, zero, fsdp, tp=2, tp=2+fsdp, then `auto` (the plan `--auto` chooses with no
-budget) and `auto tight` (the budget 1 byte below what plain DP and ZeRO need, when a
-plan fits it): predicted and measured ms per step, tokens/s, predicted and measured
-memory per rank (measured two ways, below), and the time the plan took to choose. The auto rows end with the ratio
-of their measured tokens/s to the best hand policy's, measured in the same run.
+The models: the built-in GPT (n_layer 4 and 12, n_embd 128, 4 heads, block 64, batch 8)
+and a Llama-shaped transformers model, `LlamaForCausalLM` built from its config as
+`shardc-train --torch-model hf:LlamaForCausalLM --model-config` builds it (random init,
+no download: hidden 256, 4 layers, 8 query / 4 key-value heads, MLP 688, seq 128, batch
+4), planned by `plan_torch_job` and trained by the trainer's own job. For every model and
+world the table has one row per hand policy the grid allows among dp, zero, fsdp, tp=2,
+tp=2+fsdp, then `auto` (the plan `--auto` chooses with no budget) and `auto tight` (the
+budget 1 byte below what plain DP and ZeRO need, when a plan fits it): predicted and
+measured ms per step and their ratio, predicted and measured memory per rank and their
+ratio, the resident-set peak, tokens/s, and the time the plan took to choose. The auto
+rows end with the ratio of their measured tokens/s to the best hand policy's, measured in
+the same run; each model ends with a summary line: those ratios, and how many measured
+policies are within 25% (time) and 15% (memory) of their predictions.
 
 Every row runs under `mpiexec -n W` (the MPI beside this Python), one process per rank,
-BLAS on one thread: its figure is the median step after the first of `--steps`. Memory
-measured, the largest rank's: `traced`, the peak bytes allocated by 2 more steps under
-tracemalloc (numpy reports its buffers to it), started once the step is compiled: what
-the prediction models (state, activations, transient copies); `RSS`, the resident-set
-high-water mark over the timed training above the compiled step's
-(`shardc.training.auto_plan.Measurement`, what `--auto` prints), which also holds the
-runtime's own pages (libraries, BLAS buffers, the first step's lazy imports), so small
-models measure far above their prediction. On a machine with fewer cores than ranks
-the measured times include the ranks' waiting for a core.
+BLAS on one thread, measured as `--auto` measures (`shardc.training.auto_plan.Measurement`):
+the step time is the median of the steps after the first two (after the first with fewer
+than 4 steps), which run under tracemalloc; memory `traced` is rank 0's: the numpy bytes
+live after the first step (the state) plus the second step's peak above them, what the
+prediction models (state, activations, transient copies). For the Llama it adds the
+module's own parameters: every rank builds the whole module, the state's arrays view
+its tensors, and the trace (numpy's buffers, from the compiled step on) cannot see them.
+`RSS` is the largest rank's resident-set high-water mark above the compiled step's,
+which also holds the runtime's own pages (libraries, BLAS buffers, the first step's lazy
+imports), so small models measure far above their prediction. On a machine with fewer
+cores than ranks the measured times include the ranks' waiting for a core.
 
-Last, `--plan-only` predictions for a GPT-2-small-shaped model (12 layers, n_embd 768,
-12 heads, block 1024, vocab 50304, 8 sequences per device) on 8 to 1024 ranks, beside
-the measured points above (not the same model: the small GPTs are what runs here).
+Last (unless `--no-plan-only`), `--plan-only` predictions for a GPT-2-small-shaped model
+(12 layers, n_embd 768, 12 heads, block 1024, vocab 50304, 8 sequences per device) on 8
+to 1024 ranks, beside the measured points above (not the same model: the small GPTs are
+what runs here).
 """
 
 from __future__ import annotations
@@ -73,7 +84,7 @@ def worker(spec: dict) -> None:
 
         # the two traced steps run slower: the median of the later ones (after the first with fewer than 4)
         secs = secs[2:] if len(secs) >= 4 else secs[1:] or secs
-        row = {"ms": statistics.median(secs) * 1e3, "peak": max(x or 0 for x in peaks), "traced": traced}
+        row = {"ms": statistics.median(secs) * 1e3, "peak": max(x or 0 for x in peaks), "traced": traced, "state": measure.numpy_live}
         print("ROW " + json.dumps(row), flush=True)
 
 
@@ -109,10 +120,23 @@ def _train_llama(spec: dict, comm, measure) -> list[float]:
     from shardc.training.job import run_job
 
     args = arg_parser().parse_args(_llama_flags(spec) + _policy_flags(spec["policy"]) + ["--steps", str(spec["steps"]), "--out", spec["out"]])
+    from shardc.frontends.torch_train import TorchTraining
+
+    prepare, module_bytes = TorchTraining.prepare, []
+
+    def prepare_noting_the_module(model, *args, **kwargs):
+        module_bytes.append(sum(p.numel() * p.element_size() for p in model.parameters()))
+        return prepare(model, *args, **kwargs)
+
+    TorchTraining.prepare = staticmethod(prepare_noting_the_module)
     if run_job(args, TorchSource(), comm, measure=measure) != 0:
         raise SystemExit(1)
     if comm.Get_rank() != 0:
         return []
+    # The module's parameters (every rank builds the whole module; the state's arrays view
+    # them) are made before tracing starts and are not numpy's: the trace cannot see them.
+    if measure.traced is not None:
+        measure.traced += module_bytes[0]
     with open(Path(spec["out"]) / "loss.csv") as f:
         return [float(r["seconds"]) for r in csv.DictReader(f)]
 
@@ -258,6 +282,7 @@ def main() -> int:
     from shardc.training.auto_plan import PlanError, choose, size_text
     from shardc.training.data import synthetic_corpus
     from shardc.training.gpt import GPTConfig
+    from shardc.training.job import JobError
     from shardc.training.tokenizer import make_tokenizer
 
     if a.rates not in ("cached", "default", "measure"):
@@ -312,7 +337,7 @@ def main() -> int:
                 try:
                     tight = plan_for(world, min(plain) - 1)
                     rows.append((f"tight -> {tight.chosen.name}", tight.chosen, tight.seconds))
-                except (PlanError, ValueError) as e:  # plan_torch_job's are JobErrors
+                except (PlanError, JobError) as e:  # plan_torch_job's are JobErrors
                     print(f"{label:<13} {world:>2} auto tight: {e}")
             measured: dict[str, dict | None] = {}
             counted: set[str] = set()

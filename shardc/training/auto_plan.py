@@ -68,13 +68,17 @@ the steps measured on the development machine (1-4 layers, n_embd 16-256, one ra
 cost 8-20 us per op above their FLOPs and bytes."""
 
 
-IMPORTED_ACTIVATIONS = 2.5
-"""How much more a torch module's imported step holds at its peak than the activations
-its projections, attention, norms and logits keep: torch-mlir's decompositions
-materialize their intermediates (casts, broadcasts, the softmax's pieces) and the step
-keeps them to the backward pass. Measured here (state + a step's peak, tracemalloc):
-a 2-layer GPT-2 (n_embd 32, block 16, tp=2) 1.26 MiB above its state against 512 KiB
-modeled, a 1-layer Llama (hidden 32, block 16, dp on 2 ranks) 428 KiB against 176 KiB."""
+IMPORTED_ACTIVATIONS = 0.85
+"""What a torch module's imported step holds at its peak per byte of the activations its
+projections, attention, norms and logits keep, and `IMPORTED_UPDATE_COPIES`: per byte of
+its parameters (compute layout), what it holds beside them whatever the batch (the
+gradients' copies, AdamW's new parameters and moments beside the old). Fitted to a
+Llama-shaped transformers model (hidden 256, 4 layers, 8/4 heads, seq 128, batch 2 and 4,
+dp/ZeRO/FSDP/tp=2; tracemalloc's peak + the module's parameters, which numpy views and
+the trace cannot see): within 7% on each; the 2.5x once fitted to 1-layer models of
+width 32 put it at 1.6x. Models that small hold a few hundred KiB more than predicted
+(the step's constants, per-op copies)."""
+IMPORTED_UPDATE_COPIES = 2.5
 
 
 class PlanError(ValueError):
@@ -317,7 +321,7 @@ def predict_module(
     tp = [("all_reduce", accum * reduces, reduce_bytes / reduces)] if reduces else []
     rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, tp)
     state, transient = _state_memory(specs, shape.plan, policy, grid, compute_elems, itemsize)
-    memory = MemoryEstimate(state, saved, transient)
+    memory = MemoryEstimate(state, saved, transient + IMPORTED_UPDATE_COPIES * compute_elems * itemsize)
     return Prediction(policy, grid, compute_s, tuple(rows), memory, b * grid.batch * accum * T, shape, tuple(specs), shape.plan)
 
 
