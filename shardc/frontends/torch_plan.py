@@ -94,11 +94,12 @@ def module_shape(task: Any, block_size: int, vocab_size: int) -> ModuleShape:
     return ModuleShape(type(model).__name__, tuple(params), task.plan, tuple(linears), tuple(attention), tuple(norms), ops, block_size, vocab_size)
 
 
-def plan_torch_job(job: Job, world: int, ranks_per_host: int | None = None) -> AutoPlan:
+def plan_torch_job(job: Job, world: int, ranks_per_host: int | None = None, cost: object = None) -> AutoPlan:
     """The auto plan of a `--torch-model` job on `world` ranks: the module the job's
     flags build (vocabulary padded for the most data replicas, which every other grid's
     padding divides), its `module_shape`, `--per-device-batch`, `--accum` and
-    `--memory-budget`. Problems as JobError lines."""
+    `--memory-budget`, priced by `cost` (a CostModel; default: the cached rates).
+    Problems as JobError lines."""
     from shardc.frontends.hf import check_whole_heads, derive_layouts, is_hf_spec
     from shardc.frontends.torch import MissingTorch
     from shardc.training.auto_plan import PlanError
@@ -116,7 +117,7 @@ def plan_torch_job(job: Job, world: int, ranks_per_host: int | None = None) -> A
             if layouts is not None:
                 check_whole_heads(task.model, layouts, policy.tp)
 
-        return choose_module(shape, world, a.per_device_batch, a.accum, a.memory_budget, ranks_per_host=ranks_per_host, check=check)
+        return choose_module(shape, world, a.per_device_batch, a.accum, a.memory_budget, cost=cost, ranks_per_host=ranks_per_host, check=check)
     except MissingTorch as e:
         raise JobError(str(e)) from None
     except (PlanError, TorchTrainError, ValueError) as e:

@@ -68,13 +68,17 @@ the steps measured on the development machine (1-4 layers, n_embd 16-256, one ra
 cost 8-20 us per op above their FLOPs and bytes."""
 
 
-IMPORTED_ACTIVATIONS = 2.5
-"""How much more a torch module's imported step holds at its peak than the activations
-its projections, attention, norms and logits keep: torch-mlir's decompositions
-materialize their intermediates (casts, broadcasts, the softmax's pieces) and the step
-keeps them to the backward pass. Measured here (state + a step's peak, tracemalloc):
-a 2-layer GPT-2 (n_embd 32, block 16, tp=2) 1.26 MiB above its state against 512 KiB
-modeled, a 1-layer Llama (hidden 32, block 16, dp on 2 ranks) 428 KiB against 176 KiB."""
+IMPORTED_ACTIVATIONS = 0.85
+"""What a torch module's imported step holds at its peak per byte of the activations its
+projections, attention, norms and logits keep, and `IMPORTED_UPDATE_COPIES`: per byte of
+its parameters (compute layout), what it holds beside them whatever the batch (the
+gradients' copies, AdamW's new parameters and moments beside the old). Fitted to a
+Llama-shaped transformers model (hidden 256, 4 layers, 8/4 heads, seq 128, batch 2 and 4,
+dp/ZeRO/FSDP/tp=2; tracemalloc's peak + the module's parameters, which numpy views and
+the trace cannot see): within 7% on each; the 2.5x once fitted to 1-layer models of
+width 32 put it at 1.6x. Models that small hold a few hundred KiB more than predicted
+(the step's constants, per-op copies)."""
+IMPORTED_UPDATE_COPIES = 2.5
 
 
 class PlanError(ValueError):
@@ -317,7 +321,7 @@ def predict_module(
     tp = [("all_reduce", accum * reduces, reduce_bytes / reduces)] if reduces else []
     rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, tp)
     state, transient = _state_memory(specs, shape.plan, policy, grid, compute_elems, itemsize)
-    memory = MemoryEstimate(state, saved, transient)
+    memory = MemoryEstimate(state, saved, transient + IMPORTED_UPDATE_COPIES * compute_elems * itemsize)
     return Prediction(policy, grid, compute_s, tuple(rows), memory, b * grid.batch * accum * T, shape, tuple(specs), shape.plan)
 
 
@@ -411,28 +415,47 @@ def choose(
 
     start = time.perf_counter()
     cm = cost if cost is not None else CostModel(load_rates())
-    considered: list[Prediction] = []
+
+    def padded(grid: Grid) -> GPTConfig:
+        if not pad_vocab:
+            return model
+        pad = math.lcm(8, grid.batch)
+        return replace(model, vocab_size=-(-model.vocab_size // pad) * pad)
+
+    def check(policy: ShardingPolicy, grid: Grid) -> None:
+        if model.n_head % policy.tp or model.n_mlp % policy.tp:
+            raise GridError(f"tp={policy.tp} does not divide the {model.n_head} heads")
+        validate_layouts(param_specs(padded(grid)), plan, policy, grid)
+
+    valid, invalid = _valid_policies(policies if policies is not None else hand_policies(world), world, ranks_per_host, check, (GridError, ShardingConfigError))
+    considered = [predict(padded(grid), policy, grid, per_device_batch, accum, cm, itemsize, plan) for policy, grid in valid]
+    return _pick(considered, invalid, world, budget, cm, start)
+
+
+def _valid_policies(
+    policies: Sequence[ShardingPolicy], world: int, ranks_per_host: int | None,
+    check: Callable[[ShardingPolicy, Grid], None], errors: tuple[type[Exception], ...],
+) -> tuple[list[tuple[ShardingPolicy, Grid]], list[tuple[ShardingPolicy, str]]]:
+    """The policies whose grid on `world` ranks `check` accepts, with their grids, and the
+    others with why not (`check` raises ShardingValidationError, or one of `errors`).
+    ZeRO and FSDP are passed over where the grid leaves one data replica: they split
+    nothing there, the plan is plain tp."""
+    valid: list[tuple[ShardingPolicy, Grid]] = []
     invalid: list[tuple[ShardingPolicy, str]] = []
-    for policy in policies if policies is not None else hand_policies(world):
+    for policy in policies:
         try:
             grid = make_grid(world, policy.tp, ranks_per_host)
             if grid.batch == 1 and policy.zero:
-                continue  # one data replica: ZeRO and FSDP split nothing, the plan is plain tp
-            m = model
-            if pad_vocab:
-                pad = math.lcm(8, grid.batch)
-                m = replace(model, vocab_size=-(-model.vocab_size // pad) * pad)
-            if model.n_head % policy.tp or model.n_mlp % policy.tp:
-                raise GridError(f"tp={policy.tp} does not divide the {model.n_head} heads")
-            validate_layouts(param_specs(m), plan, policy, grid)
+                continue
+            check(policy, grid)
         except ShardingValidationError as e:
             invalid.append((policy, e.failures[0]))
             continue
-        except (GridError, ShardingConfigError) as e:
+        except errors as e:
             invalid.append((policy, str(e)))
             continue
-        considered.append(predict(m, policy, grid, per_device_batch, accum, cm, itemsize, plan))
-    return _pick(considered, invalid, world, budget, cm, start)
+        valid.append((policy, grid))
+    return valid, invalid
 
 
 def _pick(considered: list[Prediction], invalid: list[tuple[ShardingPolicy, str]], world: int, budget: float | None, cm: Any, start: float) -> AutoPlan:
@@ -489,30 +512,22 @@ def choose_module(
 
     start = time.perf_counter()
     cm = cost if cost is not None else CostModel(load_rates())
-    considered: list[Prediction] = []
-    invalid: list[tuple[ShardingPolicy, str]] = []
     splits_tp = any(SHARD in (d or ()) for s in shape.params for d in resolve(s.axes, shape.plan, ShardingPolicy(2, False, False)).compute)
     splits_zero = any(BATCH in (d or ()) for s in shape.params for d in resolve(s.axes, shape.plan, ShardingPolicy(1, True, False)).update)
-    for policy in hand_policies(world):
-        try:
-            grid = make_grid(world, policy.tp, ranks_per_host)
-            if grid.batch == 1 and policy.zero:
-                continue
-            if policy.tp > 1 and not splits_tp:
-                raise GridError(f"{shape.name}'s logical axes split nothing over shard")
-            if policy.zero and not splits_zero:
-                raise GridError(f"{shape.name}'s logical axes name nothing ZeRO splits over batch")
-            validate_layouts(shape.params, shape.plan, policy, grid)
-            _check_heads(shape, policy, grid)
-            if check is not None:
-                check(policy, grid)
-        except ShardingValidationError as e:
-            invalid.append((policy, e.failures[0]))
-            continue
-        except ValueError as e:  # GridError, ShardingConfigError, the check's
-            invalid.append((policy, str(e)))
-            continue
-        considered.append(predict_module(shape, policy, grid, per_device_batch, accum, cm, itemsize))
+
+    def check_policy(policy: ShardingPolicy, grid: Grid) -> None:
+        if policy.tp > 1 and not splits_tp:
+            raise GridError(f"{shape.name}'s logical axes split nothing over shard")
+        if policy.zero and not splits_zero:
+            raise GridError(f"{shape.name}'s logical axes name nothing ZeRO splits over batch")
+        validate_layouts(shape.params, shape.plan, policy, grid)
+        _check_heads(shape, policy, grid)
+        if check is not None:
+            check(policy, grid)
+
+    # ValueError: GridError, ShardingConfigError, the check's
+    valid, invalid = _valid_policies(hand_policies(world), world, ranks_per_host, check_policy, (ValueError,))
+    considered = [predict_module(shape, policy, grid, per_device_batch, accum, cm, itemsize) for policy, grid in valid]
     return _pick(considered, invalid, world, budget, cm, start)
 
 
