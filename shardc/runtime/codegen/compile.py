@@ -62,6 +62,7 @@ def compile_module(
     from shardc.runtime.codegen.fusion import fuse_elementwise
     from shardc.passes.uncollapse_batch_matmuls import uncollapse_batch_matmuls
     from shardc.passes.forward_send_copies import forward_send_copies
+    from shardc.runtime.codegen.remake_casts import remake_argument_casts
 
     kernels.load_all()
     tune_allocator()
@@ -70,6 +71,7 @@ def compile_module(
     if fuse:
         uncollapse_batch_matmuls(module)  # torch-mlir's bmm over collapsed heads: no copies
         forward_send_copies(module)  # convert-shard-to-mpi's staged send buffers: no copies
+        remake_argument_casts(module)  # a parameter's bf16 copy per product: not alive across the step
         fuse_elementwise(module)
     donations = _donate(module, donate or {})
     if fuse:  # `x + c` with c a contraction from zeros: the contraction accumulates into x

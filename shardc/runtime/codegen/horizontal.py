@@ -150,6 +150,8 @@ def _key(op: GenericOp, block: Block) -> object | None:
     body = op.body.block
     if any(isinstance(o, IndexOp) or o.regions for o in body.walk()):
         return None
+    if [o.name for o in body.ops] == ["arith.truncf", "linalg.yield"]:
+        return None  # a parameter's bf16 copy, made right before its product (`mixed_precision.bf16_for`): grouped, every copy would live from the first
     n_loops = len(op.iterator_types.data)
     shape: tuple[int, ...] | None = None
     positions: list[object] = []

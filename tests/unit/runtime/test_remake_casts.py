@@ -1,0 +1,155 @@
+"""A parameter's bf16 copy is made before each product that reads it
+(`shardc.runtime.codegen.remake_casts`), not once at the top of the step and kept from
+the forward to the backward: the transform on a small module, bitwise the same results,
+and the compiled bf16 GPT step holding at most one layer's weight copies at its peak."""
+
+from __future__ import annotations
+
+import sys
+
+import ml_dtypes
+import numpy as np
+
+from shardc.context import make_context
+from shardc.ir.fast_parser import FastParser
+from shardc.runtime.codegen.compile import compile_module
+from shardc.runtime.codegen.remake_casts import remake_argument_casts
+
+ID = "affine_map<(i, j) -> (i, j)>"
+MM = '[affine_map<(i, j, k) -> (i, k)>, affine_map<(i, j, k) -> (k, j)>, affine_map<(i, j, k) -> (i, j)>], iterator_types = ["parallel", "parallel", "reduction"]'
+
+
+def _cast(src: str, dst: str) -> str:
+    return f"""
+    %{dst}e = tensor.empty() : tensor<4x4xbf16>
+    %{dst} = linalg.generic {{indexing_maps = [{ID}, {ID}], iterator_types = ["parallel", "parallel"]}} ins(%{src} : tensor<4x4xf32>) outs(%{dst}e : tensor<4x4xbf16>) {{
+    ^bb0(%a: f32, %b: bf16):
+      %t = arith.truncf %a : f32 to bf16
+      linalg.yield %t : bf16
+    }} -> tensor<4x4xbf16>"""
+
+
+def _product(a: str, b: str, out: str) -> str:
+    return f"""
+    %{out} = linalg.generic {{indexing_maps = {MM}}} ins(%{a}, %{b} : tensor<4x4xbf16>, tensor<4x4xbf16>) outs(%zero : tensor<4x4xf32>) {{
+    ^bb0(%p: bf16, %q: bf16, %acc: f32):
+      %pe = arith.extf %p : bf16 to f32
+      %qe = arith.extf %q : bf16 to f32
+      %m = arith.mulf %pe, %qe : f32
+      %s = arith.addf %acc, %m : f32
+      linalg.yield %s : f32
+    }} -> tensor<4x4xf32>"""
+
+
+# `w` cast once at the top (as the mixed-precision pass and CSE leave it), read by a
+# "forward" product and, after an elementwise op, by a "backward" one.
+TEXT = f"""
+func.func @step(%w: tensor<4x4xf32>, %x: tensor<4x4xf32>) -> tensor<4x4xf32> {{
+    %zero = arith.constant dense<0.0> : tensor<4x4xf32>
+    {_cast("w", "wb")}
+    {_cast("x", "xb")}
+    {_product("xb", "wb", "h")}
+    %te = tensor.empty() : tensor<4x4xf32>
+    %g = linalg.generic {{indexing_maps = [{ID}, {ID}], iterator_types = ["parallel", "parallel"]}} ins(%h : tensor<4x4xf32>) outs(%te : tensor<4x4xf32>) {{
+    ^bb0(%a: f32, %b: f32):
+      %t = math.tanh %a : f32
+      linalg.yield %t : f32
+    }} -> tensor<4x4xf32>
+    {_cast("g", "gb")}
+    {_product("gb", "wb", "y")}
+    func.return %y : tensor<4x4xf32>
+}}
+"""
+
+
+def _parse():
+    return FastParser(make_context(), TEXT).parse_module()
+
+
+def _casts(block) -> list:
+    return [op for op in block.ops if op.name == "linalg.generic" and [o.name for o in op.body.block.ops] == ["arith.truncf", "linalg.yield"]]
+
+
+def test_the_argument_cast_moves_to_its_first_reader_and_is_remade_for_the_next():
+    module = _parse()
+    block = next(iter(module.ops)).body.blocks.first
+    assert remake_argument_casts(module) == 1
+    ops = list(block.ops)
+    w, x = block.args
+    w_casts = [op for op in _casts(block) if op.inputs[0] is w]
+    assert len(w_casts) == 2
+    casts = _casts(block)
+    for cast in w_casts:  # each just before the product that reads it (other casts between at most), read by that one only
+        (use,) = list(cast.results[0].uses)
+        between = ops[ops.index(cast) + 1 : ops.index(use.operation)]
+        assert use.operation.name == "linalg.generic" and all(op in casts for op in between)
+    # a cast of a value made in the function (not an argument) is left where it is, shared
+    assert len([op for op in _casts(block) if op.inputs[0] is x]) == 1
+
+
+def test_remade_casts_give_the_same_bits():
+    rng = np.random.default_rng(0)
+    w, x = (rng.standard_normal((4, 4)).astype(np.float32) for _ in range(2))
+    bf = ml_dtypes.bfloat16
+    h = x.astype(bf).astype(np.float32) @ w.astype(bf).astype(np.float32)
+    want = np.tanh(h).astype(bf).astype(np.float32) @ w.astype(bf).astype(np.float32)
+    got = compile_module(_parse(), "remake").call("step", w, x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    kept = compile_module(_parse(), "remake", fuse=False).call("step", w, x)  # no remaking without fusion
+    np.testing.assert_array_equal(got, kept)
+
+
+def _live_peak(fn, call) -> list[tuple[str, np.ndarray]]:
+    """The arrays `fn`'s frame holds (not its arguments) at its line with the most bytes
+    alive, counting each buffer once."""
+    args = set(fn.__code__.co_varnames[: fn.__code__.co_argcount])
+    best: list = [0, []]
+
+    def base(a: np.ndarray) -> np.ndarray:
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        return a
+
+    def line(frame, event, arg):
+        if event == "line":
+            seen = {}
+            for k, v in frame.f_locals.items():
+                if isinstance(v, np.ndarray) and k not in args:
+                    seen.setdefault(id(base(v)), (k, base(v)))
+            total = sum(b.nbytes for _, b in seen.values())
+            if total > best[0]:
+                best[:] = [total, list(seen.values())]
+        return line
+
+    def outer(frame, event, arg):
+        return line if frame.f_code is fn.__code__ else None
+
+    old = sys.gettrace()
+    sys.settrace(outer)
+    try:
+        call()
+    finally:
+        sys.settrace(old)
+    return best[1]
+
+
+def test_bf16_gpt_step_peak_holds_at_most_one_layers_weight_copies():
+    from shardc.training.axis import GPT_PLAN, ShardingPolicy
+    from shardc.training.gpt import GPTConfig, init_params, param_specs
+    from shardc.training.mesh import make_grid
+    from shardc.training.spmd import RankState, StepProgram
+
+    cfg = GPTConfig(n_layer=3, n_head=4, n_embd=32, block_size=16, vocab_size=64)  # no weight shaped as an activation (2, 16, ...)
+    prog = StepProgram.build(cfg, 2, make_grid(1, 1), ShardingPolicy(1, zero=True, fsdp=False), GPT_PLAN, precision="bf16")
+    state = RankState(prog, 0, init_params(cfg, 0))
+    rng = np.random.default_rng(0)
+    x, y = (rng.integers(0, cfg.vocab_size, (2, cfg.block_size)).astype(np.int32) for _ in range(2))
+    state.train_step([(x, y)], 1e-3)
+    fn = prog.compiled.functions["train_step"]
+    peak = _live_peak(fn, lambda: state.train_step([(x, y)], 1e-3))
+    layer = [tuple(s.shape) for s in param_specs(cfg) if s.path.startswith("h.0.") and len(s.shape) >= 2]
+    one_layer = sum(int(np.prod(s)) * 2 for s in layer)
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    copies = sum(b.nbytes for _, b in peak if b.dtype == bf16 and b.shape in layer)
+    # before the copies were remade, all three layers' (3 x one_layer) were alive here
+    assert peak and copies <= one_layer, f"{copies} bytes of weight copies alive at the peak, one layer's are {one_layer}"
