@@ -120,23 +120,10 @@ def _train_llama(spec: dict, comm, measure) -> list[float]:
     from shardc.training.job import run_job
 
     args = arg_parser().parse_args(_llama_flags(spec) + _policy_flags(spec["policy"]) + ["--steps", str(spec["steps"]), "--out", spec["out"]])
-    from shardc.frontends.torch_train import TorchTraining
-
-    prepare, module_bytes = TorchTraining.prepare, []
-
-    def prepare_noting_the_module(model, *args, **kwargs):
-        module_bytes.append(sum(p.numel() * p.element_size() for p in model.parameters()))
-        return prepare(model, *args, **kwargs)
-
-    TorchTraining.prepare = staticmethod(prepare_noting_the_module)
     if run_job(args, TorchSource(), comm, measure=measure) != 0:
         raise SystemExit(1)
     if comm.Get_rank() != 0:
         return []
-    # The module's parameters (every rank builds the whole module; the state's arrays view
-    # them) are made before tracing starts and are not numpy's: the trace cannot see them.
-    if measure.traced is not None:
-        measure.traced += module_bytes[0]
     with open(Path(spec["out"]) / "loss.csv") as f:
         return [float(r["seconds"]) for r in csv.DictReader(f)]
 

@@ -126,7 +126,9 @@ class TorchSource:
                 precision=getattr(a, "precision", "f32"),
             )
             seconds = time.perf_counter() - t0
-            job.compiled()  # --auto measures the training from here
+            # --auto measures the training from here; the module's parameters (the state's
+            # arrays view them) are torch's memory, which the trace of numpy cannot see
+            job.compiled(untraced_bytes=sum(p.numel() * p.element_size() for p in task.model.parameters()))
             # after the module is imported and checked (a bad one writes nothing), before training
             training.checkpoint = _claim_directories(job, training.checkpoint, where)
         except ShardingValidationError as e:

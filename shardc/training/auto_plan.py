@@ -663,6 +663,7 @@ class Measurement:
         self.traced: int | None = None
         self.live: int | None = None
         self.numpy_live = 0
+        self.untraced = 0
 
     @staticmethod
     def _status(field_name: str) -> int | None:
@@ -675,9 +676,13 @@ class Measurement:
             return None
         return None
 
-    def compiled(self, trace: bool = False) -> None:
+    def compiled(self, trace: bool = False, untraced_bytes: int = 0) -> None:
+        """`untraced_bytes`: state made before tracing that numpy does not report (a torch
+        module's parameters, which the state's arrays view), counted as live state."""
         import gc
         import tracemalloc
+
+        self.untraced = untraced_bytes
 
         gc.collect()
         try:
@@ -698,7 +703,7 @@ class Measurement:
             import numpy as np
 
             domain = np.lib.tracemalloc_domain
-            self.numpy_live = sum(t.size for t in tracemalloc.take_snapshot().traces if t.domain == domain)
+            self.numpy_live = self.untraced + sum(t.size for t in tracemalloc.take_snapshot().traces if t.domain == domain)
             self.live = tracemalloc.get_traced_memory()[0]
             tracemalloc.reset_peak()
             return

@@ -60,10 +60,11 @@ class Job:
     comm: Any = None
     measure: Any = None
 
-    def compiled(self) -> None:
-        """Sources call this once the step program is compiled, before training."""
+    def compiled(self, untraced_bytes: int = 0) -> None:
+        """Sources call this once the step program is compiled, before training;
+        `untraced_bytes`: state numpy does not report (a torch module's parameters)."""
         if self.measure is not None:
-            self.measure.compiled(trace=self.rank == 0)
+            self.measure.compiled(trace=self.rank == 0, untraced_bytes=untraced_bytes)
 
     # -- data ----------------------------------------------------------------------------
 
