@@ -232,6 +232,19 @@ def build_kernel(
     # Stages in order: ("k", [(result, statement, operands)]) or ("u", op).
     stages: list[tuple[str, object]] = []
     n_varying = 0
+
+    def place(res: SSAValue, stmt: str, operands: list[SSAValue], vary: bool) -> int:
+        """`stmt` computing `res`: before the loop when nothing it reads varies, else in the
+        current kernel stage; 1 when `res` varies (counted by the caller)."""
+        if not vary:
+            pre.append(stmt)
+            return 0
+        varying.add(res)
+        if not stages or stages[-1][0] != "k":
+            stages.append(("k", []))
+        stages[-1][1].append((res, stmt, operands))  # type: ignore[union-attr]
+        return 1
+
     bits: set[SSAValue] = set()  # bf16 values, as their bits (`BF16_BITS`)
     for op in list(block.ops)[:-1]:
         if len(op.results) != 1:
@@ -242,16 +255,8 @@ def build_kernel(
             if operands[0] not in names:
                 return None
             x = names[res] = f"x{next(counter)}"
-            stmt = f"{x} = np.uint16({TO_BF16.format(names[operands[0]])})"
             bits.add(res)
-            if operands[0] not in varying:
-                pre.append(stmt)
-                continue
-            varying.add(res)
-            n_varying += 1
-            if not stages or stages[-1][0] != "k":
-                stages.append(("k", []))
-            stages[-1][1].append((res, stmt, operands))  # type: ignore[union-attr]
+            n_varying += place(res, f"{x} = np.uint16({TO_BF16.format(names[operands[0]])})", operands, operands[0] in varying)
             continue
         if any(o in bits for o in operands) and not isinstance(op, arith.ExtFOp):
             return None  # arithmetic on bf16: the numpy path
@@ -298,15 +303,7 @@ def build_kernel(
         else:
             return None
         x = names[res] = f"x{next(counter)}"
-        stmt = f"{x} = {DTYPES[_name(dt)]}({expr})"
-        if not vary:
-            pre.append(stmt)
-            continue
-        varying.add(res)
-        n_varying += 1
-        if not stages or stages[-1][0] != "k":
-            stages.append(("k", []))
-        stages[-1][1].append((res, stmt, operands))  # type: ignore[union-attr]
+        n_varying += place(res, f"{x} = {DTYPES[_name(dt)]}({expr})", operands, vary)
     if any(y not in varying for y in yields):
         return None  # a yielded scalar or outside value: rare, numpy broadcasts it
     if len(stages) >= n_varying:
