@@ -62,15 +62,21 @@ _FRESH = re.compile(r"^\s*(\w+) = _np\.empty\(", re.M)
 
 
 def test_zero_step_reduce_scatters_without_a_copy() -> None:
-    """The ZeRO step reduce-scatters gradients along their inner dims: the lowered IR
-    stages each in a copy (trunk's form), the generated Python sends the transpose."""
+    """The ZeRO step reduce-scatters gradients along their inner dims (c_attn, attn
+    c_proj and MLP weights): convert-shard-to-mpi stages each in a copy (trunk's form,
+    the test above), and the trainer's pipeline forwards them (`forward-send-copies`
+    follows the conversion), so neither its lowered IR nor the generated Python sends a
+    freshly allocated copy."""
     from shardc.training.gpt import GPTConfig
     from shardc.training.trainer import TrainingConfig, compile_program
 
     gpt = GPTConfig(n_layer=1, n_head=4, n_embd=16, block_size=4, vocab_size=8)
     cfg = TrainingConfig(gpt, per_device_batch=2, accum=1, steps=1, lr=1e-2, warmup_steps=1, eval_batches=1).shard(tp=1, zero=True, fsdp=False)
     prog = compile_program(cfg, cfg.grid(2))
-    assert _staged_sends(prog.module) >= 3  # c_attn, attn c_proj and MLP weights
+    names = [stage.name for stage in prog.stages]
+    assert names.index("forward-send-copies") == names.index("convert-shard-to-mpi") + 1
+    assert _staged_sends(prog.module) == 0
+    assert sum(op.name == "mpi.reduce_scatter_block" for op in prog.module.walk()) >= 3
     source = prog.compiled.source  # type: ignore[attr-defined]
     sends = [m.group(2) for m in _SEND.finditer(source)]
     assert len(sends) == sum(op.name == "mpi.reduce_scatter_block" for op in prog.module.walk())
