@@ -756,11 +756,10 @@ def _scalar_type(text: str) -> Any:
         return simple[text]()
     if text.startswith("i") and text[1:].isdigit():
         return IntegerType(int(text[1:]))
-    from xdsl.parser import Parser
-
     from shardc.context import make_context
+    from shardc.ir.fast_parser import FastParser
 
-    return Parser(make_context(), text).parse_type()
+    return FastParser(make_context(), text).parse_type()
 
 
 def _arg_spec(spec: list[Any]) -> Any:
