@@ -30,8 +30,12 @@ module's own parameters: every rank builds the whole module, the state's arrays 
 its tensors, and the trace (numpy's buffers, from the compiled step on) cannot see them.
 `RSS` is the largest rank's resident-set high-water mark above the compiled step's,
 which also holds the runtime's own pages (libraries, BLAS buffers, the first step's lazy
-imports), so small models measure far above their prediction. On a machine with fewer
-cores than ranks the measured times include the ranks' waiting for a core.
+imports), so small models measure far above their prediction. The predictions are for
+the W ranks on this host, as `--auto` under mpiexec makes them: with more ranks than
+cores each rank's compute takes ranks/cores as long and each collective waits for its
+peers (`shardc.passes.cost_model.CostModel.on_host`; the wait is measured with the
+rates, `--rates measure`). Other work on the machine is not: a loaded machine measures
+above its predictions, and the load average is printed at the start and the end.
 
 Last (unless `--no-plan-only`), `--plan-only` predictions for a GPT-2-small-shaped model
 (12 layers, n_embd 768, 12 heads, block 1024, vocab 50304, 8 sequences per device) on 8
@@ -157,7 +161,7 @@ def _llama_plan(m: dict, world: int, budget: float | None, cost):
 
     args = arg_parser().parse_args(_llama_flags(m))
     args.memory_budget = budget
-    return plan_torch_job(Job(args, world), world, cost=cost)
+    return plan_torch_job(Job(args, world), world, world, cost=cost)  # every rank on this host, as under mpiexec
 
 
 def measure_row(spec: dict, world: int, timeout: float) -> dict | None:
@@ -266,7 +270,8 @@ def main() -> int:
         return solve_times(a.solve == "both")
 
     from shardc.passes.cost_model import DEFAULT_RATES, CostModel, load_rates
-    from shardc.training.auto_plan import PlanError, choose, size_text
+    from shardc.passes.cost_model import host_cores
+    from shardc.training.auto_plan import PlanError, choose, host_cost_model, size_text
     from shardc.training.data import synthetic_corpus
     from shardc.training.gpt import GPTConfig
     from shardc.training.job import JobError
@@ -293,7 +298,10 @@ def main() -> int:
     steps = a.steps or (3 if a.quick else 8)
     work = Path(tempfile.mkdtemp(prefix="auto_plan_bench."))
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"rates: {rates.source}; measured under mpiexec, {os.cpu_count()} CPUs here (load average {load}), {steps} steps (median of those after the 2 traced)")
+    print(
+        f"rates: {rates.source}; oversubscribed wait {rates.oversubscribed_wait * 1e3:.2f} ms per collective and extra rank per core; "
+        f"measured under mpiexec, {host_cores()} cores here (load average {load}), {steps} steps (median of those after the 2 traced)"
+    )
     head = (
         f"{'model':<13} {'W':>2} {'policy':<18} {'pred ms':>8} {'meas ms':>8} {'meas/pred':>9} {'pred mem':>11} {'traced':>11} "
         f"{'meas/pred':>9} {'RSS':>11} {'tok/s meas':>10} {'solve ms':>8}"
@@ -311,7 +319,8 @@ def main() -> int:
             model = GPTConfig(m["n_layer"], m["n_head"], m["n_embd"], m["block"], n_tokens)
 
             def plan_for(world: int, budget: float | None, model: GPTConfig = model, m: dict = m):
-                return choose(model, world, m["batch"], budget=budget, cost=cost, pad_vocab=True)
+                # every rank on this host, as `--auto` under mpiexec plans them
+                return choose(model, world, m["batch"], budget=budget, cost=host_cost_model(cost, world), ranks_per_host=world, pad_vocab=True)
 
         summary = Summary()
         for world in worlds:
@@ -356,7 +365,7 @@ def main() -> int:
                     flush=True,
                 )
         print(f"{label}: {summary.text()}", flush=True)
-    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (the predictions assume a core per rank)")
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (the predictions share this host's cores among the ranks, nothing else running)")
     shutil.rmtree(work, ignore_errors=True)
     if a.no_plan_only:
         return 0

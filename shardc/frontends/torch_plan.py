@@ -20,7 +20,7 @@ from typing import Any
 
 from shardc.frontends.torch_source import load_cli_task
 from shardc.frontends.torch_train import TorchTrainError, resolve_param_axes
-from shardc.training.auto_plan import AttentionShape, AutoPlan, LinearShape, ModuleShape, choose_module
+from shardc.training.auto_plan import AttentionShape, AutoPlan, LinearShape, ModuleShape, choose_module, host_cost_model
 from shardc.training.axis import ShardingPolicy
 from shardc.training.job import Job, JobError
 from shardc.training.mesh import Grid
@@ -98,8 +98,9 @@ def plan_torch_job(job: Job, world: int, ranks_per_host: int | None = None, cost
     """The auto plan of a `--torch-model` job on `world` ranks: the module the job's
     flags build (vocabulary padded for the most data replicas, which every other grid's
     padding divides), its `module_shape`, `--per-device-batch`, `--accum` and
-    `--memory-budget`, priced by `cost` (a CostModel; default: the cached rates).
-    Problems as JobError lines."""
+    `--memory-budget`, priced by `cost` (a CostModel; default: the cached rates) for
+    `ranks_per_host` ranks sharing this host's cores (`host_cost_model`; None: a core
+    each). Problems as JobError lines."""
     from shardc.frontends.hf import check_whole_heads, derive_layouts, is_hf_spec
     from shardc.frontends.torch import MissingTorch
     from shardc.training.auto_plan import PlanError
@@ -117,6 +118,7 @@ def plan_torch_job(job: Job, world: int, ranks_per_host: int | None = None, cost
             if layouts is not None:
                 check_whole_heads(task.model, layouts, policy.tp)
 
+        cost = host_cost_model(cost, ranks_per_host)
         return choose_module(shape, world, a.per_device_batch, a.accum, a.memory_budget, cost=cost, ranks_per_host=ranks_per_host, check=check)
     except MissingTorch as e:
         raise JobError(str(e)) from None

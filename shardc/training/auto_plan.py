@@ -193,7 +193,7 @@ def predict(
     layer_bytes = (24 * n * C + 12 * n * M / k + 10 * b * (H / k) * T * T + 4 * n * 3 * C / k) * itemsize
     elem_bytes = L * layer_bytes + 10 * n * V * itemsize + 4 * n * C * itemsize  # LM head softmax/CE, embedding
     micro = cm.contraction_time(3 * fwd_flops) + cm.elementwise_time(3 * elem_bytes)  # backward: twice forward
-    per_op = max(cm.rates.op_overhead, GENERATED_OP_SECONDS)
+    per_op = cm.on_shared_core(max(cm.rates.op_overhead, GENERATED_OP_SECONDS))
     micro += per_op * (OPS_PER_LAYER * L + OPS_FIXED)
     micro += cm.elementwise_time(2 * compute_elems * itemsize) if accum > 1 else 0.0  # accumulate
     update = cm.elementwise_time(14 * update_elems * itemsize) + per_op * OPS_PER_PARAM * len(specs)
@@ -313,7 +313,7 @@ def predict_module(
     elem += 10 * n * V * itemsize  # softmax and cross-entropy of the logits
     saved += 3 * n * V * itemsize
     saved *= IMPORTED_ACTIVATIONS
-    per_op = max(cm.rates.op_overhead, GENERATED_OP_SECONDS)
+    per_op = cm.on_shared_core(max(cm.rates.op_overhead, GENERATED_OP_SECONDS))
     micro = cm.contraction_time(3 * flops) + cm.elementwise_time(3 * elem) + per_op * 3 * shape.forward_ops
     micro += cm.elementwise_time(2 * compute_elems * itemsize) if accum > 1 else 0.0
     update = cm.elementwise_time(14 * update_elems * itemsize) + per_op * OPS_PER_PARAM * len(specs)
@@ -628,10 +628,22 @@ def plan_lines(plan: AutoPlan, tool: str = "shardc-train") -> list[str]:
 # -----------------------------------------------------------------------------------------
 
 
+def host_cost_model(cost: object, ranks_per_host: int | None) -> Any:
+    """`cost` (a CostModel; None: the cached rates) for ranks running `ranks_per_host` to
+    a host (None: a core each, as `--plan-only --world N` plans a cluster) with this
+    host's cores (`shardc.passes.cost_model.host_cores`, those this process may use):
+    more ranks than cores share them (`CostModel.on_host`)."""
+    from shardc.passes.cost_model import CostModel, host_cores, load_rates
+
+    cm: CostModel = cost if cost is not None else CostModel(load_rates())  # type: ignore[assignment]
+    return cm if ranks_per_host is None else cm.on_host(ranks_per_host, host_cores())
+
+
 def plan_job(job: object, world: int, ranks_per_host: int | None = None) -> AutoPlan:
     """The auto plan of a `shardc-train` job (`shardc.training.job.Job`) on `world` ranks:
     its model flags, its tokenizer's vocabulary, `--per-device-batch`, `--accum` and
-    `--memory-budget`. Problems as JobError lines."""
+    `--memory-budget`, priced for `ranks_per_host` ranks sharing this host's cores
+    (`host_cost_model`; None: a core each). Problems as JobError lines."""
     from shardc.training.job import JobError
     from shardc.training.tokenizer import make_tokenizer
 
@@ -639,7 +651,8 @@ def plan_job(job: object, world: int, ranks_per_host: int | None = None) -> Auto
     try:
         tok = make_tokenizer(a.tokenizer, job.text(), a.vocab_size)  # type: ignore[attr-defined]
         model = GPTConfig(a.n_layer, a.n_head, a.n_embd, a.block_size, tok.n_tokens)
-        return choose(model, world, a.per_device_batch, a.accum, a.memory_budget, ranks_per_host=ranks_per_host, pad_vocab=True)
+        cost = host_cost_model(None, ranks_per_host)
+        return choose(model, world, a.per_device_batch, a.accum, a.memory_budget, cost, ranks_per_host=ranks_per_host, pad_vocab=True)
     except ValueError as e:  # PlanError and the configuration's errors
         raise JobError(str(e)) from None
 
@@ -778,7 +791,7 @@ def measured_line(plan: AutoPlan, step_s: float | None, traced: int | None, peak
 
 
 __all__ = [
-    "Measurement", "measured_line", "measured_step_seconds", "plan_job",
+    "Measurement", "host_cost_model", "measured_line", "measured_step_seconds", "plan_job",
     "AttentionShape", "LinearShape", "ModuleShape", "choose_module", "predict_module",
     "AutoPlan", "Collective", "MemoryEstimate", "PlanError", "Prediction", "choose", "hand_policies",
     "parameter_groups", "plan_lines", "policy_name", "predict", "prediction_text", "size_text", "traded",
