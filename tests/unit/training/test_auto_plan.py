@@ -218,3 +218,16 @@ def test_four_ranks_on_two_cores_predict_twice_the_compute_of_four_on_four(monke
     for name, cluster in by_name[None].items():
         assert by_name[4][name].compute_s == pytest.approx(2 * cluster.compute_s)
         assert by_name[4][name].comm_s > 2 * cluster.comm_s
+
+
+def test_zero_holds_one_unreduced_gradient_at_a_time():
+    """The compiled GPT step reduce-scatters each gradient as the backward pass makes it:
+    ZeRO's transient is the largest parameter's gradient, not a whole microbatch's."""
+    from shardc.training.gpt import param_specs
+    from shardc.training.mesh import make_grid
+
+    model = GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=8, vocab_size=32)
+    zero = predict(model, ShardingPolicy(1, True, False), make_grid(2, 1), 2, cost=COST)
+    largest = max(np.prod(s.shape) for s in param_specs(model))
+    assert zero.memory.transient == largest * 4
+    assert zero.memory.transient < zero.memory.state.grads
