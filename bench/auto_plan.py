@@ -1,7 +1,7 @@
 """`shardc-train --auto`'s predictions against measurements: model x world x policy.
 
-    python bench/auto_plan.py                          # GPT n_layer 4 and 12 (n_embd 128), a Llama; worlds 1, 2, 4
-    python bench/auto_plan.py --models llama --worlds 2,4   # pick models (gpt4, gpt12, llama) and worlds
+    python bench/auto_plan.py                          # GPT n_layer 4 and 12 (n_embd 128), a Llama, a GPT-2; worlds 1, 2, 4
+    python bench/auto_plan.py --models llama --worlds 2,4   # pick models (gpt4, gpt12, llama, gpt2) and worlds
     python bench/auto_plan.py --quick [--models llama] # a tiny GPT (or Llama), world 2, 3 steps: a smoke run
     python bench/auto_plan.py --rates measure          # calibrate the cost model first (cached per machine and MPI)
     python bench/auto_plan.py --solve [both]           # the auto-sharding solve of a GPT-2-small step, layers shared [and not]
@@ -10,7 +10,9 @@ The models: the built-in GPT (n_layer 4 and 12, n_embd 128, 4 heads, block 64, b
 and a Llama-shaped transformers model, `LlamaForCausalLM` built from its config as
 `shardc-train --torch-model hf:LlamaForCausalLM --model-config` builds it (random init,
 no download: hidden 256, 4 layers, 8 query / 4 key-value heads, MLP 688, seq 128, batch
-4), planned by `plan_torch_job` and trained by the trainer's own job. For every model and
+4), and a GPT-2-shaped one (`hf:GPT2LMHeadModel`: n_embd 128, 4 layers, 4 heads, seq 64,
+batch 8: the built-in GPT4's shape, with transformers' tanh GELU and LayerNorms), planned
+by `plan_torch_job` and trained by the trainer's own job. For every model and
 world the table has one row per hand policy the grid allows among dp, zero, fsdp, tp=2,
 tp=2+fsdp, then `auto` (the plan `--auto` chooses with no budget) and `auto tight` (the
 budget 1 byte below what plain DP and ZeRO need, when a plan fits it): predicted and
@@ -60,6 +62,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 HAND = ("dp", "zero", "fsdp", "tp=2", "tp=2+fsdp")
+HF_CLASS = {"llama": "hf:LlamaForCausalLM", "gpt2": "hf:GPT2LMHeadModel"}
+"""The transformers class of a model entry's kind (the built-in GPT's is "gpt")."""
 
 
 def _policy(name: str):
@@ -80,7 +84,7 @@ def worker(spec: dict) -> None:
     comm = MPI.COMM_WORLD
     set_blas_threads(1)
     measure = Measurement()
-    secs = (_train_llama if spec["kind"] == "llama" else _train_gpt)(spec, comm, measure)
+    secs = (_train_gpt if spec["kind"] == "gpt" else _train_llama)(spec, comm, measure)
     peaks = comm.allgather(measure.peak_bytes())
     traced = measure.traced_bytes()
     if comm.Get_rank() == 0:
@@ -114,8 +118,8 @@ def _train_gpt(spec: dict, comm, measure) -> list[float]:
 
 
 def _train_llama(spec: dict, comm, measure) -> list[float]:
-    """The transformers Llama of `spec` (`hf:LlamaForCausalLM` from its config, random
-    init) under `spec`'s policy, as `shardc-train --torch-model` trains it: its step
+    """The transformers model of `spec` (`hf:LlamaForCausalLM` or, kind "gpt2",
+    `hf:GPT2LMHeadModel` from its config, random init) under `spec`'s policy, as `shardc-train --torch-model` trains it: its step
     seconds (rank 0, from loss.csv)."""
     import csv
 
@@ -134,7 +138,7 @@ def _train_llama(spec: dict, comm, measure) -> list[float]:
 
 def _llama_flags(spec: dict) -> list[str]:
     return [
-        "--torch-model", "hf:LlamaForCausalLM", "--model-config", spec["config"], "--block-size", str(spec["block"]),
+        "--torch-model", HF_CLASS[spec["kind"]], "--model-config", spec["config"], "--block-size", str(spec["block"]),
         "--per-device-batch", str(spec["batch"]), "--quiet", "--eval-every", "0", "--checkpoint-every", "0",
     ]
 
@@ -145,7 +149,9 @@ def _policy_flags(name: str) -> list[str]:
 
 
 def _llama_config(m: dict) -> dict:
-    """The LlamaConfig fields of a llama model entry (vocab_size: the tokenizer's)."""
+    """The LlamaConfig (GPT2Config) fields of a llama (gpt2) model entry (vocab_size: the tokenizer's)."""
+    if m["kind"] == "gpt2":
+        return dict(n_embd=m["hidden"], n_layer=m["n_layer"], n_head=m["n_head"], n_positions=m["block"])
     return dict(
         hidden_size=m["hidden"], intermediate_size=m["mlp"], num_hidden_layers=m["n_layer"], num_attention_heads=m["n_head"],
         num_key_value_heads=m["n_kv"], max_position_embeddings=m["block"],
@@ -240,6 +246,7 @@ MODELS = {
     "gpt4": ("gpt-l4-e128", dict(kind="gpt", n_layer=4, n_head=4, n_embd=128, block=64, batch=8)),
     "gpt12": ("gpt-l12-e128", dict(kind="gpt", n_layer=12, n_head=4, n_embd=128, block=64, batch=8)),
     "llama": ("llama-h256-l4", dict(kind="llama", n_layer=4, n_head=8, n_kv=4, hidden=256, mlp=688, block=128, batch=4)),
+    "gpt2": ("gpt2-e128-l4", dict(kind="gpt2", n_layer=4, n_head=4, hidden=128, block=64, batch=8)),
 }
 """The full run's models: `--models` picks among them."""
 QUICK = {
@@ -309,7 +316,7 @@ def main() -> int:
     print(head)
     print("-" * len(head))
     for label, m in models:
-        if m["kind"] == "llama":
+        if m["kind"] != "gpt":
             m = dict(m, config=str(work / f"{label}.json"))
             Path(m["config"]).write_text(json.dumps(_llama_config(m)))
 
