@@ -1,7 +1,7 @@
 """`shardc-train --auto`'s predictions against measurements: model x world x policy.
 
-    python bench/auto_plan.py                          # GPT n_layer 4 and 12 (n_embd 128), a Llama; worlds 1, 2, 4
-    python bench/auto_plan.py --models llama --worlds 2,4   # pick models (gpt4, gpt12, llama) and worlds
+    python bench/auto_plan.py                          # GPT n_layer 4 and 12 (n_embd 128), a Llama, a GPT-2; worlds 1, 2, 4
+    python bench/auto_plan.py --models llama --worlds 2,4   # pick models (gpt4, gpt12, llama, gpt2) and worlds
     python bench/auto_plan.py --quick [--models llama] # a tiny GPT (or Llama), world 2, 3 steps: a smoke run
     python bench/auto_plan.py --rates measure          # calibrate the cost model first (cached per machine and MPI)
     python bench/auto_plan.py --solve [both]           # the auto-sharding solve of a GPT-2-small step, layers shared [and not]
@@ -10,7 +10,9 @@ The models: the built-in GPT (n_layer 4 and 12, n_embd 128, 4 heads, block 64, b
 and a Llama-shaped transformers model, `LlamaForCausalLM` built from its config as
 `shardc-train --torch-model hf:LlamaForCausalLM --model-config` builds it (random init,
 no download: hidden 256, 4 layers, 8 query / 4 key-value heads, MLP 688, seq 128, batch
-4), planned by `plan_torch_job` and trained by the trainer's own job. For every model and
+4), and a GPT-2-shaped one (`hf:GPT2LMHeadModel`: n_embd 128, 4 layers, 4 heads, seq 64,
+batch 8: the built-in GPT4's shape, with transformers' tanh GELU and LayerNorms), planned
+by `plan_torch_job` and trained by the trainer's own job. For every model and
 world the table has one row per hand policy the grid allows among dp, zero, fsdp, tp=2,
 tp=2+fsdp, then `auto` (the plan `--auto` chooses with no budget) and `auto tight` (the
 budget 1 byte below what plain DP and ZeRO need, when a plan fits it): predicted and
@@ -30,8 +32,12 @@ module's own parameters: every rank builds the whole module, the state's arrays 
 its tensors, and the trace (numpy's buffers, from the compiled step on) cannot see them.
 `RSS` is the largest rank's resident-set high-water mark above the compiled step's,
 which also holds the runtime's own pages (libraries, BLAS buffers, the first step's lazy
-imports), so small models measure far above their prediction. On a machine with fewer
-cores than ranks the measured times include the ranks' waiting for a core.
+imports), so small models measure far above their prediction. The predictions are for
+the W ranks on this host, as `--auto` under mpiexec makes them: with more ranks than
+cores each rank's compute takes ranks/cores as long and each collective waits for its
+peers (`shardc.passes.cost_model.CostModel.on_host`; the wait is measured with the
+rates, `--rates measure`). Other work on the machine is not: a loaded machine measures
+above its predictions, and the load average is printed at the start and the end.
 
 Last (unless `--no-plan-only`), `--plan-only` predictions for a GPT-2-small-shaped model
 (12 layers, n_embd 768, 12 heads, block 1024, vocab 50304, 8 sequences per device) on 8
@@ -56,6 +62,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 HAND = ("dp", "zero", "fsdp", "tp=2", "tp=2+fsdp")
+HF_CLASS = {"llama": "hf:LlamaForCausalLM", "gpt2": "hf:GPT2LMHeadModel"}
+"""The transformers class of a model entry's kind (the built-in GPT's is "gpt")."""
 
 
 def _policy(name: str):
@@ -76,7 +84,7 @@ def worker(spec: dict) -> None:
     comm = MPI.COMM_WORLD
     set_blas_threads(1)
     measure = Measurement()
-    secs = (_train_llama if spec["kind"] == "llama" else _train_gpt)(spec, comm, measure)
+    secs = (_train_gpt if spec["kind"] == "gpt" else _train_llama)(spec, comm, measure)
     peaks = comm.allgather(measure.peak_bytes())
     traced = measure.traced_bytes()
     if comm.Get_rank() == 0:
@@ -110,8 +118,8 @@ def _train_gpt(spec: dict, comm, measure) -> list[float]:
 
 
 def _train_llama(spec: dict, comm, measure) -> list[float]:
-    """The transformers Llama of `spec` (`hf:LlamaForCausalLM` from its config, random
-    init) under `spec`'s policy, as `shardc-train --torch-model` trains it: its step
+    """The transformers model of `spec` (`hf:LlamaForCausalLM` or, kind "gpt2",
+    `hf:GPT2LMHeadModel` from its config, random init) under `spec`'s policy, as `shardc-train --torch-model` trains it: its step
     seconds (rank 0, from loss.csv)."""
     import csv
 
@@ -130,7 +138,7 @@ def _train_llama(spec: dict, comm, measure) -> list[float]:
 
 def _llama_flags(spec: dict) -> list[str]:
     return [
-        "--torch-model", "hf:LlamaForCausalLM", "--model-config", spec["config"], "--block-size", str(spec["block"]),
+        "--torch-model", HF_CLASS[spec["kind"]], "--model-config", spec["config"], "--block-size", str(spec["block"]),
         "--per-device-batch", str(spec["batch"]), "--quiet", "--eval-every", "0", "--checkpoint-every", "0",
     ]
 
@@ -141,7 +149,9 @@ def _policy_flags(name: str) -> list[str]:
 
 
 def _llama_config(m: dict) -> dict:
-    """The LlamaConfig fields of a llama model entry (vocab_size: the tokenizer's)."""
+    """The LlamaConfig (GPT2Config) fields of a llama (gpt2) model entry (vocab_size: the tokenizer's)."""
+    if m["kind"] == "gpt2":
+        return dict(n_embd=m["hidden"], n_layer=m["n_layer"], n_head=m["n_head"], n_positions=m["block"])
     return dict(
         hidden_size=m["hidden"], intermediate_size=m["mlp"], num_hidden_layers=m["n_layer"], num_attention_heads=m["n_head"],
         num_key_value_heads=m["n_kv"], max_position_embeddings=m["block"],
@@ -157,7 +167,7 @@ def _llama_plan(m: dict, world: int, budget: float | None, cost):
 
     args = arg_parser().parse_args(_llama_flags(m))
     args.memory_budget = budget
-    return plan_torch_job(Job(args, world), world, cost=cost)
+    return plan_torch_job(Job(args, world), world, world, cost=cost)  # every rank on this host, as under mpiexec
 
 
 def measure_row(spec: dict, world: int, timeout: float) -> dict | None:
@@ -236,6 +246,7 @@ MODELS = {
     "gpt4": ("gpt-l4-e128", dict(kind="gpt", n_layer=4, n_head=4, n_embd=128, block=64, batch=8)),
     "gpt12": ("gpt-l12-e128", dict(kind="gpt", n_layer=12, n_head=4, n_embd=128, block=64, batch=8)),
     "llama": ("llama-h256-l4", dict(kind="llama", n_layer=4, n_head=8, n_kv=4, hidden=256, mlp=688, block=128, batch=4)),
+    "gpt2": ("gpt2-e128-l4", dict(kind="gpt2", n_layer=4, n_head=4, hidden=128, block=64, batch=8)),
 }
 """The full run's models: `--models` picks among them."""
 QUICK = {
@@ -266,7 +277,8 @@ def main() -> int:
         return solve_times(a.solve == "both")
 
     from shardc.passes.cost_model import DEFAULT_RATES, CostModel, load_rates
-    from shardc.training.auto_plan import PlanError, choose, size_text
+    from shardc.passes.cost_model import host_cores
+    from shardc.training.auto_plan import PlanError, choose, host_cost_model, size_text
     from shardc.training.data import synthetic_corpus
     from shardc.training.gpt import GPTConfig
     from shardc.training.job import JobError
@@ -293,7 +305,10 @@ def main() -> int:
     steps = a.steps or (3 if a.quick else 8)
     work = Path(tempfile.mkdtemp(prefix="auto_plan_bench."))
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"rates: {rates.source}; measured under mpiexec, {os.cpu_count()} CPUs here (load average {load}), {steps} steps (median of those after the 2 traced)")
+    print(
+        f"rates: {rates.source}; oversubscribed wait {rates.oversubscribed_wait * 1e3:.2f} ms per collective and extra rank per core; "
+        f"measured under mpiexec, {host_cores()} cores here (load average {load}), {steps} steps (median of those after the 2 traced)"
+    )
     head = (
         f"{'model':<13} {'W':>2} {'policy':<18} {'pred ms':>8} {'meas ms':>8} {'meas/pred':>9} {'pred mem':>11} {'traced':>11} "
         f"{'meas/pred':>9} {'RSS':>11} {'tok/s meas':>10} {'solve ms':>8}"
@@ -301,7 +316,7 @@ def main() -> int:
     print(head)
     print("-" * len(head))
     for label, m in models:
-        if m["kind"] == "llama":
+        if m["kind"] != "gpt":
             m = dict(m, config=str(work / f"{label}.json"))
             Path(m["config"]).write_text(json.dumps(_llama_config(m)))
 
@@ -311,7 +326,8 @@ def main() -> int:
             model = GPTConfig(m["n_layer"], m["n_head"], m["n_embd"], m["block"], n_tokens)
 
             def plan_for(world: int, budget: float | None, model: GPTConfig = model, m: dict = m):
-                return choose(model, world, m["batch"], budget=budget, cost=cost, pad_vocab=True)
+                # every rank on this host, as `--auto` under mpiexec plans them
+                return choose(model, world, m["batch"], budget=budget, cost=host_cost_model(cost, world), ranks_per_host=world, pad_vocab=True)
 
         summary = Summary()
         for world in worlds:
@@ -356,7 +372,7 @@ def main() -> int:
                     flush=True,
                 )
         print(f"{label}: {summary.text()}", flush=True)
-    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (the predictions assume a core per rank)")
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (the predictions share this host's cores among the ranks, nothing else running)")
     shutil.rmtree(work, ignore_errors=True)
     if a.no_plan_only:
         return 0

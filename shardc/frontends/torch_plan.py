@@ -8,7 +8,8 @@ rank for a transformers model) and priced by the cost model from the module itse
 user, derived by `shardc.frontends.hf` for a transformers model, or none: then ZeRO and
 FSDP split what the plan's rules name and tp is left out), its projections
 (`nn.Linear`, transformers' `Conv1D`, a head tied to the embedding counted once as a
-projection), attention blocks, normalizations and an estimate of the ops its imported
+projection), attention blocks, normalizations, activations (their kind and the width of
+the projections beside them) and an estimate of the ops its imported
 forward holds. Nothing is imported through torch-mlir or compiled, so `--plan-only
 --world 1024` answers as fast as the module is built.
 """
@@ -20,7 +21,7 @@ from typing import Any
 
 from shardc.frontends.torch_source import load_cli_task
 from shardc.frontends.torch_train import TorchTrainError, resolve_param_axes
-from shardc.training.auto_plan import AttentionShape, AutoPlan, LinearShape, ModuleShape, choose_module
+from shardc.training.auto_plan import AttentionShape, AutoPlan, LinearShape, ModuleShape, choose_module, host_cost_model
 from shardc.training.axis import ShardingPolicy
 from shardc.training.job import Job, JobError
 from shardc.training.mesh import Grid
@@ -47,6 +48,22 @@ def _kind(m: Any) -> str:
     return "other"
 
 
+def _activation_kind(m: Any) -> str:
+    """The `ACTIVATION_PASSES` key of an activation module, from its class: transformers'
+    tanh GELUs (`NewGELUActivation`, `GELUTanh`, `FastGELUActivation`, ...) and
+    nn.GELU(approximate="tanh"), the erf GELU, SiLU, ReLU."""
+    name = type(m).__name__
+    if "GELU" in name and ("Tanh" in name or "New" in name or "Fast" in name or getattr(m, "approximate", "none") == "tanh"):
+        return "gelu_tanh"
+    if "GELU" in name:
+        return "gelu"
+    if "SiLU" in name or "Swish" in name:
+        return "silu"
+    if "ReLU" in name:
+        return "relu"
+    return "other"
+
+
 def _heads(att: Any, config: Any, width: int) -> int:
     for source in (att, config):
         for f in ATTENTION_HEAD_FIELDS:
@@ -62,6 +79,8 @@ def module_shape(task: Any, block_size: int, vocab_size: int) -> ModuleShape:
     weight shared by two modules, a tied LM head, is one parameter used twice), its
     attention blocks (the innermost modules whose class name says Attention) and norms,
     and its forward's ops counted from its leaf modules."""
+    import torch.nn as nn
+
     model = task.model
     named = list(model.named_parameters())
     params = resolve_param_axes([n for n, _ in named], [tuple(p.shape) for _, p in named], task.axes, task.plan, task.no_decay)
@@ -69,9 +88,17 @@ def module_shape(task: Any, block_size: int, vocab_size: int) -> ModuleShape:
     linears: list[LinearShape] = []
     attention: list[AttentionShape] = []
     norms: list[int] = []
+    wide_norms: list[int] = []
+    activations: list[tuple[str, int]] = []
     ops = 0
     modules = list(model.named_modules())
     config = getattr(model, "config", None)
+    widest: dict[str, int] = {}  # per module, the widest output of its projections
+    for name, m in modules:
+        if _kind(m) == "linear" and id(m.weight) in path_of:
+            parent = name.rpartition(".")[0]
+            n_out = m.weight.shape[1] if type(m).__name__ == "Conv1D" else m.out_features
+            widest[parent] = max(widest.get(parent, 0), int(n_out))
     for name, m in modules:
         kind = _kind(m)
         children = list(m.children())
@@ -80,7 +107,9 @@ def module_shape(task: Any, block_size: int, vocab_size: int) -> ModuleShape:
             n_in, n_out = (m.weight.shape[0], m.weight.shape[1]) if conv1d else (m.in_features, m.out_features)
             linears.append(LinearShape(path_of[id(m.weight)], int(n_in), int(n_out), 0 if conv1d else 1))
         elif kind == "norm" and getattr(m, "weight", None) is not None:
-            norms.append(int(m.weight.numel()))
+            (wide_norms if isinstance(m, nn.LayerNorm) else norms).append(int(m.weight.numel()))
+        elif kind == "activation" and name.rpartition(".")[0] in widest:
+            activations.append((_activation_kind(m), widest[name.rpartition(".")[0]]))
         if not children:
             ops += OPS_PER_LEAF.get(kind, 2)
         if "Attention" in type(m).__name__ and not any("Attention" in type(d).__name__ for _, d in m.named_modules() if d is not m):
@@ -91,15 +120,19 @@ def module_shape(task: Any, block_size: int, vocab_size: int) -> ModuleShape:
             width = int(first.weight.shape[0] if type(first).__name__ == "Conv1D" else first.in_features)
             attention.append(AttentionShape(width, _heads(m, config, width), tuple(path_of[id(d.weight)] for d in inner)))
             ops += OPS_PER_LEAF["attention"]
-    return ModuleShape(type(model).__name__, tuple(params), task.plan, tuple(linears), tuple(attention), tuple(norms), ops, block_size, vocab_size)
+    return ModuleShape(
+        type(model).__name__, tuple(params), task.plan, tuple(linears), tuple(attention), (*wide_norms, *norms), ops, block_size, vocab_size,
+        tuple(activations), len(wide_norms),
+    )
 
 
 def plan_torch_job(job: Job, world: int, ranks_per_host: int | None = None, cost: object = None) -> AutoPlan:
     """The auto plan of a `--torch-model` job on `world` ranks: the module the job's
     flags build (vocabulary padded for the most data replicas, which every other grid's
     padding divides), its `module_shape`, `--per-device-batch`, `--accum` and
-    `--memory-budget`, priced by `cost` (a CostModel; default: the cached rates).
-    Problems as JobError lines."""
+    `--memory-budget`, priced by `cost` (a CostModel; default: the cached rates) for
+    `ranks_per_host` ranks sharing this host's cores (`host_cost_model`; None: a core
+    each). Problems as JobError lines."""
     from shardc.frontends.hf import check_whole_heads, derive_layouts, is_hf_spec
     from shardc.frontends.torch import MissingTorch
     from shardc.training.auto_plan import PlanError
@@ -117,6 +150,7 @@ def plan_torch_job(job: Job, world: int, ranks_per_host: int | None = None, cost
             if layouts is not None:
                 check_whole_heads(task.model, layouts, policy.tp)
 
+        cost = host_cost_model(cost, ranks_per_host)
         return choose_module(shape, world, a.per_device_batch, a.accum, a.memory_budget, cost=cost, ranks_per_host=ranks_per_host, check=check)
     except MissingTorch as e:
         raise JobError(str(e)) from None

@@ -13,7 +13,13 @@ Three parts, each measured rather than assumed:
   library mpi4py loads);
 * **memory**: per-rank bytes live at each point of a function (`live_ranges`, `peak_memory`)
   over any sizing of its values: local types of a partitioned program, or global types
-  divided by a chosen sharding.
+  divided by a chosen sharding;
+* **ranks sharing cores**: the rates are one core's. Where a host runs more ranks than it
+  has cores (`CostModel.on_host`), each rank gets `cores / ranks` of one, so its compute
+  and its collectives' copies take `ranks / cores` times as long, and every collective
+  adds a wait: a rank that reaches it spins until its peers, descheduled, have run their
+  own compute slices. That wait is measured (`measure_oversubscription`: twice as many
+  ranks as cores, compute slices between all_reduces) and cached with the other rates.
 
 Calibration is slow (seconds) and never implicit: `load_rates()` reads the rates cached
 per machine and MPI in the shardc cache directory and falls back to `DEFAULT_RATES`
@@ -72,6 +78,9 @@ class Rates:
             "halo": AlphaBeta(10e-6, 1 / 2e9),
         }
     )
+    oversubscribed_wait: float = 1e-3
+    """Seconds a collective waits for its peers per extra rank sharing a core (a collective
+    of ranks `r` times as many as the cores waits `(r - 1) * oversubscribed_wait`)."""
     source: str = "default"
 
     def to_json(self) -> dict:
@@ -90,12 +99,15 @@ class Rates:
             bandwidth=float(data["bandwidth"]),
             op_overhead=float(data["op_overhead"]),
             collectives=coll,
+            oversubscribed_wait=float(data.get("oversubscribed_wait", DEFAULT_OVERSUBSCRIBED_WAIT)),
             source=str(data.get("source", "cache")),
         )
 
 
 DEFAULT_RATES = Rates()
 """Order-of-magnitude rates of one core of a recent x86 server; used until calibrated."""
+DEFAULT_OVERSUBSCRIBED_WAIT = DEFAULT_RATES.oversubscribed_wait
+"""The wait of rates cached before it was measured."""
 
 
 # =========================================================================================
@@ -128,6 +140,26 @@ def bytes_factor(kind: str, p: int, n: float) -> float:
     raise ValueError(f"unknown collective kind {kind!r}")
 
 
+def host_cores() -> int:
+    """Cores (not hardware threads: two threads of a core share its arithmetic) this
+    process may run on, which the ranks an mpiexec starts here share. As
+    `shardc.tools.launcher.physical_cores` counts Open MPI's slots; here because the
+    compiler and the trainer, which price the ranks, do not import the tools."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+    cores = set()
+    for c in cpus:
+        topology = f"/sys/devices/system/cpu/cpu{c}/topology"
+        try:
+            with open(f"{topology}/physical_package_id") as package, open(f"{topology}/core_id") as core:
+                cores.add((package.read().strip(), core.read().strip()))
+        except OSError:
+            cores.add(("cpu", str(c)))
+    return max(1, len(cores))
+
+
 # =========================================================================================
 # The model
 # =========================================================================================
@@ -135,28 +167,44 @@ def bytes_factor(kind: str, p: int, n: float) -> float:
 
 @dataclass(frozen=True)
 class CostModel:
-    """Predicted seconds and bytes; one instance per set of rates."""
+    """Predicted seconds and bytes; one instance per set of rates and share of a core."""
 
     rates: Rates = DEFAULT_RATES
+    ranks_per_core: float = 1.0
+    """Ranks sharing each core of the host, at least 1 (`on_host`): 1 on a cluster that
+    runs a rank per core, which is what `--plan-only --world N` assumes."""
+
+    def on_host(self, ranks_per_host: int | None, cores: int) -> CostModel:
+        """This model for ranks that run `ranks_per_host` to a host of `cores` cores (None:
+        a core each). Fewer ranks than cores change nothing: the rates are one core's."""
+        if ranks_per_host is None:
+            return self
+        return replace(self, ranks_per_core=max(1.0, ranks_per_host / max(cores, 1)))
+
+    def on_shared_core(self, seconds: float) -> float:
+        """`seconds` of one core's work, on a rank that gets `1 / ranks_per_core` of one."""
+        return seconds * self.ranks_per_core
 
     def contraction_time(self, flops: float) -> float:
-        return flops / self.rates.gemm_flops
+        return self.on_shared_core(flops / self.rates.gemm_flops)
 
     def elementwise_time(self, nbytes: float) -> float:
-        return nbytes / self.rates.bandwidth
+        return self.on_shared_core(nbytes / self.rates.bandwidth)
 
     def op_time(self, flops: float, nbytes: float, contraction: bool) -> float:
         """One op on a rank: the call's overhead plus its FLOPs at the BLAS rate
         (contractions) or its bytes at the elementwise bandwidth (everything else)."""
         work = self.contraction_time(flops) if contraction else self.elementwise_time(nbytes)
-        return self.rates.op_overhead + work
+        return self.on_shared_core(self.rates.op_overhead) + work
 
     def collective_time(self, kind: str, nbytes: float, group: int) -> float:
-        """A collective of `kind` over `group` ranks, each holding `nbytes` of input."""
+        """A collective of `kind` over `group` ranks, each holding `nbytes` of input; where
+        ranks share cores, its copies on a share of a core plus the wait for its peers."""
         if group <= 1:
             return 0.0
         ab = self.rates.collectives[kind]
-        return ab.alpha * latency_factor(kind, group) + ab.beta * bytes_factor(kind, group, nbytes)
+        own = ab.alpha * latency_factor(kind, group) + ab.beta * bytes_factor(kind, group, nbytes)
+        return self.on_shared_core(own) + (self.ranks_per_core - 1.0) * self.rates.oversubscribed_wait
 
     def step_time(self, step: Step, grid_shape: Sequence[int], element_bytes: float) -> float:
         """One step of a resharding plan (`shardc.passes.resharding`)."""
@@ -171,8 +219,8 @@ class CostModel:
             return self.collective_time("halo", max(out - core, 0.0), 2) + self.elementwise_time(out)
         if isinstance(step, (AllSlice, DropHalo)):
             out = math.prod(max(d, 1) for d in step.out_shape) * element_bytes
-            return self.rates.op_overhead + self.elementwise_time(2 * out)
-        return self.rates.op_overhead
+            return self.on_shared_core(self.rates.op_overhead) + self.elementwise_time(2 * out)
+        return self.on_shared_core(self.rates.op_overhead)
 
     def reshard_time(
         self,
@@ -360,6 +408,68 @@ def measure_collectives(
     return [(k, int(p), float(n), float(t)) for k, p, n, t in data["rows"]], str(data["library"])
 
 
+_OVERSUBSCRIBED_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+from mpi4py import MPI
+from shardc.runtime.execute.kernels import blas
+comm = MPI.COMM_WORLD
+
+def per_iteration(fn, reps):
+    fn(); comm.Barrier()
+    times = []
+    for _ in range(3):
+        comm.Barrier(); t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        times.append(comm.allreduce((time.perf_counter() - t0) / reps, op=MPI.MAX))
+    return float(np.median(times))
+
+rows = []
+for m, nbytes in json.loads(sys.argv[1]):
+    a = np.random.rand(m, m).astype(np.float32)
+    out = np.empty_like(a)
+    x = np.ones(nbytes // 4, np.float32)
+    y = np.empty_like(x)
+    reps = max(5, min(200, int(0.03 / (2 * m ** 3 / 1e11))))
+    compute = per_iteration(lambda: blas.matmul(a, a, out), reps)
+    mixed = per_iteration(lambda: (blas.matmul(a, a, out), comm.Allreduce(x, y)), reps)
+    rows.append([m, nbytes, compute, mixed])
+if comm.rank == 0:
+    print(json.dumps({"rows": rows}))
+"""
+_OVERSUBSCRIBED_CASES = ((256, 4096), (256, 65536), (512, 4096), (512, 65536))
+
+
+def measure_oversubscription(
+    collectives: Mapping[str, AlphaBeta], cores: int = 2, timeout: float = 300.0
+) -> list[float]:
+    """The wait per all_reduce and per extra rank on a core, from a job of `2 * cores`
+    ranks held to `cores` CPUs of this host (`cores` at most what it has): each rank
+    alternates a matmul (the compute slice a step runs between collectives) with an
+    all_reduce; the wait is what an iteration takes beyond the compute alone on its
+    share of a core and the all_reduce's own alpha-beta time on that share. One value per
+    case (slice and message size); RuntimeError when the job fails."""
+    mpiexec = default_mpiexec()
+    if mpiexec is None:
+        raise RuntimeError("no mpiexec found")
+    cpus = sorted(os.sched_getaffinity(0))[: max(cores, 1)]
+    ranks = 2 * len(cpus)
+    cmd = [mpiexec, "-n", str(ranks), sys.executable, "-c", _OVERSUBSCRIBED_SCRIPT, json.dumps(_OVERSUBSCRIBED_CASES)]
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, preexec_fn=lambda: os.sched_setaffinity(0, cpus)
+    )
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"oversubscribed calibration failed: {tail}")
+    model = CostModel(replace(DEFAULT_RATES, collectives=dict(collectives), oversubscribed_wait=0.0), ranks / len(cpus))
+    return [
+        (mixed - compute - model.collective_time("all_reduce", nbytes, ranks)) / (model.ranks_per_core - 1.0)
+        for _, nbytes, compute, mixed in json.loads(lines[-1])["rows"]
+    ]
+
+
 def fit_alpha_beta(rows: Iterable[tuple[str, int, float, float]]) -> dict[str, AlphaBeta]:
     """Least-squares alpha and beta per kind (clamped at zero) from timings."""
     import numpy as np
@@ -383,8 +493,13 @@ def fit_alpha_beta(rows: Iterable[tuple[str, int, float, float]]) -> dict[str, A
 
 def calibrate(ranks: int = 2, launcher: Sequence[str] | None = None) -> Rates:
     """Measure this machine: compute in a fresh process running the runtime, collectives under MPI (the
-    defaults stay for collectives when no MPI job can start; `source` says so)."""
+    defaults stay for collectives when no MPI job can start; `source` says so), and, with
+    this host's mpiexec (no `launcher`), the wait of ranks that share cores (the median of
+    `measure_oversubscription`'s cases, at least 0)."""
+    import statistics
+
     compute = measure_compute()
+    wait = DEFAULT_RATES.oversubscribed_wait
     try:
         rows, library = measure_collectives(ranks, launcher)
         collectives = {**DEFAULT_RATES.collectives, **fit_alpha_beta(rows)}
@@ -392,7 +507,14 @@ def calibrate(ranks: int = 2, launcher: Sequence[str] | None = None) -> Rates:
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
         collectives = dict(DEFAULT_RATES.collectives)
         source = f"measured compute; default collectives ({e})"
-    return Rates(collectives=collectives, source=source, **compute)
+    else:
+        if launcher is None:
+            try:
+                wait = max(statistics.median(measure_oversubscription(collectives)), 0.0)
+                source = source[:-1] + "; oversubscribed 2 ranks per core)"
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+                source = source[:-1] + f"; default oversubscribed wait: {e})"
+    return Rates(collectives=collectives, oversubscribed_wait=wait, source=source, **compute)
 
 
 def machine_key(launcher: Sequence[str] | None = None) -> str:

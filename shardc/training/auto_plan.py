@@ -22,7 +22,8 @@ compiled program, so that `--plan-only --world 1024` answers in a second:
   all_gather of the stored parameters per microbatch; ZeRO's all_gather after the update;
 * memory per rank: the state (`per_rank_bytes`: parameters, gradients, moments), the
   activations a microbatch keeps for its backward pass, and the transient copies a
-  policy makes (FSDP's gathered parameters, ZeRO's unreduced gradients).
+  policy makes (FSDP's gathered parameters, ZeRO's unreduced gradient: one at a time,
+  each reduce-scattered as the backward pass makes it).
 
 The cost model's rates are the ones cached for this machine and MPI (`load_rates`; the
 defaults until `shardc-opt --auto-sharding="rates=measure"` or `load_rates(recalibrate=True)`
@@ -79,6 +80,16 @@ the trace cannot see): within 7% on each; the 2.5x once fitted to 1-layer models
 width 32 put it at 1.6x. Models that small hold a few hundred KiB more than predicted
 (the step's constants, per-op copies)."""
 IMPORTED_UPDATE_COPIES = 2.5
+
+
+ACTIVATION_PASSES = {"gelu_tanh": (18, 4), "gelu": (12, 2), "silu": (7, 0), "relu": (3, 1), "other": (6, 1)}
+"""Per activation kind: the elementwise passes over its input (forward and backward
+together) the imported step runs, and the tensors of that size it keeps for the backward
+pass beyond the next projection's input. The passes are counted in the imported GPT-2
+(`NewGELUActivation`: x ** 3, scaling, tanh and their gradients, 21 ops on the MLP's
+width per layer with the bias) and Llama (SiLU and the gate's product: 10); the kept
+tensors fitted to their measured peaks (SiLU's are within the Llama's fit of
+`IMPORTED_ACTIVATIONS`)."""
 
 
 class PlanError(ValueError):
@@ -193,7 +204,7 @@ def predict(
     layer_bytes = (24 * n * C + 12 * n * M / k + 10 * b * (H / k) * T * T + 4 * n * 3 * C / k) * itemsize
     elem_bytes = L * layer_bytes + 10 * n * V * itemsize + 4 * n * C * itemsize  # LM head softmax/CE, embedding
     micro = cm.contraction_time(3 * fwd_flops) + cm.elementwise_time(3 * elem_bytes)  # backward: twice forward
-    per_op = max(cm.rates.op_overhead, GENERATED_OP_SECONDS)
+    per_op = cm.on_shared_core(max(cm.rates.op_overhead, GENERATED_OP_SECONDS))
     micro += per_op * (OPS_PER_LAYER * L + OPS_FIXED)
     micro += cm.elementwise_time(2 * compute_elems * itemsize) if accum > 1 else 0.0  # accumulate
     update = cm.elementwise_time(14 * update_elems * itemsize) + per_op * OPS_PER_PARAM * len(specs)
@@ -205,7 +216,10 @@ def predict(
     # -- memory -------------------------------------------------------------------------
     saved_layer = (4 * n * C + n * 3 * C / k + 2 * n * M / k + b * (H / k) * T * T) * itemsize
     activations = L * saved_layer + 3 * n * V * itemsize + 2 * n * C * itemsize
-    state, transient = _state_memory(specs, plan, policy, grid, compute_elems, itemsize)
+    # the compiled GPT step reduce-scatters each gradient as the backward pass makes it:
+    # one unreduced gradient at a time (measured: a full set over-predicted ZeRO by 12-18%)
+    largest = max((_local(s.shape, lay.compute, grid) for s, lay in zip(specs, layouts)), default=0)
+    state, transient = _state_memory(specs, plan, policy, grid, compute_elems, itemsize, largest)
     memory = MemoryEstimate(state, activations, transient)
     tokens = b * dp * accum * T
     return Prediction(policy, grid, compute_s, tuple(rows), memory, tokens, model, tuple(specs), plan)
@@ -254,6 +268,12 @@ class ModuleShape:
     forward_ops: int
     block_size: int
     vocab_size: int
+    activations: tuple[tuple[str, int], ...] = ()
+    """(kind, width) per activation module: a key of `ACTIVATION_PASSES` and the widest
+    output of the projections beside it (an MLP's hidden width)."""
+    float64_norms: int = 0
+    """How many of `norm_widths` the import computes in float64 (nn.LayerNorm's
+    statistics: twice the bytes of the float32 ones, RMSNorm's)."""
 
 
 def predict_module(
@@ -307,13 +327,18 @@ def predict_module(
         flops += 2 * 2 * b * T * T * att.width / k
         elem += 10 * b * heads * T * T * itemsize
         saved += 2 * b * heads * T * T * itemsize
-    for width in shape.norm_widths:
-        elem += 16 * n * width * itemsize
-        saved += 2 * n * width * itemsize
+    for i, width in enumerate(shape.norm_widths):
+        size = 8 if i < shape.float64_norms else itemsize  # nn.LayerNorm's statistics in float64
+        elem += 16 * n * width * size
+        saved += 2 * n * width * size
+    for kind, width in shape.activations:
+        passes, kept = ACTIVATION_PASSES.get(kind, ACTIVATION_PASSES["other"])
+        elem += passes * n * width * itemsize  # ~3 tensors a pass, a third of the passes forward
+        saved += kept * n * width * itemsize
     elem += 10 * n * V * itemsize  # softmax and cross-entropy of the logits
     saved += 3 * n * V * itemsize
     saved *= IMPORTED_ACTIVATIONS
-    per_op = max(cm.rates.op_overhead, GENERATED_OP_SECONDS)
+    per_op = cm.on_shared_core(max(cm.rates.op_overhead, GENERATED_OP_SECONDS))
     micro = cm.contraction_time(3 * flops) + cm.elementwise_time(3 * elem) + per_op * 3 * shape.forward_ops
     micro += cm.elementwise_time(2 * compute_elems * itemsize) if accum > 1 else 0.0
     update = cm.elementwise_time(14 * update_elems * itemsize) + per_op * OPS_PER_PARAM * len(specs)
@@ -361,13 +386,18 @@ def _state_collectives(
     return rows
 
 
-def _state_memory(specs: Sequence[Any], plan: ShardingPlan, policy: ShardingPolicy, grid: Grid, compute_elems: float, itemsize: int) -> tuple[StateBytes, float]:
+def _state_memory(
+    specs: Sequence[Any], plan: ShardingPlan, policy: ShardingPolicy, grid: Grid, compute_elems: float, itemsize: int,
+    unreduced_elems: float | None = None,
+) -> tuple[StateBytes, float]:
     """The state per rank and the transient copies the policy makes: ZeRO's unreduced
-    gradients of a microbatch, FSDP's gathered parameters."""
+    gradients of a microbatch (`unreduced_elems` of them live at once; default: all),
+    FSDP's gathered parameters."""
     state = per_rank_bytes(specs, plan, policy, grid, itemsize)
     transient = 0.0
     if policy.zero and grid.batch > 1:
-        transient += compute_elems * itemsize  # a microbatch's gradients before their reduce_scatter
+        unreduced = compute_elems if unreduced_elems is None else unreduced_elems
+        transient += unreduced * itemsize  # a microbatch's gradients before their reduce_scatter
     if policy.fsdp:
         transient += compute_elems * itemsize - state.params  # the gathered parameters
     return state, transient
@@ -628,10 +658,22 @@ def plan_lines(plan: AutoPlan, tool: str = "shardc-train") -> list[str]:
 # -----------------------------------------------------------------------------------------
 
 
+def host_cost_model(cost: object, ranks_per_host: int | None) -> Any:
+    """`cost` (a CostModel; None: the cached rates) for ranks running `ranks_per_host` to
+    a host (None: a core each, as `--plan-only --world N` plans a cluster) with this
+    host's cores (`shardc.passes.cost_model.host_cores`, those this process may use):
+    more ranks than cores share them (`CostModel.on_host`)."""
+    from shardc.passes.cost_model import CostModel, host_cores, load_rates
+
+    cm: CostModel = cost if cost is not None else CostModel(load_rates())  # type: ignore[assignment]
+    return cm if ranks_per_host is None else cm.on_host(ranks_per_host, host_cores())
+
+
 def plan_job(job: object, world: int, ranks_per_host: int | None = None) -> AutoPlan:
     """The auto plan of a `shardc-train` job (`shardc.training.job.Job`) on `world` ranks:
     its model flags, its tokenizer's vocabulary, `--per-device-batch`, `--accum` and
-    `--memory-budget`. Problems as JobError lines."""
+    `--memory-budget`, priced for `ranks_per_host` ranks sharing this host's cores
+    (`host_cost_model`; None: a core each). Problems as JobError lines."""
     from shardc.training.job import JobError
     from shardc.training.tokenizer import make_tokenizer
 
@@ -639,7 +681,8 @@ def plan_job(job: object, world: int, ranks_per_host: int | None = None) -> Auto
     try:
         tok = make_tokenizer(a.tokenizer, job.text(), a.vocab_size)  # type: ignore[attr-defined]
         model = GPTConfig(a.n_layer, a.n_head, a.n_embd, a.block_size, tok.n_tokens)
-        return choose(model, world, a.per_device_batch, a.accum, a.memory_budget, ranks_per_host=ranks_per_host, pad_vocab=True)
+        cost = host_cost_model(None, ranks_per_host)
+        return choose(model, world, a.per_device_batch, a.accum, a.memory_budget, cost, ranks_per_host=ranks_per_host, pad_vocab=True)
     except ValueError as e:  # PlanError and the configuration's errors
         raise JobError(str(e)) from None
 
@@ -778,7 +821,7 @@ def measured_line(plan: AutoPlan, step_s: float | None, traced: int | None, peak
 
 
 __all__ = [
-    "Measurement", "measured_line", "measured_step_seconds", "plan_job",
+    "Measurement", "host_cost_model", "measured_line", "measured_step_seconds", "plan_job",
     "AttentionShape", "LinearShape", "ModuleShape", "choose_module", "predict_module",
     "AutoPlan", "Collective", "MemoryEstimate", "PlanError", "Prediction", "choose", "hand_policies",
     "parameter_groups", "plan_lines", "policy_name", "predict", "prediction_text", "size_text", "traded",

@@ -137,3 +137,29 @@ def test_auto_trains_a_torch_model_as_the_chosen_hand_policy(model, tmp_path, ca
     flags = ["--tp", tp, "--zero" if policy.zero else "--no-zero", *(["--fsdp"] if policy.fsdp else [])]
     assert main(["--simulate", "2", *flags, *common, "--out", str(tmp_path / "hand")]) == 0
     assert _losses(tmp_path / "auto") == _losses(tmp_path / "hand")
+
+
+def test_module_shape_reads_activations_and_float64_layer_norms(tmp_path):
+    """A transformers GPT-2 (2 layers, n_embd 32): each MLP's tanh GELU at the width of
+    the projections beside it (4 x 32), and its LayerNorms, which the import computes in
+    float64; they cost elementwise time and the tensors the backward pass keeps, so the
+    same shape without them predicts less of both."""
+    from dataclasses import replace
+
+    from shardc.frontends.torch_plan import plan_torch_job
+    from shardc.training.job import Job
+    from shardc.tools.train import arg_parser
+
+    (tmp_path / "gpt2.json").write_text(json.dumps(dict(GPT2, n_layer=2)))
+    args = arg_parser().parse_args(["--torch-model", "hf:GPT2LMHeadModel", "--model-config", str(tmp_path / "gpt2.json"), *SMALL])
+    cost = CostModel(DEFAULT_RATES)
+    shape = plan_torch_job(Job(args, 1), 1, cost=cost).chosen.model
+    assert shape.activations == (("gelu_tanh", 128), ("gelu_tanh", 128))
+    assert shape.float64_norms == len(shape.norm_widths) == 2 * 2 + 1
+    policy, grid = ShardingPolicy(1, False, False), make_grid(1, 1)
+    full = predict_module(shape, policy, grid, 2, cost=cost)
+    bare = predict_module(replace(shape, activations=(), float64_norms=0), policy, grid, 2, cost=cost)
+    assert full.compute_s > bare.compute_s and full.memory.activations > bare.memory.activations
+    example = module_shape(load_task(EXAMPLE, vocab_size=64, block_size=16, seed=0), 16, 64)
+    # nn.LayerNorm counted; F.gelu in a forward is no module: module_shape cannot see it
+    assert example.activations == () and example.float64_norms == 5

@@ -163,3 +163,47 @@ def test_liveness_peak_of_a_partitioned_program():
     # a sizing of our own (say, everything split in two)
     half, _ = peak_memory(block, lambda v: tensor_bytes(v) / 2)
     assert half == peak / 2
+
+
+def test_ranks_sharing_cores_scale_compute_and_wait_at_collectives():
+    """4 ranks on 2 cores: each op and each collective's own time on half a core, and every
+    collective waits `oversubscribed_wait` per extra rank per core; 4 ranks on 4 cores (or
+    on 8) and no host (a cluster, a rank per core) price as the rates are."""
+    rates = Rates(**{**RATES.__dict__, "oversubscribed_wait": 3e-3})
+    alone = CostModel(rates)
+    for same in (alone.on_host(None, 2), alone.on_host(4, 4), alone.on_host(4, 8)):
+        assert same == alone and same.ranks_per_core == 1.0
+    shared = alone.on_host(4, 2)
+    assert shared.ranks_per_core == 2.0
+    assert shared.contraction_time(1e9) == pytest.approx(2 * alone.contraction_time(1e9))
+    assert shared.elementwise_time(1e6) == pytest.approx(2 * alone.elementwise_time(1e6))
+    assert shared.op_time(1e6, 1e3, True) == pytest.approx(2 * alone.op_time(1e6, 1e3, True))
+    nominal = alone.collective_time("all_reduce", 4096, 4)
+    assert shared.collective_time("all_reduce", 4096, 4) == pytest.approx(2 * nominal + 3e-3)
+    assert alone.on_host(8, 2).collective_time("all_reduce", 4096, 4) == pytest.approx(4 * nominal + 3 * 3e-3)
+    assert shared.collective_time("all_reduce", 4096, 1) == 0.0  # no peers, no wait
+
+
+def test_rates_cached_before_the_wait_was_measured_read_with_its_default():
+    data = RATES.to_json()
+    del data["oversubscribed_wait"]
+    assert Rates.from_json(data).oversubscribed_wait == cost_model.DEFAULT_OVERSUBSCRIBED_WAIT
+
+
+def test_calibration_measures_the_wait_with_this_hosts_mpiexec_only(monkeypatch):
+    """The wait is the median of the oversubscribed cases, at least 0; a custom launcher
+    (srun across hosts) keeps the default."""
+    monkeypatch.setattr(cost_model, "measure_compute", lambda: {"gemm_flops": 1e9, "bandwidth": 1e9, "op_overhead": 1e-6})
+    monkeypatch.setattr(cost_model, "measure_collectives", lambda ranks, launcher: ([("all_reduce", 2, 8.0, 1e-5), ("all_reduce", 2, 1e6, 1e-3)], "MPI x"))
+    monkeypatch.setattr(cost_model, "measure_oversubscription", lambda coll: [4e-3, 1e-3, 2e-3])
+    rates = cost_model.calibrate()
+    assert rates.oversubscribed_wait == pytest.approx(2e-3) and "oversubscribed" in rates.source
+    monkeypatch.setattr(cost_model, "measure_oversubscription", lambda coll: [-1e-3])
+    assert cost_model.calibrate().oversubscribed_wait == 0.0
+    assert cost_model.calibrate(launcher=["srun"]).oversubscribed_wait == DEFAULT_RATES.oversubscribed_wait
+
+
+def test_host_cores_agree_with_the_launchers_slots():
+    from shardc.tools.launcher import physical_cores
+
+    assert cost_model.host_cores() == physical_cores() >= 1

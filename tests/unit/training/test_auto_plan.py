@@ -178,3 +178,56 @@ def test_bad_auto_flags_give_one_line_and_exit_1(args, message, capsys, tmp_path
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("shardc-train: error: "), err
     assert message in err
+
+
+def test_four_ranks_on_two_cores_predict_twice_the_compute_of_four_on_four(monkeypatch):
+    """`plan_job`'s ranks per host against this host's cores: 4 ranks sharing 2 cores
+    compute each step in twice the time of 4 ranks with a core each, and their collectives
+    wait for each other; `--plan-only` (no ranks per host: a cluster) is the core-each
+    prediction."""
+    from dataclasses import replace
+
+    from shardc.training import auto_plan
+    from shardc.training.mesh import make_grid
+
+    rates = replace(DEFAULT_RATES, oversubscribed_wait=2e-3)
+    cost = CostModel(rates)
+    policy, grid = ShardingPolicy(1, False, False), make_grid(4, 1)
+    own_core = predict(MODEL, policy, grid, 2, cost=cost.on_host(4, 4))
+    shared = predict(MODEL, policy, grid, 2, cost=cost.on_host(4, 2))
+    assert shared.compute_s == pytest.approx(2 * own_core.compute_s)
+    count = sum(c.count for c in shared.collectives)
+    assert shared.comm_s == pytest.approx(2 * own_core.comm_s + count * 2e-3)
+    assert own_core.step_s == pytest.approx(predict(MODEL, policy, grid, 2, cost=cost).step_s)
+
+    import shardc.passes.cost_model as cm
+    from shardc.tools.train import arg_parser
+    from shardc.training.job import Job
+
+    monkeypatch.setattr(cm, "host_cores", lambda: 2)
+    monkeypatch.setattr(cm, "load_rates", lambda *a, **k: rates)
+    assert auto_plan.host_cost_model(None, 4).ranks_per_core == 2.0
+    assert auto_plan.host_cost_model(None, None).ranks_per_core == 1.0
+    assert auto_plan.host_cost_model(cost, 2).ranks_per_core == 1.0
+    args = arg_parser().parse_args([*SMALL, "--auto"])
+    by_name = {}
+    for per_host in (None, 4):
+        plan = auto_plan.plan_job(Job(args, 4), 4, per_host)
+        by_name[per_host] = {p.name: p for p in plan.considered}
+    assert by_name[None].keys() == by_name[4].keys()
+    for name, cluster in by_name[None].items():
+        assert by_name[4][name].compute_s == pytest.approx(2 * cluster.compute_s)
+        assert by_name[4][name].comm_s > 2 * cluster.comm_s
+
+
+def test_zero_holds_one_unreduced_gradient_at_a_time():
+    """The compiled GPT step reduce-scatters each gradient as the backward pass makes it:
+    ZeRO's transient is the largest parameter's gradient, not a whole microbatch's."""
+    from shardc.training.gpt import param_specs
+    from shardc.training.mesh import make_grid
+
+    model = GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=8, vocab_size=32)
+    zero = predict(model, ShardingPolicy(1, True, False), make_grid(2, 1), 2, cost=COST)
+    largest = max(np.prod(s.shape) for s in param_specs(model))
+    assert zero.memory.transient == largest * 4
+    assert zero.memory.transient < zero.memory.state.grads
