@@ -277,7 +277,7 @@ def main() -> int:
         return solve_times(a.solve == "both")
 
     from shardc.passes.cost_model import DEFAULT_RATES, CostModel, load_rates
-    from shardc.passes.cost_model import host_cores
+    from shardc.host import physical_cores
     from shardc.training.auto_plan import PlanError, choose, host_cost_model, size_text
     from shardc.training.data import synthetic_corpus
     from shardc.training.gpt import GPTConfig
@@ -307,7 +307,7 @@ def main() -> int:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         f"rates: {rates.source}; oversubscribed wait {rates.oversubscribed_wait * 1e3:.2f} ms per collective and extra rank per core; "
-        f"measured under mpiexec, {host_cores()} cores here (load average {load}), {steps} steps (median of those after the 2 traced)"
+        f"measured under mpiexec, {physical_cores()} cores here (load average {load}), {steps} steps (median of those after the 2 traced)"
     )
     head = (
         f"{'model':<13} {'W':>2} {'policy':<18} {'pred ms':>8} {'meas ms':>8} {'meas/pred':>9} {'pred mem':>11} {'traced':>11} "

@@ -140,26 +140,6 @@ def bytes_factor(kind: str, p: int, n: float) -> float:
     raise ValueError(f"unknown collective kind {kind!r}")
 
 
-def host_cores() -> int:
-    """Cores (not hardware threads: two threads of a core share its arithmetic) this
-    process may run on, which the ranks an mpiexec starts here share. As
-    `shardc.tools.launcher.physical_cores` counts Open MPI's slots; here because the
-    compiler and the trainer, which price the ranks, do not import the tools."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-    cores = set()
-    for c in cpus:
-        topology = f"/sys/devices/system/cpu/cpu{c}/topology"
-        try:
-            with open(f"{topology}/physical_package_id") as package, open(f"{topology}/core_id") as core:
-                cores.add((package.read().strip(), core.read().strip()))
-        except OSError:
-            cores.add(("cpu", str(c)))
-    return max(1, len(cores))
-
-
 # =========================================================================================
 # The model
 # =========================================================================================

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shardc.host import physical_cores
 from shardc.tools.cli import UserError
 
 # the library each MPI family's ranks must load, by its soname
@@ -94,23 +95,6 @@ class Launcher:
 
 def is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
-
-
-def physical_cores() -> int:
-    """Cores (not hardware threads) this process may run on: Open MPI's default number of
-    slots on a host."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-    cores = set()
-    for c in cpus:
-        topo = Path(f"/sys/devices/system/cpu/cpu{c}/topology")
-        try:
-            cores.add((topo.joinpath("physical_package_id").read_text().strip(), topo.joinpath("core_id").read_text().strip()))
-        except OSError:
-            cores.add(("cpu", str(c)))
-    return max(1, len(cores))
 
 
 def mpiexec_family(path: str) -> tuple[str, str]:

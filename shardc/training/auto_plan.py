@@ -661,12 +661,13 @@ def plan_lines(plan: AutoPlan, tool: str = "shardc-train") -> list[str]:
 def host_cost_model(cost: object, ranks_per_host: int | None) -> Any:
     """`cost` (a CostModel; None: the cached rates) for ranks running `ranks_per_host` to
     a host (None: a core each, as `--plan-only --world N` plans a cluster) with this
-    host's cores (`shardc.passes.cost_model.host_cores`, those this process may use):
+    host's cores (`shardc.host.physical_cores`, those this process may use):
     more ranks than cores share them (`CostModel.on_host`)."""
-    from shardc.passes.cost_model import CostModel, host_cores, load_rates
+    from shardc import host
+    from shardc.passes.cost_model import CostModel, load_rates
 
     cm: CostModel = cost if cost is not None else CostModel(load_rates())  # type: ignore[assignment]
-    return cm if ranks_per_host is None else cm.on_host(ranks_per_host, host_cores())
+    return cm if ranks_per_host is None else cm.on_host(ranks_per_host, host.physical_cores())
 
 
 def plan_job(job: object, world: int, ranks_per_host: int | None = None) -> AutoPlan:

@@ -201,9 +201,3 @@ def test_calibration_measures_the_wait_with_this_hosts_mpiexec_only(monkeypatch)
     monkeypatch.setattr(cost_model, "measure_oversubscription", lambda coll: [-1e-3])
     assert cost_model.calibrate().oversubscribed_wait == 0.0
     assert cost_model.calibrate(launcher=["srun"]).oversubscribed_wait == DEFAULT_RATES.oversubscribed_wait
-
-
-def test_host_cores_agree_with_the_launchers_slots():
-    from shardc.tools.launcher import physical_cores
-
-    assert cost_model.host_cores() == physical_cores() >= 1

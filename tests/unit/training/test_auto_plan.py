@@ -200,11 +200,12 @@ def test_four_ranks_on_two_cores_predict_twice_the_compute_of_four_on_four(monke
     assert shared.comm_s == pytest.approx(2 * own_core.comm_s + count * 2e-3)
     assert own_core.step_s == pytest.approx(predict(MODEL, policy, grid, 2, cost=cost).step_s)
 
+    import shardc.host
     import shardc.passes.cost_model as cm
     from shardc.tools.train import arg_parser
     from shardc.training.job import Job
 
-    monkeypatch.setattr(cm, "host_cores", lambda: 2)
+    monkeypatch.setattr(shardc.host, "physical_cores", lambda: 2)
     monkeypatch.setattr(cm, "load_rates", lambda *a, **k: rates)
     assert auto_plan.host_cost_model(None, 4).ranks_per_core == 2.0
     assert auto_plan.host_cost_model(None, None).ranks_per_core == 1.0
