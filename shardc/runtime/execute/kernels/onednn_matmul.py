@@ -210,6 +210,12 @@ class _Primitive:
         lib.dnnl_memory_set_data_handle(h[2], c.ctypes.data)
         return lib.dnnl_primitive_execute(self.prim, stream, len(self.args), self.args) == 0 and lib.dnnl_stream_wait(stream) == 0
 
+    def __del__(self) -> None:  # a finished thread's primitives (simulated ranks) go with it
+        try:
+            self.destroy()
+        except Exception:  # interpreter teardown: the library may be gone already
+            pass
+
     def destroy(self) -> None:
         for mem in self.handles:
             self.lib.dnnl_memory_destroy(mem)
