@@ -1,7 +1,8 @@
 """GFLOP/s of one matmul shape on one thread, side by side in one run: numpy float32
-(its OpenBLAS), PyTorch float32, shardc's bf16 path (`kernels/bf16_gemm.py`: MKL's
-cblas_gemm_bf16bf16f32 where the CPU has bf16 units, float32 accumulation) and PyTorch
-bfloat16 (oneDNN). Each is the best of `--repeat` timed calls after a warm-up, by the
+(its OpenBLAS), PyTorch float32, shardc's bf16 path (`kernels/bf16_gemm.py`: oneDNN's
+matmul or MKL's cblas_gemm_bf16bf16f32 by shape where the CPU has bf16 units, float32
+accumulation), each of those two libraries alone, and PyTorch bfloat16 (its own,
+newer oneDNN). Each is the best of `--repeat` timed calls after a warm-up, by the
 wall clock and by the calling thread's CPU time (every row runs on that one thread: on
 a shared, loaded machine the CPU-time column is the one that measures the kernels, the
 wall clock counts the time other processes held the core).
@@ -24,7 +25,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 
-from shardc.runtime.execute.kernels import bf16_gemm  # noqa: E402
+from shardc.runtime.execute.kernels import bf16_gemm, onednn_matmul  # noqa: E402
 
 
 def best(fn, repeat: int) -> tuple[float, float]:
@@ -76,6 +77,17 @@ def main() -> None:
     except ImportError:
         torch = None  # type: ignore[assignment]
     rows.append((f"shardc bf16 ({bf16_gemm.backend()})", best(lambda: bf16_gemm.matmul(a16, b16, out), args.repeat)))
+    # each library on its own, whichever `bf16_gemm` picks for this shape (`onednn_suits`)
+    if onednn_matmul.available():
+        rows.append(("oneDNN bf16", best(lambda: onednn_matmul.matmul(a16, b16, out), args.repeat)))
+    saved = os.environ.get("SHARDC_BF16_GEMM")
+    os.environ["SHARDC_BF16_GEMM"] = "mkl"
+    if bf16_gemm.backend() == "mkl":
+        rows.append(("MKL bf16", best(lambda: bf16_gemm.matmul(a16, b16, out), args.repeat)))
+    if saved is None:
+        del os.environ["SHARDC_BF16_GEMM"]
+    else:
+        os.environ["SHARDC_BF16_GEMM"] = saved
     if torch is not None:
         ta16, tb16 = ta.to(torch.bfloat16), tb.to(torch.bfloat16)
         tc16 = torch.empty(m, n, dtype=torch.bfloat16)

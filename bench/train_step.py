@@ -311,9 +311,12 @@ def _config(args: argparse.Namespace) -> GPTConfig:
     return QUICK if args.quick else LARGE if args.large else FULL
 
 
-def paired_one_rank(cfg: GPTConfig, repeats: int) -> dict:
+def paired_one_rank(cfg: GPTConfig, repeats: int, precision: str = "f32") -> dict:
     """shardc's 1-rank step and PyTorch's 1-thread step in one process, alternating step
-    by step (the order flipping), so both see the same moments of the machine's load."""
+    by step (the order flipping), so both see the same moments of the machine's load
+    (`precision` bf16: shardc's --precision bf16 against PyTorch's forward under
+    autocast). Wall and CPU time (`time.process_time`: a shared machine's descheduling
+    left out) of each step."""
     import torch
 
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
@@ -323,7 +326,7 @@ def paired_one_rank(cfg: GPTConfig, repeats: int) -> dict:
 
     set_blas_threads(1)
     torch.set_num_threads(1)
-    prog = StepProgram.build(cfg, BATCH, make_grid(1, 1), ShardingPolicy(1, zero=True, fsdp=False), GPT_PLAN)
+    prog = StepProgram.build(cfg, BATCH, make_grid(1, 1), ShardingPolicy(1, zero=True, fsdp=False), GPT_PLAN, precision=precision)
     state = RankState(prog, 0, init_params(cfg, 0))
     torch.manual_seed(0)
     model = _torch_gpt(cfg)
@@ -331,21 +334,25 @@ def paired_one_rank(cfg: GPTConfig, repeats: int) -> dict:
 
     def theirs(x: np.ndarray, y: np.ndarray) -> None:
         opt.zero_grad(set_to_none=True)
-        model(torch.from_numpy(x), torch.from_numpy(y)).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = model(torch.from_numpy(x), torch.from_numpy(y))
+        loss.backward()
         opt.step()
 
     it = _data(cfg)
-    t_ours: list[float] = []
-    t_theirs: list[float] = []
-    for i in range(repeats + 1):
+    t_ours: list[tuple[float, float]] = []
+    t_theirs: list[tuple[float, float]] = []
+    for i in range(repeats + 2):
         x, y = next(it)
         pair = ((t_ours, lambda: state.train_step([(x, y)], LR)), (t_theirs, lambda: theirs(x, y)))
         for times, fn in pair if i % 2 else pair[::-1]:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             fn()
-            if i:
-                times.append(time.perf_counter() - t)
-    return {"ours": statistics.median(t_ours), "theirs": statistics.median(t_theirs)}
+            if i > 1:  # the first steps compile (or load) the kernels
+                times.append((time.perf_counter() - t, time.process_time() - c))
+    wall = {k: statistics.median(w for w, _ in v) for k, v in (("ours", t_ours), ("theirs", t_theirs))}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in (("ours", t_ours), ("theirs", t_theirs))}
+    return {**wall, "cpu_ours": cpu["ours"], "cpu_theirs": cpu["theirs"]}
 
 
 def kernels_vs_numpy(cfg: GPTConfig, repeats: int) -> None:
@@ -418,7 +425,7 @@ def switch_vs_not(cfg: GPTConfig, repeats: int, name: str) -> None:
 def worker(args: argparse.Namespace) -> None:
     cfg = _config(args)
     if args.worker == "pair":
-        print("RESULT " + json.dumps(paired_one_rank(cfg, args.repeats)))
+        print("RESULT " + json.dumps(paired_one_rank(cfg, args.repeats, args.precision)))
         return
     if args.worker == "torch":
         print("RESULT " + json.dumps(torch_steps(cfg, args.threads, args.repeats, precision=args.precision)))
@@ -563,8 +570,7 @@ def main() -> None:
                 launcher, cores = theirs_cfg[k]
                 theirs[k].append(launcher(cores, args))
 
-    # the one-process pairing is float32 only: under bf16 the separate processes' rows compare
-    pairs = [_run([sys.executable, os.path.abspath(__file__), "--worker", "pair", *_common(args)], dict(os.environ, OMP_NUM_THREADS="1")) for _ in range(args.rounds)] if theirs and args.precision == "f32" else []
+    pairs = [_run([sys.executable, os.path.abspath(__file__), "--worker", "pair", *_common(args)], dict(os.environ, OMP_NUM_THREADS="1")) for _ in range(args.rounds)] if theirs else []
 
     def best(runs: list[list[dict]]) -> list[dict]:
         return min(runs, key=lambda per_rank: max(p["step_s"] for p in per_rank))
@@ -598,6 +604,8 @@ def main() -> None:
         print(
             f"1 rank vs 1 thread in one process, steps alternating: "
             + ", ".join(f"shardc {p['ours'] * 1e3:.0f} ms / PyTorch {p['theirs'] * 1e3:.0f} ms = {r:.2f}x" for p, r in zip(pairs, ratios))  # type: ignore[index]
+            + "; CPU time: "
+            + ", ".join(f"{p['cpu_ours'] * 1e3:.0f} / {p['cpu_theirs'] * 1e3:.0f} ms = {p['cpu_theirs'] / p['cpu_ours']:.2f}x" for p in pairs)  # type: ignore[index]
         )
     print(
         "shardc / PyTorch eager (tokens/s ratio from the separate processes; peak RSS ratio; "

@@ -9,18 +9,20 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from shardc.runtime.execute.kernels import bf16_gemm, bf16_run
+from shardc.runtime.execute.kernels import bf16_gemm, bf16_run, onednn_matmul
 
 BF = ml_dtypes.bfloat16
 EPS32 = float(np.finfo(np.float32).eps)
 
 
-@pytest.fixture(params=["auto", "mkl", "numpy"])
+@pytest.fixture(params=["auto", "onednn", "mkl", "numpy"])
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("SHARDC_BF16_GEMM", request.param)
     name = bf16_gemm.backend()
     if request.param == "mkl" and name != "mkl":
         pytest.skip("MKL's cblas_gemm_bf16bf16f32 is not loadable here (the [fast] extra's mkl wheel)")
+    if request.param == "onednn" and name != "onednn":
+        pytest.skip("oneDNN is not loadable here (the onednn-cpu-gomp wheel, or SHARDC_ONEDNN)")
     return name
 
 
@@ -36,13 +38,16 @@ def _check(r: np.ndarray, a: np.ndarray, b: np.ndarray, extra: np.ndarray | floa
     assert np.all(np.abs(r - exact) <= bound)
 
 
-def test_auto_uses_mkl_exactly_where_the_cpu_has_bf16_units(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_uses_a_bf16_gemm_exactly_where_the_cpu_has_bf16_units(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHARDC_BF16_GEMM", "auto")
     if not bf16_run.bf16_units():
         assert bf16_gemm.backend() == "numpy"
         assert "no bf16 units" in bf16_gemm.describe()
     else:
-        assert bf16_gemm.backend() in ("mkl", "numpy")  # numpy only without the mkl wheel
+        assert bf16_gemm.backend() in ("onednn", "mkl", "numpy")  # numpy only without the mkl and onednn wheels
+        if onednn_matmul.available():
+            assert bf16_gemm.backend() == "onednn"
+            assert "oneDNN" in bf16_gemm.describe()
     monkeypatch.setenv("SHARDC_BF16_GEMM", "numpy")
     assert bf16_gemm.backend() == "numpy"
     monkeypatch.setenv("SHARDC_BF16_GEMM", "bogus")

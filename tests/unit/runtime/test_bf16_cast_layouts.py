@@ -1,0 +1,66 @@
+"""kernels/bf16_cast.py's rounding of float32 views that are not contiguous: a transpose
+(rounded in memory order, its layout kept), a strided slice (q, k or v of a fused
+projection: rows read in place), and layouts neither covers (a copy first). Every
+result has ml_dtypes' bits, NaN, infinities and ties included."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from shardc.runtime.execute.kernels import bf16_cast
+
+BF = ml_dtypes.bfloat16
+
+
+def _values(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    flat = x.reshape(-1)
+    specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.00390625, 1.01171875, 3.4e38, -1e-40], np.float32)
+    flat[: specials.size] = specials  # 1 + 2^-8 and 1 + 3*2^-8: ties to even, down and up
+    return x
+
+
+def _same_bits(r: np.ndarray, x: np.ndarray) -> None:
+    want = x.astype(BF)
+    assert r.dtype == want.dtype and r.shape == x.shape
+    assert np.array_equal(np.ascontiguousarray(r).view(np.uint16), np.ascontiguousarray(want).view(np.uint16))
+
+
+@pytest.mark.parametrize("shape", [(96, 130), (64, 64)])
+def test_transpose_keeps_its_layout(shape: tuple[int, int]) -> None:
+    x = _values(np.random.default_rng(0), *shape).T
+    r = bf16_cast.round_to_bfloat16(x)
+    _same_bits(r, x)
+    assert r.flags.f_contiguous and not r.flags.c_contiguous
+
+
+def test_permuted_axes() -> None:
+    base = _values(np.random.default_rng(1), 4, 6, 16, 24)
+    x = base.transpose(2, 0, 3, 1)
+    r = bf16_cast.round_to_bfloat16(x)
+    _same_bits(r, x)
+    assert r.strides == tuple(s // 2 for s in x.strides)  # the same layout, 2-byte elements
+
+
+def test_strided_rows_of_a_fused_projection() -> None:
+    qkv = _values(np.random.default_rng(2), 3, 64, 3, 4, 32)  # (batch, time, q/k/v, head, dim)
+    for j in range(3):
+        x = qkv[:, :, j]
+        assert not x.flags.c_contiguous
+        _same_bits(bf16_cast.round_to_bfloat16(x), x)
+    cols = _values(np.random.default_rng(3), 200, 70)[:, 3:67]  # rows of 64 out of 70
+    _same_bits(bf16_cast.round_to_bfloat16(cols), cols)
+
+
+def test_layouts_neither_path_covers() -> None:
+    x = _values(np.random.default_rng(4), 100, 90)
+    for view in (x[::-1], x[:, ::-1], x[::2, ::3], np.broadcast_to(x[:1], (100, 90))):
+        _same_bits(bf16_cast.round_to_bfloat16(view), view)
+
+
+def test_without_kernels_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHARDC_KERNELS", "numpy")
+    x = _values(np.random.default_rng(5), 80, 100).T
+    _same_bits(bf16_cast.round_to_bfloat16(x), x)
