@@ -51,6 +51,7 @@ from xdsl.ir.affine import AffineMap
 from shardc.runtime.execute.code_check import check_generated
 from shardc.runtime.codegen.donation import INPLACE_ATTR
 from shardc.runtime.codegen.kernels import fused
+from shardc.runtime.codegen.remake_casts import is_cast_copy
 from shardc.runtime.execute.horizontal_run import CHUNK, Group, Member, run_group  # noqa: F401  (the run time, re-exported)
 
 GROUP = True
@@ -150,8 +151,8 @@ def _key(op: GenericOp, block: Block) -> object | None:
     body = op.body.block
     if any(isinstance(o, IndexOp) or o.regions for o in body.walk()):
         return None
-    if [o.name for o in body.ops] == ["arith.truncf", "linalg.yield"]:
-        return None  # a parameter's bf16 copy, made right before its product (`mixed_precision.bf16_for`): grouped, every copy would live from the first
+    if is_cast_copy(op):
+        return None  # a bf16 copy, made right before its product (`remake_casts`): grouped, every copy would live from the first
     n_loops = len(op.iterator_types.data)
     shape: tuple[int, ...] | None = None
     positions: list[object] = []

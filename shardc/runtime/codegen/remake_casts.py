@@ -25,11 +25,15 @@ from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Block, BlockArgument, Operation
 
 
+def is_cast_copy(op: GenericOp) -> bool:
+    """Whether `op` only converts its input element by element (`arith.truncf`: the
+    mixed-precision pass's bf16 copy of a value)."""
+    return [o.name for o in op.body.block.ops] == ["arith.truncf", "linalg.yield"]
+
+
 def _argument_cast(op: Operation, block: Block) -> bool:
-    """A float32 -> bf16 `linalg.generic` (`arith.truncf` only) of an argument of `block`."""
-    if not isinstance(op, GenericOp) or len(op.inputs) != 1 or len(op.results) != 1:
-        return False
-    if [o.name for o in op.body.block.ops] != ["arith.truncf", "linalg.yield"]:
+    """A float32 -> bf16 copy (`is_cast_copy`) of an argument of `block`."""
+    if not isinstance(op, GenericOp) or len(op.inputs) != 1 or len(op.results) != 1 or not is_cast_copy(op):
         return False
     src = op.inputs[0]
     return isinstance(src, BlockArgument) and src.block is block
