@@ -123,6 +123,8 @@ class LayoutOverride:
     pattern: str
     zero: bool
     fsdp: bool = False
+    name: str = field(default="", compare=False, repr=False)
+    """What the pattern stands for in plan texts (`norms`), or empty: the pattern."""
 
     def __post_init__(self) -> None:
         try:
@@ -194,7 +196,7 @@ class ShardingPolicy:
     def text(self) -> str:
         """`tp=2 zero=True fsdp=False`, then each override as `PATTERN=fsdp`."""
         head = f"tp={self.tp} zero={self.zero} fsdp={self.fsdp}"
-        return " ".join([head, *(f"{o.pattern}={o.kind}" for o in self.overrides)])
+        return " ".join([head, *(f"{o.name or o.pattern}={o.kind}" for o in self.overrides)])
 
 
 @dataclass(frozen=True)
