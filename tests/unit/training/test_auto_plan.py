@@ -120,7 +120,7 @@ def test_auto_trains_and_prints_plan_then_measurement(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0, out
     lines = out.splitlines()
-    assert lines[0].startswith("shardc-train: auto plan for 2 ranks (no memory budget; 4 policies priced, 4 fit")
+    assert lines[0].startswith("shardc-train: auto plan for 2 ranks (no memory budget; 28 policies priced, 28 fit")  # 27 mixes of dp/zero/fsdp over embeddings, attention, MLP (3 plain among them), and tp=2
     chosen = re.search(r"chosen: (\S+) on grid", out).group(1)
     assert "runner-up:" in out and "traded:" in out
     measured = [ln for ln in lines if ln.startswith("shardc-train: measured")]
