@@ -199,12 +199,14 @@ def mixed_policies(specs: Sequence[Any], plan: ShardingPlan, tp: int) -> list[Sh
 
 
 def auto_policies(specs: Sequence[Any], plan: ShardingPlan, world: int, mixed: bool = True) -> list[ShardingPolicy]:
-    """What `--auto` prices on `world` ranks: per tp dividing `world`, every mix of
-    layout kinds over the parameter groups (`mixed_policies`, the plain policies among
-    them), or the hand policies alone (`mixed=False`)."""
+    """What `--auto` prices on `world` ranks: the hand policies (each a candidate, or a
+    reason the grid refuses it), then per tp dividing `world` every other mix of layout
+    kinds over the parameter groups (`mixed_policies`); `mixed=False`: the hand ones."""
+    hand = hand_policies(world)
     if not mixed:
-        return hand_policies(world)
-    return [p for tp in range(1, world + 1) if world % tp == 0 for p in mixed_policies(specs, plan, tp)]
+        return hand
+    known = set(hand)
+    return hand + [p for tp in range(1, world + 1) if world % tp == 0 for p in mixed_policies(specs, plan, tp) if p not in known]
 
 
 def group_kinds(policy: ShardingPolicy, specs: Sequence[Any]) -> list[str]:
