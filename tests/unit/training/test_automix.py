@@ -30,7 +30,7 @@ from shardc.training.axis import (
     resolve,
     validate_layouts,
 )
-from shardc.training.checkpoint import CheckpointOptions, step_dir
+from shardc.training.checkpoint import CheckpointOptions, open_checkpoint, step_dir
 from shardc.training.gpt import GPTConfig, param_specs
 from shardc.training.mesh import make_grid
 from shardc.training.trainer import TrainingConfig, compile_program, reference_losses, train_simulated
@@ -189,18 +189,6 @@ def test_mixed_policy_trains_as_one_rank_in_float64():
         np.testing.assert_allclose(result.params[path], p, rtol=1e-9, atol=1e-9, err_msg=path)
 
 
-def _manifest_policy(directory: Path) -> dict:
-    """The policy a checkpoint's manifest records (wherever the manifest keeps it)."""
-    import json
-
-    from shardc.training.checkpoint import MANIFEST
-
-    m = json.loads((step_dir(directory, 2) / MANIFEST).read_text())
-    found = [v["policy"] for v in m.values() if isinstance(v, dict) and "policy" in v] + ([m["policy"]] if "policy" in m else [])
-    assert found, sorted(m)
-    return found[0]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("resume_on", [(2, "mix"), (4, "dp"), (1, "zero")], ids=str)
 def test_checkpoint_round_trip_with_a_mix(tmp_path, resume_on):
@@ -210,7 +198,7 @@ def test_checkpoint_round_trip_with_a_mix(tmp_path, resume_on):
     base = TrainingConfig(MODEL, per_device_batch=2, steps=4, lr=1e-2, warmup_steps=1, dtype="float64")
     mixed = base.shard(1, True, True, overrides=MIX.overrides)
     full = train_simulated(mixed, DATA, 2, checkpoint=CheckpointOptions(tmp_path, 2, 2))
-    recorded = _manifest_policy(tmp_path)
+    recorded = open_checkpoint(step_dir(tmp_path, 2)).manifest["policy"]
     assert [(o["pattern"], o["zero"], o["fsdp"]) for o in recorded["overrides"]] == [(o.pattern, o.zero, o.fsdp) for o in MIX.overrides]
     world, kind = resume_on
     if kind == "mix":
