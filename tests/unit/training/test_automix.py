@@ -254,3 +254,54 @@ def test_cli_mix_trains_as_the_hand_policy(tmp_path, capsys):
         return [float(line.split(",")[1]) for line in (d / "loss.csv").read_text().splitlines()[1:]]
 
     np.testing.assert_allclose(losses(tmp_path / "mix"), losses(tmp_path / "fsdp"), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_auto_trains_the_mix_it_prints(tmp_path, capsys, monkeypatch):
+    """`--auto` with the default rates and a budget where a mix is the fastest plan that
+    fits: the plan prints the mix per group, and the job trains that mix (its policy line
+    names the overrides) with the losses of the same mix given by hand."""
+    import shardc.passes.cost_model as cost_model
+    from shardc.tools.train import arg_parser
+    from shardc.training.auto_plan import plan_job
+    from shardc.training.job import Job
+
+    monkeypatch.setattr(cost_model, "load_rates", lambda *a, **k: DEFAULT_RATES)
+    small = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8", "--per-device-batch", "2", "--steps", "3", "--lr", "1e-2", "--eval-every", "0", "--checkpoint-every", "0", "--quiet"]
+    every = plan_job(Job(arg_parser().parse_args(["--auto", *small]), 2), 2)
+    by_name = {p.name: p for p in every.considered}
+    mixes = [p for p in every.considered if p.policy.overrides and p.memory.total < by_name["dp"].memory.total and p.tokens_per_s > by_name["zero"].tokens_per_s]
+    best = max(mixes, key=lambda p: (p.tokens_per_s, -p.memory.total))
+    assert main(["--auto", "--simulate", "2", "--memory-budget", f"{int(best.memory.total) + 1}B", *small, "--out", str(tmp_path / "auto")]) == 0
+    out = capsys.readouterr().out
+    chosen = re.search(r"chosen: (\S+) on grid", out).group(1)
+    assert chosen == best.name and "[" in chosen and "layouts per group: " in out, out
+    policy = re.search(r"policy (tp=1 zero=\w+ fsdp=\w+ .*)", out).group(1)  # the job's own line: trained as planned
+    assert policy.split()[3:] == [f"{o.name}={o.kind}" for o in best.policy.overrides]
+    assert f"shardc-train: measured {chosen}: " in out
+    kinds = re.search(r"layouts per group: (.*)", out).group(1)
+    hand = []
+    for item in kinds.split(", "):
+        group, kind = item.split("=")
+        hand += ["--policy-override", f"{next(g.pattern for g in param_groups(best.specs) if g.name == group)}={kind}"]
+    assert main(["--simulate", "2", *hand, *small, "--out", str(tmp_path / "hand")]) == 0
+
+    def losses(d: Path) -> list[float]:
+        return [float(line.split(",")[1]) for line in (d / "loss.csv").read_text().splitlines()[1:]]
+
+    assert losses(tmp_path / "auto") == losses(tmp_path / "hand")
+
+
+@pytest.mark.slow
+def test_a_torch_module_trains_under_a_mix_as_under_dp(tmp_path):
+    pytest.importorskip("torch", reason="needs the [torch] extra")
+    pytest.importorskip("torch_mlir", reason="needs the [torch] extra")
+    example = str(Path(__file__).resolve().parents[3] / "examples" / "torch_gpt.py") + ":make"
+    common = ["--torch-model", example, "--block-size", "8", "--per-device-batch", "2", "--steps", "3", "--lr", "1e-2", "--eval-every", "0", "--checkpoint-every", "0", "--quiet", "--simulate", "2"]
+    assert main([*common, "--fsdp", "--policy-override", r".*ln_.*=dp", "--policy-override", r".*attn.*=zero", "--out", str(tmp_path / "mix")]) == 0
+    assert main([*common, "--no-zero", "--out", str(tmp_path / "dp")]) == 0
+
+    def losses(d: Path) -> list[float]:
+        return [float(line.split(",")[1]) for line in (d / "loss.csv").read_text().splitlines()[1:]]
+
+    np.testing.assert_allclose(losses(tmp_path / "mix"), losses(tmp_path / "dp"), rtol=1e-5, atol=1e-5)
