@@ -104,7 +104,7 @@ class TorchSource:
         text = job.text()
         tok = job.tokenizer(text)  # checks that tp divides the ranks
         try:
-            policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp, getattr(a, "policy_overrides", ()))
+            policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp, tuple(getattr(a, "policy_override", None) or ()))
             task: TorchTask = load_cli_task(a, tok.vocab_size, tok.n_tokens)
             if task.kind != "lm":
                 raise JobError(f"--torch-model {a.torch_model}: a TorchTask of kind {task.kind!r}; shardc-train trains kind 'lm'")
@@ -176,7 +176,7 @@ class TorchSource:
         a, world = job.settings, job.world
         tok = job.tokenizer(job.text())
         try:
-            policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp, getattr(a, "policy_overrides", ()))
+            policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp, tuple(getattr(a, "policy_override", None) or ()))
             grid = make_grid(world, a.tp)
             task = load_cli_task(a, tok.vocab_size, tok.n_tokens)
             params, buffers = plan_state(task.model, task.axes, task.plan, policy, grid, task.no_decay)

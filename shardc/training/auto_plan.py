@@ -1,4 +1,4 @@
-"""`shardc-train --auto`: choose the sharding policy of the built-in GPT from predictions.
+"""`shardc-train --auto`: choose the sharding policy (a mix per parameter group) from predictions.
 
 The trainer's plans are the seed's: per parameter a storage, compute and update layout,
 set by a `ShardingPolicy` (tp over the `shard` axis, ZeRO and FSDP over `batch`) on a
@@ -9,6 +9,13 @@ priced by the cost model the auto-sharding pass minimizes (`shardc.passes.cost_m
 contractions at the measured BLAS rate, elementwise work at the measured bandwidth, a
 fixed cost per op, every collective by alpha-beta over its grid axis), and the fastest
 in tokens/s whose predicted peak memory per rank fits the budget wins.
+
+Beyond the whole-model policies, `--auto` chooses a layout kind (dp, zero, fsdp) per
+parameter group (embeddings, attention, MLP, norms, head, other: `group_of`): per tp it
+prices every assignment (`mixed_policies`; groups where two kinds give the same layouts
+keep one, so at most 3^6 per tp and 27 for the GPT) and keeps the fastest that fits,
+exactly, by the same enumeration. A mixed policy is priced by the same `predict`, its
+collectives and transient copies per layout kind.
 
 The prediction is read off the model's parameter specs and the layouts, not off a
 compiled program, so that `--plan-only --world 1024` answers in a second:

@@ -11,6 +11,11 @@ layouts are used:
   update   compute + ZeRO rules if zero        optimizer step, moments, accumulated grads
   storage  update if fsdp, else compute        parameters between steps
 
+A policy may differ per parameter group: `overrides` (`LayoutOverride`: an FQN regex and
+its zero/fsdp) pick another of the three for the parameters they match (FSDP for the big
+matrices, plain data parallelism for norms and biases), so `resolve` takes the
+parameter's path as well as its axes. TP's degree is one for the whole model.
+
 A dimension split over both axes is split over `shard` first, then `batch` within each
 shard piece (`("shard", "batch")`, MLIR `split_axes = [[1, 0]]`), so a device's update
 piece lies inside its compute piece: going from compute to update layout only needs

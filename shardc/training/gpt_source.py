@@ -39,7 +39,7 @@ class GPTSource:
             model = GPTConfig(a.n_layer, a.n_head, a.n_embd, a.block_size, tok.vocab_size)
             cfg = TrainingConfig(
                 model, a.per_device_batch, a.accum, a.steps, a.lr, seed=a.seed, eval_every=a.eval_every, precision=getattr(a, "precision", "f32")
-            ).shard(tp=a.tp, zero=True if a.zero is None else a.zero, fsdp=a.fsdp, overrides=getattr(a, "policy_overrides", ()))
+            ).shard(tp=a.tp, zero=True if a.zero is None else a.zero, fsdp=a.fsdp, overrides=tuple(getattr(a, "policy_override", None) or ()))
             grid = cfg.grid(job.world, ranks_per_host)
             validate_layouts(param_specs(model), cfg.plan, cfg.policy, grid)
         except ShardingValidationError as e:

@@ -216,7 +216,7 @@ def test_checkpoint_round_trip_with_a_mix(tmp_path, resume_on):
     [
         (["--policy-override", "wte"], "--policy-override: expected REGEX=LAYOUT (LAYOUT one of dp, zero, fsdp), got 'wte'"),
         (["--policy-override", "=dp"], "--policy-override: expected REGEX=LAYOUT"),
-        (["--policy-override", "wte=tp"], "--policy-override 'wte=tp': unknown layout 'tp' (expected one of dp, zero, fsdp)"),
+        (["--policy-override", "wte=tp"], "--policy-override: 'wte=tp': unknown layout 'tp' (expected one of dp, zero, fsdp)"),
         (["--policy-override", "(=dp"], "--policy-override: layout override '(': bad regex"),
         (["--policy-override", "mlp=dp"], "layout override 'mlp' matches no parameter"),
         (["--auto", "--policy-override", "wte=dp"], "--auto chooses the policy: drop --policy-override"),
