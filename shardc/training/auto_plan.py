@@ -47,6 +47,8 @@ from dataclasses import dataclass, field, replace
 
 from shardc.training.axis import (
     GPT_PLAN,
+    LAYOUT_KINDS,
+    LayoutOverride,
     layout_kind,
     ShardingConfigError,
     ShardingPlan,
@@ -174,8 +176,6 @@ def mixed_policies(specs: Sequence[Any], plan: ShardingPlan, tp: int) -> list[Sh
     the plain policy, a mixed one the most common kind with the others as overrides. The
     groups are few (at most 6, so at most 3^6 assignments): `choose` prices them all."""
     import itertools
-
-    from shardc.training.axis import LAYOUT_KINDS, LayoutOverride
 
     groups = param_groups(specs)
     options: list[list[str]] = []
@@ -476,7 +476,7 @@ def _state_collectives(
             compute_elems = sum(_local(s.shape, lay.compute, grid) for s, lay in members)
             add("all_reduce", BATCH, accum * len(members), compute_elems / max(len(members), 1) * itemsize)
     add("all_reduce", BATCH if grid.batch > 1 else SHARD, accum, itemsize)  # the loss
-    return _merged(rows)
+    return _merged(rows) if policy.overrides else rows
 
 
 def _by_choice(specs: Sequence[Any], layouts: Sequence[Any], policy: ShardingPolicy) -> dict[tuple[bool, bool], list[tuple[Any, Any]]]:
@@ -489,8 +489,9 @@ def _by_choice(specs: Sequence[Any], layouts: Sequence[Any], policy: ShardingPol
 
 
 def _merged(rows: Sequence[Collective]) -> list[Collective]:
-    """Rows of one kind and axis as one (counts and seconds summed, bytes averaged per
-    collective), in first-seen order."""
+    """A mixed policy's rows of one kind and axis as one (counts and seconds summed, bytes
+    averaged per collective), in first-seen order: the rows priced per layout kind print
+    once each."""
     out: dict[tuple[str, str], Collective] = {}
     for r in rows:
         o = out.get((r.kind, r.axis))

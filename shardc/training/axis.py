@@ -190,14 +190,6 @@ class ShardingPolicy:
         """Whether any parameter's layout is ZeRO's or FSDP's."""
         return self.zero or any(o.zero for o in self.overrides)
 
-    def uses_fsdp(self) -> bool:
-        return self.fsdp or any(o.fsdp for o in self.overrides)
-
-    def for_path(self, path: str | None) -> ShardingPolicy:
-        """The plain policy (no overrides) parameter `path` is laid out by."""
-        zero, fsdp = self.choice(path)
-        return ShardingPolicy(self.tp, zero, fsdp)
-
     def text(self) -> str:
         """`tp=2 zero=True fsdp=False`, then each override as `PATTERN=fsdp`."""
         head = f"tp={self.tp} zero={self.zero} fsdp={self.fsdp}"
