@@ -66,11 +66,14 @@ HF_CLASS = {"llama": "hf:LlamaForCausalLM", "gpt2": "hf:GPT2LMHeadModel"}
 """The transformers class of a model entry's kind (the built-in GPT's is "gpt")."""
 
 
-def _policy(name: str):
-    from shardc.training.axis import ShardingPolicy
+def _policy(name: str, overrides: list | None = None):
+    """The policy a row names (`tp=2+fsdp`; a mix's name ends `[group=kind,...]`, its
+    overrides are `overrides`: [pattern, zero, fsdp] each)."""
+    from shardc.training.axis import LayoutOverride, ShardingPolicy
 
-    tp = int(name.split("=")[1].split("+")[0]) if name.startswith("tp=") else 1
-    return ShardingPolicy(tp, "zero" in name or "fsdp" in name, "fsdp" in name)
+    base = name.split("[")[0]
+    tp = int(base.split("=")[1].split("+")[0]) if base.startswith("tp=") else 1
+    return ShardingPolicy(tp, "zero" in base or "fsdp" in base, "fsdp" in base, tuple(LayoutOverride(*o) for o in overrides or ()))
 
 
 def worker(spec: dict) -> None:
@@ -105,12 +108,12 @@ def _train_gpt(spec: dict, comm, measure) -> list[float]:
     from shardc.training.tokenizer import make_tokenizer
     from shardc.training.trainer import TrainingConfig, compile_program, train_mpi
 
-    p = _policy(spec["policy"])
+    p = _policy(spec["policy"], spec.get("overrides"))
     text = synthetic_corpus(60000, 0)
     tok = make_tokenizer("char", text, None, pad_to=int(np.lcm(8, comm.Get_size() // p.tp)))
     data = np.asarray(tok.encode(text), np.int32)
     model = GPTConfig(spec["n_layer"], spec["n_head"], spec["n_embd"], spec["block"], tok.vocab_size)
-    cfg = TrainingConfig(model, per_device_batch=spec["batch"], steps=spec["steps"], warmup_steps=1).shard(p.tp, p.zero, p.fsdp)
+    cfg = TrainingConfig(model, per_device_batch=spec["batch"], steps=spec["steps"], warmup_steps=1).shard(p.tp, p.zero, p.fsdp, p.overrides)
     program = compile_program(cfg, cfg.grid(comm.Get_size()), world=comm)
     measure.compiled(trace=comm.Get_rank() == 0)
     result = train_mpi(cfg, data, None, lambda step: measure.stepped(), program)
@@ -127,7 +130,7 @@ def _train_llama(spec: dict, comm, measure) -> list[float]:
     from shardc.tools.train import arg_parser
     from shardc.training.job import run_job
 
-    args = arg_parser().parse_args(_llama_flags(spec) + _policy_flags(spec["policy"]) + ["--steps", str(spec["steps"]), "--out", spec["out"]])
+    args = arg_parser().parse_args(_llama_flags(spec) + _policy_flags(spec["policy"], spec.get("overrides")) + ["--steps", str(spec["steps"]), "--out", spec["out"]])
     if run_job(args, TorchSource(), comm, measure=measure) != 0:
         raise SystemExit(1)
     if comm.Get_rank() != 0:
@@ -143,9 +146,10 @@ def _llama_flags(spec: dict) -> list[str]:
     ]
 
 
-def _policy_flags(name: str) -> list[str]:
-    p = _policy(name)
-    return ["--tp", str(p.tp), "--zero" if p.zero else "--no-zero", *(["--fsdp"] if p.fsdp else [])]
+def _policy_flags(name: str, overrides: list | None = None) -> list[str]:
+    p = _policy(name, overrides)
+    mix = [f for o in p.overrides for f in ("--policy-override", f"{o.pattern}={o.kind}")]
+    return ["--tp", str(p.tp), "--zero" if p.zero else "--no-zero", *(["--fsdp"] if p.fsdp else []), *mix]
 
 
 def _llama_config(m: dict) -> dict:
@@ -348,7 +352,8 @@ def main() -> int:
             for name, pred, solve in rows:
                 key = pred.name
                 if key not in measured:
-                    spec = dict(m, steps=steps, policy=key, out=str(work / f"{label}-{world}-{key}"))
+                    mix = [[o.pattern, o.zero, o.fsdp] for o in pred.policy.overrides]
+                    spec = dict(m, steps=steps, policy=key, overrides=mix, out=str(work / f"{label}-{world}-{key}"))
                     measured[key] = None if a.no_measure else measure_row(spec, world, 1800.0)
                 got = measured[key]
                 meas_ms = got["ms"] if got else float("nan")

@@ -104,7 +104,7 @@ class TorchSource:
         text = job.text()
         tok = job.tokenizer(text)  # checks that tp divides the ranks
         try:
-            policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp)
+            policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp, tuple(getattr(a, "policy_override", None) or ()))
             task: TorchTask = load_cli_task(a, tok.vocab_size, tok.n_tokens)
             if task.kind != "lm":
                 raise JobError(f"--torch-model {a.torch_model}: a TorchTask of kind {task.kind!r}; shardc-train trains kind 'lm'")
@@ -176,7 +176,7 @@ class TorchSource:
         a, world = job.settings, job.world
         tok = job.tokenizer(job.text())
         try:
-            policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp)
+            policy = ShardingPolicy(a.tp, True if a.zero is None else a.zero, a.fsdp, tuple(getattr(a, "policy_override", None) or ()))
             grid = make_grid(world, a.tp)
             task = load_cli_task(a, tok.vocab_size, tok.n_tokens)
             params, buffers = plan_state(task.model, task.axes, task.plan, policy, grid, task.no_decay)
@@ -194,7 +194,7 @@ class TorchSource:
 
         head = layouts_head(
             f"{TOOL}: {type(task.model).__name__} from {a.torch_model}, {world} rank{'s' if world > 1 else ''}, grid {grid}, "
-            f"policy tp={policy.tp} zero={policy.zero} fsdp={policy.fsdp}",
+            f"policy {policy.text()}",
             grid,
             f"; buffers ({', '.join(b.path for b in buffers)}) keep their compute layout" if buffers else "",
         )
@@ -248,7 +248,7 @@ def _header(a: argparse.Namespace, task: Any, training: Any, world: int, seconds
     bufs = f", {len(prog.buffers)} buffers ({kib(training.buffer_bytes)} per rank)" if prog.buffers else ", no buffers"
     return "\n".join([
         f"{TOOL}: {type(task.model).__name__} from {a.torch_model}, {world} rank{'s' if world > 1 else ''}, grid {training.grid}, "
-        f"policy tp={p.tp} zero={p.zero} fsdp={p.fsdp}",
+        f"policy {p.text()}",
         f"  model: {len(prog.params)} parameters ({n:,} values; {decayed} with weight decay){bufs}, {prog.dtype}, block {a.block_size}",
         *accounting(training.config, training.grid, a.block_size, training.memory),
         f"  imported from PyTorch and compiled the step in {seconds:.1f} s (compile {prog.compile_seconds:.1f} s{'' if prog.cached == 'compiled' else ', from the compile cache'})",

@@ -415,7 +415,7 @@ def plan_state(
 def _buffer_spec(b: ParamInfo, plan: ShardingPlan, policy: ShardingPolicy) -> PartitionSpec:
     """A buffer is stored as it is used: in its compute layout (replicated unless the
     axes name it), never split for ZeRO (it has no gradient or optimizer state)."""
-    return resolve(b.axes, plan, policy).compute  # type: ignore[arg-type]
+    return resolve(b.axes, plan, policy, b.path).compute  # type: ignore[arg-type]
 
 
 # =========================================================================================
@@ -622,7 +622,7 @@ class TorchStepProgram:
             validate_layouts(params, plan, policy, grid)  # type: ignore[arg-type]
         except ShardingConfigError as e:
             raise TorchTrainError(str(e)) from None
-        layouts = [resolve(p.axes, plan, policy) for p in params]  # type: ignore[arg-type]
+        layouts = [resolve(p.axes, plan, policy, p.path) for p in params]  # type: ignore[arg-type]
         buffer_specs = [_buffer_spec(b, plan, policy) for b in buffers]
         validate_state([StateArray(f"buffers/{b.path}", b.shape, s) for b, s in zip(buffers, buffer_specs)], grid)
         key = make_key(
@@ -1094,7 +1094,7 @@ def sharded_forward(
             raise TorchTrainError(f"torch-mlir cannot import the forward of {type(model).__name__}: {_reason([], e)}") from None
     func_name = exported.func_name
     refuse_random(exported.text, model, "forward")
-    layouts = [resolve(p.axes, plan, policy) for p in params]  # type: ignore[arg-type]
+    layouts = [resolve(p.axes, plan, policy, p.path) for p in params]  # type: ignore[arg-type]
     module = _parse(exported)
     n = len(params)
     step = ExportedStep(

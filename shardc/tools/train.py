@@ -2,6 +2,7 @@
 
     shardc-train                                 # the synthetic corpus, on the ranks started with
     mpiexec -n 4 shardc-train --tp 2 --fsdp      # under MPI: grid (batch=2, shard=2)
+    shardc-train --np 2 --fsdp --policy-override '.*ln.*=dp'   # FSDP but norms plain DP
     shardc-train --np 4 --tp 2                   # launch mpiexec itself
     shardc-train --simulate 4 --no-zero          # 4 ranks as threads of this process
     shardc-train --np 4 --auto --memory-budget 2MiB   # the policy chosen by predictions
@@ -54,7 +55,8 @@ def arg_parser() -> argparse.ArgumentParser:
     lay.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: must divide the ranks per host (default 1)")
     lay.add_argument("--zero", action=argparse.BooleanOptionalAction, default=None, help="split optimizer state and gradients over batch (default on)")
     lay.add_argument("--fsdp", action=argparse.BooleanOptionalAction, default=False, help="split stored parameters over batch too (needs ZeRO)")
-    lay.add_argument("--auto", action="store_true", help="choose --tp/--zero/--fsdp: the fastest policy the cost model predicts that fits --memory-budget; prints the plan, then the measured step time and peak memory (shardc.training.auto_plan; a --torch-model is priced from its own module: shardc.frontends.torch_plan)")
+    lay.add_argument("--policy-override", action="append", type=layout_override, default=[], metavar="REGEX=LAYOUT", help="lay out the parameters whose FQN matches REGEX (whole, as re.fullmatch) by LAYOUT, one of dp, zero, fsdp, instead of --zero/--fsdp; repeatable, the first match wins: e.g. --fsdp --policy-override '.*ln.*|.*bias=dp' (FSDP for the matrices, plain DP for norms and biases)")
+    lay.add_argument("--auto", action="store_true", help="choose --tp/--zero/--fsdp and per parameter group (embeddings, attention, MLP, norms, head) dp/zero/fsdp: the fastest mix the cost model predicts that fits --memory-budget; prints the plan, then the measured step time and peak memory (shardc.training.auto_plan; a --torch-model is priced from its own module: shardc.frontends.torch_plan)")
     lay.add_argument("--memory-budget", metavar="SIZE", help="with --auto: the most memory a rank may use (512MB, 2GiB, ...)")
     lay.add_argument("--plan-only", action="store_true", help="print the auto plan for --world N ranks and exit: nothing is launched or compiled")
     lay.add_argument("--world", type=int, metavar="N", help="with --plan-only: the ranks to plan for")
@@ -129,6 +131,22 @@ def _check_auto(a: argparse.Namespace) -> None:
             raise UserError(f"--auto chooses the policy: drop {', '.join(given)}")
 
 
+def layout_override(value: str) -> object:
+    """A `--policy-override REGEX=LAYOUT` value as a `LayoutOverride` (the last `=`
+    splits: a regex may hold one); a bad one is argparse's one-line error."""
+    from shardc.training.axis import LAYOUT_KINDS, LayoutOverride, ShardingConfigError
+
+    pattern, eq, kind = value.rpartition("=")
+    if not eq or not pattern:
+        raise argparse.ArgumentTypeError(f"expected REGEX=LAYOUT (LAYOUT one of {', '.join(LAYOUT_KINDS)}), got '{value}'")
+    if kind not in LAYOUT_KINDS:
+        raise argparse.ArgumentTypeError(f"'{value}': unknown layout '{kind}' (expected one of {', '.join(LAYOUT_KINDS)})")
+    try:
+        return LayoutOverride(pattern, *LAYOUT_KINDS[kind])
+    except ShardingConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _check_args(a: argparse.Namespace) -> None:
     _check_auto(a)
     for name in ("steps", "per_device_batch", "accum", "tp", "n_layer", "n_head", "n_embd", "block_size"):
@@ -199,7 +217,7 @@ def _main(argv: list[str]) -> int:
     from shardc.training.job import JobError
 
     args = arg_parser().parse_args(argv)
-    flags = ("--tp", "--zero", "--no-zero", "--fsdp", "--no-fsdp")
+    flags = ("--tp", "--zero", "--no-zero", "--fsdp", "--no-fsdp", "--policy-override")
     args.policy_flags = sorted({f for arg in argv for f in flags if arg == f or arg.startswith(f + "=")})
     _check_args(args)
     if args.model_config is not None and not args.torch_model:
@@ -276,7 +294,7 @@ def _run_auto(argv: list[str], args: argparse.Namespace, source: ModelSource) ->
         per_host = ranks_per_host(comm)  # a tp group stays within a host
     plan = planner(Job(args, world, rank), world, per_host)
     p = plan.chosen.policy
-    args.tp, args.zero, args.fsdp = p.tp, p.zero, p.fsdp
+    args.tp, args.zero, args.fsdp, args.policy_override = p.tp, p.zero, p.fsdp, list(p.overrides)
     if rank == 0:
         print("\n".join(plan_lines(plan, TOOL)), flush=True)
     if args.show_layouts:

@@ -1,4 +1,4 @@
-"""`shardc-train --auto`: choose the sharding policy of the built-in GPT from predictions.
+"""`shardc-train --auto`: choose the sharding policy (a mix per parameter group) from predictions.
 
 The trainer's plans are the seed's: per parameter a storage, compute and update layout,
 set by a `ShardingPolicy` (tp over the `shard` axis, ZeRO and FSDP over `batch`) on a
@@ -9,6 +9,13 @@ priced by the cost model the auto-sharding pass minimizes (`shardc.passes.cost_m
 contractions at the measured BLAS rate, elementwise work at the measured bandwidth, a
 fixed cost per op, every collective by alpha-beta over its grid axis), and the fastest
 in tokens/s whose predicted peak memory per rank fits the budget wins.
+
+Beyond the whole-model policies, `--auto` chooses a layout kind (dp, zero, fsdp) per
+parameter group (embeddings, attention, MLP, norms, head, other: `group_of`): per tp it
+prices every assignment (`mixed_policies`; groups where two kinds give the same layouts
+keep one, so at most 3^6 per tp and 27 for the GPT) and keeps the fastest that fits,
+exactly, by the same enumeration. A mixed policy is priced by the same `predict`, its
+collectives and transient copies per layout kind.
 
 The prediction is read off the model's parameter specs and the layouts, not off a
 compiled program, so that `--plan-only --world 1024` answers in a second:
@@ -41,6 +48,9 @@ from dataclasses import dataclass, field, replace
 
 from shardc.training.axis import (
     GPT_PLAN,
+    LAYOUT_KINDS,
+    LayoutOverride,
+    layout_kind,
     ShardingConfigError,
     ShardingPlan,
     ShardingPolicy,
@@ -97,11 +107,16 @@ class PlanError(ValueError):
 
 
 def policy_name(p: ShardingPolicy) -> str:
-    """`dp`, `zero`, `fsdp`, `tp=2`, `tp=2+zero`, `tp=2+fsdp`."""
-    kind = "fsdp" if p.fsdp else "zero" if p.zero else "dp"
+    """`dp`, `zero`, `fsdp`, `tp=2`, `tp=2+zero`, `tp=2+fsdp`; a mixed policy adds its
+    overrides by group (or pattern): `fsdp[norms=dp,attention=zero]`."""
+    kind = layout_kind(p.zero, p.fsdp)
     if p.tp == 1:
-        return kind
-    return f"tp={p.tp}" if kind == "dp" else f"tp={p.tp}+{kind}"
+        name = kind
+    else:
+        name = f"tp={p.tp}" if kind == "dp" else f"tp={p.tp}+{kind}"
+    if p.overrides:
+        name += "[" + ",".join(f"{o.name or o.pattern}={o.kind}" for o in p.overrides) + "]"
+    return name
 
 
 def hand_policies(world: int) -> list[ShardingPolicy]:
@@ -113,6 +128,108 @@ def hand_policies(world: int) -> list[ShardingPolicy]:
         for tp in range(1, world + 1) if world % tp == 0
         for zero, fsdp in ((False, False), (True, False), (True, True))
     ]
+
+
+# -----------------------------------------------------------------------------------------
+# Mixed policies: a layout kind per parameter group
+# -----------------------------------------------------------------------------------------
+
+GROUP_KEYWORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("norms", ("norm", "ln_", "ln")),
+    ("embeddings", ("wte", "wpe", "embed", "emb")),
+    ("head", ("lm_head", "head", "classifier", "score")),
+    ("attention", ("attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "query", "key", "value")),
+    ("mlp", ("mlp", "ffn", "feed_forward", "intermediate", "fc", "w1", "w2", "w3")),
+)
+"""The parameter groups `--auto` chooses a layout kind for, each by keywords searched in
+a parameter's FQN segments (the first group that names one wins: a norm inside an
+attention block is a norm); parameters no group names are `other`."""
+
+
+def group_of(path: str) -> str:
+    """The parameter group of FQN `path` (`GROUP_KEYWORDS`, else `other`)."""
+    segments = path.lower().split(".")
+    for group, words in GROUP_KEYWORDS:
+        if any(seg == w or seg.startswith(w) or (len(w) > 3 and w in seg) for seg in segments for w in words):
+            return group
+    return "other"
+
+
+@dataclass(frozen=True)
+class ParamGroup:
+    """A parameter group: its name, an FQN pattern that matches its parameters and no
+    other (`re.fullmatch`), and the parameters."""
+
+    name: str
+    pattern: str
+    specs: tuple[Any, ...]
+
+
+def param_groups(specs: Sequence[Any]) -> list[ParamGroup]:
+    """The model's parameters by `group_of`, in `GROUP_KEYWORDS` order, `other` last; each
+    group's pattern is its members' FQNs, escaped, with layer indices folded to `\\d+`."""
+    members: dict[str, list[Any]] = {}
+    for s in specs:
+        members.setdefault(group_of(s.path), []).append(s)
+    order = [g for g, _ in GROUP_KEYWORDS] + ["other"]
+    out = []
+    for name in order:
+        if name in members:
+            folded = dict.fromkeys(re.sub(r"\\\.\d+\\\.", r"\\.\\d+\\.", re.escape(s.path)) for s in members[name])
+            out.append(ParamGroup(name, "|".join(folded), tuple(members[name])))
+    return out
+
+
+def mixed_policies(specs: Sequence[Any], plan: ShardingPlan, tp: int) -> list[ShardingPolicy]:
+    """Every assignment of dp / zero / fsdp to the parameter groups (`param_groups`) for
+    tensor-parallel degree `tp`, as policies: a group where two kinds give the same
+    layouts keeps the first (a norm ZeRO does not split is dp), a uniform assignment is
+    the plain policy, a mixed one the most common kind with the others as overrides. The
+    groups are few (at most 6, so at most 3^6 assignments): `choose` prices them all."""
+    import itertools
+
+    groups = param_groups(specs)
+    options: list[list[str]] = []
+    for g in groups:
+        seen: list[tuple[Any, ...]] = []
+        kinds: list[str] = []
+        for kind, (zero, fsdp) in LAYOUT_KINDS.items():
+            lays = tuple(resolve(s.axes, plan, ShardingPolicy(tp, zero, fsdp)) for s in g.specs)
+            if lays not in seen:
+                seen.append(lays)
+                kinds.append(kind)
+        options.append(kinds)
+    free = [i for i, o in enumerate(options) if len(o) > 1]
+    out: list[ShardingPolicy] = []
+    seen_policies: set[ShardingPolicy] = set()
+    for chosen in itertools.product(*(options[i] for i in free)):
+        kinds = dict(zip(free, chosen))
+        counts = {k: list(kinds.values()).count(k) for k in LAYOUT_KINDS}
+        base = max(LAYOUT_KINDS, key=lambda k: counts[k]) if kinds else "dp"  # ties: dp, zero, fsdp
+        overrides = tuple(
+            LayoutOverride(groups[i].pattern, *LAYOUT_KINDS[k], name=groups[i].name) for i, k in kinds.items() if k != base
+        )
+        policy = ShardingPolicy(tp, *LAYOUT_KINDS[base], overrides=overrides)
+        if policy not in seen_policies:
+            seen_policies.add(policy)
+            out.append(policy)
+    return out
+
+
+def auto_policies(specs: Sequence[Any], plan: ShardingPlan, world: int, mixed: bool = True) -> list[ShardingPolicy]:
+    """What `--auto` prices on `world` ranks: the hand policies (each a candidate, or a
+    reason the grid refuses it), then per tp dividing `world` every other mix of layout
+    kinds over the parameter groups (`mixed_policies`); `mixed=False`: the hand ones."""
+    hand = hand_policies(world)
+    if not mixed:
+        return hand
+    known = set(hand)
+    return hand + [p for tp in range(1, world + 1) if world % tp == 0 for p in mixed_policies(specs, plan, tp) if p not in known]
+
+
+def group_kinds(policy: ShardingPolicy, specs: Sequence[Any]) -> list[str]:
+    """`group=kind` per parameter group of a policy (`embeddings=fsdp`, ...)."""
+    return [f"{g.name}={layout_kind(*policy.choice(g.specs[0].path))}" for g in param_groups(specs)]
 
 
 @dataclass(frozen=True)
@@ -193,7 +310,7 @@ def predict(
     k, dp = grid.shard, grid.batch
     n = b * T  # tokens of a replica's microbatch (every rank of the replica reads them)
     specs = param_specs(model)
-    layouts = [resolve(s.axes, plan, policy) for s in specs]
+    layouts = [resolve(s.axes, plan, policy, s.path) for s in specs]
 
     compute_elems = sum(_local(s.shape, lay.compute, grid) for s, lay in zip(specs, layouts))
     update_elems = sum(_local(s.shape, lay.update, grid) for s, lay in zip(specs, layouts))
@@ -297,7 +414,7 @@ def predict_module(
     b, T, V = per_device_batch, shape.block_size, shape.vocab_size
     n = b * T
     specs = shape.params
-    layouts = [resolve(s.axes, shape.plan, policy) for s in specs]
+    layouts = [resolve(s.axes, shape.plan, policy, s.path) for s in specs]
     by_path = {s.path: lay.compute for s, lay in zip(specs, layouts)}
     compute_elems = sum(_local(s.shape, lay.compute, grid) for s, lay in zip(specs, layouts))
     update_elems = sum(_local(s.shape, lay.update, grid) for s, lay in zip(specs, layouts))
@@ -372,18 +489,43 @@ def _state_collectives(
 
     for kind, count, nbytes in tp_reduces:
         add(kind, SHARD, count, nbytes)
-    split = [(s, lay) for s, lay in zip(specs, layouts) if any(BATCH in (d or ()) for d in lay.update)]
-    whole = [(s, lay) for s, lay in zip(specs, layouts) if not any(BATCH in (d or ()) for d in lay.update)]
-    if policy.zero:
-        add("reduce_scatter", BATCH, accum * len(split), _mean(_local(s.shape, lay.compute, grid) for s, lay in split) * itemsize)
-        add("all_reduce", BATCH, accum * len(whole), _mean(_local(s.shape, lay.compute, grid) for s, lay in whole) * itemsize)
-        gathered = _mean(_local(s.shape, lay.update, grid) for s, lay in split) * itemsize
-        add("all_gather", BATCH, accum * len(split) if policy.fsdp else len(split), gathered)
-    else:
-        compute_elems = sum(_local(s.shape, lay.compute, grid) for s, lay in zip(specs, layouts))
-        add("all_reduce", BATCH, accum * len(specs), compute_elems / max(len(specs), 1) * itemsize)
+    for (zero, fsdp), members in _by_choice(specs, layouts, policy).items():  # a mixed policy: per layout kind
+        split = [(s, lay) for s, lay in members if any(BATCH in (d or ()) for d in lay.update)]
+        whole = [(s, lay) for s, lay in members if not any(BATCH in (d or ()) for d in lay.update)]
+        if zero:
+            add("reduce_scatter", BATCH, accum * len(split), _mean(_local(s.shape, lay.compute, grid) for s, lay in split) * itemsize)
+            add("all_reduce", BATCH, accum * len(whole), _mean(_local(s.shape, lay.compute, grid) for s, lay in whole) * itemsize)
+            gathered = _mean(_local(s.shape, lay.update, grid) for s, lay in split) * itemsize
+            add("all_gather", BATCH, accum * len(split) if fsdp else len(split), gathered)
+        else:
+            compute_elems = sum(_local(s.shape, lay.compute, grid) for s, lay in members)
+            add("all_reduce", BATCH, accum * len(members), compute_elems / max(len(members), 1) * itemsize)
     add("all_reduce", BATCH if grid.batch > 1 else SHARD, accum, itemsize)  # the loss
-    return rows
+    return _merged(rows) if policy.overrides else rows
+
+
+def _by_choice(specs: Sequence[Any], layouts: Sequence[Any], policy: ShardingPolicy) -> dict[tuple[bool, bool], list[tuple[Any, Any]]]:
+    """The parameters (with their layouts) per (zero, fsdp) choice of the policy: one
+    group for a plain policy, one per layout kind a mixed one uses."""
+    out: dict[tuple[bool, bool], list[tuple[Any, Any]]] = {}
+    for s, lay in zip(specs, layouts):
+        out.setdefault(policy.choice(s.path), []).append((s, lay))
+    return out
+
+
+def _merged(rows: Sequence[Collective]) -> list[Collective]:
+    """A mixed policy's rows of one kind and axis as one (counts and seconds summed, bytes
+    averaged per collective), in first-seen order: the rows priced per layout kind print
+    once each."""
+    out: dict[tuple[str, str], Collective] = {}
+    for r in rows:
+        o = out.get((r.kind, r.axis))
+        if o is None:
+            out[(r.kind, r.axis)] = r
+            continue
+        count = o.count + r.count
+        out[(r.kind, r.axis)] = Collective(r.kind, r.axis, count, (o.nbytes * o.count + r.nbytes * r.count) / count, o.seconds + r.seconds)
+    return list(out.values())
 
 
 def _state_memory(
@@ -395,11 +537,17 @@ def _state_memory(
     FSDP's gathered parameters."""
     state = per_rank_bytes(specs, plan, policy, grid, itemsize)
     transient = 0.0
-    if policy.zero and grid.batch > 1:
-        unreduced = compute_elems if unreduced_elems is None else unreduced_elems
-        transient += unreduced * itemsize  # a microbatch's gradients before their reduce_scatter
-    if policy.fsdp:
-        transient += compute_elems * itemsize - state.params  # the gathered parameters
+    layouts = [resolve(s.axes, plan, policy, s.path) for s in specs]
+    zero_elems = 0.0
+    for (zero, fsdp), members in _by_choice(specs, layouts, policy).items():  # all of compute_elems for a plain policy
+        elems = compute_elems if not policy.overrides else sum(_local(s.shape, lay.compute, grid) for s, lay in members)
+        if zero and grid.batch > 1:
+            zero_elems += elems
+        if fsdp:
+            stored = sum(_local(s.shape, lay.storage, grid) for s, lay in members)
+            transient += (elems - stored) * itemsize  # the gathered parameters
+    # a microbatch's gradients before their reduce_scatter (`unreduced_elems` live at once)
+    transient += (zero_elems if unreduced_elems is None else min(zero_elems, unreduced_elems)) * itemsize
     return state, transient
 
 
@@ -435,12 +583,15 @@ def choose(
     plan: ShardingPlan = GPT_PLAN,
     itemsize: int = 4,
     pad_vocab: bool = False,
+    mixed: bool = True,
 ) -> AutoPlan:
     """The fastest policy (predicted tokens/s) on `world` ranks whose predicted memory per
     rank fits `budget` bytes (None: any); raises PlanError naming the smallest budget that
     fits when none does, or when no policy suits the grid at all. `pad_vocab`: the
     model's vocabulary is the tokenizer's ids, padded per grid as the trainer pads it (to
-    a multiple of lcm(8, data replicas))."""
+    a multiple of lcm(8, data replicas)). The policies priced: `policies`, or every mix
+    of dp / zero / fsdp over the parameter groups per tp (`auto_policies`; `mixed=False`:
+    the hand policies). Exact by enumeration: the groups are few."""
     from shardc.passes.cost_model import CostModel, load_rates
 
     start = time.perf_counter()
@@ -457,7 +608,9 @@ def choose(
             raise GridError(f"tp={policy.tp} does not divide the {model.n_head} heads")
         validate_layouts(param_specs(padded(grid)), plan, policy, grid)
 
-    valid, invalid = _valid_policies(policies if policies is not None else hand_policies(world), world, ranks_per_host, check, (GridError, ShardingConfigError))
+    if policies is None:
+        policies = auto_policies(param_specs(model), plan, world, mixed)
+    valid, invalid = _valid_policies(policies, world, ranks_per_host, check, (GridError, ShardingConfigError))
     considered = [predict(padded(grid), policy, grid, per_device_batch, accum, cm, itemsize, plan) for policy, grid in valid]
     return _pick(considered, invalid, world, budget, cm, start)
 
@@ -475,14 +628,16 @@ def _valid_policies(
     for policy in policies:
         try:
             grid = make_grid(world, policy.tp, ranks_per_host)
-            if grid.batch == 1 and policy.zero:
+            if grid.batch == 1 and policy.uses_zero():
                 continue
             check(policy, grid)
         except ShardingValidationError as e:
-            invalid.append((policy, e.failures[0]))
+            if not policy.overrides:  # a mix's reason is its plain policies'
+                invalid.append((policy, e.failures[0]))
             continue
         except errors as e:
-            invalid.append((policy, str(e)))
+            if not policy.overrides:
+                invalid.append((policy, str(e)))
             continue
         valid.append((policy, grid))
     return valid, invalid
@@ -505,7 +660,7 @@ def _pick(considered: list[Prediction], invalid: list[tuple[ShardingPolicy, str]
             f"memory budget {asked} per rank fits no plan on {world} rank{'s' if world > 1 else ''}: "
             f"the smallest that fits is {needed} ({least.name})"
         )
-    fitting.sort(key=lambda p: (-p.tokens_per_s, p.memory.total))
+    fitting.sort(key=lambda p: (-p.tokens_per_s, p.memory.total, len(p.policy.overrides)))
     over = [p for p in considered if p not in fitting]
     source = getattr(getattr(cm, "rates", None), "source", "default")
     return AutoPlan(fitting[0], fitting[1] if len(fitting) > 1 else None, fitting, over, invalid, budget, time.perf_counter() - start, source, considered)
@@ -516,7 +671,7 @@ def _check_heads(shape: ModuleShape, policy: ShardingPolicy, grid: Grid) -> None
     block's projections that cuts its heads raises GridError."""
     params = {s.path: s for s in shape.params}
     for att in shape.attention:
-        split = any(SHARD in (d or ()) for w in att.weights if w in params for d in resolve(params[w].axes, shape.plan, policy).compute)
+        split = any(SHARD in (d or ()) for w in att.weights if w in params for d in resolve(params[w].axes, shape.plan, policy, w).compute)
         if split and att.heads % grid.shard:
             raise GridError(f"tp={grid.shard} does not divide the {att.heads} attention heads of {shape.name}")
 
@@ -531,8 +686,9 @@ def choose_module(
     ranks_per_host: int | None = None,
     check: Callable[[ShardingPolicy, Grid], None] | None = None,
     itemsize: int = 4,
+    mixed: bool = True,
 ) -> AutoPlan:
-    """`choose` for a torch module: every hand policy on `world` ranks whose layouts the
+    """`choose` for a torch module (every mix over its parameter groups, as `choose`): every hand policy on `world` ranks whose layouts the
     grid takes (`validate_layouts`) and `check` accepts (a ValueError: why not, e.g. a tp
     that cuts attention heads), priced by `predict_module`. A tp the module's logical
     axes split nothing for is left out and said so: it would compute the whole model on
@@ -548,7 +704,7 @@ def choose_module(
     def check_policy(policy: ShardingPolicy, grid: Grid) -> None:
         if policy.tp > 1 and not splits_tp:
             raise GridError(f"{shape.name}'s logical axes split nothing over shard")
-        if policy.zero and not splits_zero:
+        if policy.uses_zero() and not splits_zero:
             raise GridError(f"{shape.name}'s logical axes name nothing ZeRO splits over batch")
         validate_layouts(shape.params, shape.plan, policy, grid)
         _check_heads(shape, policy, grid)
@@ -556,7 +712,7 @@ def choose_module(
             check(policy, grid)
 
     # ValueError: GridError, ShardingConfigError, the check's
-    valid, invalid = _valid_policies(hand_policies(world), world, ranks_per_host, check_policy, (ValueError,))
+    valid, invalid = _valid_policies(auto_policies(shape.params, shape.plan, world, mixed), world, ranks_per_host, check_policy, (ValueError,))
     considered = [predict_module(shape, policy, grid, per_device_batch, accum, cm, itemsize) for policy, grid in valid]
     return _pick(considered, invalid, world, budget, cm, start)
 
@@ -589,7 +745,7 @@ def parameter_groups(specs: Sequence[Any], policy: ShardingPolicy, grid: Grid, p
         specs = param_specs(specs)
     for s in specs:
         name = re.sub(r"(^|\.)\d+\.", r"\1*.", s.path)
-        lay = resolve(s.axes, plan, policy)
+        lay = resolve(s.axes, plan, policy, s.path)
         texts = tuple(_spec_text(x, grid) for x in (lay.storage, lay.compute, lay.update))
         if all(t.strip("[]").replace("-", "").replace(", ", "") == "" for t in texts):
             if name not in whole:
@@ -637,6 +793,8 @@ def plan_lines(plan: AutoPlan, tool: str = "shardc-train") -> list[str]:
         f"{len(plan.considered)} policies priced, {len(plan.fitting)} fit, in {plan.seconds * 1e3:.0f} ms; rates: {plan.rates_source})"
     )
     lines = [head, f"  chosen: {prediction_text(c)}"]
+    if c.policy.overrides:
+        lines.append("    layouts per group: " + ", ".join(group_kinds(c.policy, c.specs)))
     lines += parameter_groups(c.specs, c.policy, c.grid, c.plan)
     if c.collectives:
         lines.append("    collectives/step: " + ", ".join(f"{x.count} {x.kind} over {x.axis} ({size_text(x.nbytes)})" for x in c.collectives))
@@ -825,5 +983,6 @@ __all__ = [
     "Measurement", "host_cost_model", "measured_line", "measured_step_seconds", "plan_job",
     "AttentionShape", "LinearShape", "ModuleShape", "choose_module", "predict_module",
     "AutoPlan", "Collective", "MemoryEstimate", "PlanError", "Prediction", "choose", "hand_policies",
+    "GROUP_KEYWORDS", "ParamGroup", "auto_policies", "group_kinds", "group_of", "mixed_policies", "param_groups",
     "parameter_groups", "plan_lines", "policy_name", "predict", "prediction_text", "size_text", "traded",
 ]

@@ -11,6 +11,11 @@ layouts are used:
   update   compute + ZeRO rules if zero        optimizer step, moments, accumulated grads
   storage  update if fsdp, else compute        parameters between steps
 
+A policy may differ per parameter group: `overrides` (`LayoutOverride`: an FQN regex and
+its zero/fsdp) pick another of the three for the parameters they match (FSDP for the big
+matrices, plain data parallelism for norms and biases), so `resolve` takes the
+parameter's path as well as its axes. TP's degree is one for the whole model.
+
 A dimension split over both axes is split over `shard` first, then `batch` within each
 shard piece (`("shard", "batch")`, MLIR `split_axes = [[1, 0]]`), so a device's update
 piece lies inside its compute piece: going from compute to update layout only needs
@@ -24,6 +29,7 @@ must divide by k, and failures name the state path, shape and partition spec.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -114,19 +120,80 @@ GPT_PLAN = ShardingPlan(
 
 
 @dataclass(frozen=True)
+class LayoutOverride:
+    """The parameters whose FQN `pattern` matches (`re.fullmatch`, as the plan's axis
+    patterns) use ZeRO / FSDP as given, instead of the policy's own choice: FSDP for the
+    big matrices, plain data parallelism for norms and biases."""
+
+    pattern: str
+    zero: bool
+    fsdp: bool = False
+    name: str = field(default="", compare=False, repr=False)
+    """What the pattern stands for in plan texts (`norms`), or empty: the pattern."""
+
+    def __post_init__(self) -> None:
+        try:
+            re.compile(self.pattern)
+        except re.error as e:
+            raise ShardingConfigError(f"layout override {self.pattern!r}: bad regex ({e})") from None
+        if self.fsdp and not self.zero:
+            raise ShardingConfigError(f"layout override {self.pattern!r}: fsdp requires zero")
+
+    @property
+    def kind(self) -> str:
+        return layout_kind(self.zero, self.fsdp)
+
+
+def layout_kind(zero: bool, fsdp: bool) -> str:
+    """`dp`, `zero` or `fsdp`: the name of a (zero, fsdp) choice."""
+    return "fsdp" if fsdp else "zero" if zero else "dp"
+
+
+LAYOUT_KINDS = {"dp": (False, False), "zero": (True, False), "fsdp": (True, True)}
+"""The (zero, fsdp) choice each layout name stands for."""
+
+
+@dataclass(frozen=True)
 class ShardingPolicy:
     """How an execution uses the plan: TP degree, ZeRO (optimizer state and updates split
-    over batch) and FSDP (stored parameters split over batch too; requires ZeRO)."""
+    over batch) and FSDP (stored parameters split over batch too; requires ZeRO), and per
+    parameter group `overrides` of ZeRO/FSDP (the first whose pattern matches a
+    parameter's FQN wins; the others use `zero`/`fsdp`)."""
 
     tp: int = 1
     zero: bool = True
     fsdp: bool = False
+    overrides: tuple[LayoutOverride, ...] = ()
 
     def __post_init__(self) -> None:
         if self.tp < 1:
             raise ShardingConfigError(f"tp must be positive, got {self.tp}")
         if self.fsdp and not self.zero:
             raise ShardingConfigError("fsdp=True requires zero=True")
+        object.__setattr__(self, "overrides", tuple(self.overrides))
+
+    def __repr__(self) -> str:  # a plain policy's repr (and compile-cache key) as before overrides
+        more = f", overrides={self.overrides!r}" if self.overrides else ""
+        return f"ShardingPolicy(tp={self.tp!r}, zero={self.zero!r}, fsdp={self.fsdp!r}{more})"
+
+    def choice(self, path: str | None) -> tuple[bool, bool]:
+        """(zero, fsdp) of the parameter `path`. A policy with overrides needs the path."""
+        if self.overrides:
+            if path is None:
+                raise ShardingConfigError("a policy with per-parameter overrides resolves layouts by parameter path")
+            for o in self.overrides:
+                if re.fullmatch(o.pattern, path):
+                    return o.zero, o.fsdp
+        return self.zero, self.fsdp
+
+    def uses_zero(self) -> bool:
+        """Whether any parameter's layout is ZeRO's or FSDP's."""
+        return self.zero or any(o.zero for o in self.overrides)
+
+    def text(self) -> str:
+        """`tp=2 zero=True fsdp=False`, then each override as `PATTERN=fsdp`."""
+        head = f"tp={self.tp} zero={self.zero} fsdp={self.fsdp}"
+        return " ".join([head, *(f"{o.name or o.pattern}={o.kind}" for o in self.overrides)])
 
 
 @dataclass(frozen=True)
@@ -157,11 +224,13 @@ def _assign(axes: Sequence[str], rules: Mapping[str, str], base: Sequence[MeshAx
     return out
 
 
-def resolve(axes: Sequence[str], plan: ShardingPlan, policy: ShardingPolicy) -> ParamLayouts:
-    """The storage, compute and update partition specs of a parameter with logical `axes`."""
+def resolve(axes: Sequence[str], plan: ShardingPlan, policy: ShardingPolicy, path: str | None = None) -> ParamLayouts:
+    """The storage, compute and update partition specs of a parameter with logical `axes`
+    (and FQN `path`, which picks its policy's override, if any)."""
+    zero, fsdp = policy.choice(path)
     compute = _assign(axes, plan.tp_rules, [()] * len(axes))
-    update = _assign(axes, plan.zero(), compute) if policy.zero else compute
-    storage = update if policy.fsdp else compute
+    update = _assign(axes, plan.zero(), compute) if zero else compute
+    storage = update if fsdp else compute
     return ParamLayouts(PartitionSpec(*storage), PartitionSpec(*compute), PartitionSpec(*update))
 
 
@@ -208,7 +277,7 @@ def abstract_state(params: Iterable[_HasAxes], plan: ShardingPlan, policy: Shard
     params = list(params)
     for kind in ("params", "grads", "opt_state/mu", "opt_state/nu"):
         for p in params:
-            lay = resolve(p.axes, plan, policy)
+            lay = resolve(p.axes, plan, policy, p.path)
             spec = lay.storage if kind == "params" else lay.update
             state.append(StateArray(f"{kind}/{p.path}", tuple(p.shape), spec, itemsize))
     return state
@@ -227,7 +296,18 @@ def validate_layouts(params: Iterable[_HasAxes], plan: ShardingPlan, policy: Sha
     update layout splits."""
     if policy.tp != grid.shard:
         raise ShardingConfigError(f"policy tp={policy.tp} does not match the grid {grid}")
+    params = list(params)
+    check_overrides(params, policy)
     validate_state(abstract_state(params, plan, policy), grid)
+
+
+def check_overrides(params: Iterable[_HasAxes], policy: ShardingPolicy) -> None:
+    """Every override must match a parameter: a pattern that matches none is a typo."""
+    paths = [p.path for p in params]
+    for o in policy.overrides:
+        if not any(re.fullmatch(o.pattern, path) for path in paths):
+            shown = ", ".join(paths[:4]) + (", ..." if len(paths) > 4 else "")
+            raise ShardingConfigError(f"layout override {o.pattern!r} matches no parameter (the FQNs, matched whole: {shown})")
 
 
 @dataclass(frozen=True)

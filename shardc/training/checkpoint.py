@@ -328,7 +328,10 @@ def describe(cfg: Any) -> dict[str, Any]:
         "eval_every": cfg.eval_every, "eval_batches": cfg.eval_batches,
     }
     plan = {"tp_rules": dict(cfg.plan.tp_rules), "zero_rules": None if cfg.plan.zero_rules is None else dict(cfg.plan.zero_rules)}
-    return {"model": asdict(cfg.model), "training": training, "policy": asdict(cfg.policy), "plan": plan, "fingerprint": fingerprint(training)}
+    policy = asdict(cfg.policy)
+    if not cfg.policy.overrides:  # a plain policy's record as before per-group overrides
+        del policy["overrides"]
+    return {"model": asdict(cfg.model), "training": training, "policy": policy, "plan": plan, "fingerprint": fingerprint(training)}
 
 
 def fingerprint(training: Mapping[str, Any]) -> str:

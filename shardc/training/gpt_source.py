@@ -39,7 +39,7 @@ class GPTSource:
             model = GPTConfig(a.n_layer, a.n_head, a.n_embd, a.block_size, tok.vocab_size)
             cfg = TrainingConfig(
                 model, a.per_device_batch, a.accum, a.steps, a.lr, seed=a.seed, eval_every=a.eval_every, precision=getattr(a, "precision", "f32")
-            ).shard(tp=a.tp, zero=True if a.zero is None else a.zero, fsdp=a.fsdp)
+            ).shard(tp=a.tp, zero=True if a.zero is None else a.zero, fsdp=a.fsdp, overrides=tuple(getattr(a, "policy_override", None) or ()))
             grid = cfg.grid(job.world, ranks_per_host)
             validate_layouts(param_specs(model), cfg.plan, cfg.policy, grid)
         except ShardingValidationError as e:
@@ -64,7 +64,7 @@ class GPTSource:
         if job.rank != 0:
             return 0
         p = cfg.policy
-        head = layouts_head(f"{TOOL}: {job.world} rank{'s' if job.world > 1 else ''}, grid {grid}, policy tp={p.tp} zero={p.zero} fsdp={p.fsdp}", grid)
+        head = layouts_head(f"{TOOL}: {job.world} rank{'s' if job.world > 1 else ''}, grid {grid}, policy {p.text()}", grid)
         print_texts([*head, *parameter_layouts(param_specs(cfg.model), cfg.plan, cfg.policy, grid)])
         return 0
 
@@ -211,7 +211,7 @@ class GPTSource:
         p = cfg.policy
         mem = memory(cfg, grid)
         lines = [
-            f"{TOOL}: {world} rank{'s' if world > 1 else ''}, grid {grid}, policy tp={p.tp} zero={p.zero} fsdp={p.fsdp}",
+            f"{TOOL}: {world} rank{'s' if world > 1 else ''}, grid {grid}, policy {p.text()}",
             f"  model: {cfg.model.n_layer} layers, {cfg.model.n_head} heads, n_embd {cfg.model.n_embd}, block {cfg.model.block_size}, vocab {cfg.model.vocab_size}",
             *accounting(cfg, grid, cfg.model.block_size, mem),
             f"  compiled the step through {len(program.stages) - 1} passes in {program.compile_seconds:.1f} s"

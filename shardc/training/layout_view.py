@@ -175,7 +175,7 @@ def parameter_layouts(specs: Sequence[object], plan: object, policy: object, gri
     assert isinstance(grid, Grid)
     out: list[Text] = []
     for s in specs:
-        lay = resolve(s.axes, plan, policy)  # type: ignore[attr-defined,arg-type]
+        lay = resolve(s.axes, plan, policy, s.path)  # type: ignore[attr-defined,arg-type]
         shape = tuple(s.shape)  # type: ignore[attr-defined]
         groups: list[tuple[list[str], object]] = []
         for name, spec in (("storage", lay.storage), ("compute", lay.compute), ("update", lay.update)):

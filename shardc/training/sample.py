@@ -46,7 +46,7 @@ def build_logits_module(model: GPTConfig, batch: int, grid: Grid, plan: Sharding
 
     params: dict[str, Value] = {}
     for s, v in zip(specs, fb.args):
-        lay = resolve(s.axes, plan, policy)
+        lay = resolve(s.axes, plan, policy, s.path)
         params[s.path] = reshard(v, lay.storage, lay.compute)
     data = PartitionSpec(BATCH, None)
     tokens = reshard(fb.args[len(specs)], data, data)
@@ -116,7 +116,7 @@ class Sampler:
             raise ValueError("the prompt must have at least one token")
         m = self.model
         dt = np.dtype(self.dtype)
-        local = [local_part(params[s.path].astype(dt), resolve(s.axes, self.plan, self.policy).storage, self.grid, rank) for s in param_specs(m)]
+        local = [local_part(params[s.path].astype(dt), resolve(s.axes, self.plan, self.policy, s.path).storage, self.grid, rank) for s in param_specs(m)]
         ids = np.arange(m.vocab_size, dtype=np.int32)
         rng = np.random.default_rng(seed)
         ctx = [int(t) for t in prompt]

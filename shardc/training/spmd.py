@@ -168,7 +168,7 @@ class StepProgram:
         specs = param_specs(model)
         prog = StepProgram(
             model, batch, grid, policy, plan, dtype, opt, got.module, got.compiled, stages,
-            _counters(got.meta["collectives"]), _counters(got.meta["shard_collectives"]), specs, [resolve(s.axes, plan, policy) for s in specs],
+            _counters(got.meta["collectives"]), _counters(got.meta["shard_collectives"]), specs, [resolve(s.axes, plan, policy, s.path) for s in specs],
         )
         prog.compile_seconds = time.perf_counter() - t0
         prog.cached = got.source

@@ -52,7 +52,7 @@ class Sharded:
     policy: ShardingPolicy
 
     def layouts(self, p: ParamSpec):
-        return resolve(p.axes, self.plan, self.policy)
+        return resolve(p.axes, self.plan, self.policy, p.path)
 
     def data_spec(self, rank: int) -> PartitionSpec:
         return PartitionSpec(BATCH, *([None] * (rank - 1)))

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shardc.training.axis import GPT_PLAN, ShardingPlan, ShardingPolicy, StateBytes, per_rank_bytes
+from shardc.training.axis import GPT_PLAN, LayoutOverride, ShardingPlan, ShardingPolicy, StateBytes, per_rank_bytes
 from shardc.training.checkpoint import (
     BatchStream,
     Checkpoint,
@@ -67,13 +67,14 @@ class TrainingConfig:
     eval_batches: int = 2
     precision: str = "f32"  # "bf16": bf16 products (shardc.training.pipeline.step_pipeline); last, as callers build this positionally
 
-    def shard(self, tp: int | None = None, zero: bool | None = None, fsdp: bool | None = None) -> TrainingConfig:
+    def shard(self, tp: int | None = None, zero: bool | None = None, fsdp: bool | None = None, overrides: tuple[LayoutOverride, ...] | None = None) -> TrainingConfig:
         """The same configuration under another policy (unnamed choices are kept; fsdp
-        turns zero on, as FSDP requires it)."""
+        turns zero on, as FSDP requires it; `overrides`: per parameter group)."""
         p = self.policy
         fsdp_ = p.fsdp if fsdp is None else fsdp
         zero_ = (p.zero or fsdp_) if zero is None else zero
-        return replace(self, policy=ShardingPolicy(p.tp if tp is None else tp, zero_, fsdp_))
+        more = p.overrides if overrides is None else tuple(overrides)
+        return replace(self, policy=ShardingPolicy(p.tp if tp is None else tp, zero_, fsdp_, more))
 
     def schedule(self) -> TrainConfig:
         """The single-rank trainer's config with this schedule (for lr_at and references)."""

@@ -94,7 +94,7 @@ def test_plan_only_for_a_torch_module_with_axes(tmp_path, capsys):
     assert out.startswith("shardc-train: auto plan for 8 ranks (no memory budget; ")
     assert re.search(r"chosen: \S+ on grid \(batch=\d+, shard=\d+\): [0-9.]+ ms/step .* tokens/s, [0-9.]+ [KMG]?i?B/rank", out), out
     priced = int(re.search(r"(\d+) policies priced", out).group(1))
-    assert priced == 9  # dp, zero, fsdp and tp=2, tp=4 with each; tp=8 would cut the 4 heads
+    assert priced == 81  # tp=1, 2, 4, each with the 27 mixes of dp/zero/fsdp over embeddings, attention, MLP (the plain ones among them); tp=8 would cut the 4 heads
     assert "not on this grid: tp=8 (tp=8 does not divide the 4 attention heads of GPT)" in out
     assert not (tmp_path / "loss.csv").exists()
 
@@ -104,7 +104,7 @@ def test_plan_only_for_a_transformers_model_with_no_axes_written(tmp_path, capsy
     for tp (its fused c_attn stays whole), ZeRO splits what they name."""
     assert main([*_gpt2_config(tmp_path), "--plan-only", "--world", "4", *SMALL, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("shardc-train: auto plan for 4 ranks (no memory budget; 7 policies priced")
+    assert out.startswith("shardc-train: auto plan for 4 ranks (no memory budget; 55 policies priced")  # tp=1 and 2: 27 mixes each; tp=4: one data replica
     assert "chosen: " in out and "runner-up: " in out
     assert main([*_gpt2_config(tmp_path), "--plan-only", "--world", "4", "--memory-budget", "1KB", *SMALL, "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
