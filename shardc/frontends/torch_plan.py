@@ -129,8 +129,8 @@ def module_shape(task: Any, block_size: int, vocab_size: int) -> ModuleShape:
 def plan_torch_job(job: Job, world: int, ranks_per_host: int | None = None, cost: object = None) -> AutoPlan:
     """The auto plan of a `--torch-model` job on `world` ranks: the module the job's
     flags build (vocabulary padded for the most data replicas, which every other grid's
-    padding divides), its `module_shape`, `--per-device-batch`, `--accum` and
-    `--memory-budget`, priced by `cost` (a CostModel; default: the cached rates) for
+    padding divides), its `module_shape`, `--per-device-batch`, `--accum`,
+    `--memory-budget` and `--precision`, priced by `cost` (a CostModel; default: the cached rates) for
     `ranks_per_host` ranks sharing this host's cores (`host_cost_model`; None: a core
     each). Problems as JobError lines."""
     from shardc.frontends.hf import check_whole_heads, derive_layouts, is_hf_spec
@@ -151,7 +151,10 @@ def plan_torch_job(job: Job, world: int, ranks_per_host: int | None = None, cost
                 check_whole_heads(task.model, layouts, policy.tp)
 
         cost = host_cost_model(cost, ranks_per_host)
-        return choose_module(shape, world, a.per_device_batch, a.accum, a.memory_budget, cost=cost, ranks_per_host=ranks_per_host, check=check)
+        precision = getattr(a, "precision", "f32")
+        return choose_module(
+            shape, world, a.per_device_batch, a.accum, a.memory_budget, cost=cost, ranks_per_host=ranks_per_host, check=check, precision=precision
+        )
     except MissingTorch as e:
         raise JobError(str(e)) from None
     except (PlanError, TorchTrainError, ValueError) as e:

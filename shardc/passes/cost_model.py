@@ -4,8 +4,12 @@ Three parts, each measured rather than assumed:
 
 * **compute**: an op's time from its FLOPs and the bytes it touches, at the rates of this
   machine: contractions at the GFLOP/s of the BLAS the runtime calls (`calibrate` times
-  `shardc.runtime.execute.kernels.blas.matmul` on a few shapes), everything else at the measured
-  elementwise bandwidth, plus a fixed cost per op (the generated code's call);
+  `shardc.runtime.execute.kernels.blas.matmul` on a few shapes), products of bf16 operands
+  (`--precision bf16`) at the rate of the runtime's bf16 GEMM on the same shapes
+  (`kernels.bf16_gemm.matmul`: the bf16 units where the CPU has them, else float32
+  products of widened operands, so the rate says what this machine's emulation costs),
+  everything else at the measured elementwise bandwidth, plus a fixed cost per op (the
+  generated code's call);
 * **collectives**: per kind (all_reduce, all_gather, reduce_scatter, all_to_all, halo;
   all_slice is a local copy) `alpha * latency_factor(p) + beta * bytes_factor(p, n)`,
   alpha and beta fitted by least squares to timings of mpi4py's collectives under the
@@ -81,6 +85,10 @@ class Rates:
     oversubscribed_wait: float = 1e-3
     """Seconds a collective waits for its peers per extra rank sharing a core (a collective
     of ranks `r` times as many as the cores waits `(r - 1) * oversubscribed_wait`)."""
+    bf16_gemm_flops: float = 20e9
+    """FLOP/s of contractions with bf16 operands, float32 accumulation, through the
+    runtime's bf16 GEMM, one thread. The default is `gemm_flops`' (no bf16 units assumed);
+    rates cached before it was measured read back their own `gemm_flops`."""
     source: str = "default"
 
     def to_json(self) -> dict:
@@ -100,6 +108,7 @@ class Rates:
             op_overhead=float(data["op_overhead"]),
             collectives=coll,
             oversubscribed_wait=float(data.get("oversubscribed_wait", DEFAULT_OVERSUBSCRIBED_WAIT)),
+            bf16_gemm_flops=float(data.get("bf16_gemm_flops", data["gemm_flops"])),
             source=str(data.get("source", "cache")),
         )
 
@@ -165,8 +174,11 @@ class CostModel:
         """`seconds` of one core's work, on a rank that gets `1 / ranks_per_core` of one."""
         return seconds * self.ranks_per_core
 
-    def contraction_time(self, flops: float) -> float:
-        return self.on_shared_core(flops / self.rates.gemm_flops)
+    def contraction_time(self, flops: float, precision: str = "f32") -> float:
+        """`flops` of matrix products; `precision` "bf16": of bf16 operands (the
+        mixed-precision pass's products) at the bf16 GEMM's rate."""
+        rate = self.rates.bf16_gemm_flops if precision == "bf16" else self.rates.gemm_flops
+        return self.on_shared_core(flops / rate)
 
     def elementwise_time(self, nbytes: float) -> float:
         return self.on_shared_core(nbytes / self.rates.bandwidth)
@@ -294,23 +306,38 @@ def best_time(fn, repeat=5):
     return best
 
 flops = []
+bf16_flops = []
+try:
+    from shardc.runtime.execute.kernels import bf16_gemm
+    from shardc.runtime.execute.kernels.bf16_run import bfloat16
+    bf = bfloat16()
+except Exception:  # no bf16 dtype (ml_dtypes) or GEMM here: --precision bf16 cannot run either
+    bf = None
 for m, k, n in json.loads(sys.argv[1]):
     a = np.random.rand(m, k).astype(np.float32)
     b = np.random.rand(k, n).astype(np.float32)
     out = np.empty((m, n), np.float32)
     flops.append(2 * m * k * n / best_time(lambda: blas.matmul(a, b, out)))
+    if bf is not None:
+        a16, b16 = a.astype(bf), b.astype(bf)
+        bf16_flops.append(2 * m * k * n / best_time(lambda: bf16_gemm.matmul(a16, b16, out)))
 x = np.random.rand(1 << 22).astype(np.float32)
 y = np.empty_like(x)
 bandwidth = 3 * x.nbytes / best_time(lambda: np.add(x, x, out=y))
 small = np.ones(4, np.float32)
 overhead = best_time(lambda: [np.add(small, small) for _ in range(1000)]) / 1000
-print(json.dumps({"gemm_flops": float(np.median(flops)), "bandwidth": bandwidth, "op_overhead": overhead}))
+gemm = float(np.median(flops))
+bf16 = float(np.median(bf16_flops)) if bf16_flops else gemm
+print(json.dumps({"gemm_flops": gemm, "bf16_gemm_flops": bf16, "bandwidth": bandwidth, "op_overhead": overhead}))
 """
 
 
 def measure_compute(timeout: float = 300.0) -> dict[str, float]:
-    """Contraction FLOP/s through the runtime's BLAS (float32, the best of the shapes'
-    medians), elementwise bandwidth and the per-op overhead, on one thread. Measured in a
+    """Contraction FLOP/s through the runtime's BLAS (float32, the median of the shapes)
+    and through its bf16 GEMM (bf16 operands, float32 result, the same shapes: the bf16
+    units where the CPU has them, else widened float32 products, as the runtime runs
+    them; the float32 rate where this Python has no bf16 dtype), elementwise bandwidth
+    and the per-op overhead, on one thread. Measured in a
     fresh process running the runtime, as the collectives are: the compiler does not
     import the runtime it prices, and a fresh process has no warm state to flatter it."""
     done = subprocess.run(

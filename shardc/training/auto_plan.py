@@ -273,6 +273,8 @@ class Prediction:
     specs: tuple[Any, ...] = ()
     """The parameters (path, shape, logical axes) the layouts are of."""
     plan: ShardingPlan = GPT_PLAN
+    precision: str = "f32"
+    """`--precision`: "bf16" prices products of bf16 copies (`bf16_costs`)."""
 
     @property
     def name(self) -> str:
@@ -300,9 +302,11 @@ def predict(
     cost: object = None,
     itemsize: int = 4,
     plan: ShardingPlan = GPT_PLAN,
+    precision: str = "f32",
 ) -> Prediction:
     """The predicted optimizer step of `policy` on `grid` (see the module's docstring);
-    `cost` is a `shardc.passes.cost_model.CostModel` (default: the cached rates)."""
+    `cost` is a `shardc.passes.cost_model.CostModel` (default: the cached rates);
+    `precision` "bf16": `--precision bf16`'s step (`bf16_costs`)."""
     from shardc.passes.cost_model import CostModel, load_rates
 
     cm: CostModel = cost if cost is not None else CostModel(load_rates())  # type: ignore[assignment]
@@ -320,15 +324,23 @@ def predict(
     fwd_flops = L * layer_flops + 2 * n * C * V
     layer_bytes = (24 * n * C + 12 * n * M / k + 10 * b * (H / k) * T * T + 4 * n * 3 * C / k) * itemsize
     elem_bytes = L * layer_bytes + 10 * n * V * itemsize + 4 * n * C * itemsize  # LM head softmax/CE, embedding
-    micro = cm.contraction_time(3 * fwd_flops) + cm.elementwise_time(3 * elem_bytes)  # backward: twice forward
+    micro = cm.contraction_time(3 * fwd_flops, precision) + cm.elementwise_time(3 * elem_bytes)  # backward: twice forward
     per_op = cm.on_shared_core(max(cm.rates.op_overhead, GENERATED_OP_SECONDS))
     micro += per_op * (OPS_PER_LAYER * L + OPS_FIXED)
+    bf16 = precision == "bf16"
+    operands = gpt_product_operands(specs) if bf16 else frozenset()
+    # the bf16 copies products read: per layer forward (ln_1's and ln_2's outputs, q, k, v,
+    # attention's output, the MLP's hidden, the probabilities) and as many gradients backward
+    layer_copies = 2 * (2 * n * C + n * (4 * C + M) / k + b * (H / k) * T * T)
+    copies = bf16_costs(specs, layouts, grid, operands, L * layer_copies + n * C + n * V, {"wte": 3}) if bf16 else None
+    if copies is not None:
+        micro += cm.elementwise_time(copies.bytes) + per_op * copies.ops
     micro += cm.elementwise_time(2 * compute_elems * itemsize) if accum > 1 else 0.0  # accumulate
     update = cm.elementwise_time(14 * update_elems * itemsize) + per_op * OPS_PER_PARAM * len(specs)
     compute_s = accum * micro + update
 
     # -- collectives --------------------------------------------------------------------
-    rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, [("all_reduce", accum * 4 * L, n * C * itemsize)])
+    rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, [("all_reduce", accum * 4 * L, n * C * itemsize)], operands)
 
     # -- memory -------------------------------------------------------------------------
     saved_layer = (4 * n * C + n * 3 * C / k + 2 * n * M / k + b * (H / k) * T * T) * itemsize
@@ -336,10 +348,13 @@ def predict(
     # the compiled GPT step reduce-scatters each gradient as the backward pass makes it:
     # one unreduced gradient at a time (measured: a full set over-predicted ZeRO by 12-18%)
     largest = max((_local(s.shape, lay.compute, grid) for s, lay in zip(specs, layouts)), default=0)
-    state, transient = _state_memory(specs, plan, policy, grid, compute_elems, itemsize, largest)
+    state, transient = _state_memory(specs, plan, policy, grid, compute_elems, itemsize, largest, operands)
+    if copies is not None:  # the forward products' bf16 inputs, kept for the weight gradients
+        activations += (L * layer_copies / 2 + n * C) * BF16_BYTES
+        transient += copies.live
     memory = MemoryEstimate(state, activations, transient)
     tokens = b * dp * accum * T
-    return Prediction(policy, grid, compute_s, tuple(rows), memory, tokens, model, tuple(specs), plan)
+    return Prediction(policy, grid, compute_s, tuple(rows), memory, tokens, model, tuple(specs), plan, precision)
 
 
 # -----------------------------------------------------------------------------------------
@@ -401,13 +416,15 @@ def predict_module(
     accum: int = 1,
     cost: object = None,
     itemsize: int = 4,
+    precision: str = "f32",
 ) -> Prediction:
     """The predicted optimizer step of a torch module under `policy` on `grid`, priced as
     `predict` prices the GPT, from the module's own projections (each one's FLOPs divided
     by the pieces `shard` splits its weight into; a row-parallel one, its input features
     split, all_reduces its output forward and its input's gradient backward), attention
     blocks (on local heads where their projections are split), normalizations and the
-    logits' softmax and cross-entropy; state and collectives from its parameters' layouts."""
+    logits' softmax and cross-entropy; state and collectives from its parameters' layouts.
+    `precision` "bf16": `--precision bf16`'s step (`bf16_costs`)."""
     from shardc.passes.cost_model import CostModel, load_rates
 
     cm: CostModel = cost if cost is not None else CostModel(load_rates())  # type: ignore[assignment]
@@ -427,6 +444,7 @@ def predict_module(
         return math.prod(grid.axis_size(SHARD) for d in dims if SHARD in (spec[d] or ()))
 
     flops = elem = saved = 0.0
+    copies_fwd = copies_bwd = 0.0  # bf16 copies of the products' activations: inputs, gradients
     reduces = 0
     reduce_bytes = 0.0
     for lin in shape.linears:
@@ -435,6 +453,8 @@ def predict_module(
         flops += 2 * n * lin.in_features * lin.out_features / k
         elem += 4 * n * (lin.in_features / k_in + lin.out_features * k_in / k) * itemsize
         saved += n * lin.in_features / k_in * itemsize
+        copies_fwd += n * lin.in_features / k_in
+        copies_bwd += n * lin.out_features * k_in / k
         if k_in > 1:  # row-parallel: the partial outputs are summed
             reduces += 2
             reduce_bytes += 2 * n * lin.out_features * itemsize
@@ -444,6 +464,8 @@ def predict_module(
         flops += 2 * 2 * b * T * T * att.width / k
         elem += 10 * b * heads * T * T * itemsize
         saved += 2 * b * heads * T * T * itemsize
+        copies_fwd += 3 * n * att.width / k + b * heads * T * T  # q, k, v, probabilities
+        copies_bwd += n * att.width / k + b * heads * T * T  # the output's and the scores' gradients
     for i, width in enumerate(shape.norm_widths):
         size = 8 if i < shape.float64_norms else itemsize  # nn.LayerNorm's statistics in float64
         elem += 16 * n * width * size
@@ -454,32 +476,110 @@ def predict_module(
         saved += kept * n * width * itemsize
     elem += 10 * n * V * itemsize  # softmax and cross-entropy of the logits
     saved += 3 * n * V * itemsize
-    saved *= IMPORTED_ACTIVATIONS
     per_op = cm.on_shared_core(max(cm.rates.op_overhead, GENERATED_OP_SECONDS))
-    micro = cm.contraction_time(3 * flops) + cm.elementwise_time(3 * elem) + per_op * 3 * shape.forward_ops
+    micro = cm.contraction_time(3 * flops, precision) + cm.elementwise_time(3 * elem) + per_op * 3 * shape.forward_ops
+    operands = frozenset(lin.weight for lin in shape.linears) if precision == "bf16" else frozenset()
+    copies = bf16_costs(specs, layouts, grid, operands, copies_fwd + copies_bwd, _readers(shape)) if operands else None
+    if copies is not None:
+        micro += cm.elementwise_time(copies.bytes) + per_op * copies.ops
+        saved += copies_fwd * BF16_BYTES
+    saved *= IMPORTED_ACTIVATIONS
     micro += cm.elementwise_time(2 * compute_elems * itemsize) if accum > 1 else 0.0
     update = cm.elementwise_time(14 * update_elems * itemsize) + per_op * OPS_PER_PARAM * len(specs)
     compute_s = accum * micro + update
     tp = [("all_reduce", accum * reduces, reduce_bytes / reduces)] if reduces else []
-    rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, tp)
-    state, transient = _state_memory(specs, shape.plan, policy, grid, compute_elems, itemsize)
+    rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, tp, operands)
+    state, transient = _state_memory(specs, shape.plan, policy, grid, compute_elems, itemsize, None, operands)
+    if copies is not None:
+        transient += copies.live
     memory = MemoryEstimate(state, saved, transient + IMPORTED_UPDATE_COPIES * compute_elems * itemsize)
-    return Prediction(policy, grid, compute_s, tuple(rows), memory, b * grid.batch * accum * T, shape, tuple(specs), shape.plan)
+    tokens = b * grid.batch * accum * T
+    return Prediction(policy, grid, compute_s, tuple(rows), memory, tokens, shape, tuple(specs), shape.plan, precision)
 
 
 def _local(shape: Sequence[int], spec: Any, grid: Grid) -> int:
     return math.prod(d // spec.pieces(grid, i) for i, d in enumerate(shape))
 
 
+# -----------------------------------------------------------------------------------------
+# --precision bf16: the mixed-precision pass's copies
+# -----------------------------------------------------------------------------------------
+
+BF16_BYTES = 2
+CAST_BYTES = 4 + BF16_BYTES
+"""A cast pass over a float32 value: read it, write its bf16 copy."""
+
+
+def gpt_product_operands(specs: Sequence[Any]) -> frozenset[str]:
+    """The GPT's parameters that products read (the mixed-precision pass gives each a
+    bf16 copy): the token embedding (the tied LM head) and the layers' projection
+    weights; biases, norms and the position embedding are added, not multiplied."""
+    return frozenset(s.path for s in specs if s.path == "wte" or (s.path.endswith(".weight") and len(s.shape) >= 2))
+
+
+@dataclass(frozen=True)
+class BF16Copies:
+    """What a `--precision bf16` step spends on bf16 copies per microbatch: the bytes of
+    its cast passes, the cast ops of their own, and the parameters' copies live at once."""
+
+    bytes: float
+    ops: int
+    live: float
+
+
+def bf16_costs(
+    specs: Sequence[Any], layouts: Sequence[Any], grid: Grid, operands: frozenset[str], activation_elems: float,
+    readers: dict[str, int] | None = None,
+) -> BF16Copies:
+    """The bf16 copies of a microbatch as the compiled step makes them: a parameter read
+    where it is stored is cast before each product that reads it (`remake_casts`: its
+    forward product and the backward `dx = dy W^T`, 2 readers unless `readers` says
+    otherwise) and freed after it, so one layer's copies are live at once; one gathered
+    to its compute layout (FSDP) is cast once where it is stored and the gather moves the
+    bf16 copy (priced by `_state_collectives`, its memory by `_state_memory`). The
+    `activation_elems` a microbatch's products read (forward inputs and backward
+    gradients) get their bf16 copy written in the pass that makes the float32 value
+    (the fused kernels' cast): its bytes, no op of its own."""
+    nbytes = activation_elems * BF16_BYTES
+    ops = 0
+    per_layer: dict[str, float] = {}
+    for s, lay in zip(specs, layouts):
+        if s.path not in operands:
+            continue
+        stored, used = _local(s.shape, lay.storage, grid), _local(s.shape, lay.compute, grid)
+        if stored < used:  # gathered: cast once, before the gather
+            nbytes += stored * CAST_BYTES
+            ops += 1
+            continue
+        times = (readers or {}).get(s.path, 2)
+        nbytes += times * used * CAST_BYTES
+        ops += times
+        layer = re.search(r"\.(\d+)\.", s.path)
+        key = layer.group(1) if layer else s.path
+        per_layer[key] = per_layer.get(key, 0.0) + used * BF16_BYTES
+    return BF16Copies(nbytes, ops, max(per_layer.values(), default=0.0))
+
+
+def _readers(shape: ModuleShape) -> dict[str, int]:
+    """Products per microbatch that read each projection weight (2 per projection: a
+    tied one, e.g. an embedding the LM head reads, counts each)."""
+    out: dict[str, int] = {}
+    for lin in shape.linears:
+        out[lin.weight] = out.get(lin.weight, 0) + 2
+    return out
+
+
 def _state_collectives(
     specs: Sequence[Any], layouts: Sequence[Any], policy: ShardingPolicy, grid: Grid, accum: int, itemsize: int,
-    cm: Any, tp_reduces: Sequence[tuple[str, int, float]],
+    cm: Any, tp_reduces: Sequence[tuple[str, int, float]], bf16_operands: frozenset[str] = frozenset(),
 ) -> list[Collective]:
     """The step's collectives as the compiled step holds them: `tp_reduces` (kind, count
     per step, bytes) over `shard`, the gradients' all_reduce (DP) or reduce_scatter (ZeRO,
     for the arrays the update layout splits; all_reduce for the others) over `batch`,
     FSDP's all_gather of the stored parameters per microbatch, ZeRO's after the update,
-    and the loss's all_reduce."""
+    and the loss's all_reduce. `bf16_operands` (`--precision bf16`: the parameters products
+    read): FSDP gathers their bf16 copies, half the bytes; gradients are reduced and
+    ZeRO's updated masters gathered in float32, as `--grad-reduce f32` compiles them."""
     rows: list[Collective] = []
 
     def add(kind: str, axis: str, count: int, nbytes: float) -> None:
@@ -495,7 +595,8 @@ def _state_collectives(
         if zero:
             add("reduce_scatter", BATCH, accum * len(split), _mean(_local(s.shape, lay.compute, grid) for s, lay in split) * itemsize)
             add("all_reduce", BATCH, accum * len(whole), _mean(_local(s.shape, lay.compute, grid) for s, lay in whole) * itemsize)
-            gathered = _mean(_local(s.shape, lay.update, grid) for s, lay in split) * itemsize
+            sizes = (BF16_BYTES if fsdp and s.path in bf16_operands else itemsize for s, _ in split)
+            gathered = _mean(_local(s.shape, lay.update, grid) * size for (s, lay), size in zip(split, sizes))
             add("all_gather", BATCH, accum * len(split) if fsdp else len(split), gathered)
         else:
             compute_elems = sum(_local(s.shape, lay.compute, grid) for s, lay in members)
@@ -530,11 +631,11 @@ def _merged(rows: Sequence[Collective]) -> list[Collective]:
 
 def _state_memory(
     specs: Sequence[Any], plan: ShardingPlan, policy: ShardingPolicy, grid: Grid, compute_elems: float, itemsize: int,
-    unreduced_elems: float | None = None,
+    unreduced_elems: float | None = None, bf16_operands: frozenset[str] = frozenset(),
 ) -> tuple[StateBytes, float]:
     """The state per rank and the transient copies the policy makes: ZeRO's unreduced
     gradients of a microbatch (`unreduced_elems` of them live at once; default: all),
-    FSDP's gathered parameters."""
+    FSDP's gathered parameters (of `bf16_operands`, the whole gathered bf16 copy)."""
     state = per_rank_bytes(specs, plan, policy, grid, itemsize)
     transient = 0.0
     layouts = [resolve(s.axes, plan, policy, s.path) for s in specs]
@@ -546,6 +647,10 @@ def _state_memory(
         if fsdp:
             stored = sum(_local(s.shape, lay.storage, grid) for s, lay in members)
             transient += (elems - stored) * itemsize  # the gathered parameters
+            for s, lay in members:  # gathered as bf16 copies instead (`--precision bf16`)
+                if s.path in bf16_operands:
+                    used, own = _local(s.shape, lay.compute, grid), _local(s.shape, lay.storage, grid)
+                    transient += used * BF16_BYTES - (used - own) * itemsize
     # a microbatch's gradients before their reduce_scatter (`unreduced_elems` live at once)
     transient += (zero_elems if unreduced_elems is None else min(zero_elems, unreduced_elems)) * itemsize
     return state, transient
@@ -584,6 +689,7 @@ def choose(
     itemsize: int = 4,
     pad_vocab: bool = False,
     mixed: bool = True,
+    precision: str = "f32",
 ) -> AutoPlan:
     """The fastest policy (predicted tokens/s) on `world` ranks whose predicted memory per
     rank fits `budget` bytes (None: any); raises PlanError naming the smallest budget that
@@ -591,7 +697,7 @@ def choose(
     model's vocabulary is the tokenizer's ids, padded per grid as the trainer pads it (to
     a multiple of lcm(8, data replicas)). The policies priced: `policies`, or every mix
     of dp / zero / fsdp over the parameter groups per tp (`auto_policies`; `mixed=False`:
-    the hand policies). Exact by enumeration: the groups are few."""
+    the hand policies). Exact by enumeration: the groups are few. `precision`: `predict`'s."""
     from shardc.passes.cost_model import CostModel, load_rates
 
     start = time.perf_counter()
@@ -611,7 +717,7 @@ def choose(
     if policies is None:
         policies = auto_policies(param_specs(model), plan, world, mixed)
     valid, invalid = _valid_policies(policies, world, ranks_per_host, check, (GridError, ShardingConfigError))
-    considered = [predict(padded(grid), policy, grid, per_device_batch, accum, cm, itemsize, plan) for policy, grid in valid]
+    considered = [predict(padded(grid), policy, grid, per_device_batch, accum, cm, itemsize, plan, precision) for policy, grid in valid]
     return _pick(considered, invalid, world, budget, cm, start)
 
 
@@ -687,6 +793,7 @@ def choose_module(
     check: Callable[[ShardingPolicy, Grid], None] | None = None,
     itemsize: int = 4,
     mixed: bool = True,
+    precision: str = "f32",
 ) -> AutoPlan:
     """`choose` for a torch module (every mix over its parameter groups, as `choose`): every hand policy on `world` ranks whose layouts the
     grid takes (`validate_layouts`) and `check` accepts (a ValueError: why not, e.g. a tp
@@ -713,7 +820,7 @@ def choose_module(
 
     # ValueError: GridError, ShardingConfigError, the check's
     valid, invalid = _valid_policies(auto_policies(shape.params, shape.plan, world, mixed), world, ranks_per_host, check_policy, (ValueError,))
-    considered = [predict_module(shape, policy, grid, per_device_batch, accum, cm, itemsize) for policy, grid in valid]
+    considered = [predict_module(shape, policy, grid, per_device_batch, accum, cm, itemsize, precision) for policy, grid in valid]
     return _pick(considered, invalid, world, budget, cm, start)
 
 
@@ -769,8 +876,9 @@ def parameter_groups(specs: Sequence[Any], policy: ShardingPolicy, grid: Grid, p
 
 def prediction_text(p: Prediction) -> str:
     m = p.memory
+    precision = " in bf16 (float32 masters)" if p.precision == "bf16" else ""
     return (
-        f"{p.name} on grid {p.grid}: {p.step_s * 1e3:.1f} ms/step ({p.compute_s * 1e3:.1f} compute + {p.comm_s * 1e3:.1f} collectives), "
+        f"{p.name}{precision} on grid {p.grid}: {p.step_s * 1e3:.1f} ms/step ({p.compute_s * 1e3:.1f} compute + {p.comm_s * 1e3:.1f} collectives), "
         f"{p.tokens_per_s:,.0f} tokens/s, {size_text(m.total)}/rank "
         f"(state {size_text(m.state.total)}, activations {size_text(m.activations)}, transient {size_text(m.transient)})"
     )
@@ -830,8 +938,8 @@ def host_cost_model(cost: object, ranks_per_host: int | None) -> Any:
 
 def plan_job(job: object, world: int, ranks_per_host: int | None = None) -> AutoPlan:
     """The auto plan of a `shardc-train` job (`shardc.training.job.Job`) on `world` ranks:
-    its model flags, its tokenizer's vocabulary, `--per-device-batch`, `--accum` and
-    `--memory-budget`, priced for `ranks_per_host` ranks sharing this host's cores
+    its model flags, its tokenizer's vocabulary, `--per-device-batch`, `--accum`,
+    `--memory-budget` and `--precision`, priced for `ranks_per_host` ranks sharing this host's cores
     (`host_cost_model`; None: a core each). Problems as JobError lines."""
     from shardc.training.job import JobError
     from shardc.training.tokenizer import make_tokenizer
@@ -841,7 +949,8 @@ def plan_job(job: object, world: int, ranks_per_host: int | None = None) -> Auto
         tok = make_tokenizer(a.tokenizer, job.text(), a.vocab_size)  # type: ignore[attr-defined]
         model = GPTConfig(a.n_layer, a.n_head, a.n_embd, a.block_size, tok.n_tokens)
         cost = host_cost_model(None, ranks_per_host)
-        return choose(model, world, a.per_device_batch, a.accum, a.memory_budget, cost, ranks_per_host=ranks_per_host, pad_vocab=True)
+        precision = getattr(a, "precision", "f32")
+        return choose(model, world, a.per_device_batch, a.accum, a.memory_budget, cost, ranks_per_host=ranks_per_host, pad_vocab=True, precision=precision)
     except ValueError as e:  # PlanError and the configuration's errors
         raise JobError(str(e)) from None
 
