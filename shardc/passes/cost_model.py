@@ -506,6 +506,7 @@ def calibrate(ranks: int = 2, launcher: Sequence[str] | None = None) -> Rates:
     import statistics
 
     compute = measure_compute()
+    compute.setdefault("bf16_gemm_flops", compute["gemm_flops"])
     wait = DEFAULT_RATES.oversubscribed_wait
     try:
         rows, library = measure_collectives(ranks, launcher)

@@ -201,3 +201,30 @@ def test_calibration_measures_the_wait_with_this_hosts_mpiexec_only(monkeypatch)
     monkeypatch.setattr(cost_model, "measure_oversubscription", lambda coll: [-1e-3])
     assert cost_model.calibrate().oversubscribed_wait == 0.0
     assert cost_model.calibrate(launcher=["srun"]).oversubscribed_wait == DEFAULT_RATES.oversubscribed_wait
+
+
+def test_bf16_contractions_run_at_the_bf16_gemm_rate():
+    rates = Rates(**{**RATES.__dict__, "bf16_gemm_flops": 4e9})
+    m = CostModel(rates)
+    assert m.contraction_time(8e9) == pytest.approx(8.0)
+    assert m.contraction_time(8e9, "f32") == pytest.approx(8.0)
+    assert m.contraction_time(8e9, "bf16") == pytest.approx(2.0)
+    assert m.on_host(4, 2).contraction_time(8e9, "bf16") == pytest.approx(4.0)  # two ranks to a core
+    assert Rates.from_json(json.loads(json.dumps(rates.to_json()))).bf16_gemm_flops == 4e9
+
+
+def test_rates_cached_before_the_bf16_rate_was_measured_read_the_f32_rate():
+    """An old cache knows this machine's float32 rate; its bf16 products are priced at it
+    (no bf16 units assumed) until recalibrated, not at a default from another machine."""
+    data = Rates(**{**RATES.__dict__, "gemm_flops": 3e9, "bf16_gemm_flops": 9e9}).to_json()
+    del data["bf16_gemm_flops"]
+    assert Rates.from_json(data).bf16_gemm_flops == 3e9
+
+
+def test_calibration_without_a_bf16_rate_uses_the_f32_one(monkeypatch):
+    monkeypatch.setattr(cost_model, "measure_compute", lambda: {"gemm_flops": 7e9, "bandwidth": 1e9, "op_overhead": 1e-6})
+    monkeypatch.setattr(cost_model, "measure_collectives", lambda ranks, launcher: ([("all_reduce", 2, 8.0, 1e-5), ("all_reduce", 2, 1e6, 1e-3)], "MPI x"))
+    assert cost_model.calibrate(launcher=["srun"]).bf16_gemm_flops == 7e9
+    measured = {"gemm_flops": 7e9, "bf16_gemm_flops": 2e10, "bandwidth": 1e9, "op_overhead": 1e-6}
+    monkeypatch.setattr(cost_model, "measure_compute", lambda: dict(measured))
+    assert cost_model.calibrate(launcher=["srun"]).bf16_gemm_flops == 2e10
