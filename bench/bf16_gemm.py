@@ -2,7 +2,8 @@
 (its OpenBLAS), PyTorch float32, shardc's bf16 path (`kernels/bf16_gemm.py`: oneDNN's
 matmul or MKL's cblas_gemm_bf16bf16f32 by shape where the CPU has bf16 units, float32
 accumulation), each of those two libraries alone, and PyTorch bfloat16 (its own,
-newer oneDNN). Each is the best of `--repeat` timed calls after a warm-up, by the
+newer oneDNN; its result is bf16, as is the `-> bf16` oneDNN row's; the other bf16 rows
+write float32). Each is the best of `--repeat` timed calls after a warm-up, by the
 wall clock and by the calling thread's CPU time (every row runs on that one thread: on
 a shared, loaded machine the CPU-time column is the one that measures the kernels, the
 wall clock counts the time other processes held the core).
@@ -64,7 +65,8 @@ def main() -> None:
     a32 = rng.standard_normal((m, k)).astype(np.float32)
     b32 = rng.standard_normal((k, n)).astype(np.float32)
     a16, b16 = a32.astype(ml_dtypes.bfloat16), b32.astype(ml_dtypes.bfloat16)
-    out = np.empty((m, n), np.float32)
+    out = bf16_gemm.aligned_empty((m, n))  # as the runtime allocates a product's result (64-byte aligned)
+    out16 = bf16_gemm.aligned_empty((m, n), ml_dtypes.bfloat16)
     rows: list[tuple[str, tuple[float, float]]] = []
     rows.append(("numpy float32", best(lambda: np.matmul(a32, b32, out=out), args.repeat)))
     try:
@@ -80,6 +82,7 @@ def main() -> None:
     # each library on its own, whichever `bf16_gemm` picks for this shape (`onednn_suits`)
     if onednn_matmul.available():
         rows.append(("oneDNN bf16", best(lambda: onednn_matmul.matmul(a16, b16, out), args.repeat)))
+        rows.append(("oneDNN bf16 -> bf16", best(lambda: onednn_matmul.matmul(a16, b16, out16), args.repeat)))
     saved = os.environ.get("SHARDC_BF16_GEMM")
     os.environ["SHARDC_BF16_GEMM"] = "mkl"
     if bf16_gemm.backend() == "mkl":
@@ -91,7 +94,7 @@ def main() -> None:
     if torch is not None:
         ta16, tb16 = ta.to(torch.bfloat16), tb.to(torch.bfloat16)
         tc16 = torch.empty(m, n, dtype=torch.bfloat16)
-        rows.append(("torch bfloat16", best(lambda: torch.matmul(ta16, tb16, out=tc16), args.repeat)))
+        rows.append(("torch bfloat16 -> bf16", best(lambda: torch.matmul(ta16, tb16, out=tc16), args.repeat)))
     print(f"# {m}x{k}x{n} matmul, 1 thread, best of {args.repeat}; CPU: {processor()}")
     print(f"# shardc bf16: {bf16_gemm.describe()}")
     base = rows[0][1]
