@@ -16,8 +16,14 @@ where its library is installed (the `onednn-cpu-gomp` wheel) for the products
 n_embd 256 and 768) and 2-D ones up to `ONEDNN_MAX_FLOPS` multiply-adds with a
 contraction of at most `ONEDNN_MAX_K` (1.1-1.6x MKL at n_embd 256); MKL with packed B
 ran the larger 2-D products of n_embd 768 1.1-1.9x faster than oneDNN 3.2 and the
-1024x1024x256 products 1.2-1.4x (CPU time, one thread, Intel Xeon with AMX). MKL runs
-whatever oneDNN declines (a layout it refuses).
+1024x1024x256 products 1.2-1.4x (CPU time, one thread, Intel Xeon with AMX), results
+16-byte aligned. With results 64-byte aligned (`aligned_empty`) and the weights of
+products whose operands both have unit-stride rows reordered into oneDNN's blocked
+layout (`onednn_matmul.BLOCKED_MIN_ROWS`), oneDNN beat MKL on every such product of
+the GPT step at n_embd 256 and 768 with a contraction up to `ONEDNN_MAX_K`
+(2048x768x3072: 1,460 GFLOP/s counting the reorder and `a`'s copy to an aligned
+buffer, against MKL's 1,210): those go to oneDNN at any size. MKL runs whatever oneDNN declines
+(a layout it refuses).
 
 `SHARDC_BF16_GEMM` picks: `auto` (the default: oneDNN, else MKL, where the CPU has bf16
 units and the library loads), `onednn` or `mkl` (that library wherever it loads, MKL
@@ -64,11 +70,14 @@ ONEDNN_MAX_K = 768
 this long a contraction (measured: see the module's docstring)."""
 
 
-def onednn_suits(shape: tuple[int, ...], k: int) -> bool:
-    """Whether oneDNN runs a product of result `shape` contracting `k` (where it loads)."""
+def onednn_suits(shape: tuple[int, ...], k: int, blocked: bool = False) -> bool:
+    """Whether oneDNN runs a product of result `shape` contracting `k` (where it loads);
+    `blocked`: its weights would be reordered into oneDNN's layout
+    (`onednn_matmul.blocks_weights`), which beat MKL at every size measured up to a
+    contraction of `ONEDNN_MAX_K` (1024x1024x256: 980 against MKL's 1,090 GFLOP/s)."""
     if len(shape) > 2:
         return True
-    return k <= ONEDNN_MAX_K and shape[0] * shape[1] * k <= ONEDNN_MAX_FLOPS
+    return k <= ONEDNN_MAX_K and (blocked or shape[0] * shape[1] * k <= ONEDNN_MAX_FLOPS)
 
 
 PACK_MIN_FLOPS = 1 << 24
@@ -233,7 +242,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: f
     if out is not None and out.shape != shape:
         raise ValueError(f"bf16_gemm.matmul: out has shape {out.shape}, expected {shape}")
     name = backend()
-    if name == "onednn" and a.shape[-1] and math.prod(shape) and onednn_suits(shape, a.shape[-1]):
+    if name == "onednn" and a.shape[-1] and math.prod(shape) and onednn_suits(shape, a.shape[-1], onednn_matmul.blocks_weights(a, b)):
         if out is not None and (out.dtype == _F32 or (out.dtype == bf and beta == 0.0)):
             if onednn_matmul.matmul(a, b, out, alpha, beta):
                 return out
