@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from shardc.runtime.execute.kernels.bf16_cast import widen_bfloat16
+from shardc.runtime.execute.kernels.fused_run import aligned_empty
 from shardc.runtime.execute.kernels.bf16_run import bf16_units, bfloat16
 from shardc.runtime.execute.kernels import blas, onednn_matmul
 
@@ -203,25 +204,6 @@ def _batched(fn: Any, A: np.ndarray, B: np.ndarray, C: np.ndarray, alpha: float,
     for oa, ob, oc in zip(*offsets):
         fn(_ROW, ta, tb, m, n, k, alpha, pa + oa, lda, pb + ob, ldb, beta, pc + oc, ldc)
     return True
-
-
-ALIGNMENT = 64
-"""Byte alignment of the float32 results this module allocates: oneDNN 3.2's AMX
-kernels wrote a 2048x768x3072 product's result at 1,300 GFLOP/s into a 64-byte aligned
-array and at 900 into numpy's usual 16-byte aligned one (stores split across cache
-lines; one thread, CPU time, Intel Xeon with AMX); the operands' alignment made no
-difference."""
-
-
-def aligned_empty(shape: tuple[int, ...], dtype: Any = _F32) -> np.ndarray:
-    """An uninitialised C-contiguous array whose data starts on an `ALIGNMENT` boundary
-    (a view into a slightly larger 1-D array of the same dtype)."""
-    dt = np.dtype(dtype)
-    n = math.prod(shape)
-    pad = ALIGNMENT // dt.itemsize
-    raw = np.empty(n + pad, dt)
-    skip = (-raw.ctypes.data % ALIGNMENT) // dt.itemsize
-    return raw[skip : skip + n].reshape(shape)
 
 
 def _writable_rows(c: np.ndarray) -> bool:
