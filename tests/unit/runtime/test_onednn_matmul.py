@@ -206,11 +206,12 @@ def test_a_misaligned_source_is_copied_to_an_aligned_one() -> None:
     if a.ctypes.data % 64 == 0:
         a = raw[:-8].reshape(300, 128)
     assert a.ctypes.data % 64 and a.nbytes >= onednn_matmul.ALIGN_SOURCE_MIN_BYTES
-    b = _bf(rng, 128, 64)
-    c = np.empty((300, 64), np.float32)
+    b = _bf(rng, 128, onednn_matmul.ALIGN_SOURCE_MIN_COLUMNS)
+    c = np.empty((300, b.shape[1]), np.float32)
     assert onednn_matmul.matmul(a, b, c)
     _close(c, *_exact(a, b), 128)
-    assert onednn_matmul._STATE.source.ctypes.data % 64 == 0
+    copy = onednn_matmul._STATE.source
+    assert copy.size >= a.nbytes and copy.ctypes.data % 64 == 0  # the product read an aligned copy
     before = a.copy()
     assert onednn_matmul.matmul(a, b, c)
     np.testing.assert_array_equal(a.view(np.uint16), before.view(np.uint16))  # the caller's `a` untouched
