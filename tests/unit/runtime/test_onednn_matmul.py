@@ -145,8 +145,8 @@ def test_bf16_gemm_sends_batched_and_small_products_to_onednn(monkeypatch: pytes
     a, b = _bf(rng, 2, 3, 16, 8), _bf(rng, 2, 3, 8, 16)
     r = bf16_gemm.matmul(a, b, alpha=0.5)
     _close(r, *(0.5 * x for x in _exact(a, b)), 8)
-    big_k = _bf(rng, 4, bf16_gemm.ONEDNN_MAX_K + 1)
-    bf16_gemm.matmul(big_k, _bf(rng, bf16_gemm.ONEDNN_MAX_K + 1, 4))  # 2-D, long contraction: MKL
+    big_k = _bf(rng, 4, bf16_gemm.ONEDNN_ROWS_MAX_K + 1)
+    bf16_gemm.matmul(big_k, _bf(rng, bf16_gemm.ONEDNN_ROWS_MAX_K + 1, 4))  # 2-D, long contraction: MKL
     assert calls == [(2, 3, 16, 16)]
     assert bf16_gemm.onednn_suits((1024, 256), 768) and not bf16_gemm.onednn_suits((1024, 256), 1024)
     assert not bf16_gemm.onednn_suits((2048, 2304), 768) and bf16_gemm.onednn_suits((8, 12, 256, 64), 256)
@@ -218,11 +218,12 @@ def test_a_misaligned_source_is_copied_to_an_aligned_one() -> None:
 
 
 @needs_onednn
-def test_bf16_gemm_sends_large_products_with_blockable_weights_to_onednn(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bf16_gemm_sends_large_products_with_unit_stride_rows_of_a_to_onednn(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHARDC_BF16_GEMM", "onednn")
-    assert bf16_gemm.onednn_suits((2048, 3072), 768, blocked=True)
-    assert not bf16_gemm.onednn_suits((2048, 3072), 768, blocked=False)  # plain: MKL's packed B is faster
-    assert not bf16_gemm.onednn_suits((1024, 256), bf16_gemm.ONEDNN_MAX_K + 1, blocked=True)
+    assert bf16_gemm.onednn_suits((2048, 3072), 768, a_rows=True)
+    assert bf16_gemm.onednn_suits((1024, 256), bf16_gemm.ONEDNN_ROWS_MAX_K, a_rows=True)
+    assert not bf16_gemm.onednn_suits((2048, 3072), 768, a_rows=False)  # a transposed: MKL's packed B is faster
+    assert not bf16_gemm.onednn_suits((2048, 768), bf16_gemm.ONEDNN_ROWS_MAX_K + 1, a_rows=True)
     calls: list[tuple[int, ...]] = []
     real = onednn_matmul.matmul
 
@@ -236,4 +237,5 @@ def test_bf16_gemm_sends_large_products_with_blockable_weights_to_onednn(monkeyp
     a, b = _bf(rng, 256, 64), _bf(rng, 64, 32)
     _close(bf16_gemm.matmul(a, b), *_exact(a, b), 64)
     _close(bf16_gemm.matmul(a, np.asfortranarray(b)), *_exact(a, b), 64)
-    assert calls == [(256, 32)]
+    _close(bf16_gemm.matmul(np.asfortranarray(a), b), *_exact(a, b), 64)  # a transposed: MKL
+    assert calls == [(256, 32), (256, 32)]
