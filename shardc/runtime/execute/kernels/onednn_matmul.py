@@ -18,6 +18,14 @@ and answered False, and the caller runs MKL. The result is float32 (`beta` adds 
 old contents: a sum post-op) or bf16 (oneDNN rounds to nearest even as `bf16_cast`
 does, no float32 temporary).
 
+What made oneDNN 3.2 run at half of PyTorch's bf16 rate (its bundled oneDNN 3.12, plain
+layouts too) on the step's 2-D products was mostly alignment: numpy starts arrays on
+16-byte boundaries and the AMX kernels lose 25-35% on a misaligned `a` or result (see
+`ALIGN_SOURCE_MIN_BYTES`, `fused_run.ALIGNMENT`); the rest of the gap closed here is the
+weights' layout (`BLOCKED_MIN_ROWS`). Every layout of the step runs the AMX kernel
+(`brg:avx512_core_amx`, ONEDNN_VERBOSE=1); only head-strided views of a fused q/k/v
+projection (not what the step passes) fall back to `gemm:jit:bf16`.
+
 Threads: one OpenMP thread per calling thread (the runtime's ranks are processes; MKL
 runs sequential), or `SHARDC_BLAS_THREADS`.
 """
