@@ -145,8 +145,97 @@ def test_bf16_gemm_sends_batched_and_small_products_to_onednn(monkeypatch: pytes
     a, b = _bf(rng, 2, 3, 16, 8), _bf(rng, 2, 3, 8, 16)
     r = bf16_gemm.matmul(a, b, alpha=0.5)
     _close(r, *(0.5 * x for x in _exact(a, b)), 8)
-    big_k = _bf(rng, 4, bf16_gemm.ONEDNN_MAX_K + 1)
-    bf16_gemm.matmul(big_k, _bf(rng, bf16_gemm.ONEDNN_MAX_K + 1, 4))  # 2-D, long contraction: MKL
+    big_k = _bf(rng, 4, bf16_gemm.ONEDNN_ROWS_MAX_K + 1)
+    bf16_gemm.matmul(big_k, _bf(rng, bf16_gemm.ONEDNN_ROWS_MAX_K + 1, 4))  # 2-D, long contraction: MKL
     assert calls == [(2, 3, 16, 16)]
     assert bf16_gemm.onednn_suits((1024, 256), 768) and not bf16_gemm.onednn_suits((1024, 256), 1024)
     assert not bf16_gemm.onednn_suits((2048, 2304), 768) and bf16_gemm.onednn_suits((8, 12, 256, 64), 256)
+
+
+def _primitive_for(c: np.ndarray) -> object:
+    """This thread's primitive that last wrote a result of `c`'s shape."""
+    found = [p for key, p in onednn_matmul._STATE.primitives.items() if key[4] == c.shape]
+    assert found
+    return found[-1]
+
+
+@needs_onednn
+@pytest.mark.parametrize("m,k,n", [(256, 64, 96), (300, 33, 17), (512, 200, 2)])
+def test_blocked_weights_follow_every_change_of_b(m: int, k: int, n: int) -> None:
+    """Products whose `b` is reordered into oneDNN's blocked layout reorder it at every
+    call: a weight updated in place (as the optimizer does) is read afresh."""
+    rng = np.random.default_rng(6)
+    a, b = _bf(rng, m, k), _bf(rng, k, n)
+    assert onednn_matmul.blocks_weights(a, b)
+    c = np.empty((m, n), np.float32)
+    for step in range(3):
+        assert onednn_matmul.matmul(a, b, c, alpha=0.5 if step == 1 else 1.0)
+        exact, size = _exact(a, b)
+        scale = 0.5 if step == 1 else 1.0
+        _close(c, scale * exact, scale * size, k)
+        b[...] = _bf(rng, k, n)  # in place: same address, new values
+    assert _primitive_for(c).reorder is not None
+    acc = np.ones((m, n), np.float32)
+    assert onednn_matmul.matmul(a, b, acc, beta=1.0)
+    exact, size = _exact(a, b)
+    _close(acc, exact + 1.0, size + 1.0, k)
+    r16 = np.empty((m, n), BF)
+    assert onednn_matmul.matmul(a, b, r16)
+    _close(r16, exact, size, k, EPS16)
+
+
+@needs_onednn
+def test_transposed_or_short_operands_keep_plain_weights() -> None:
+    rng = np.random.default_rng(7)
+    a, b = _bf(rng, 256, 64), _bf(rng, 64, 96)
+    assert not onednn_matmul.blocks_weights(a, np.asfortranarray(b))  # a transposed b reorders slowly
+    assert not onednn_matmul.blocks_weights(np.asfortranarray(a), b)  # the weight gradient's transposed a
+    assert not onednn_matmul.blocks_weights(a[: onednn_matmul.BLOCKED_MIN_ROWS - 1], b)  # too few rows to pay
+    bt = np.asfortranarray(b)
+    c = np.empty((256, 96), np.float32)
+    assert onednn_matmul.matmul(a, bt, c)
+    _close(c, *_exact(a, b), 64)
+    assert _primitive_for(c).reorder is None
+
+
+@needs_onednn
+def test_a_misaligned_source_is_copied_to_an_aligned_one() -> None:
+    rng = np.random.default_rng(8)
+    raw = _bf(rng, 300 * 128 + 8)
+    a = raw[8:].reshape(300, 128)  # 16 bytes past numpy's own start: never on a 64-byte boundary with it
+    if a.ctypes.data % 64 == 0:
+        a = raw[:-8].reshape(300, 128)
+    assert a.ctypes.data % 64 and a.nbytes >= onednn_matmul.ALIGN_SOURCE_MIN_BYTES
+    b = _bf(rng, 128, onednn_matmul.ALIGN_SOURCE_MIN_COLUMNS)
+    c = np.empty((300, b.shape[1]), np.float32)
+    assert onednn_matmul.matmul(a, b, c)
+    _close(c, *_exact(a, b), 128)
+    copy = onednn_matmul._STATE.source
+    assert copy.size >= a.nbytes and copy.ctypes.data % 64 == 0  # the product read an aligned copy
+    before = a.copy()
+    assert onednn_matmul.matmul(a, b, c)
+    np.testing.assert_array_equal(a.view(np.uint16), before.view(np.uint16))  # the caller's `a` untouched
+
+
+@needs_onednn
+def test_bf16_gemm_sends_large_products_with_unit_stride_rows_of_a_to_onednn(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHARDC_BF16_GEMM", "onednn")
+    assert bf16_gemm.onednn_suits((2048, 3072), 768, a_rows=True)
+    assert bf16_gemm.onednn_suits((1024, 256), bf16_gemm.ONEDNN_ROWS_MAX_K, a_rows=True)
+    assert not bf16_gemm.onednn_suits((2048, 3072), 768, a_rows=False)  # a transposed: MKL's packed B is faster
+    assert not bf16_gemm.onednn_suits((2048, 768), bf16_gemm.ONEDNN_ROWS_MAX_K + 1, a_rows=True)
+    calls: list[tuple[int, ...]] = []
+    real = onednn_matmul.matmul
+
+    def spy(a, b, c, alpha=1.0, beta=0.0):
+        calls.append(c.shape)
+        return real(a, b, c, alpha, beta)
+
+    monkeypatch.setattr(onednn_matmul, "matmul", spy)
+    monkeypatch.setattr(bf16_gemm, "ONEDNN_MAX_FLOPS", 1000)  # every 2-D product here counts as large
+    rng = np.random.default_rng(9)
+    a, b = _bf(rng, 256, 64), _bf(rng, 64, 32)
+    _close(bf16_gemm.matmul(a, b), *_exact(a, b), 64)
+    _close(bf16_gemm.matmul(a, np.asfortranarray(b)), *_exact(a, b), 64)
+    _close(bf16_gemm.matmul(np.asfortranarray(a), b), *_exact(a, b), 64)  # a transposed: MKL
+    assert calls == [(256, 32), (256, 32)]

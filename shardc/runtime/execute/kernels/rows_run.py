@@ -178,7 +178,7 @@ class RowKernel:
                 except fused_run.KernelRefused:  # the chain's own ops run
                     self._failed = True
                     return None
-        outs = [np.empty(shape, dtype) for shape, dtype in self.outputs]
+        outs = [fused_run.result_array(shape, dtype) for shape, dtype in self.outputs]
         fn(self.sizes, *call, *outs)
         CALLS[0] += 1
         return tuple(outs)
