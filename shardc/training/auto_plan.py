@@ -343,8 +343,13 @@ def predict(
     rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, [("all_reduce", accum * 4 * L, n * C * itemsize)], operands)
 
     # -- memory -------------------------------------------------------------------------
-    saved_layer = (4 * n * C + n * 3 * C / k + 2 * n * M / k + b * (H / k) * T * T) * itemsize
-    activations = L * saved_layer + 3 * n * V * itemsize + 2 * n * C * itemsize
+    # what a layer keeps for its backward pass in the compiled step (the fused kernels keep
+    # one MLP hidden and recompute the rest), and the backward's working set at the peak
+    # (about five MLP-hidden-sized arrays): fitted to the traced peaks of n_layer 4 and 12
+    # at tp 1 and 2 (the per-layer and fixed parts; 4 n C + 3 n C/k + 2 n M/k + ... kept
+    # before over-predicted n_layer 12 by 18-24%)
+    saved_layer = (1.5 * n * C + (3 * n * C + n * M + b * H * T * T) / k) * itemsize
+    activations = L * saved_layer + (5 * n * M / k + 3 * n * V + 2 * n * C) * itemsize
     # the compiled GPT step reduce-scatters each gradient as the backward pass makes it:
     # one unreduced gradient at a time (measured: a full set over-predicted ZeRO by 12-18%)
     largest = max((_local(s.shape, lay.compute, grid) for s, lay in zip(specs, layouts)), default=0)
