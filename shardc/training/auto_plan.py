@@ -187,7 +187,7 @@ def mixed_policies(specs: Sequence[Any], plan: ShardingPlan, tp: int) -> list[Sh
     the plain policy, a mixed one the most common kind with the others as overrides. With
     tp > 1 a group the TP rules split may also turn TP off (`dp/notp`: computed whole over
     `shard`), but not every such group at once (that is a smaller tp, priced as such). The
-    groups are few (at most 6, so at most 3^6 assignments, times 4 where attention and
+    groups are few (at most 6, so at most 3^6 assignments, times 3 where attention and
     MLP may each drop TP): `choose` prices them all."""
     import itertools
 

@@ -167,8 +167,8 @@ LAYOUT_KINDS = {"dp": (False, False), "zero": (True, False), "fsdp": (True, True
 class ShardingPolicy:
     """How an execution uses the plan: TP degree, ZeRO (optimizer state and updates split
     over batch) and FSDP (stored parameters split over batch too; requires ZeRO), and per
-    parameter group `overrides` of ZeRO/FSDP (the first whose pattern matches a
-    parameter's FQN wins; the others use `zero`/`fsdp`)."""
+    parameter group `overrides` of ZeRO/FSDP and TP on/off (the first whose pattern
+    matches a parameter's FQN wins; the others use `zero`/`fsdp` and TP)."""
 
     tp: int = 1
     zero: bool = True
