@@ -55,7 +55,7 @@ def arg_parser() -> argparse.ArgumentParser:
     lay.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: must divide the ranks per host (default 1)")
     lay.add_argument("--zero", action=argparse.BooleanOptionalAction, default=None, help="split optimizer state and gradients over batch (default on)")
     lay.add_argument("--fsdp", action=argparse.BooleanOptionalAction, default=False, help="split stored parameters over batch too (needs ZeRO)")
-    lay.add_argument("--policy-override", action="append", type=layout_override, default=[], metavar="REGEX=LAYOUT", help="lay out the parameters whose FQN matches REGEX (whole, as re.fullmatch) by LAYOUT, one of dp, zero, fsdp, instead of --zero/--fsdp; repeatable, the first match wins: e.g. --fsdp --policy-override '.*ln.*|.*bias=dp' (FSDP for the matrices, plain DP for norms and biases)")
+    lay.add_argument("--policy-override", action="append", type=layout_override, default=[], metavar="REGEX=LAYOUT", help="lay out the parameters whose FQN matches REGEX (whole, as re.fullmatch) by LAYOUT, one of dp, zero, fsdp, instead of --zero/--fsdp, with /notp to compute it whole instead of split by --tp (e.g. '.*attn.*=zero/notp'); repeatable, the first match wins: e.g. --fsdp --policy-override '.*ln.*|.*bias=dp' (FSDP for the matrices, plain DP for norms and biases)")
     lay.add_argument("--auto", action="store_true", help="choose --tp/--zero/--fsdp and per parameter group (embeddings, attention, MLP, norms, head) dp/zero/fsdp: the fastest mix the cost model predicts that fits --memory-budget; prints the plan, then the measured step time and peak memory (shardc.training.auto_plan; a --torch-model is priced from its own module: shardc.frontends.torch_plan)")
     lay.add_argument("--memory-budget", metavar="SIZE", help="with --auto: the most memory a rank may use (512MB, 2GiB, ...)")
     lay.add_argument("--plan-only", action="store_true", help="print the auto plan for --world N ranks and exit: nothing is launched or compiled")
@@ -133,16 +133,19 @@ def _check_auto(a: argparse.Namespace) -> None:
 
 def layout_override(value: str) -> object:
     """A `--policy-override REGEX=LAYOUT` value as a `LayoutOverride` (the last `=`
-    splits: a regex may hold one); a bad one is argparse's one-line error."""
-    from shardc.training.axis import LAYOUT_KINDS, LayoutOverride, ShardingConfigError
+    splits: a regex may hold one; LAYOUT `dp`, `zero` or `fsdp`, with `/notp` to keep the
+    group whole over `shard`, as --auto prints it); a bad one is argparse's one-line error."""
+    from shardc.training.axis import LAYOUT_KINDS, NO_TP_SUFFIX, LayoutOverride, ShardingConfigError
 
-    pattern, eq, kind = value.rpartition("=")
+    known = f"{', '.join(LAYOUT_KINDS)}, each optionally with {NO_TP_SUFFIX}"
+    pattern, eq, layout = value.rpartition("=")
     if not eq or not pattern:
-        raise argparse.ArgumentTypeError(f"expected REGEX=LAYOUT (LAYOUT one of {', '.join(LAYOUT_KINDS)}), got '{value}'")
+        raise argparse.ArgumentTypeError(f"expected REGEX=LAYOUT (LAYOUT one of {known}), got '{value}'")
+    kind, tp = (layout[: -len(NO_TP_SUFFIX)], False) if layout.endswith(NO_TP_SUFFIX) else (layout, True)
     if kind not in LAYOUT_KINDS:
-        raise argparse.ArgumentTypeError(f"'{value}': unknown layout '{kind}' (expected one of {', '.join(LAYOUT_KINDS)})")
+        raise argparse.ArgumentTypeError(f"'{value}': unknown layout '{layout}' (expected one of {known})")
     try:
-        return LayoutOverride(pattern, *LAYOUT_KINDS[kind])
+        return LayoutOverride(pattern, *LAYOUT_KINDS[kind], tp=tp)
     except ShardingConfigError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 

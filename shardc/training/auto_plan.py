@@ -109,7 +109,7 @@ class PlanError(ValueError):
 def policy_name(p: ShardingPolicy) -> str:
     """`dp`, `zero`, `fsdp`, `tp=2`, `tp=2+zero`, `tp=2+fsdp`; a mixed policy adds its
     overrides by group (or pattern): `fsdp[norms=dp,attention=zero]`."""
-    kind = layout_kind(p.zero, p.fsdp)
+    kind = layout_kind(p.zero, p.fsdp)  # (a plain policy uses TP everywhere)
     if p.tp == 1:
         name = kind
     else:
@@ -184,30 +184,38 @@ def mixed_policies(specs: Sequence[Any], plan: ShardingPlan, tp: int) -> list[Sh
     """Every assignment of dp / zero / fsdp to the parameter groups (`param_groups`) for
     tensor-parallel degree `tp`, as policies: a group where two kinds give the same
     layouts keeps the first (a norm ZeRO does not split is dp), a uniform assignment is
-    the plain policy, a mixed one the most common kind with the others as overrides. The
-    groups are few (at most 6, so at most 3^6 assignments): `choose` prices them all."""
+    the plain policy, a mixed one the most common kind with the others as overrides. With
+    tp > 1 a group the TP rules split may also turn TP off (`dp/notp`: computed whole over
+    `shard`), but not every such group at once (that is a smaller tp, priced as such). The
+    groups are few (at most 6, so at most 3^6 assignments, times 3 where attention and
+    MLP may each drop TP): `choose` prices them all."""
     import itertools
 
     groups = param_groups(specs)
-    options: list[list[str]] = []
+    options: list[list[tuple[str, bool]]] = []
     for g in groups:
         seen: list[tuple[Any, ...]] = []
-        kinds: list[str] = []
-        for kind, (zero, fsdp) in LAYOUT_KINDS.items():
-            lays = tuple(resolve(s.axes, plan, ShardingPolicy(tp, zero, fsdp)) for s in g.specs)
-            if lays not in seen:
-                seen.append(lays)
-                kinds.append(kind)
+        kinds: list[tuple[str, bool]] = []
+        for uses_tp in (True, False) if tp > 1 else (True,):
+            for kind, (zero, fsdp) in LAYOUT_KINDS.items():
+                probe = ShardingPolicy(tp, zero, fsdp, (LayoutOverride(".*", zero, fsdp, tp=uses_tp),))
+                lays = tuple(resolve(s.axes, plan, probe, s.path) for s in g.specs)
+                if lays not in seen:
+                    seen.append(lays)
+                    kinds.append((kind, uses_tp))
         options.append(kinds)
     free = [i for i, o in enumerate(options) if len(o) > 1]
+    may_drop_tp = {i for i in free if any(not t for _, t in options[i])}
     out: list[ShardingPolicy] = []
     seen_policies: set[ShardingPolicy] = set()
     for chosen in itertools.product(*(options[i] for i in free)):
         kinds = dict(zip(free, chosen))
-        counts = {k: list(kinds.values()).count(k) for k in LAYOUT_KINDS}
+        if may_drop_tp and all(not kinds[i][1] for i in may_drop_tp):
+            continue  # no group left split over `shard`
+        counts = {k: [kind for kind, _ in kinds.values()].count(k) for k in LAYOUT_KINDS}
         base = max(LAYOUT_KINDS, key=lambda k: counts[k]) if kinds else "dp"  # ties: dp, zero, fsdp
         overrides = tuple(
-            LayoutOverride(groups[i].pattern, *LAYOUT_KINDS[k], name=groups[i].name) for i, k in kinds.items() if k != base
+            LayoutOverride(groups[i].pattern, *LAYOUT_KINDS[k], name=groups[i].name, tp=t) for i, (k, t) in kinds.items() if k != base or not t
         )
         policy = ShardingPolicy(tp, *LAYOUT_KINDS[base], overrides=overrides)
         if policy not in seen_policies:
@@ -228,8 +236,8 @@ def auto_policies(specs: Sequence[Any], plan: ShardingPlan, world: int, mixed: b
 
 
 def group_kinds(policy: ShardingPolicy, specs: Sequence[Any]) -> list[str]:
-    """`group=kind` per parameter group of a policy (`embeddings=fsdp`, ...)."""
-    return [f"{g.name}={layout_kind(*policy.choice(g.specs[0].path))}" for g in param_groups(specs)]
+    """`group=kind` per parameter group of a policy (`embeddings=fsdp`, `attention=dp/notp`, ...)."""
+    return [f"{g.name}={layout_kind(*policy.choice(g.specs[0].path), policy.uses_tp(g.specs[0].path))}" for g in param_groups(specs)]
 
 
 @dataclass(frozen=True)
@@ -320,10 +328,13 @@ def predict(
     update_elems = sum(_local(s.shape, lay.update, grid) for s, lay in zip(specs, layouts))
 
     # -- compute ----------------------------------------------------------------------
-    layer_flops = 2 * n * C * (3 * C + C + 2 * M) / k + 2 * 2 * b * (H / k) * T * T * (C / H)
-    fwd_flops = L * layer_flops + 2 * n * C * V
-    layer_bytes = (24 * n * C + 12 * n * M / k + 10 * b * (H / k) * T * T + 4 * n * 3 * C / k) * itemsize
-    elem_bytes = L * layer_bytes + 10 * n * V * itemsize + 4 * n * C * itemsize  # LM head softmax/CE, embedding
+    # per layer, the pieces `shard` splits its attention and its MLP into: tp, or 1 for a
+    # group whose override turns TP off (computed whole, no all_reduce of its output)
+    pieces = {s.path: math.prod(grid.axis_size(SHARD) for d in lay.compute if SHARD in (d or ())) for s, lay in zip(specs, layouts)}
+    blocks = [(pieces[f"h.{i}.attn.c_attn.weight"], pieces[f"h.{i}.mlp.c_fc.weight"]) for i in range(L)]
+    fwd_flops = sum(2 * n * C * 4 * C / ka + 2 * n * C * 2 * M / km + 2 * 2 * b * (H / ka) * T * T * (C / H) for ka, km in blocks) + 2 * n * C * V
+    layer_bytes = sum(24 * n * C + 12 * n * M / km + 10 * b * (H / ka) * T * T + 4 * n * 3 * C / ka for ka, km in blocks) * itemsize
+    elem_bytes = layer_bytes + 10 * n * V * itemsize + 4 * n * C * itemsize  # LM head softmax/CE, embedding
     micro = cm.contraction_time(3 * fwd_flops, precision) + cm.elementwise_time(3 * elem_bytes)  # backward: twice forward
     per_op = cm.on_shared_core(max(cm.rates.op_overhead, GENERATED_OP_SECONDS))
     micro += per_op * (OPS_PER_LAYER * L + OPS_FIXED)
@@ -331,8 +342,8 @@ def predict(
     operands = gpt_product_operands(specs) if bf16 else frozenset()
     # the bf16 copies products read: per layer forward (ln_1's and ln_2's outputs, q, k, v,
     # attention's output, the MLP's hidden, the probabilities) and as many gradients backward
-    layer_copies = 2 * (2 * n * C + n * (4 * C + M) / k + b * (H / k) * T * T)
-    copies = bf16_costs(specs, layouts, grid, operands, L * layer_copies + n * C + n * V, {"wte": 3}) if bf16 else None
+    layer_copies = sum(2 * (2 * n * C + n * 4 * C / ka + n * M / km + b * (H / ka) * T * T) for ka, km in blocks)
+    copies = bf16_costs(specs, layouts, grid, operands, layer_copies + n * C + n * V, {"wte": 3}) if bf16 else None
     if copies is not None:
         micro += cm.elementwise_time(copies.bytes) + per_op * copies.ops
     micro += cm.elementwise_time(2 * compute_elems * itemsize) if accum > 1 else 0.0  # accumulate
@@ -340,7 +351,9 @@ def predict(
     compute_s = accum * micro + update
 
     # -- collectives --------------------------------------------------------------------
-    rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, [("all_reduce", accum * 4 * L, n * C * itemsize)], operands)
+    # each split block all_reduces its output forward and its input's gradient backward
+    tp_reduces = accum * 2 * sum((ka > 1) + (km > 1) for ka, km in blocks)
+    rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, [("all_reduce", tp_reduces, n * C * itemsize)], operands)
 
     # -- memory -------------------------------------------------------------------------
     # what a layer keeps for its backward pass in the compiled step (the fused kernels keep
@@ -348,14 +361,15 @@ def predict(
     # (about five MLP-hidden-sized arrays): fitted to the traced peaks of n_layer 4 and 12
     # at tp 1 and 2 (the per-layer and fixed parts; 4 n C + 3 n C/k + 2 n M/k + ... kept
     # before over-predicted n_layer 12 by 18-24%)
-    saved_layer = (1.5 * n * C + (3 * n * C + n * M + b * H * T * T) / k) * itemsize
-    activations = L * saved_layer + (5 * n * M / k + 3 * n * V + 2 * n * C) * itemsize
+    saved = sum(1.5 * n * C + (3 * n * C + b * H * T * T) / ka + n * M / km for ka, km in blocks) * itemsize
+    widest_mlp = min((km for _, km in blocks), default=k)
+    activations = saved + (5 * n * M / widest_mlp + 3 * n * V + 2 * n * C) * itemsize
     # the compiled GPT step reduce-scatters each gradient as the backward pass makes it:
     # one unreduced gradient at a time (measured: a full set over-predicted ZeRO by 12-18%)
     largest = max((_local(s.shape, lay.compute, grid) for s, lay in zip(specs, layouts)), default=0)
     state, transient = _state_memory(specs, plan, policy, grid, compute_elems, itemsize, largest, operands)
     if copies is not None:  # the forward products' bf16 inputs, kept for the weight gradients
-        activations += (L * layer_copies / 2 + n * C) * BF16_BYTES
+        activations += (layer_copies / 2 + n * C) * BF16_BYTES
         transient += copies.live
     memory = MemoryEstimate(state, activations, transient)
     tokens = b * dp * accum * T

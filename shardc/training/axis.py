@@ -12,9 +12,12 @@ layouts are used:
   storage  update if fsdp, else compute        parameters between steps
 
 A policy may differ per parameter group: `overrides` (`LayoutOverride`: an FQN regex and
-its zero/fsdp) pick another of the three for the parameters they match (FSDP for the big
+its zero/fsdp/tp) pick another of the three for the parameters they match (FSDP for the big
 matrices, plain data parallelism for norms and biases), so `resolve` takes the
-parameter's path as well as its axes. TP's degree is one for the whole model.
+parameter's path as well as its axes. TP's degree is one for the whole model, but a group
+may turn it off (`tp=False`): its compute layout ignores the TP rules, so it is computed
+whole on every `shard` rank (sharding propagation gathers or slices the activations at
+the group's edges) while ZeRO/FSDP still split it over batch.
 
 A dimension split over both axes is split over `shard` first, then `batch` within each
 shard piece (`("shard", "batch")`, MLIR `split_axes = [[1, 0]]`), so a device's update
@@ -123,13 +126,15 @@ GPT_PLAN = ShardingPlan(
 class LayoutOverride:
     """The parameters whose FQN `pattern` matches (`re.fullmatch`, as the plan's axis
     patterns) use ZeRO / FSDP as given, instead of the policy's own choice: FSDP for the
-    big matrices, plain data parallelism for norms and biases."""
+    big matrices, plain data parallelism for norms and biases. `tp=False` keeps them whole
+    over `shard` (no TP for the group: a small attention beside a wide MLP)."""
 
     pattern: str
     zero: bool
     fsdp: bool = False
     name: str = field(default="", compare=False, repr=False)
     """What the pattern stands for in plan texts (`norms`), or empty: the pattern."""
+    tp: bool = True
 
     def __post_init__(self) -> None:
         try:
@@ -141,12 +146,17 @@ class LayoutOverride:
 
     @property
     def kind(self) -> str:
-        return layout_kind(self.zero, self.fsdp)
+        return layout_kind(self.zero, self.fsdp, self.tp)
 
 
-def layout_kind(zero: bool, fsdp: bool) -> str:
-    """`dp`, `zero` or `fsdp`: the name of a (zero, fsdp) choice."""
-    return "fsdp" if fsdp else "zero" if zero else "dp"
+def layout_kind(zero: bool, fsdp: bool, tp: bool = True) -> str:
+    """`dp`, `zero` or `fsdp`: the name of a (zero, fsdp) choice, with `/notp` when the
+    group is kept whole over `shard` (the `--policy-override` spelling)."""
+    return ("fsdp" if fsdp else "zero" if zero else "dp") + ("" if tp else NO_TP_SUFFIX)
+
+
+NO_TP_SUFFIX = "/notp"
+"""What a layout name carries when its group does not use TP (`attention=dp/notp`)."""
 
 
 LAYOUT_KINDS = {"dp": (False, False), "zero": (True, False), "fsdp": (True, True)}
@@ -157,8 +167,8 @@ LAYOUT_KINDS = {"dp": (False, False), "zero": (True, False), "fsdp": (True, True
 class ShardingPolicy:
     """How an execution uses the plan: TP degree, ZeRO (optimizer state and updates split
     over batch) and FSDP (stored parameters split over batch too; requires ZeRO), and per
-    parameter group `overrides` of ZeRO/FSDP (the first whose pattern matches a
-    parameter's FQN wins; the others use `zero`/`fsdp`)."""
+    parameter group `overrides` of ZeRO/FSDP and TP on/off (the first whose pattern
+    matches a parameter's FQN wins; the others use `zero`/`fsdp` and TP)."""
 
     tp: int = 1
     zero: bool = True
@@ -185,6 +195,14 @@ class ShardingPolicy:
                 if re.fullmatch(o.pattern, path):
                     return o.zero, o.fsdp
         return self.zero, self.fsdp
+
+    def uses_tp(self, path: str | None) -> bool:
+        """Whether the parameter `path` is split by the TP rules (its override's `tp`)."""
+        if self.overrides and path is not None:
+            for o in self.overrides:
+                if re.fullmatch(o.pattern, path):
+                    return o.tp
+        return True
 
     def uses_zero(self) -> bool:
         """Whether any parameter's layout is ZeRO's or FSDP's."""
@@ -228,7 +246,7 @@ def resolve(axes: Sequence[str], plan: ShardingPlan, policy: ShardingPolicy, pat
     """The storage, compute and update partition specs of a parameter with logical `axes`
     (and FQN `path`, which picks its policy's override, if any)."""
     zero, fsdp = policy.choice(path)
-    compute = _assign(axes, plan.tp_rules, [()] * len(axes))
+    compute = _assign(axes, plan.tp_rules if policy.uses_tp(path) else {}, [()] * len(axes))
     update = _assign(axes, plan.zero(), compute) if zero else compute
     storage = update if fsdp else compute
     return ParamLayouts(PartitionSpec(*storage), PartitionSpec(*compute), PartitionSpec(*update))

@@ -94,7 +94,9 @@ def test_plan_only_for_a_torch_module_with_axes(tmp_path, capsys):
     assert out.startswith("shardc-train: auto plan for 8 ranks (no memory budget; ")
     assert re.search(r"chosen: \S+ on grid \(batch=\d+, shard=\d+\): [0-9.]+ ms/step .* tokens/s, [0-9.]+ [KMG]?i?B/rank", out), out
     priced = int(re.search(r"(\d+) policies priced", out).group(1))
-    assert priced == 81  # tp=1, 2, 4, each with the 27 mixes of dp/zero/fsdp over embeddings, attention, MLP (the plain ones among them); tp=8 would cut the 4 heads
+    # tp=1, 2, 4, each with the 27 mixes of dp/zero/fsdp over embeddings, attention, MLP (the plain ones among them), tp=2 and 4 with
+    # attention or MLP without TP too (x3); tp=8 would cut the 4 heads, but not with the attention whole (all else dp: one data replica)
+    assert priced == 27 + 2 * 27 * 3 + 1
     assert "not on this grid: tp=8 (tp=8 does not divide the 4 attention heads of GPT)" in out
     assert not (tmp_path / "loss.csv").exists()
 

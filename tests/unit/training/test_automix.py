@@ -214,9 +214,9 @@ def test_checkpoint_round_trip_with_a_mix(tmp_path, resume_on):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--policy-override", "wte"], "--policy-override: expected REGEX=LAYOUT (LAYOUT one of dp, zero, fsdp), got 'wte'"),
+        (["--policy-override", "wte"], "--policy-override: expected REGEX=LAYOUT (LAYOUT one of dp, zero, fsdp, each optionally with /notp), got 'wte'"),
         (["--policy-override", "=dp"], "--policy-override: expected REGEX=LAYOUT"),
-        (["--policy-override", "wte=tp"], "--policy-override: 'wte=tp': unknown layout 'tp' (expected one of dp, zero, fsdp)"),
+        (["--policy-override", "wte=tp"], "--policy-override: 'wte=tp': unknown layout 'tp' (expected one of dp, zero, fsdp, each optionally with /notp)"),
         (["--policy-override", "(=dp"], "--policy-override: layout override '(': bad regex"),
         (["--policy-override", "mlp=dp"], "layout override 'mlp' matches no parameter"),
         (["--auto", "--policy-override", "wte=dp"], "--auto chooses the policy: drop --policy-override"),
