@@ -13,8 +13,9 @@ in tokens/s whose predicted peak memory per rank fits the budget wins.
 Beyond the whole-model policies, `--auto` chooses a layout kind (dp, zero, fsdp) per
 parameter group (embeddings, attention, MLP, norms, head, other: `group_of`): per tp it
 prices every assignment (`mixed_policies`; groups where two kinds give the same layouts
-keep one, so at most 3^6 per tp and 27 for the GPT) and keeps the fastest that fits,
-exactly, by the same enumeration. A mixed policy is priced by the same `predict`, its
+keep one, so at most 3^6 per tp, 27 for the GPT at tp 1; at tp > 1 attention and MLP may
+each also turn TP off, 81 for the GPT at tp 2) and keeps the fastest that fits, exactly,
+by the same enumeration. A mixed policy is priced by the same `predict`, its
 collectives and transient copies per layout kind.
 
 The prediction is read off the model's parameter specs and the layouts, not off a
@@ -115,7 +116,7 @@ def policy_name(p: ShardingPolicy) -> str:
     else:
         name = f"tp={p.tp}" if kind == "dp" else f"tp={p.tp}+{kind}"
     if p.overrides:
-        name += "[" + ",".join(f"{o.name or o.pattern}={o.kind}" for o in p.overrides) + "]"
+        name += "[" + ",".join(o.label for o in p.overrides) + "]"
     return name
 
 
@@ -367,7 +368,7 @@ def predict(
     # the compiled GPT step reduce-scatters each gradient as the backward pass makes it:
     # one unreduced gradient at a time (measured: a full set over-predicted ZeRO by 12-18%)
     largest = max((_local(s.shape, lay.compute, grid) for s, lay in zip(specs, layouts)), default=0)
-    state, transient = _state_memory(specs, plan, policy, grid, compute_elems, itemsize, largest, operands)
+    state, transient = _state_memory(specs, layouts, plan, policy, grid, itemsize, largest, operands)
     if copies is not None:  # the forward products' bf16 inputs, kept for the weight gradients
         activations += (layer_copies / 2 + n * C) * BF16_BYTES
         transient += copies.live
@@ -508,7 +509,7 @@ def predict_module(
     compute_s = accum * micro + update
     tp = [("all_reduce", accum * reduces, reduce_bytes / reduces)] if reduces else []
     rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, tp, operands)
-    state, transient = _state_memory(specs, shape.plan, policy, grid, compute_elems, itemsize, None, operands)
+    state, transient = _state_memory(specs, layouts, shape.plan, policy, grid, itemsize, None, operands)
     if copies is not None:
         transient += copies.live
     memory = MemoryEstimate(state, saved, transient + IMPORTED_UPDATE_COPIES * compute_elems * itemsize)
@@ -649,7 +650,7 @@ def _merged(rows: Sequence[Collective]) -> list[Collective]:
 
 
 def _state_memory(
-    specs: Sequence[Any], plan: ShardingPlan, policy: ShardingPolicy, grid: Grid, compute_elems: float, itemsize: int,
+    specs: Sequence[Any], layouts: Sequence[Any], plan: ShardingPlan, policy: ShardingPolicy, grid: Grid, itemsize: int,
     unreduced_elems: float | None = None, bf16_operands: frozenset[str] = frozenset(),
 ) -> tuple[StateBytes, float]:
     """The state per rank and the transient copies the policy makes: ZeRO's unreduced
@@ -657,10 +658,9 @@ def _state_memory(
     FSDP's gathered parameters (of `bf16_operands`, the whole gathered bf16 copy)."""
     state = per_rank_bytes(specs, plan, policy, grid, itemsize)
     transient = 0.0
-    layouts = [resolve(s.axes, plan, policy, s.path) for s in specs]
     zero_elems = 0.0
-    for (zero, fsdp), members in _by_choice(specs, layouts, policy).items():  # all of compute_elems for a plain policy
-        elems = compute_elems if not policy.overrides else sum(_local(s.shape, lay.compute, grid) for s, lay in members)
+    for (zero, fsdp), members in _by_choice(specs, layouts, policy).items():  # one group for a plain policy
+        elems = sum(_local(s.shape, lay.compute, grid) for s, lay in members)
         if zero and grid.batch > 1:
             zero_elems += elems
         if fsdp:

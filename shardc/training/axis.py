@@ -148,6 +148,11 @@ class LayoutOverride:
     def kind(self) -> str:
         return layout_kind(self.zero, self.fsdp, self.tp)
 
+    @property
+    def label(self) -> str:
+        """`NAME=KIND` (the group's name, else the pattern) as plans and policy lines print it."""
+        return f"{self.name or self.pattern}={self.kind}"
+
 
 def layout_kind(zero: bool, fsdp: bool, tp: bool = True) -> str:
     """`dp`, `zero` or `fsdp`: the name of a (zero, fsdp) choice, with `/notp` when the
@@ -211,7 +216,7 @@ class ShardingPolicy:
     def text(self) -> str:
         """`tp=2 zero=True fsdp=False`, then each override as `PATTERN=fsdp`."""
         head = f"tp={self.tp} zero={self.zero} fsdp={self.fsdp}"
-        return " ".join([head, *(f"{o.name or o.pattern}={o.kind}" for o in self.overrides)])
+        return " ".join([head, *(o.label for o in self.overrides)])
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from shardc.runtime.execute.kernels import bf16_cast
+from shardc.runtime.execute.kernels import aligned, bf16_cast
 
 BF = ml_dtypes.bfloat16
 
@@ -75,5 +75,5 @@ def test_rounded_results_start_on_a_64_byte_boundary(shape: tuple[int, int], vie
         x = x.T if view == "T" else x[:, : shape[1] // 2] if view == "rows" else x
         r = bf16_cast.round_to_bfloat16(x)
         if bf16_cast.fused_run.enabled():  # else ml_dtypes rounds, into its own array
-            assert r.ctypes.data % bf16_cast.fused_run.ALIGNMENT == 0
+            assert r.ctypes.data % aligned.ALIGNMENT == 0
         np.testing.assert_array_equal(r.view(np.uint16), x.astype(ml_dtypes.bfloat16).view(np.uint16))

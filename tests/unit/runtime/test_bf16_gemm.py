@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from shardc.runtime.execute.kernels import bf16_cast, bf16_gemm, bf16_run, onednn_matmul
+from shardc.runtime.execute.kernels import aligned, bf16_cast, bf16_gemm, bf16_run, onednn_matmul
 
 BF = ml_dtypes.bfloat16
 EPS32 = float(np.finfo(np.float32).eps)
@@ -149,7 +149,7 @@ def test_aligned_empty_starts_on_the_boundary(shape: tuple[int, ...], dtype: obj
     for _ in range(8):  # numpy's own allocations land on 16-byte boundaries: some need a skip
         x = bf16_gemm.aligned_empty(shape, dtype)
         assert x.shape == shape and x.dtype == np.dtype(dtype) and x.flags.c_contiguous and x.flags.writeable
-        assert x.size == 0 or x.ctypes.data % bf16_cast.fused_run.ALIGNMENT == 0  # an empty one has no data
+        assert x.size == 0 or x.ctypes.data % aligned.ALIGNMENT == 0  # an empty one has no data
 
 
 @pytest.mark.parametrize("shape", [(64, 128, 96), (2, 33, 40, 17)])
@@ -159,5 +159,5 @@ def test_fresh_results_are_aligned(backend: str, shape: tuple[int, ...]) -> None
     b = rng.standard_normal((*shape[:-3], shape[-2], shape[-1])).astype(BF) if len(shape) == 4 else rng.standard_normal(shape[1:]).astype(BF)
     r = bf16_gemm.matmul(a, b)
     if backend != "numpy":  # the widened float32 product is numpy's own array
-        assert r.ctypes.data % bf16_cast.fused_run.ALIGNMENT == 0
+        assert r.ctypes.data % aligned.ALIGNMENT == 0
     _check(r, a, b)

@@ -13,25 +13,16 @@ from __future__ import annotations
 import numpy as np
 
 from shardc.runtime.execute.kernels import fused_run
-from shardc.runtime.execute.kernels.fused_run import aligned_empty
+from shardc.runtime.execute.kernels.aligned import aligned_empty
 from shardc.runtime.execute.kernels.bf16_run import bfloat16, is_bfloat16
 
 _F32 = np.dtype(np.float32)
 
+# float32 bits rounded to bf16 bits (nearest, ties to even; a NaN stays a quiet NaN) over
+# rows of `n` elements `stride` apart in `bits` (a contiguous array is one row; a strided
+# view's memory from its first element), written to the contiguous `out`; row slices, so
+# that the inner loop's indices are known non-negative and it vectorizes.
 _ROUND_SOURCE = """
-def kernel(bits, out):
-    for i in range(bits.size):
-        v = bits[i]
-        if (v & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
-            out[i] = np.uint16((v >> np.uint32(16)) | np.uint32(0x40))
-        else:
-            out[i] = np.uint16((v + np.uint32(0x7FFF) + ((v >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
-"""
-
-# The same rounding over rows of `n` elements `stride` apart in `bits` (a strided view's
-# memory from its first element), written to the contiguous `out`; row slices, so that
-# the inner loop's indices are known non-negative and it vectorizes.
-_ROUND_ROWS_SOURCE = """
 def kernel(bits, stride, n, out):
     for r in range(out.size // n):
         row = bits[r * stride : r * stride + n]
@@ -44,20 +35,20 @@ def kernel(bits, stride, n, out):
                 dst[i] = np.uint16((v + np.uint32(0x7FFF) + ((v >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
 """
 
-_ROUND_KERNELS: dict[str, object] = {}  # kind -> the jit kernel, or None where numba refused it
+_ROUND_KERNEL: list[object] = []  # [the jit kernel, or None where numba refused it]
 
 
-def _round_kernel(kind: str = "bf16round", source: str = _ROUND_SOURCE) -> object | None:
-    """A rounding loop jit-compiled (once per process, cached on disk like the fused
+def _round_kernel() -> object | None:
+    """The rounding loop jit-compiled (once per process, cached on disk like the fused
     kernels), or None where fused kernels are off (`SHARDC_KERNELS=numpy`, no numba)."""
     if not fused_run.enabled():
         return None
-    if kind not in _ROUND_KERNELS:
+    if not _ROUND_KERNEL:
         try:
-            _ROUND_KERNELS[kind] = fused_run.njit_kernel(kind, source, [])
+            _ROUND_KERNEL.append(fused_run.njit_kernel("bf16roundrows", _ROUND_SOURCE, []))
         except fused_run.KernelRefused:
-            _ROUND_KERNELS[kind] = None
-    return _ROUND_KERNELS[kind]
+            _ROUND_KERNEL.append(None)
+    return _ROUND_KERNEL[0]
 
 
 def _strided_rows(x: np.ndarray) -> tuple[np.ndarray, int, int] | None:
@@ -93,6 +84,7 @@ def round_to_bfloat16(x: np.ndarray) -> np.ndarray:
     kernel = _round_kernel() if x.size >= 4096 else None  # small: the call costs more
     if kernel is None:
         return x.astype(bfloat16())
+    rows = None
     if not x.flags.c_contiguous:
         order = sorted(range(x.ndim), key=lambda d: -abs(x.strides[d]))
         y = x.transpose(order)
@@ -100,15 +92,11 @@ def round_to_bfloat16(x: np.ndarray) -> np.ndarray:
             back = [order.index(d) for d in range(x.ndim)]
             return round_to_bfloat16(y).transpose(back)
         rows = _strided_rows(x)
-        row_kernel = _round_kernel("bf16roundrows", _ROUND_ROWS_SOURCE) if rows is not None else None
-        if row_kernel is not None and rows is not None:
-            out = aligned_empty(x.shape, np.uint16)
-            row_kernel(rows[0], rows[1], rows[2], out.reshape(-1))  # type: ignore[operator]
-            return out.view(bfloat16())
-        x = np.ascontiguousarray(x)
-    bits = x.view(np.uint32).reshape(-1)
+        if rows is None:
+            x = np.ascontiguousarray(x)
+    bits, stride, n = rows if rows is not None else (x.view(np.uint32).reshape(-1), x.size, x.size)
     out = aligned_empty(x.shape, np.uint16)
-    kernel(bits, out.reshape(-1))  # type: ignore[operator]
+    kernel(bits, stride, n, out.reshape(-1))  # type: ignore[operator]
     return out.view(bfloat16())
 
 

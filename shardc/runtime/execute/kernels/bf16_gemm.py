@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from shardc.runtime.execute.kernels.bf16_cast import widen_bfloat16
-from shardc.runtime.execute.kernels.fused_run import aligned_empty
+from shardc.runtime.execute.kernels.aligned import aligned_empty
 from shardc.runtime.execute.kernels.bf16_run import bf16_units, bfloat16
 from shardc.runtime.execute.kernels import blas, onednn_matmul
 

@@ -22,6 +22,7 @@ import numpy as np
 from shardc.cache_dir import read_regular
 from shardc.runtime.execute.code_check import check_generated
 from shardc.runtime.execute.kernels import numba_cache
+from shardc.runtime.execute.kernels.aligned import result_array
 from shardc.runtime.execute.kernels.math_run import ERF_P as _P
 from shardc.runtime.execute.kernels.math_run import ERF_Q as _Q
 from shardc.runtime.execute.kernels import vecmath
@@ -456,30 +457,6 @@ def _vecmath() -> dict[str, object]:
     """`kernels.vecmath`'s functions, jit-compiled (`kernel_helpers`)."""
     fns = kernel_helpers()[1]
     return {"exp32": fns["exp32"], "tanh32": fns["tanh32"]}
-
-
-ALIGNMENT = 64
-"""Byte alignment of the arrays `aligned_empty` allocates (bf16 results of kernels and
-casts, the bf16 products' float32 results: what bf16 products read and write):
-oneDNN 3.2's AMX matmul ran a 2048x768x3072 product at 940 GFLOP/s from numpy's usual 16-byte aligned operands, 1,225 with `a` 64-byte
-aligned and 1,300 with the result too (one thread, CPU time, Intel Xeon with AMX:
-AVX-512 loads and stores split across cache lines)."""
-
-
-def aligned_empty(shape: tuple[int, ...], dtype: object = np.float32) -> np.ndarray:
-    """An uninitialised C-contiguous array whose data starts on an `ALIGNMENT` boundary
-    (a view into a slightly larger 1-D array of the same dtype)."""
-    dt = np.dtype(dtype)  # type: ignore[call-overload]
-    n = math.prod(shape)
-    raw = np.empty(n + ALIGNMENT // dt.itemsize, dt)
-    skip = (-raw.ctypes.data % ALIGNMENT) // dt.itemsize
-    return raw[skip : skip + n].reshape(shape)
-
-
-def result_array(shape: tuple[int, ...], dtype: object) -> np.ndarray:
-    """A kernel's result: bf16 ones (a bf16 product's likely operands) `aligned_empty`."""
-    dt = np.dtype(dtype)  # type: ignore[call-overload]
-    return aligned_empty(shape, dt) if dt.kind == "V" else np.empty(shape, dt)
 
 
 LOCK = threading.RLock()

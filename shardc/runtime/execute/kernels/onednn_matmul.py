@@ -21,7 +21,7 @@ does, no float32 temporary).
 What made oneDNN 3.2 run at half of PyTorch's bf16 rate (its bundled oneDNN 3.12, plain
 layouts too) on the step's 2-D products was mostly alignment: numpy starts arrays on
 16-byte boundaries and the AMX kernels lose 25-35% on a misaligned `a` or result (see
-`ALIGN_SOURCE_MIN_BYTES`, `fused_run.ALIGNMENT`); the rest of the gap closed here is the
+`ALIGN_SOURCE_MIN_BYTES`, `aligned.ALIGNMENT`); the rest of the gap closed here is the
 weights' layout (`BLOCKED_MIN_ROWS`). Every layout of the step runs the AMX kernel
 (`brg:avx512_core_amx`, ONEDNN_VERBOSE=1); only head-strided views of a fused q/k/v
 projection (not what the step passes) fall back to `gemm:jit:bf16`.
@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from shardc.runtime.execute.kernels.aligned import ALIGNMENT, aligned_empty
 
 _P = ctypes.c_void_p
 _DIMS = ctypes.c_int64 * 12
@@ -142,22 +144,16 @@ class _Thread(threading.local):
     def weights_buffer(self, nbytes: int) -> np.ndarray:
         """At least `nbytes` bytes starting on a 64-byte boundary, kept for the next call."""
         if self.weights.size < nbytes:
-            self.weights = _aligned_bytes(nbytes)
+            self.weights = aligned_empty((nbytes,), np.uint8)
         return self.weights
 
     def aligned_source(self, a: np.ndarray) -> np.ndarray:
         """A copy of the C-contiguous `a` starting on a 64-byte boundary (the buffer kept)."""
         if self.source.size < a.nbytes:
-            self.source = _aligned_bytes(a.nbytes)
+            self.source = aligned_empty((a.nbytes,), np.uint8)
         copy = self.source[: a.nbytes].view(a.dtype).reshape(a.shape)
         np.copyto(copy, a)
         return copy
-
-
-def _aligned_bytes(nbytes: int) -> np.ndarray:
-    raw = np.empty(nbytes + 64, np.uint8)
-    skip = -raw.ctypes.data % 64
-    return raw[skip : skip + nbytes]
 
 
 _STATE = _Thread()
@@ -386,7 +382,7 @@ def matmul(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0, beta
         if lib.dnnl_stream_create(ctypes.byref(stream), engine, _IN_ORDER) != 0:
             return False
         st.stream = stream
-    if nd == 2 and a.ctypes.data % 64 and a.nbytes >= ALIGN_SOURCE_MIN_BYTES and b.shape[1] >= ALIGN_SOURCE_MIN_COLUMNS and a.flags.c_contiguous:
+    if nd == 2 and a.ctypes.data % ALIGNMENT and a.nbytes >= ALIGN_SOURCE_MIN_BYTES and b.shape[1] >= ALIGN_SOURCE_MIN_COLUMNS and a.flags.c_contiguous:
         a = st.aligned_source(a)
     blocked = blocks_weights(a, b)
     key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, c.dtype.kind, alpha, beta, blocked)

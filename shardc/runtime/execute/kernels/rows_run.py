@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shardc.runtime.execute.kernels import fused_run
+from shardc.runtime.execute.kernels.aligned import result_array
 
 MIN_ELEMENTS = 1 << 15
 """Iteration spaces smaller than this run the chain's own ops (the numpy path or the
@@ -178,7 +179,7 @@ class RowKernel:
                 except fused_run.KernelRefused:  # the chain's own ops run
                     self._failed = True
                     return None
-        outs = [fused_run.result_array(shape, dtype) for shape, dtype in self.outputs]
+        outs = [result_array(shape, dtype) for shape, dtype in self.outputs]
         fn(self.sizes, *call, *outs)
         CALLS[0] += 1
         return tuple(outs)
