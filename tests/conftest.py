@@ -58,3 +58,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("slow") is None:
             item.add_marker(quick)
+
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadscope` that ends its run after a worker crash (`xdist_scheduler`)."""
+    from xdist_scheduler import make_scheduler
+
+    return make_scheduler(config, log)
