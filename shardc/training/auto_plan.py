@@ -49,6 +49,7 @@ from dataclasses import dataclass, field, replace
 
 from shardc.training.axis import (
     GPT_PLAN,
+    GROUP_KEYWORDS,
     LAYOUT_KINDS,
     LayoutOverride,
     layout_kind,
@@ -57,6 +58,7 @@ from shardc.training.axis import (
     ShardingPolicy,
     ShardingValidationError,
     StateBytes,
+    group_of,
     per_rank_bytes,
     resolve,
     validate_layouts,
@@ -134,27 +136,6 @@ def hand_policies(world: int) -> list[ShardingPolicy]:
 # -----------------------------------------------------------------------------------------
 # Mixed policies: a layout kind per parameter group
 # -----------------------------------------------------------------------------------------
-
-GROUP_KEYWORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("norms", ("norm", "ln_", "ln")),
-    ("embeddings", ("wte", "wpe", "embed", "emb")),
-    ("head", ("lm_head", "head", "classifier", "score")),
-    ("attention", ("attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "query", "key", "value")),
-    ("mlp", ("mlp", "ffn", "feed_forward", "intermediate", "fc", "w1", "w2", "w3")),
-)
-"""The parameter groups `--auto` chooses a layout kind for, each by keywords searched in
-a parameter's FQN segments (the first group that names one wins: a norm inside an
-attention block is a norm); parameters no group names are `other`."""
-
-
-def group_of(path: str) -> str:
-    """The parameter group of FQN `path` (`GROUP_KEYWORDS`, else `other`)."""
-    segments = path.lower().split(".")
-    for group, words in GROUP_KEYWORDS:
-        if any(seg == w or seg.startswith(w) or (len(w) > 3 and w in seg) for seg in segments for w in words):
-            return group
-    return "other"
-
 
 @dataclass(frozen=True)
 class ParamGroup:
@@ -1111,6 +1092,6 @@ __all__ = [
     "Measurement", "host_cost_model", "measured_line", "measured_step_seconds", "plan_job",
     "AttentionShape", "LinearShape", "ModuleShape", "choose_module", "predict_module",
     "AutoPlan", "Collective", "MemoryEstimate", "PlanError", "Prediction", "choose", "hand_policies",
-    "GROUP_KEYWORDS", "ParamGroup", "auto_policies", "group_kinds", "group_of", "mixed_policies", "param_groups",
+    "ParamGroup", "auto_policies", "group_kinds", "mixed_policies", "param_groups",
     "parameter_groups", "plan_lines", "policy_name", "predict", "prediction_text", "size_text", "traded",
 ]

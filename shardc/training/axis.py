@@ -122,12 +122,39 @@ GPT_PLAN = ShardingPlan(
 )
 
 
+GROUP_KEYWORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("norms", ("norm", "ln_", "ln")),
+    ("embeddings", ("wte", "wpe", "embed", "emb")),
+    ("head", ("lm_head", "head", "classifier", "score")),
+    ("attention", ("attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "query", "key", "value")),
+    ("mlp", ("mlp", "ffn", "feed_forward", "intermediate", "fc", "w1", "w2", "w3")),
+)
+"""The parameter groups `--auto` chooses a layout kind for (and `--policy-override`
+names), each by keywords searched in a parameter's FQN segments (the first group that
+names one wins: a norm inside an attention block is a norm); parameters no group names
+are `other`."""
+
+GROUP_NAMES = (*(g for g, _ in GROUP_KEYWORDS), "other")
+"""What a layout override's pattern may be instead of a regex: a group of `group_of`."""
+
+
+def group_of(path: str) -> str:
+    """The parameter group of FQN `path` (`GROUP_KEYWORDS`, else `other`)."""
+    segments = path.lower().split(".")
+    for group, words in GROUP_KEYWORDS:
+        if any(seg == w or seg.startswith(w) or (len(w) > 3 and w in seg) for seg in segments for w in words):
+            return group
+    return "other"
+
+
 @dataclass(frozen=True)
 class LayoutOverride:
     """The parameters whose FQN `pattern` matches (`re.fullmatch`, as the plan's axis
     patterns) use ZeRO / FSDP as given, instead of the policy's own choice: FSDP for the
     big matrices, plain data parallelism for norms and biases. `tp=False` keeps them whole
-    over `shard` (no TP for the group: a small attention beside a wide MLP)."""
+    over `shard` (no TP for the group: a small attention beside a wide MLP). A pattern
+    that is a group name (`GROUP_NAMES`: `attention`, `norms`, ...) stands for that group,
+    so the per-group mix `--auto` prints can be given back as it is."""
 
     pattern: str
     zero: bool
@@ -143,6 +170,13 @@ class LayoutOverride:
             raise ShardingConfigError(f"layout override {self.pattern!r}: bad regex ({e})") from None
         if self.fsdp and not self.zero:
             raise ShardingConfigError(f"layout override {self.pattern!r}: fsdp requires zero")
+
+    def matches(self, path: str) -> bool:
+        """Whether the parameter `path` is one this override sets: in the group it names, or
+        matched whole by its regex."""
+        if self.pattern in GROUP_NAMES:
+            return group_of(path) == self.pattern
+        return re.fullmatch(self.pattern, path) is not None
 
     @property
     def kind(self) -> str:
@@ -197,7 +231,7 @@ class ShardingPolicy:
             if path is None:
                 raise ShardingConfigError("a policy with per-parameter overrides resolves layouts by parameter path")
             for o in self.overrides:
-                if re.fullmatch(o.pattern, path):
+                if o.matches(path):
                     return o.zero, o.fsdp
         return self.zero, self.fsdp
 
@@ -205,7 +239,7 @@ class ShardingPolicy:
         """Whether the parameter `path` is split by the TP rules (its override's `tp`)."""
         if self.overrides and path is not None:
             for o in self.overrides:
-                if re.fullmatch(o.pattern, path):
+                if o.matches(path):
                     return o.tp
         return True
 
@@ -328,9 +362,11 @@ def check_overrides(params: Iterable[_HasAxes], policy: ShardingPolicy) -> None:
     """Every override must match a parameter: a pattern that matches none is a typo."""
     paths = [p.path for p in params]
     for o in policy.overrides:
-        if not any(re.fullmatch(o.pattern, path) for path in paths):
+        if not any(o.matches(path) for path in paths):
             shown = ", ".join(paths[:4]) + (", ..." if len(paths) > 4 else "")
-            raise ShardingConfigError(f"layout override {o.pattern!r} matches no parameter (the FQNs, matched whole: {shown})")
+            raise ShardingConfigError(
+                f"layout override {o.pattern!r} matches no parameter (the FQNs, matched whole: {shown}; or a group: {', '.join(GROUP_NAMES)})"
+            )
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from shardc.passes.cost_model import DEFAULT_RATES, CostModel
 from shardc.tools.train import main
 from shardc.training.auto_plan import (
     choose,
-    group_of,
     mixed_policies,
     param_groups,
     plan_lines,
@@ -23,9 +22,11 @@ from shardc.training.auto_plan import (
 )
 from shardc.training.axis import (
     GPT_PLAN,
+    GROUP_NAMES,
     LayoutOverride,
     ShardingConfigError,
     ShardingPolicy,
+    group_of,
     per_rank_bytes,
     resolve,
     validate_layouts,
@@ -78,9 +79,12 @@ def test_bad_overrides_are_config_errors(make, message):
 
 
 def test_an_override_that_matches_no_parameter_is_refused():
-    bad = ShardingPolicy(1, True, False, (LayoutOverride("mlp", False),))  # matched whole: no FQN is `mlp`
-    with pytest.raises(ShardingConfigError, match=r"layout override 'mlp' matches no parameter \(the FQNs, matched whole: wte, wpe, "):
+    bad = ShardingPolicy(1, True, False, (LayoutOverride("c_fc", False),))  # matched whole: no FQN is `c_fc`
+    with pytest.raises(ShardingConfigError, match=r"layout override 'c_fc' matches no parameter \(the FQNs, matched whole: wte, wpe, .*; or a group: norms, embeddings, "):
         validate_layouts(param_specs(MODEL), GPT_PLAN, bad, make_grid(2, 1))
+    absent = ShardingPolicy(1, True, False, (LayoutOverride("head", False),))  # a group the GPT has no member of (its head is wte)
+    with pytest.raises(ShardingConfigError, match="layout override 'head' matches no parameter"):
+        validate_layouts(param_specs(MODEL), GPT_PLAN, absent, make_grid(2, 1))
 
 
 def test_mixed_state_bytes_sit_between_the_plain_policies():
@@ -101,6 +105,26 @@ def test_mixed_state_bytes_sit_between_the_plain_policies():
 )
 def test_parameter_groups_by_fqn(path, group):
     assert group_of(path) == group
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_group_names_as_patterns_lay_out_their_groups(tp):
+    """`LayoutOverride("attention", ...)` sets the attention group's parameters, as the
+    regex `--auto` builds for the group does, so a printed mix can be given back as is."""
+    cfg = GPTConfig(n_layer=2, n_head=2, n_embd=16, block_size=8, vocab_size=32)
+    specs = param_specs(cfg)
+    groups = {g.name: g for g in param_groups(specs)}
+    kinds = {"norms": ("dp", True), "attention": ("zero", tp == 1), "mlp": ("fsdp", True)}
+    by_name = ShardingPolicy(tp, True, False, tuple(LayoutOverride(g, zero, fsdp, tp=t) for g, (k, t) in kinds.items() for zero, fsdp in [{"dp": (False, False), "zero": (True, False), "fsdp": (True, True)}[k]]))
+    by_regex = ShardingPolicy(tp, True, False, tuple(replace(o, pattern=groups[o.pattern].pattern) for o in by_name.overrides))
+    for s in specs:
+        assert resolve(s.axes, GPT_PLAN, by_name, s.path) == resolve(s.axes, GPT_PLAN, by_regex, s.path), s.path
+        assert by_name.uses_tp(s.path) == by_regex.uses_tp(s.path), s.path
+    assert by_name.choice("h.1.mlp.c_proj.weight") == (True, True) and by_name.choice("h.0.ln_2.weight") == (False, False)
+    assert by_name.choice("wte") == (True, False)  # no override: the policy's own
+    llama = ["model.layers.3.self_attn.k_proj.weight", "model.layers.0.mlp.down_proj.weight", "model.norm.weight", "lm_head.weight"]
+    assert [[o.pattern for o in by_name.overrides if o.matches(p)] for p in llama] == [["attention"], ["mlp"], ["norms"], []]
+    assert set(GROUP_NAMES) == {"embeddings", "attention", "mlp", "norms", "head", "other"}
 
 
 def test_group_patterns_match_their_members_only():
@@ -218,7 +242,8 @@ def test_checkpoint_round_trip_with_a_mix(tmp_path, resume_on):
         (["--policy-override", "=dp"], "--policy-override: expected REGEX=LAYOUT"),
         (["--policy-override", "wte=tp"], "--policy-override: 'wte=tp': unknown layout 'tp' (expected one of dp, zero, fsdp, each optionally with /notp)"),
         (["--policy-override", "(=dp"], "--policy-override: layout override '(': bad regex"),
-        (["--policy-override", "mlp=dp"], "layout override 'mlp' matches no parameter"),
+        (["--policy-override", "mlps=dp"], "layout override 'mlps' matches no parameter"),
+        (["--policy-override", "head=dp"], "layout override 'head' matches no parameter"),  # a group the GPT lacks (its head is wte)
         (["--auto", "--policy-override", "wte=dp"], "--auto chooses the policy: drop --policy-override"),
     ],
 )
@@ -280,10 +305,7 @@ def test_auto_trains_the_mix_it_prints(tmp_path, capsys, monkeypatch):
     assert policy.split()[3:] == [f"{o.name}={o.kind}" for o in best.policy.overrides]
     assert f"shardc-train: measured {chosen}: " in out
     kinds = re.search(r"layouts per group: (.*)", out).group(1)
-    hand = []
-    for item in kinds.split(", "):
-        group, kind = item.split("=")
-        hand += ["--policy-override", f"{next(g.pattern for g in param_groups(best.specs) if g.name == group)}={kind}"]
+    hand = [arg for item in kinds.split(", ") for arg in ("--policy-override", item)]  # the printed mix, pasted
     assert main(["--simulate", "2", *hand, *small, "--out", str(tmp_path / "hand")]) == 0
 
     def losses(d: Path) -> list[float]:
