@@ -31,6 +31,11 @@ everything else, derived from the IR (the policy `torch.autocast` and FSDP2's
   the runtime's fused elementwise and row kernels compute in float32 and write the
   bf16 copy in the same pass as the float32 value (the cast joins their chain:
   `kernels/fused.py`'s BF16_BITS), so the copy costs no pass of its own.
+- **Saved in bf16.** One exception, where autocast's bf16 is what the backward reads
+  anyway: a product's epilogue (`linear + bias`, an MLP's pre-activation) read again
+  past another product (the backward's GELU derivative) is kept to that reader as a
+  bf16 copy made after its first reader, extended just before the later one
+  (`save_epilogues_in_bf16`): half the bytes held from the forward to the backward.
 - **Gradient reduction** (`grad-reduce`): `f32` only, for now. A gradient is the
   partial sum of a product over the split batch, and partition reduces it with a
   collective on the product's float32 result (an all_reduce that simplify merges with
