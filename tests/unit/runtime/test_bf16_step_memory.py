@@ -196,3 +196,52 @@ def test_bf16_gpt_step_keeps_less_per_layer_than_autocast_and_no_unread_buffers(
     # from the forward to the backward) it was 132
     rest = two / unit - 2 * per_layer
     assert rest <= 80, f"{rest:.1f} bytes per token and channel beyond the layers"
+
+
+def _producer_with_copy(consumer_reads_copy: bool) -> str:
+    """`t = tanh(x)` yielded with its bf16 copy (a product's operand made in the same pass),
+    then a consumer of `t` (float32) or of the copy (bf16, extended)."""
+    if consumer_reads_copy:
+        consumer = f"""
+    %y = linalg.generic {{indexing_maps = [{ID}, {ID}], {EW}}} ins(%p#1 : tensor<6x4xbf16>) outs(%e : tensor<6x4xf32>) {{
+    ^bb0(%a: bf16, %o: f32):
+      %w = arith.extf %a : bf16 to f32
+      %m = arith.mulf %w, %w : f32
+      linalg.yield %m : f32
+    }} -> tensor<6x4xf32>"""
+    else:
+        consumer = f"""
+    %y = linalg.generic {{indexing_maps = [{ID}, {ID}], {EW}}} ins(%p#0 : tensor<6x4xf32>) outs(%e : tensor<6x4xf32>) {{
+    ^bb0(%a: f32, %o: f32):
+      %m = arith.mulf %a, %a : f32
+      linalg.yield %m : f32
+    }} -> tensor<6x4xf32>"""
+    return f"""
+func.func @step(%x: tensor<6x4xf32>) -> (tensor<6x4xf32>, tensor<6x4xbf16>) {{
+    %e = tensor.empty() : tensor<6x4xf32>
+    %eb = tensor.empty() : tensor<6x4xbf16>
+    %p:2 = linalg.generic {{indexing_maps = [{ID}, {ID}, {ID}], {EW}}} ins(%x : tensor<6x4xf32>) outs(%e, %eb : tensor<6x4xf32>, tensor<6x4xbf16>) {{
+    ^bb0(%a: f32, %o: f32, %ob: bf16):
+      %t = math.tanh %a : f32
+      %tb = arith.truncf %t : f32 to bf16
+      linalg.yield %t, %tb : f32, bf16
+    }} -> (tensor<6x4xf32>, tensor<6x4xbf16>)
+    {consumer}
+    func.return %y, %p#1 : tensor<6x4xf32>, tensor<6x4xbf16>
+}}
+"""
+
+
+def test_a_producer_yielding_a_bf16_copy_fuses_into_a_float32_consumer():
+    from shardc.runtime.codegen.fusion import fuse_elementwise
+
+    fused = FastParser(make_context(), _producer_with_copy(False)).parse_module()
+    assert fuse_elementwise(fused) == 1  # one kernel writes the copy and the consumer's result
+    (op,) = [o for o in next(iter(fused.ops)).body.blocks.first.ops if o.name == "linalg.generic"]
+    assert sorted(str(r.type) for r in op.results) == ["tensor<6x4xbf16>", "tensor<6x4xf32>"]
+    apart = FastParser(make_context(), _producer_with_copy(True)).parse_module()
+    assert fuse_elementwise(apart) == 0  # a consumer reading the bf16 copy stays apart
+    x = np.random.default_rng(2).standard_normal((6, 4)).astype(np.float32)
+    y, copy = compile_module(FastParser(make_context(), _producer_with_copy(False)).parse_module(), "copy").call("step", x)
+    np.testing.assert_allclose(y, np.tanh(x) ** 2, rtol=1e-6)
+    np.testing.assert_array_equal(copy.view(np.uint16), np.tanh(x).astype(ml_dtypes.bfloat16).view(np.uint16))
