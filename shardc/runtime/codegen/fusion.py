@@ -74,8 +74,10 @@ def _fusable(consumer: GenericOp, value: SSAValue, order: dict[Operation, int] |
         return False
     if not _elementwise(producer):
         return False
-    if any(_bf16(v) for v in (*producer.inputs, *producer.results)) or not _bf16_only_cast(consumer):
+    if any(_bf16(v) for v in producer.inputs) or not _bf16_only_cast(consumer) or not _bf16_only_cast(producer):
         return False  # fused kernels take bf16 only as a float32 value's final cast (kernels/fused.py's BF16_BITS)
+    if any(_bf16(r) and _slots(consumer, r) for r in producer.results):
+        return False  # the consumer would read bf16: a producer's bf16 copy is only yielded again
     slots = _slots(consumer, value)
     if not slots:
         return False
