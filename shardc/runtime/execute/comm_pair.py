@@ -27,8 +27,12 @@ import numpy as np
 SUMMED = ("float32", "float64", "int32", "int64")
 """dtypes whose MPI_SUM is numpy's add, bit for bit."""
 
+TAG = 32766
+"""The exchange's message tag (MPI promises tags up to 32767): the program's own
+point-to-point messages on the same communicator (mpi.send/recv) use others; two
+exchanges between the same ranks arrive in order (MPI's non-overtaking rule)."""
+
 _cache_lock = threading.Lock()
-_private: dict[int, Any] = {}  # a communicator's duplicate: the exchange's messages never meet the program's own
 _datatypes: dict[tuple[str, tuple[int, ...], tuple[int, ...]], Any] = {}
 
 
@@ -75,18 +79,6 @@ def strided_type(block: np.ndarray) -> tuple[Any, int] | None:
     return made, span
 
 
-def private_comm(comm: Any) -> Any:
-    """`comm`'s duplicate (made on first use: a collective, as this exchange is), kept."""
-    key = comm.py2f()
-    with _cache_lock:
-        dup = _private.get(key)
-    if dup is None:
-        dup = comm.Dup()
-        with _cache_lock:
-            _private[key] = dup
-    return dup
-
-
 def reduce_scatter_pair(comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> bool:
     """MPI_Reduce_scatter_block(send, recv, MPI_SUM) over the 2 ranks of `comm` as one
     exchange, True; False (nothing done) where it does not apply: another op, group size
@@ -110,6 +102,6 @@ def reduce_scatter_pair(comm: Any, send: np.ndarray, recv: np.ndarray, op: str) 
         outgoing = np.ascontiguousarray(theirs)
     direct = recv.flags.c_contiguous and recv.flags.writeable and not np.shares_memory(send, recv)
     incoming = recv if direct else np.empty(recv.shape, recv.dtype)
-    private_comm(comm).Sendrecv(outgoing, peer, recvbuf=incoming, source=peer)
+    comm.Sendrecv(outgoing, peer, TAG, recvbuf=incoming, source=peer, recvtag=TAG)
     np.add(incoming, mine, out=recv)
     return True
