@@ -24,6 +24,13 @@ PyTorch eager is nanoGPT's model written plainly (`_torch_gpt`: fused qkv projec
 with `torch.optim.AdamW` (foreach, PyTorch's default on CPU), the same hyperparameters
 and float32.
 
+Beside each row's wall time: its CPU time per step summed over its processes and
+threads, and the load average while it ran. On a shared machine the wall times of rows
+run at different moments do not compare (a 2-process row needs two free cores, and
+Linux's autogroup gives the benchmark's session one share however many processes it
+runs: measured at n_embd 768 in bf16, dp=2's wall time followed its summed CPU time,
+2.9 s against one rank's 2.0 s, and came out slower than one rank); the CPU columns do.
+
 Peak memory is the resident-set high-water mark (VmHWM) of each process over the timed
 steps: it is reset (`/proc/self/clear_refs`) after the model is built and one step has
 run, so it counts the parameters, optimizer state, activations and the libraries'
