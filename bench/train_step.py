@@ -581,7 +581,7 @@ def shared_machine_note(loads: list[float]) -> str:
     except OSError:
         pass
     return (
-        f"note: load average up to {worst:.1f} on {cores} cores: other work shared the machine{autogroup}. "
+        f"note: load average up to {worst:.1f} on {cores} cores (the benchmark's own processes count in it): other work shared the machine{autogroup}. "
         "A 2-process row's wall time then suffers more than a 1-process row's: compare the CPU columns, "
         "and wall times only of rows run at the same load"
     )
