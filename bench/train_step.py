@@ -10,6 +10,7 @@ memory per rank and the fraction of numpy's matmul peak.
     python bench/train_step.py --accumulate    # 1 rank: gradients/biases folded into their contractions vs not, same process
     python bench/train_step.py --rows          # 1 rank: row-chain kernels vs not, same process
     python bench/train_step.py --precision bf16   # shardc --precision bf16 vs PyTorch under torch.autocast bf16
+    python bench/train_step.py --phases        # also each shardc row's CPU time per step by phase (cProfile)
 
 Rows: shardc on 1 rank against PyTorch on 1 thread; shardc dp=2 and tp=2 (2 MPI ranks)
 against PyTorch on 2 threads and DistributedDataParallel on 2 gloo processes (1 thread
@@ -22,6 +23,13 @@ PyTorch eager is nanoGPT's model written plainly (`_torch_gpt`: fused qkv projec
 `F.scaled_dot_product_attention(is_causal=True)`, tanh GELU as shardc's, tied head)
 with `torch.optim.AdamW` (foreach, PyTorch's default on CPU), the same hyperparameters
 and float32.
+
+Beside each row's wall time: its CPU time per step summed over its processes and
+threads, and the load average while it ran. On a shared machine the wall times of rows
+run at different moments do not compare (a 2-process row needs two free cores, and
+Linux's autogroup gives the benchmark's session one share however many processes it
+runs: measured at n_embd 768 in bf16, dp=2's wall time followed its summed CPU time,
+2.9 s against one rank's 2.0 s, and came out slower than one rank); the CPU columns do.
 
 Peak memory is the resident-set high-water mark (VmHWM) of each process over the timed
 steps: it is reset (`/proc/self/clear_refs`) after the model is built and one step has
@@ -142,8 +150,36 @@ def _data(cfg: GPTConfig):
     return batches(data, BATCH, cfg.block_size, 0)
 
 
-def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int, precision: str = "f32") -> dict:
-    """Compile the step for the grid, then time steps on this rank (under MPI when world > 1)."""
+PHASES = (
+    ("products", ("bf16_gemm.py", "onednn_matmul.py", "blas.py", "c_einsum", "matmul")),
+    ("bf16 casts", ("bf16_cast.py", "/b_")),
+    ("collectives", ("comm.py", "mpi_run.py", "overlap_run.py")),
+    ("fused kernels", ("/k_", "fused_run.py")),
+    ("row kernels", ("/r_", "rows_run.py")),
+)
+"""A step's CPU time by what runs it: the first phase whose marker is in a function's
+file or name takes its own time (`--phases`); the kernels that numba compiles are
+files named b_ (casts), k_ (fused elementwise, AdamW's among them) and r_ (rows)."""
+
+
+def phase_seconds(profile: object, steps: int) -> dict[str, float]:
+    """CPU seconds per step by phase (`PHASES`, the rest as 'other') from a cProfile
+    timed by `time.process_time`, and the whole @adamw_step (its gathers included)."""
+    import pstats
+
+    out: dict[str, float] = {}
+    for (file, _line, name), (_cc, _nc, own, cum, _callers) in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
+        where = f"{file}:{name}"
+        phase = next((ph for ph, marks in PHASES if any(m in where for m in marks)), "other")
+        out[phase] = out.get(phase, 0.0) + own / steps
+        if name == "fn__adamw__step":
+            out["(@adamw_step)"] = out.get("(@adamw_step)", 0.0) + cum / steps
+    return out
+
+
+def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int, precision: str = "f32", phases: bool = False) -> dict:
+    """Compile the step for the grid, then time steps on this rank (under MPI when world > 1);
+    `phases`: the timed steps under cProfile (CPU time), the result's "phases" by phase."""
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.mesh import make_grid
     from shardc.training.spmd import RankState, StepProgram
@@ -155,27 +191,42 @@ def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int, pre
     state = RankState(prog, rank, init_params(cfg, 0))
     it = _data(cfg)
     barrier = _barrier(world)
-    times, rates = [], []
+    times, rates, cpu, load = [], [], [], []
+    profile = None
+    if phases:
+        import cProfile
+
+        profile = cProfile.Profile(time.process_time)
     for i in range(repeats + 1):
         mb = [next(it)]
         barrier()
         rate = matmul_rate()  # the peak under the load of this moment
         barrier()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
+        if profile is not None and i:
+            profile.enable()
         state.train_step(mb, LR)
+        if profile is not None:
+            profile.disable()
+        c = time.process_time() - c  # this rank's step without the barrier's wait
         barrier()
         if i:  # the first step warms caches (and compiles the fused kernels)
             times.append(time.perf_counter() - t)
             rates.append(rate)
+            cpu.append(c)
+            load.append(os.getloadavg()[0])
         else:
             _reset_peak()
     return {
         "compile_s": compile_s,
         "step_s": statistics.median(times),
+        "cpu_s": statistics.median(cpu),
+        "load": max(load),
         "times": times,
         "rates": rates,
         "rss": _peak_rss(),
         "stages": {s.name: s.seconds for s in prog.stages},
+        "phases": phase_seconds(profile, repeats) if profile is not None else {},
         "blas": _blas_in_use(),
     }
 
@@ -275,30 +326,33 @@ def torch_steps(cfg: GPTConfig, threads: int, repeats: int, ddp: bool = False, p
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}], lr=LR, betas=(0.9, 0.95), eps=1e-8)
     it = _data(cfg)
     share = BATCH // world
-    times = []
+    times, cpu, load = [], [], []
     for i in range(repeats + 1):
         x, y = next(it)
         x, y = torch.from_numpy(x[rank * share : (rank + 1) * share]), torch.from_numpy(y[rank * share : (rank + 1) * share])
         if ddp:
             dist.barrier()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             loss = model(x, y)
         loss.backward()
         opt.step()
+        c = time.process_time() - c  # all of this process's threads
         if ddp:
             dist.barrier()
         if i:
             times.append(time.perf_counter() - t)
+            cpu.append(c)
+            load.append(os.getloadavg()[0])
         else:
             _reset_peak()
-    out = {"step_s": statistics.median(times), "times": times, "rss": _peak_rss()}
+    out = {"step_s": statistics.median(times), "cpu_s": statistics.median(cpu), "load": max(load), "times": times, "rss": _peak_rss()}
     if ddp:
         got: list[dict] = [{} for _ in range(world)]
         dist.all_gather_object(got, out)
         dist.destroy_process_group()
-        return {"step_s": max(g["step_s"] for g in got), "rss": max(g["rss"] for g in got), "ranks": world}
+        return {"step_s": max(g["step_s"] for g in got), "cpu_s": sum(g["cpu_s"] for g in got), "load": max(g["load"] for g in got), "rss": max(g["rss"] for g in got), "ranks": world}
     return out
 
 
@@ -446,7 +500,7 @@ def worker(args: argparse.Namespace) -> None:
     set_blas_threads(1)
     comm = MPI.COMM_WORLD
     with use_comm(MPIComm(comm)):
-        res = time_steps(cfg, comm.Get_size(), args.tp, comm.Get_rank(), args.repeats, args.precision)
+        res = time_steps(cfg, comm.Get_size(), args.tp, comm.Get_rank(), args.repeats, args.precision, args.phases)
     out = comm.gather(res, root=0)
     if comm.Get_rank() == 0:
         print("RESULT " + json.dumps(out))
@@ -461,7 +515,7 @@ def _run(cmd: list[str], env: dict[str, str]) -> object:
 
 
 def _common(args: argparse.Namespace) -> list[str]:
-    return ["--repeats", str(args.repeats), "--precision", args.precision, *(["--quick"] if args.quick else []), *(["--large"] if args.large else [])]
+    return ["--repeats", str(args.repeats), "--precision", args.precision, *(["--quick"] if args.quick else []), *(["--large"] if args.large else []), *(["--phases"] if args.phases else [])]
 
 
 def launch(n: int, tp: int, args: argparse.Namespace) -> list[dict]:
@@ -499,6 +553,40 @@ def launch_ddp(n: int, args: argparse.Namespace) -> dict:
     return json.loads(line[len("RESULT ") :])
 
 
+CPU_NOTE = (
+    "CPU ms: the CPU time of one step summed over the configuration's processes and threads "
+    "(a rank's wait at the barrier after its step left out; MPI's and OpenMP's spinning waits "
+    "inside the step count, gloo's sleeping ones do not); load: the 1-minute load average "
+    "during the timed steps"
+)
+
+
+def shared_machine_note(loads: list[float]) -> str:
+    """What the wall times are worth where the machine was busier than its cores. A
+    2-process row needs two free cores at every collective; with other work running it
+    gets fewer, and where Linux's autogroup scheduling is on, the CPU is shared between
+    sessions, not processes: the benchmark's session gets one share, however many
+    processes it runs. Measured (2 cores, load average 5-7, n_embd 768 bf16): a 1-rank
+    step's wall time 1.0-1.5x its CPU time, a dp=2 rank's 1.5-2.0x, so dp=2's wall time
+    followed its summed CPU time and came out slower than one rank."""
+    cores = os.cpu_count() or 1
+    worst = max(loads, default=0.0)
+    if worst <= cores:
+        return f"load average at most {worst:.1f} on {cores} cores: the wall times are the machine's"
+    autogroup = ""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            if f.read().strip() == "1":
+                autogroup = "; Linux autogroup is on: the CPU is shared between sessions, not processes"
+    except OSError:
+        pass
+    return (
+        f"note: load average up to {worst:.1f} on {cores} cores (the benchmark's own processes count in it): other work shared the machine{autogroup}. "
+        "A 2-process row's wall time then suffers more than a 1-process row's: compare the CPU columns, "
+        "and wall times only of rows run at the same load"
+    )
+
+
 def _have_torch() -> bool:
     import importlib.util
 
@@ -516,6 +604,7 @@ def main() -> None:
     ap.add_argument("--accumulate", action="store_true", help="only: 1 rank with accumulations folded into contractions vs not")
     ap.add_argument("--rows", action="store_true", help="only: 1 rank with row-chain kernels vs not")
     ap.add_argument("--precision", choices=("f32", "bf16"), default="f32", help="bf16: shardc's --precision bf16 against PyTorch under torch.autocast bf16")
+    ap.add_argument("--phases", action="store_true", help="also: each shardc row's CPU time per step by phase (products, casts, collectives, kernels); the timed steps run under cProfile, its overhead in their times")
     ap.add_argument("--worker", choices=("shardc", "torch", "ddp", "pair"), help=argparse.SUPPRESS)
     ap.add_argument("--tp", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
@@ -581,24 +670,35 @@ def main() -> None:
     print(f"compile of the step: {first['compile_s']:.1f} s ({stages}, then Python codegen; a compile-cache hit skips both)")
     used = sorted({p["blas"] for runs in ours.values() for per_rank in runs for p in per_rank})
     print(f"shardc's contractions: {'; '.join(used)} (SHARDC_BLAS={os.environ.get('SHARDC_BLAS', 'auto')})")
-    t_ours = {}
-    print(f"{'shardc':<10} {'tokens/s':>9} {'step ms':>8} {'of peak':>8} {'peak RSS/rank':>14}")
+    t_ours, cpu_ours, loads = {}, {}, []
+    print(CPU_NOTE)
+    print(f"{'shardc':<10} {'tokens/s':>9} {'step ms':>8} {'CPU ms':>8} {'of peak':>8} {'peak RSS/rank':>14} {'load':>5}")
     for k, runs in ours.items():
         per_rank = best(runs)
         step_s = max(p["step_s"] for p in per_rank)
         t_ours[k] = step_s
+        cpu_ours[k] = sum(p["cpu_s"] for p in per_rank)
+        load = max(p["load"] for p in per_rank)
+        loads.append(load)
         frac = fraction_of_peak(flops, len(per_rank), per_rank)
         rss = max(p["rss"] for p in per_rank)
-        print(f"{k:<10} {tokens / step_s:>9,.0f} {step_s * 1e3:>8.1f} {frac:>8.1%} {rss / mib:>10,.0f} MiB")
+        print(f"{k:<10} {tokens / step_s:>9,.0f} {step_s * 1e3:>8.1f} {cpu_ours[k] * 1e3:>8.0f} {frac:>8.1%} {rss / mib:>10,.0f} MiB {load:>5.1f}")
+        if args.phases:
+            names = sorted({ph for p in per_rank for ph in p["phases"]}, key=lambda ph: -max(p["phases"].get(ph, 0.0) for p in per_rank))
+            by_rank = {ph: "/".join(f"{p['phases'].get(ph, 0.0) * 1e3:.0f}" for p in per_rank) for ph in names}
+            print("           CPU ms per step, rank by rank (cProfile): " + ", ".join(f"{ph} {ms}" for ph, ms in by_rank.items()))
     if not theirs:
+        print(shared_machine_note(loads))
         return
     t_theirs = {}
-    print(f"{'PyTorch':<10} {'tokens/s':>9} {'step ms':>8} {'of peak':>8} {'peak RSS/proc':>14}")
+    print(f"{'PyTorch':<10} {'tokens/s':>9} {'step ms':>8} {'CPU ms':>8} {'of peak':>8} {'peak RSS/proc':>14} {'load':>5}")
     for k, runs in theirs.items():
         res = min(runs, key=lambda x: x["step_s"])
         t_theirs[k] = res
+        loads.append(res["load"])
         frac = flops / (theirs_cfg[k][1] * peak) / res["step_s"]
-        print(f"{k:<10} {tokens / res['step_s']:>9,.0f} {res['step_s'] * 1e3:>8.1f} {frac:>8.1%} {res['rss'] / mib:>10,.0f} MiB")
+        print(f"{k:<10} {tokens / res['step_s']:>9,.0f} {res['step_s'] * 1e3:>8.1f} {res['cpu_s'] * 1e3:>8.0f} {frac:>8.1%} {res['rss'] / mib:>10,.0f} MiB {res['load']:>5.1f}")
+    print(shared_machine_note(loads))
     if pairs:
         ratios = [p["theirs"] / p["ours"] for p in pairs]  # type: ignore[index]
         print(
@@ -609,13 +709,14 @@ def main() -> None:
         )
     print(
         "shardc / PyTorch eager (tokens/s ratio from the separate processes; peak RSS ratio; "
+        "CPU: their CPU ms over ours, the ratio a machine with a core per process would show; "
         "ceiling: the ratio if every FLOP of shardc's step ran at numpy's matmul peak):"
     )
     rss_ours = {k: max(p["rss"] for p in best(v)) for k, v in ours.items()}
     for mine, other in (("1 rank", "1 thread"), ("dp=2", "2 threads"), ("dp=2", "DDP 2 gloo"), ("tp=2", "2 threads"), ("tp=2", "DDP 2 gloo")):
         o = t_theirs[other]
         ceiling = o["step_s"] / (flops / (ours_cfg[mine][0] * peak))
-        print(f"  {mine:<7} vs {other:<11} {o['step_s'] / t_ours[mine]:5.2f}x   memory {rss_ours[mine] / o['rss']:4.2f}x   ceiling {ceiling:4.2f}x")
+        print(f"  {mine:<7} vs {other:<11} {o['step_s'] / t_ours[mine]:5.2f}x   CPU {o['cpu_s'] / cpu_ours[mine]:5.2f}x   memory {rss_ours[mine] / o['rss']:4.2f}x   ceiling {ceiling:4.2f}x")
 
 
 if __name__ == "__main__":
