@@ -6,8 +6,6 @@ the compiled bf16 GPT step's traced live bytes per layer and beyond the layers."
 
 from __future__ import annotations
 
-import sys
-
 import ml_dtypes
 import numpy as np
 
@@ -15,6 +13,7 @@ from shardc.context import make_context
 from shardc.ir.fast_parser import FastParser
 from shardc.passes.mixed_precision import MixedPrecisionPass
 from shardc.runtime.codegen.compile import compile_module
+from shardc.testing.live_peak import live_peak
 
 MM = '[affine_map<(i, j, k) -> (i, k)>, affine_map<(i, j, k) -> (k, j)>, affine_map<(i, j, k) -> (i, j)>], iterator_types = ["parallel", "parallel", "reduction"]'
 ID = "affine_map<(i, j) -> (i, j)>"
@@ -132,36 +131,8 @@ def test_an_init_read_only_for_its_shape_is_a_zero_stride_view():
 
 
 def _live_peak_bytes(fn, call) -> int:
-    """The most bytes of arrays `fn`'s frame holds at once (not its arguments), each
-    buffer counted once."""
-    args = set(fn.__code__.co_varnames[: fn.__code__.co_argcount])
-    best = [0]
-
-    def base(a: np.ndarray) -> np.ndarray:
-        while isinstance(a.base, np.ndarray):
-            a = a.base
-        return a
-
-    def line(frame, event, arg):
-        if event == "line":
-            seen = {}
-            for k, v in frame.f_locals.items():
-                if isinstance(v, np.ndarray) and k not in args:
-                    b = base(v)
-                    seen[id(b)] = b.nbytes
-            best[0] = max(best[0], sum(seen.values()))
-        return line
-
-    def outer(frame, event, arg):
-        return line if frame.f_code is fn.__code__ else None
-
-    old = sys.gettrace()
-    sys.settrace(outer)
-    try:
-        call()
-    finally:
-        sys.settrace(old)
-    return best[0]
+    """The most bytes of arrays `fn`'s frame holds at once (not its arguments)."""
+    return sum(b.nbytes for _, b in live_peak(fn, call))
 
 
 B, T, C = 4, 32, 64

@@ -5,8 +5,6 @@ and the compiled bf16 GPT step holding at most one layer's weight copies at its 
 
 from __future__ import annotations
 
-import sys
-
 import ml_dtypes
 import numpy as np
 
@@ -14,6 +12,7 @@ from shardc.context import make_context
 from shardc.ir.fast_parser import FastParser
 from shardc.runtime.codegen.compile import compile_module
 from shardc.runtime.codegen.remake_casts import remake_argument_casts
+from shardc.testing.live_peak import live_peak
 
 ID = "affine_map<(i, j) -> (i, j)>"
 MM = '[affine_map<(i, j, k) -> (i, k)>, affine_map<(i, j, k) -> (k, j)>, affine_map<(i, j, k) -> (i, j)>], iterator_types = ["parallel", "parallel", "reduction"]'
@@ -99,40 +98,6 @@ def test_remade_casts_give_the_same_bits():
     np.testing.assert_array_equal(got, kept)
 
 
-def _live_peak(fn, call) -> list[tuple[str, np.ndarray]]:
-    """The arrays `fn`'s frame holds (not its arguments) at its line with the most bytes
-    alive, counting each buffer once."""
-    args = set(fn.__code__.co_varnames[: fn.__code__.co_argcount])
-    best: list = [0, []]
-
-    def base(a: np.ndarray) -> np.ndarray:
-        while isinstance(a.base, np.ndarray):
-            a = a.base
-        return a
-
-    def line(frame, event, arg):
-        if event == "line":
-            seen = {}
-            for k, v in frame.f_locals.items():
-                if isinstance(v, np.ndarray) and k not in args:
-                    seen.setdefault(id(base(v)), (k, base(v)))
-            total = sum(b.nbytes for _, b in seen.values())
-            if total > best[0]:
-                best[:] = [total, list(seen.values())]
-        return line
-
-    def outer(frame, event, arg):
-        return line if frame.f_code is fn.__code__ else None
-
-    old = sys.gettrace()
-    sys.settrace(outer)
-    try:
-        call()
-    finally:
-        sys.settrace(old)
-    return best[1]
-
-
 def test_bf16_gpt_step_peak_holds_at_most_one_layers_weight_copies():
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.gpt import GPTConfig, init_params, param_specs
@@ -146,7 +111,7 @@ def test_bf16_gpt_step_peak_holds_at_most_one_layers_weight_copies():
     x, y = (rng.integers(0, cfg.vocab_size, (2, cfg.block_size)).astype(np.int32) for _ in range(2))
     state.train_step([(x, y)], 1e-3)
     fn = prog.compiled.functions["train_step"]
-    peak = _live_peak(fn, lambda: state.train_step([(x, y)], 1e-3))
+    peak = live_peak(fn, lambda: state.train_step([(x, y)], 1e-3))
     layer = [tuple(s.shape) for s in param_specs(cfg) if s.path.startswith("h.0.") and len(s.shape) >= 2]
     one_layer = sum(int(np.prod(s)) * 2 for s in layer)
     bf16 = np.dtype(ml_dtypes.bfloat16)
