@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 
 from shardc.training.axis import (
     GPT_PLAN,
-    GROUP_KEYWORDS,
+    GROUP_NAMES,
     LAYOUT_KINDS,
     LayoutOverride,
     layout_kind,
@@ -148,14 +148,13 @@ class ParamGroup:
 
 
 def param_groups(specs: Sequence[Any]) -> list[ParamGroup]:
-    """The model's parameters by `group_of`, in `GROUP_KEYWORDS` order, `other` last; each
+    """The model's parameters by `group_of`, in `GROUP_NAMES` order (`other` last); each
     group's pattern is its members' FQNs, escaped, with layer indices folded to `\\d+`."""
     members: dict[str, list[Any]] = {}
     for s in specs:
         members.setdefault(group_of(s.path), []).append(s)
-    order = [g for g, _ in GROUP_KEYWORDS] + ["other"]
     out = []
-    for name in order:
+    for name in GROUP_NAMES:
         if name in members:
             folded = dict.fromkeys(re.sub(r"\\\.\d+\\\.", r"\\.\\d+\\.", re.escape(s.path)) for s in members[name])
             out.append(ParamGroup(name, "|".join(folded), tuple(members[name])))
