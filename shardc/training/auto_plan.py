@@ -1046,8 +1046,16 @@ class Measurement:
 
 
 class _Watched:
+    """`progress` that also tells `measure` of each step. `quiet_steps`: the steps whose
+    call stops the trace; on simulated ranks the other threads wait at a barrier
+    meanwhile (`trainer.simulated_step_hooks`: stopping tracemalloc while another
+    thread allocates in numpy crashes CPython 3.11)."""
+
     def __init__(self, progress: Any, measure: Measurement):
+        import tracemalloc
+
         self.progress, self.measure = progress, measure
+        self.quiet_steps = 2 if tracemalloc.is_tracing() and measure.traced is None else 0
 
     def __call__(self, step: Any) -> None:
         self.measure.stepped()

@@ -21,7 +21,7 @@ import numpy as np
 from shardc.training.axis import PartitionSpec, StateBytes, per_rank_bytes
 from shardc.training.checkpoint import Checkpoint, CheckpointOptions
 from shardc.training.mesh import BATCH, Grid
-from shardc.training.trainer import StepLog, StepLogView, TrainingConfig
+from shardc.training.trainer import StepLog, StepLogView, TrainingConfig, simulated_step_hooks
 
 
 def data_spec(rank: int, dim: int = 0) -> PartitionSpec:
@@ -183,7 +183,8 @@ class ModuleTraining:
         if not self.mpi:
             from shardc.runtime.execute.comm import run_simulated
 
-            outs = run_simulated(size, lambda r: self._run_rank(r, on_step if r == 0 else None), per_rank_args=[(r,) for r in range(size)], timeout=3600.0)
+            hooks = simulated_step_hooks(on_step, size)
+            outs = run_simulated(size, lambda r: self._run_rank(r, hooks[r]), per_rank_args=[(r,) for r in range(size)], timeout=3600.0)
         else:
             outs = run_on_mpi(lambda r: self._run_rank(r, on_step if r == 0 else None))
         prog = self.program

@@ -138,6 +138,45 @@ class TrainingResult(StepLogView):
 OnStep = Callable[[StepLog], None]
 
 
+class _QuietSteps:
+    """One simulated rank's step hook (`simulated_step_hooks`): for the first `quiet`
+    steps every rank meets at a barrier before and after rank 0's `on_step`, so that
+    rank 0 runs it while the other threads wait there."""
+
+    def __init__(self, on_step: OnStep | None, quiet: int):
+        self.on_step, self.quiet = on_step, quiet
+
+    def __call__(self, entry: StepLog) -> None:
+        if self.quiet <= 0:
+            if self.on_step is not None:
+                self.on_step(entry)
+            return
+        from shardc.runtime.execute.comm import current_comm
+
+        self.quiet -= 1
+        comm = current_comm()
+        comm.barrier()
+        try:
+            if self.on_step is not None:
+                self.on_step(entry)
+        finally:
+            comm.barrier()
+
+
+def simulated_step_hooks(on_step: OnStep | None, world: int) -> list[OnStep | None]:
+    """Each simulated rank's step hook: `on_step` on rank 0, nothing on the others, unless
+    `on_step` asks for quiet steps (its `quiet_steps`: `--auto`'s memory trace, which
+    stops tracemalloc after the second step). Then, for those steps, the other ranks wait
+    at a barrier while rank 0 runs it: `tracemalloc.stop()` while another thread
+    allocates in numpy (which tracks its buffers without the GIL) crashes CPython 3.11
+    (python/cpython#128679, fixed in 3.12.9 and 3.13.2 only): `--simulate --auto`
+    died of SIGSEGV in about one run of 40."""
+    quiet = int(getattr(on_step, "quiet_steps", 0) or 0) if on_step is not None else 0
+    if quiet <= 0 or world == 1:
+        return [on_step, *([None] * (world - 1))]
+    return [_QuietSteps(on_step if r == 0 else None, quiet) for r in range(world)]
+
+
 def compile_program(cfg: TrainingConfig, grid: Grid, keep_text: bool = False, world: object = None) -> StepProgram:
     """Check the state, then compile the step for `grid` (raises ShardingValidationError /
     ShardingConfigError before anything is allocated), through the compile cache; under
@@ -222,9 +261,10 @@ def train_simulated(
     ck = resume if isinstance(resume, Checkpoint) or resume is None else open_for_resume(resume, cfg, checkpoint.meta if checkpoint else None, arrays=model_arrays(cfg.model))
     checkpoint = run_options(checkpoint, ck)
     program = program or compile_program(cfg, grid)
+    hooks = simulated_step_hooks(on_step, world)
     outs = run_simulated(
         world,
-        lambda r: run_rank(cfg, program, r, train_data, val_data, on_step if r == 0 else None, checkpoint, ck),
+        lambda r: run_rank(cfg, program, r, train_data, val_data, hooks[r], checkpoint, ck),
         per_rank_args=[(r,) for r in range(world)],
         timeout=3600.0,
     )
@@ -302,6 +342,7 @@ __all__ = [
     "memory",
     "reference_losses",
     "run_rank",
+    "simulated_step_hooks",
     "train_mpi",
     "train_simulated",
 ]
