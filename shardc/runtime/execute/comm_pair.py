@@ -49,10 +49,11 @@ def halves(send: np.ndarray, recv: np.ndarray) -> tuple[np.ndarray, np.ndarray] 
 
 
 def element_type(dtype: np.dtype) -> Any:
-    """MPI's predefined type of one `SUMMED` element."""
+    """MPI's predefined type of one `SUMMED` element, by its numpy type code (mpi4py's
+    own table: `mpi4py.util.dtlib.from_numpy_dtype` would make a new type per call)."""
     from mpi4py import MPI
 
-    return {"float32": MPI.FLOAT, "float64": MPI.DOUBLE, "int32": MPI.INT32_T, "int64": MPI.INT64_T}[dtype.name]
+    return MPI.Datatype.fromcode(dtype.char)
 
 
 def strided_type(block: np.ndarray) -> tuple[Any, int] | None:
@@ -79,6 +80,12 @@ def strided_type(block: np.ndarray) -> tuple[Any, int] | None:
     return made, span
 
 
+def receives_in_place(send: np.ndarray, recv: np.ndarray) -> bool:
+    """Whether a reduce-scatter may write `recv` directly: contiguous, writeable and
+    sharing no memory with `send` (else it receives into a temporary and copies)."""
+    return bool(recv.flags.c_contiguous and recv.flags.writeable and not np.shares_memory(send, recv))
+
+
 def reduce_scatter_pair(comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> bool:
     """MPI_Reduce_scatter_block(send, recv, MPI_SUM) over the 2 ranks of `comm` as one
     exchange, True; False (nothing done) where it does not apply: another op, group size
@@ -100,8 +107,7 @@ def reduce_scatter_pair(comm: Any, send: np.ndarray, recv: np.ndarray, op: str) 
         outgoing = [MPI.buffer.fromaddress(theirs.ctypes.data, span, readonly=True), 1, datatype]
     else:
         outgoing = np.ascontiguousarray(theirs)
-    direct = recv.flags.c_contiguous and recv.flags.writeable and not np.shares_memory(send, recv)
-    incoming = recv if direct else np.empty(recv.shape, recv.dtype)
+    incoming = recv if receives_in_place(send, recv) else np.empty(recv.shape, recv.dtype)
     comm.Sendrecv(outgoing, peer, TAG, recvbuf=incoming, source=peer, recvtag=TAG)
     np.add(incoming, mine, out=recv)
     return True

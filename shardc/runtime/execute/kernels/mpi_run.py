@@ -9,7 +9,7 @@ from typing import Any
 
 from shardc.runtime.execute import overlap_run
 from shardc.runtime.execute.comm import Pending, current_comm, hold
-from shardc.runtime.execute.comm_pair import reduce_scatter_pair
+from shardc.runtime.execute.comm_pair import receives_in_place, reduce_scatter_pair
 from shardc.runtime.execute.kernels.bf16_run import is_bfloat16
 
 
@@ -26,7 +26,7 @@ def reduce_scatter_block(comm: Any, send: Any, recv: Any, op: str) -> int:
     b = backend()
     if type(b).__name__ == "MPIP2P" and reduce_scatter_pair(comm, send, recv, op):  # 2 ranks: one exchange, no copy
         return 0
-    if type(b).__name__ == "MPIP2P" and recv.flags.c_contiguous and not np.shares_memory(send, recv) and not is_bfloat16(recv.dtype):
+    if type(b).__name__ == "MPIP2P" and receives_in_place(send, recv) and not is_bfloat16(recv.dtype):
         comm.Reduce_scatter_block(np.ascontiguousarray(send), recv, op=b._op(op))
         return 0
     return b.reduce_scatter_block(comm, send, recv, op)
