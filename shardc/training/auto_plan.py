@@ -709,8 +709,11 @@ def choose(
         return replace(model, vocab_size=-(-model.vocab_size // pad) * pad)
 
     def check(policy: ShardingPolicy, grid: Grid) -> None:
-        if model.n_head % policy.tp or model.n_mlp % policy.tp:
+        split = {group_of(s.path) for s in param_specs(model) if policy.uses_tp(s.path)} if policy.tp > 1 else set()
+        if "attention" in split and model.n_head % policy.tp:  # whole heads per rank; none split: any count
             raise GridError(f"tp={policy.tp} does not divide the {model.n_head} heads")
+        if "mlp" in split and model.n_mlp % policy.tp:
+            raise GridError(f"tp={policy.tp} does not divide the MLP's {model.n_mlp} hidden units")
         validate_layouts(param_specs(padded(grid)), plan, policy, grid)
 
     if policies is None:

@@ -327,3 +327,21 @@ def test_a_torch_module_trains_under_a_mix_as_under_dp(tmp_path):
         return [float(line.split(",")[1]) for line in (d / "loss.csv").read_text().splitlines()[1:]]
 
     np.testing.assert_allclose(losses(tmp_path / "mix"), losses(tmp_path / "dp"), rtol=1e-5, atol=1e-5)
+
+
+def test_heads_tp_does_not_divide_leave_tp_to_the_mlp():
+    """3 heads on 2 ranks: attention cannot split, but a tp=2 plan that keeps attention
+    whole (`/notp`) is priced (the planner refused every tp=2 plan before), plain tp=2
+    is refused naming the heads, and the mix trains as one rank in float64."""
+    model = GPTConfig(n_layer=1, n_head=3, n_embd=24, block_size=8, vocab_size=32)
+    plan = choose(model, 2, 2, cost=COST)
+    tp2 = [p for p in plan.considered if p.policy.tp == 2]
+    assert tp2 and {p.name for p in tp2} == {"tp=2[attention=dp/notp]"}
+    assert any("tp=2 does not divide the 3 heads" in why for _, why in plan.invalid), plan.invalid
+    (mix,) = tp2
+    cfg = TrainingConfig(model, per_device_batch=2, steps=2, lr=1e-2, warmup_steps=1, dtype="float64", eval_batches=1)
+    cfg = cfg.shard(2, False, False, overrides=mix.policy.overrides)
+    data = np.random.default_rng(3).integers(0, model.vocab_size, 2000).astype(np.int32)
+    result = train_simulated(cfg, data, 2)
+    ref, _ = reference_losses(cfg, data, result.grid)
+    np.testing.assert_allclose(result.losses, ref, rtol=1e-9, atol=1e-9)
