@@ -9,7 +9,8 @@ user, derived by `shardc.frontends.hf` for a transformers model, or none: then Z
 FSDP split what the plan's rules name and tp is left out), its projections
 (`nn.Linear`, transformers' `Conv1D`, a head tied to the embedding counted once as a
 projection), attention blocks, normalizations, activations (their kind and the width of
-the projections beside them) and an estimate of the ops its imported
+the projections beside them; modules, or functions a forward calls, `F.gelu(...)`, read
+from its source) and an estimate of the ops its imported
 forward holds. Nothing is imported through torch-mlir or compiled, so `--plan-only
 --world 1024` answers as fast as the module is built.
 """
@@ -64,6 +65,49 @@ def _activation_kind(m: Any) -> str:
     return "other"
 
 
+FUNCTIONAL_ACTIVATIONS = {
+    "gelu": "gelu", "silu": "silu", "relu": "relu", "relu6": "relu", "leaky_relu": "relu",
+    "elu": "other", "selu": "other", "mish": "other", "hardswish": "other", "softplus": "other",
+}
+"""Activation functions a forward may call itself (`F.gelu(...)`, `torch.relu(...)`), by
+name: their `ACTIVATION_PASSES` key (a gelu with `approximate="tanh"` is `gelu_tanh`)."""
+
+_FUNCTIONAL_BASES = ("F", "functional", "torch", "nn")
+
+
+def functional_activations(cls: type) -> list[tuple[str, str | None]]:
+    """(kind, the child module whose output it takes, if `self.<child>(...)`) of each call
+    of an activation function written in `cls.forward` (`FUNCTIONAL_ACTIVATIONS`), read
+    from its source: nothing is run (a probe forward could touch the module's buffers).
+    A forward whose source cannot be read (builtin, generated) gives none."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (OSError, TypeError, SyntaxError, AttributeError):
+        return []
+    found: list[tuple[str, str | None]] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FUNCTIONAL_ACTIVATIONS):
+            continue
+        base = node.func.value
+        while isinstance(base, ast.Attribute):  # torch.nn.functional.gelu -> torch
+            base = base.value
+        if not (isinstance(base, ast.Name) and base.id in _FUNCTIONAL_BASES):
+            continue
+        kind = FUNCTIONAL_ACTIVATIONS[node.func.attr]
+        if kind == "gelu" and any(k.arg == "approximate" and isinstance(k.value, ast.Constant) and k.value.value == "tanh" for k in node.keywords):
+            kind = "gelu_tanh"
+        arg = node.args[0] if node.args else None
+        child = None
+        if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and isinstance(arg.func.value, ast.Name) and arg.func.value.id == "self":
+            child = arg.func.attr
+        found.append((kind, child))
+    return found
+
+
 def _heads(att: Any, config: Any, width: int) -> int:
     for source in (att, config):
         for f in ATTENTION_HEAD_FIELDS:
@@ -110,6 +154,14 @@ def module_shape(task: Any, block_size: int, vocab_size: int) -> ModuleShape:
             (wide_norms if isinstance(m, nn.LayerNorm) else norms).append(int(m.weight.numel()))
         elif kind == "activation" and name.rpartition(".")[0] in widest:
             activations.append((_activation_kind(m), widest[name.rpartition(".")[0]]))
+        if kind != "activation" and name in widest:  # `F.gelu(...)` in its own forward
+            for act, child in functional_activations(type(m)):
+                sub = getattr(m, child, None) if child else None
+                width = widest[name]
+                if sub is not None and _kind(sub) == "linear":
+                    width = int(sub.weight.shape[1] if type(sub).__name__ == "Conv1D" else sub.out_features)
+                activations.append((act, width))
+                ops += OPS_PER_LEAF["activation"]
         if not children:
             ops += OPS_PER_LEAF.get(kind, 2)
         if "Attention" in type(m).__name__ and not any("Attention" in type(d).__name__ for _, d in m.named_modules() if d is not m):
@@ -161,4 +213,4 @@ def plan_torch_job(job: Job, world: int, ranks_per_host: int | None = None, cost
         raise JobError(str(e)) from None
 
 
-__all__ = ["module_shape", "plan_torch_job"]
+__all__ = ["FUNCTIONAL_ACTIVATIONS", "functional_activations", "module_shape", "plan_torch_job"]

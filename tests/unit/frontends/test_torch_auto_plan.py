@@ -163,5 +163,65 @@ def test_module_shape_reads_activations_and_float64_layer_norms(tmp_path):
     bare = predict_module(replace(shape, activations=(), float64_norms=0), policy, grid, 2, cost=cost)
     assert full.compute_s > bare.compute_s and full.memory.activations > bare.memory.activations
     example = module_shape(load_task(EXAMPLE, vocab_size=64, block_size=16, seed=0), 16, 64)
-    # nn.LayerNorm counted; F.gelu in a forward is no module: module_shape cannot see it
-    assert example.activations == () and example.float64_norms == 5
+    # nn.LayerNorm counted, and each MLP's F.gelu (a call in its forward, no module)
+    assert example.activations == (("gelu", 128), ("gelu", 128)) and example.float64_norms == 5
+
+
+MLP_LM = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from shardc.frontends.torch_train import TorchTask
+
+class MLP(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = nn.Linear(width, 4 * width)
+        self.proj = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        # F.relu(x) in a comment is not a call
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+class ModuleMLP(MLP):
+    def __init__(self, width):
+        super().__init__(width)
+        self.act = nn.GELU(approximate="tanh")
+
+    def forward(self, x):
+        return self.proj(self.act(self.fc(x)))
+
+class LM(nn.Module):
+    def __init__(self, vocab, width, functional):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, width)
+        self.mlp = MLP(width) if functional else ModuleMLP(width)
+        self.out = nn.Linear(width, vocab)
+
+    def forward(self, idx):
+        h = self.emb(idx)
+        return self.out(h + self.mlp(h))
+
+def make(vocab_size, block_size, seed, functional=True):
+    torch.manual_seed(seed)
+    return TorchTask(LM(vocab_size, 16, functional), lambda logits, t: F.cross_entropy(logits.reshape(-1, logits.size(-1)), t.reshape(-1)))
+
+def make_module(vocab_size, block_size, seed):
+    return make(vocab_size, block_size, seed, functional=False)
+'''
+
+
+def test_activation_functions_a_forward_calls_count_as_activation_modules(tmp_path):
+    """`F.gelu(...)` written in a forward is an activation as `nn.GELU` is: its kind and the
+    width of the projection it reads (read from the source, nothing run), and the same
+    prediction as the module form of the same model."""
+    (tmp_path / "mlp_lm.py").write_text(MLP_LM)
+    functional = module_shape(load_task(f"{tmp_path / 'mlp_lm.py'}:make", vocab_size=64, block_size=8, seed=0), 8, 64)
+    modular = module_shape(load_task(f"{tmp_path / 'mlp_lm.py'}:make_module", vocab_size=64, block_size=8, seed=0), 8, 64)
+    assert functional.activations == modular.activations == (("gelu_tanh", 64),)
+    grid = make_grid(2, 1)
+    a = predict_module(functional, ShardingPolicy(1, zero=True, fsdp=False), grid, 2, cost=CostModel(DEFAULT_RATES))
+    b = predict_module(modular, ShardingPolicy(1, zero=True, fsdp=False), grid, 2, cost=CostModel(DEFAULT_RATES))
+    assert a.memory.activations == b.memory.activations > 0
+    plain = module_shape(load_task(_plain(tmp_path), vocab_size=64, block_size=8, seed=0), 8, 64)
+    assert plain.activations == (("gelu", 32),)  # F.gelu(self.hidden(...)): the hidden layer's width
