@@ -225,3 +225,36 @@ def test_activation_functions_a_forward_calls_count_as_activation_modules(tmp_pa
     assert a.memory.activations == b.memory.activations > 0
     plain = module_shape(load_task(_plain(tmp_path), vocab_size=64, block_size=8, seed=0), 8, 64)
     assert plain.activations == (("gelu", 32),)  # F.gelu(self.hidden(...)): the hidden layer's width
+
+
+def test_auto_on_simulated_ranks_stops_its_trace_while_the_other_rank_waits(tmp_path, capsys, monkeypatch):
+    """A torch module's `--auto --simulate 2` run (`ModuleTraining.run`): when the measured
+    step's trace stops, rank 1 is parked in the quiet-step barrier, not in numpy
+    (tracemalloc.stop() racing another thread's allocations crashes CPython 3.11)."""
+    import sys
+    import threading
+    import tracemalloc
+
+    seen: list[dict[str, list[str]]] = []
+    real_stop = tracemalloc.stop
+
+    def stop() -> None:
+        if threading.current_thread().name.startswith("shardc-rank-"):
+            frames = sys._current_frames()
+            stacks = {}
+            for t in threading.enumerate():
+                if t.name.startswith("shardc-rank-") and t is not threading.current_thread() and t.ident in frames:
+                    f, names = frames[t.ident], []
+                    while f is not None:
+                        names.append(f.f_code.co_qualname)
+                        f = f.f_back
+                    stacks[t.name] = names
+            seen.append(stacks)
+        real_stop()
+
+    monkeypatch.setattr(tracemalloc, "stop", stop)
+    args = ["--auto", "--simulate", "2", "--torch-model", EXAMPLE, *SMALL, "--steps", "3", "--out", str(tmp_path / "auto")]
+    assert main(args) == 0, capsys.readouterr()
+    assert "shardc-train: measured " in capsys.readouterr().out
+    assert len(seen) == 1 and list(seen[0]) == ["shardc-rank-1"], seen
+    assert "_QuietSteps.__call__" in seen[0]["shardc-rank-1"], seen
