@@ -17,6 +17,7 @@ forward holds. Nothing is imported through torch-mlir or compiled, so `--plan-on
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any
 
@@ -75,11 +76,12 @@ name: their `ACTIVATION_PASSES` key (a gelu with `approximate="tanh"` is `gelu_t
 _FUNCTIONAL_BASES = ("F", "functional", "torch", "nn")
 
 
-def functional_activations(cls: type) -> list[tuple[str, str | None]]:
+@functools.cache
+def functional_activations(cls: type) -> tuple[tuple[str, str | None], ...]:
     """(kind, the child module whose output it takes, if `self.<child>(...)`) of each call
     of an activation function written in `cls.forward` (`FUNCTIONAL_ACTIVATIONS`), read
     from its source: nothing is run (a probe forward could touch the module's buffers).
-    A forward whose source cannot be read (builtin, generated) gives none."""
+    A forward whose source cannot be read (builtin, generated) gives none; once per class."""
     import ast
     import inspect
     import textwrap
@@ -87,7 +89,7 @@ def functional_activations(cls: type) -> list[tuple[str, str | None]]:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
     except (OSError, TypeError, SyntaxError, AttributeError):
-        return []
+        return ()
     found: list[tuple[str, str | None]] = []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FUNCTIONAL_ACTIVATIONS):
@@ -105,7 +107,7 @@ def functional_activations(cls: type) -> list[tuple[str, str | None]]:
         if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and isinstance(arg.func.value, ast.Name) and arg.func.value.id == "self":
             child = arg.func.attr
         found.append((kind, child))
-    return found
+    return tuple(found)
 
 
 def _heads(att: Any, config: Any, width: int) -> int:
