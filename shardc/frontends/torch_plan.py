@@ -50,6 +50,14 @@ def _kind(m: Any) -> str:
     return "other"
 
 
+def _features(m: Any) -> tuple[int, int]:
+    """(inputs, outputs) of a projection: `nn.Linear`'s, or transformers' `Conv1D`, whose
+    weight is stored [in, out]."""
+    if type(m).__name__ == "Conv1D":
+        return int(m.weight.shape[0]), int(m.weight.shape[1])
+    return int(m.in_features), int(m.out_features)
+
+
 def _activation_kind(m: Any) -> str:
     """The `ACTIVATION_PASSES` key of an activation module, from its class: transformers'
     tanh GELUs (`NewGELUActivation`, `GELUTanh`, `FastGELUActivation`, ...) and
@@ -143,15 +151,13 @@ def module_shape(task: Any, block_size: int, vocab_size: int) -> ModuleShape:
     for name, m in modules:
         if _kind(m) == "linear" and id(m.weight) in path_of:
             parent = name.rpartition(".")[0]
-            n_out = m.weight.shape[1] if type(m).__name__ == "Conv1D" else m.out_features
-            widest[parent] = max(widest.get(parent, 0), int(n_out))
+            widest[parent] = max(widest.get(parent, 0), _features(m)[1])
     for name, m in modules:
         kind = _kind(m)
         children = list(m.children())
         if kind == "linear" and id(m.weight) in path_of:
-            conv1d = type(m).__name__ == "Conv1D"
-            n_in, n_out = (m.weight.shape[0], m.weight.shape[1]) if conv1d else (m.in_features, m.out_features)
-            linears.append(LinearShape(path_of[id(m.weight)], int(n_in), int(n_out), 0 if conv1d else 1))
+            n_in, n_out = _features(m)
+            linears.append(LinearShape(path_of[id(m.weight)], n_in, n_out, 0 if type(m).__name__ == "Conv1D" else 1))
         elif kind == "norm" and getattr(m, "weight", None) is not None:
             (wide_norms if isinstance(m, nn.LayerNorm) else norms).append(int(m.weight.numel()))
         elif kind == "activation" and name.rpartition(".")[0] in widest:
@@ -159,10 +165,7 @@ def module_shape(task: Any, block_size: int, vocab_size: int) -> ModuleShape:
         if kind != "activation" and name in widest:  # `F.gelu(...)` in its own forward
             for act, child in functional_activations(type(m)):
                 sub = getattr(m, child, None) if child else None
-                width = widest[name]
-                if sub is not None and _kind(sub) == "linear":
-                    width = int(sub.weight.shape[1] if type(sub).__name__ == "Conv1D" else sub.out_features)
-                activations.append((act, width))
+                activations.append((act, _features(sub)[1] if sub is not None and _kind(sub) == "linear" else widest[name]))
                 ops += OPS_PER_LEAF["activation"]
         if not children:
             ops += OPS_PER_LEAF.get(kind, 2)
@@ -171,7 +174,7 @@ def module_shape(task: Any, block_size: int, vocab_size: int) -> ModuleShape:
             if not inner:
                 continue
             first = inner[0]
-            width = int(first.weight.shape[0] if type(first).__name__ == "Conv1D" else first.in_features)
+            width = _features(first)[0]
             attention.append(AttentionShape(width, _heads(m, config, width), tuple(path_of[id(d.weight)] for d in inner)))
             ops += OPS_PER_LEAF["attention"]
     return ModuleShape(

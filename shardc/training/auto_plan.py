@@ -970,6 +970,9 @@ class Measurement:
     `peak_bytes()`: the resident-set peak above the baseline, which also holds the
     runtime's own pages (libraries, BLAS buffers, the first step's imports)."""
 
+    TRACED_STEPS = 2
+    """The steps whose reports `stepped` reads the trace at; the second's stops it."""
+
     def __init__(self) -> None:
         self.baseline: int | None = None
         self.peak: int | None = None
@@ -1058,7 +1061,7 @@ class _Watched:
         import tracemalloc
 
         self.progress, self.measure = progress, measure
-        self.quiet_steps = 2 if tracemalloc.is_tracing() and measure.traced is None else 0
+        self.quiet_steps = Measurement.TRACED_STEPS if tracemalloc.is_tracing() and measure.traced is None else 0
 
     def __call__(self, step: Any) -> None:
         self.measure.stepped()

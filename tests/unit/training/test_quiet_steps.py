@@ -27,7 +27,9 @@ class _Recorder:
 
     def __call__(self, entry: StepLog) -> None:
         before = self.started[1]
-        time.sleep(0.05)  # long enough for rank 1 to start its next step if it were free to
+        deadline = time.monotonic() + 1.0  # rank 1, if free, starts its next step meanwhile
+        while self.started[1] == before and before < 4 and time.monotonic() < deadline:
+            time.sleep(0.005)
         self.seen.append((entry.step, before, self.started[1]))
 
 
@@ -51,7 +53,9 @@ def test_other_ranks_wait_through_the_quiet_steps_only():
     assert [s for s, _, _ in rec.seen] == [1, 2, 3, 4]
     for step, before, after in rec.seen[:2]:
         assert before == after == step, rec.seen  # rank 1 held at the barrier the whole time
-    # past the quiet steps nothing holds rank 1: by the last hook it has finished
+    # past the quiet steps nothing holds rank 1: it has started step 4 by the end of rank
+    # 0's third hook (held at a barrier there, it would still be at step 3)
+    assert rec.seen[2][0] == 3 and rec.seen[2][2] == 4, rec.seen
     assert rec.seen[-1][1] == 4
 
 

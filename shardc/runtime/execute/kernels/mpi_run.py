@@ -24,11 +24,12 @@ def reduce_scatter_block(comm: Any, send: Any, recv: Any, op: str) -> int:
     import numpy as np
 
     b = backend()
-    if type(b).__name__ == "MPIP2P" and reduce_scatter_pair(comm, send, recv, op):  # 2 ranks: one exchange, no copy
-        return 0
-    if type(b).__name__ == "MPIP2P" and receives_in_place(send, recv) and not is_bfloat16(recv.dtype):
-        comm.Reduce_scatter_block(np.ascontiguousarray(send), recv, op=b._op(op))
-        return 0
+    if type(b).__name__ == "MPIP2P":
+        if reduce_scatter_pair(comm, send, recv, op):  # 2 ranks: one exchange, no copy
+            return 0
+        if receives_in_place(send, recv) and not is_bfloat16(recv.dtype):
+            comm.Reduce_scatter_block(np.ascontiguousarray(send), recv, op=b._op(op))
+            return 0
     return b.reduce_scatter_block(comm, send, recv, op)
 
 
