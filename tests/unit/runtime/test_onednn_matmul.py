@@ -130,9 +130,18 @@ def test_absent_library_declines(monkeypatch: pytest.MonkeyPatch, tmp_path) -> N
     np.testing.assert_array_equal(bf16_gemm.matmul(a, a), np.full((4, 4), 4, np.float32))  # MKL or numpy runs it
 
 
+def _shaped_routing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`auto` on a CPU with bf16 units whose measured routing is the shape rule (as on
+    the Intel Xeon it was measured on): `onednn_suits` picks what oneDNN runs."""
+    monkeypatch.setenv("SHARDC_BF16_GEMM", "auto")
+    monkeypatch.setenv("SHARDC_BF16_UNITS", "1")
+    monkeypatch.setattr(bf16_gemm, "_ROUTING", {"agreed": "shaped"})
+    assert bf16_gemm.backend() == "onednn" and bf16_gemm.routing() == "shaped"
+
+
 @needs_onednn
 def test_bf16_gemm_sends_batched_and_small_products_to_onednn(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SHARDC_BF16_GEMM", "onednn")
+    _shaped_routing(monkeypatch)
     calls: list[tuple[int, ...]] = []
     real = onednn_matmul.matmul
 
@@ -219,7 +228,7 @@ def test_a_misaligned_source_is_copied_to_an_aligned_one() -> None:
 
 @needs_onednn
 def test_bf16_gemm_sends_large_products_with_unit_stride_rows_of_a_to_onednn(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SHARDC_BF16_GEMM", "onednn")
+    _shaped_routing(monkeypatch)
     assert bf16_gemm.onednn_suits((2048, 3072), 768, a_rows=True)
     assert bf16_gemm.onednn_suits((1024, 256), bf16_gemm.ONEDNN_ROWS_MAX_K, a_rows=True)
     assert not bf16_gemm.onednn_suits((2048, 3072), 768, a_rows=False)  # a transposed: MKL's packed B is faster

@@ -41,7 +41,7 @@ import numpy as np
 from shardc.runtime.execute.kernels.bf16_cast import widen_bfloat16
 from shardc.runtime.execute.kernels.aligned import aligned_empty
 from shardc.runtime.execute.kernels.bf16_run import bf16_units, bfloat16
-from shardc.runtime.execute.kernels import blas, onednn_matmul
+from shardc.runtime.execute.kernels import bf16_gemm_choice, blas, onednn_matmul
 
 CHOICES = ("auto", "onednn", "mkl", "numpy")
 
@@ -144,11 +144,49 @@ def backend() -> str:
     return "mkl" if _mkl_gemm() is not None else "numpy"
 
 
+_ROUTING: dict[str, str] = {}  # "measured": this process's answer; "agreed": rank 0's (`agree`)
+_ROUTING_LOCK = threading.Lock()
+
+
+def routing() -> str:
+    """Which products oneDNN runs under the `onednn` backend: `onednn` (every product
+    it accepts: `SHARDC_BF16_GEMM=onednn`, or where MKL's bf16 GEMM is absent) or
+    `shaped` (`onednn_suits`'s rule, MKL the rest). Under `auto`, the answer measured
+    for this machine (`bf16_gemm_choice.py`), or rank 0's after `agree`."""
+    if choice() == "onednn" or _mkl_gemm() is None:
+        return "onednn"
+    try:
+        return _ROUTING["agreed"]
+    except KeyError:
+        pass
+    with _ROUTING_LOCK:  # simulated ranks are threads: one of them measures
+        if "measured" not in _ROUTING:
+            runners = {
+                "mkl": lambda a, b, out: _mkl_2d(_mkl_gemm(), a, b, out, 1.0, 0.0),
+                "onednn": lambda a, b, out: onednn_matmul.matmul(a, b, out) or _mkl_2d(_mkl_gemm(), a, b, out, 1.0, 0.0),
+            }
+            _ROUTING["measured"] = bf16_gemm_choice.choose((blas.library_path(), onednn_matmul.library_path()), runners, bfloat16())
+    return _ROUTING["measured"]
+
+
+def agree(world: Any) -> None:
+    """Collective over the mpi4py communicator `world`: under `SHARDC_BF16_GEMM=auto`
+    every rank routes products as rank 0 measured (`routing`), so a replicated product
+    rounds alike on every rank even where hosts differ. Rank 0 measures only where the
+    choice exists (bf16 units, oneDNN and MKL loaded); the answer is kept per machine."""
+    if world.Get_size() == 1:
+        return
+    mine = routing() if world.Get_rank() == 0 and choice() == "auto" and backend() == "onednn" else None
+    agreed = world.bcast(mine, root=0)
+    if agreed in bf16_gemm_choice.ROUTINGS:
+        _ROUTING["agreed"] = agreed
+
+
 def describe() -> str:
     """A line for benchmark headers: the backend and why."""
     units = "bf16 units (AMX/AVX512-BF16)" if bf16_units() else "no bf16 units"
     how = {
-        "onednn": "oneDNN matmul (MKL cblas_gemm_bf16bf16f32 where it declines)" if _mkl_gemm() is not None else "oneDNN matmul",
+        "onednn": "oneDNN matmul" if _mkl_gemm() is None else f"oneDNN matmul (routing {routing()}: MKL cblas_gemm_bf16bf16f32 {'where oneDNN declines' if routing() == 'onednn' else 'for the products onednn_suits leaves it, and where oneDNN declines'})",
         "mkl": "MKL cblas_gemm_bf16bf16f32",
         "numpy": "float32 matmul of widened operands",
     }[backend()]
@@ -234,7 +272,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: f
     if out is not None and out.shape != shape:
         raise ValueError(f"bf16_gemm.matmul: out has shape {out.shape}, expected {shape}")
     name = backend()
-    if name == "onednn" and a.shape[-1] and math.prod(shape) and onednn_suits(shape, a.shape[-1], a.strides[-1] == a.itemsize):
+    if name == "onednn" and a.shape[-1] and math.prod(shape) and (routing() == "onednn" or onednn_suits(shape, a.shape[-1], a.strides[-1] == a.itemsize)):
         if out is not None and (out.dtype == _F32 or (out.dtype == bf and beta == 0.0)):
             if onednn_matmul.matmul(a, b, out, alpha, beta):
                 return out

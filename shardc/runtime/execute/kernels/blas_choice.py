@@ -40,7 +40,7 @@ SHAPES = ((1, 512, 768, 256, False), (1, 256, 768, 512, True), (16, 128, 128, 64
 _ROW, _NOTRANS, _TRANS = 101, 111, 112
 
 
-def _cpu() -> str:
+def cpu_description() -> str:
     """The processor's model name and flags (Linux), else the platform's description."""
     try:
         with open("/proc/cpuinfo") as f:
@@ -52,7 +52,8 @@ def _cpu() -> str:
         return platform.processor() or platform.machine()
 
 
-def _file_id(path: str | None) -> str:
+def file_id(path: str | None) -> str:
+    """A library file's identity for a record's key: its real path, size and mtime."""
     if path is None:
         return "-"
     try:
@@ -66,8 +67,8 @@ def key(library_files: Sequence[str | None]) -> str:
     """The record's key: this processor, the `library_files` (`blas.library_files()`:
     MKL's and OpenBLAS's, None where absent), numpy and the variables the speed follows."""
     parts = [
-        _cpu(),
-        *(_file_id(path) for path in library_files),
+        cpu_description(),
+        *(file_id(path) for path in library_files),
         np.__version__,
         os.environ.get("SHARDC_BLAS_THREADS", "1"),
         os.environ.get("OPENBLAS_CORETYPE", ""),
@@ -78,14 +79,17 @@ def key(library_files: Sequence[str | None]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 
-def _record_path(library_files: Sequence[str | None]) -> str | None:
+def record_path(kind: str, record_key: str, label: str) -> str | None:
+    """Where the cache directory keeps a measured answer (`<kind>-<record_key>.json`);
+    None where nothing is kept. `label` names it in warnings."""
     if not cache_dirs.enabled():
         return None
-    root = cache_dirs.usable_dir(cache_dirs.cache_root(), lambda m: cache_dirs.warning("BLAS choice", m))
-    return os.path.join(root, f"blas-choice-{key(library_files)}.json") if root is not None else None
+    root = cache_dirs.usable_dir(cache_dirs.cache_root(), lambda m: cache_dirs.warning(label, m))
+    return os.path.join(root, f"{kind}-{record_key}.json") if root is not None else None
 
 
-def _read(path: str) -> dict[str, Any] | None:
+def read_record(path: str) -> dict[str, Any] | None:
+    """A kept answer (a dict with a string `choice`), None where absent or unreadable."""
     try:  # a regular file only: a FIFO in its place would block the read forever
         got = json.loads(cache_dirs.read_regular(path, 1 << 20))
     except (OSError, ValueError):
@@ -93,7 +97,7 @@ def _read(path: str) -> dict[str, Any] | None:
     return got if isinstance(got, dict) and isinstance(got.get("choice"), str) else None
 
 
-def _publish(path: str, record: dict[str, Any]) -> None:
+def publish(path: str, record: dict[str, Any], label: str) -> None:
     """Write `record` at `path` unless another process did first (a hard link of a
     finished temporary file: readers never see half a file)."""
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -106,7 +110,7 @@ def _publish(path: str, record: dict[str, Any]) -> None:
         except FileExistsError:
             pass
     except OSError as e:
-        cache_dirs.warning("BLAS choice", f"cannot keep the measurement in {path}: {e.strerror}")
+        cache_dirs.warning(label, f"cannot keep the measurement in {path}: {e.strerror}")
     finally:
         try:
             os.unlink(tmp)
@@ -148,9 +152,9 @@ def measure(libs: dict[str, Any]) -> dict[str, float]:
 def choose(load: Callable[[str], Any], libraries: Sequence[str], library_files: Sequence[str | None]) -> str:
     """The library name `auto` runs (one of `libraries`, which `load` loads, or `numpy`
     when none loads): the kept answer for this machine, else measured now (and kept)."""
-    path = _record_path(library_files)
+    path = record_path("blas-choice", key(library_files), "BLAS choice")
     if path is not None:
-        kept = _read(path)
+        kept = read_record(path)
         if kept is not None and (kept["choice"] == "numpy" or (kept["choice"] in libraries and load(kept["choice"]) is not None)):
             return kept["choice"]
     libs = {name: lib for name in libraries if (lib := load(name)) is not None}
@@ -163,6 +167,6 @@ def choose(load: Callable[[str], Any], libraries: Sequence[str], library_files: 
     if path is None:
         return choice
     record = {"choice": choice, "seconds": seconds, "libraries": {n: lib.describe() for n, lib in libs.items()}, "shapes": [list(s) for s in SHAPES]}
-    _publish(path, record)
-    kept = _read(path)
+    publish(path, record, "BLAS choice")
+    kept = read_record(path)
     return kept["choice"] if kept is not None and kept["choice"] in libs else choice
