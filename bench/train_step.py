@@ -1,6 +1,7 @@
 """Tokens/s of one training step (microbatch + AdamW update) of a GPT, shardc side by
 side with PyTorch eager on the same model, batch and machine, with ratios, peak resident
-memory per rank and the fraction of numpy's matmul peak.
+memory per rank and the fraction of the matmul peak (numpy's float32 matmul; under
+`--precision bf16`, shardc's bf16 GEMM).
 
     python bench/train_step.py                 # n_layer 4, n_embd 256, n_head 4, block 128, vocab 512, batch 8
     python bench/train_step.py --large         # n_layer 12, n_embd 768, n_head 12, block 256
@@ -40,7 +41,9 @@ FLOPs are counted on the step's IR: every linalg.generic contributes its iterati
 space times the float ops of its body (a contraction: multiply and add); a factor that
 is a constant with one non-zero entry (the one-hot picks of q, k and v out of the fused
 projection) is an index, not work, and counts as none, as does a contraction's scalar
-constant factor (BLAS's alpha). Fraction of peak = FLOPs /
+constant factor (BLAS's alpha). The peak is a 1024^3 product's rate: numpy's float32
+matmul, or under `--precision bf16` shardc's bf16 GEMM (bf16 operands, float32 result,
+the products the bf16 step runs). Fraction of peak = FLOPs /
 (ranks x peak) / step time, the median over the timed steps, each against the matmul
 rate measured right before it. PyTorch's row counts the same FLOPs against the peak
 measured at the start, times its cores. The ceiling is the ratio to PyTorch that
@@ -82,24 +85,40 @@ _A = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
 _B = _A.T.copy()
 
 
-def matmul_peak(seconds: float = 1.0) -> float:
-    """FLOP/s of a float32 1024^3 matmul (best of a short run)."""
+def _product(precision: str):
+    """One 1024^3 product as the step runs it: numpy's float32 matmul, or under bf16
+    shardc's bf16 GEMM (`kernels/bf16_gemm.py`: bf16 operands, float32 result)."""
+    if precision != "bf16":
+        return lambda: _A @ _B
+    from shardc.runtime.execute.kernels import bf16_gemm
+    from shardc.runtime.execute.kernels.aligned import aligned_empty
+    from shardc.runtime.execute.kernels.bf16_run import bfloat16
+
+    a, b, out = _A.astype(bfloat16()), _B.astype(bfloat16()), aligned_empty((1024, 1024))
+    return lambda: bf16_gemm.matmul(a, b, out)
+
+
+def matmul_peak(seconds: float = 1.0, precision: str = "f32") -> float:
+    """FLOP/s of a 1024^3 matmul (`_product`'s; best of a short run)."""
+    run = _product(precision)
+    run()
     best = math.inf
     t_end = time.perf_counter() + seconds
     while time.perf_counter() < t_end:
         t0 = time.perf_counter()
-        _A @ _B
+        run()
         best = min(best, time.perf_counter() - t0)
     return 2 * 1024**3 / best
 
 
-def matmul_rate(n: int = 5) -> float:
-    """FLOP/s of a float32 1024^3 matmul now: the median of `n` (under the same load as
-    the step timed right after it; the machine may be shared)."""
+def matmul_rate(n: int = 5, precision: str = "f32") -> float:
+    """FLOP/s of a 1024^3 matmul (`_product`'s) now: the median of `n` (under the same
+    load as the step timed right after it; the machine may be shared)."""
+    run = _product(precision)
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
-        _A @ _B
+        run()
         times.append(time.perf_counter() - t0)
     return 2 * 1024**3 / statistics.median(times)
 
@@ -200,7 +219,7 @@ def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int, pre
     for i in range(repeats + 1):
         mb = [next(it)]
         barrier()
-        rate = matmul_rate()  # the peak under the load of this moment
+        rate = matmul_rate(precision=precision)  # the peak under the load of this moment
         barrier()
         t, c = time.perf_counter(), time.process_time()
         if profile is not None and i:
@@ -625,14 +644,20 @@ def main() -> None:
             return
     tokens = BATCH * cfg.block_size
     flops = step_flops(cfg, BATCH)
-    peak = matmul_peak()
+    peak = matmul_peak(precision=args.precision)
     torch_on = not args.no_torch and _have_torch()
     print(f"model: {cfg}, batch {BATCH} ({tokens} tokens per step)")
-    print(f"step FLOPs {flops / 1e9:.2f} GFLOP; numpy matmul peak {peak / 1e9:.1f} GFLOP/s per rank (1 BLAS thread)")
     if args.precision == "bf16":
         from shardc.runtime.execute.kernels.bf16_gemm import describe
 
-        print(f"precision bf16: shardc --precision bf16 (bf16 products: {describe()}); PyTorch eager under torch.autocast('cpu', bfloat16); 'of peak' stays against the float32 peak")
+        f32_peak = matmul_peak()
+        print(
+            f"step FLOPs {flops / 1e9:.2f} GFLOP; bf16 matmul peak {peak / 1e9:.1f} GFLOP/s per rank "
+            f"(shardc's bf16 GEMM, 1 thread; numpy's float32 matmul: {f32_peak / 1e9:.1f}; bf16 {peak / f32_peak:.2f}x that)"
+        )
+        print(f"precision bf16: shardc --precision bf16 (bf16 products: {describe()}); PyTorch eager under torch.autocast('cpu', bfloat16); 'of peak' and the ceiling are against the bf16 peak")
+    else:
+        print(f"step FLOPs {flops / 1e9:.2f} GFLOP; numpy matmul peak {peak / 1e9:.1f} GFLOP/s per rank (1 BLAS thread)")
     if not torch_on:
         print("PyTorch: " + ("not run (--no-torch)" if args.no_torch else "not installed (the [torch] extra): shardc only"))
     forced = [f"{k}={os.environ[k]}" for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if os.environ.get(k)]
@@ -710,7 +735,7 @@ def main() -> None:
     print(
         "shardc / PyTorch eager (tokens/s ratio from the separate processes; peak RSS ratio; "
         "CPU: their CPU ms over ours, the ratio a machine with a core per process would show; "
-        "ceiling: the ratio if every FLOP of shardc's step ran at numpy's matmul peak):"
+        "ceiling: the ratio if every FLOP of shardc's step ran at the matmul peak above):"
     )
     rss_ours = {k: max(p["rss"] for p in best(v)) for k, v in ours.items()}
     for mine, other in (("1 rank", "1 thread"), ("dp=2", "2 threads"), ("dp=2", "DDP 2 gloo"), ("tp=2", "2 threads"), ("tp=2", "DDP 2 gloo")):

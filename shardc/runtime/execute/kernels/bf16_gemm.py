@@ -20,11 +20,14 @@ ran the larger 2-D products of n_embd 768 1.1-1.9x faster than oneDNN 3.2 and th
 and operands 16-byte aligned as numpy allocates them. Aligned to 64 bytes and with
 blocked weights, oneDNN beat MKL on every 2-D product whose `a` is not a transposed
 view up to a contraction of 1024 (`ONEDNN_ROWS_MAX_K`): those go to oneDNN at any size.
-MKL runs whatever oneDNN declines (a layout it refuses).
+MKL runs whatever oneDNN declines (a layout it refuses). Those rules come from the Intel
+Xeon; where MKL's bf16 kernels are slow (AMD processors: 2-3x oneDNN's time on a Zen 4)
+`auto` gives oneDNN every product, by a measurement kept per machine (`routing`,
+`bf16_gemm_choice.py`).
 
 `SHARDC_BF16_GEMM` picks: `auto` (the default: oneDNN, else MKL, where the CPU has bf16
-units and the library loads), `onednn` or `mkl` (that library wherever it loads, MKL
-behind oneDNN), `numpy` (the widened float32 matmul). Read at every call.
+units and the library loads), `onednn` (every product to oneDNN wherever it loads, MKL
+behind it for the layouts it declines) or `mkl` (MKL wherever it loads), `numpy` (the widened float32 matmul). Read at every call.
 """
 
 from __future__ import annotations
