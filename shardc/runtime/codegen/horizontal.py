@@ -224,11 +224,10 @@ def render_group(nest: object, params: Sequence[tuple[str, object]], writes: Seq
     each member's layout (`horizontal_run._layout`): a member runs as `r0[m, 0]` rows of
     `r0[m, 1]` elements, the rows of the t-th array argument `r0[m, 2 + t]` elements
     apart (a ZeRO rank's slice of a parameter: a row of every matrix), so a row is one
-    unit-stride inner loop; `i1` counts rows, `i{2 + t}` is where the row starts in the
-    t-th array, `i{2 + len(arrays)}` in the outputs."""
+    unit-stride inner loop; `i1` counts rows, `c{q}`/`d{k}` are the row's views of
+    array `q{q}` and output `w{k}`."""
     n: fused.Nest = nest  # type: ignore[assignment]
     arrays = [q for q, (kind, _) in enumerate(params) if kind == "array"]
-    at = {f"q{q}": f"i{2 + t}" for t, q in enumerate(arrays)} | {f"w{k}": f"i{2 + len(arrays)}" for k in writes}
     sig = n.header[0]
     assert sig.endswith("):"), sig
     sig = sig[:-2] + ", r0):"
@@ -246,16 +245,27 @@ def render_group(nest: object, params: Sequence[tuple[str, object]], writes: Seq
         lines.append(f"                {name} = {_member(array)}[i0]")
     lines += [f"                {stmt}" for _, stmt, _ in n.body]
     lines += [f"                {_member(array)}[i0] = {name}" for array, name in n.stores]
+    # A strided member runs row by row, each array's row taken as a view of its own
+    # (`c{q}`, `d{k}`) indexed by `i0` alone, for the reason above: indexed as `a[i + i0]`
+    # with an offset per array the loop stayed scalar, and a ZeRO rank's AdamW over its
+    # column slices ran 3.5x slower than over contiguous copies (104 against 29 ms, GPT
+    # n_layer 12 on 2 ranks, AMD EPYC).
     lines.append("        else:")
     lines.append("            for i1 in range(r0[m, 0]):")
-    lines += [f"                i{2 + t} = i1 * r0[m, {2 + t}]" for t in range(len(arrays))]
-    lines.append(f"                i{2 + len(arrays)} = i1 * r0[m, 1]")
+    lines += [f"                {_row(a)} = {_member(a)}[i1 * r0[m, {2 + t}] : i1 * r0[m, {2 + t}] + r0[m, 1]]" for t, a in enumerate(f"q{q}" for q in arrays)]
+    lines += [f"                {_row(f'w{k}')} = {_member(f'w{k}')}[i1 * r0[m, 1] : (i1 + 1) * r0[m, 1]]" for k in writes]
     lines.append("                for i0 in range(r0[m, 1]):")
     for name, array, _q in n.loads:
-        lines.append(f"                    {name} = {_member(array)}[{at[array]} + i0]")
+        lines.append(f"                    {name} = {_row(array)}[i0]")
     lines += [f"                    {stmt}" for _, stmt, _ in n.body]
-    lines += [f"                    {_member(array)}[{at[array]} + i0] = {name}" for array, name in n.stores]
+    lines += [f"                    {_row(array)}[i0] = {name}" for array, name in n.stores]
     return "\n".join(lines) + "\n"
+
+
+def _row(array: str) -> str:
+    """A strided member's current row of a nest's argument (`q3` -> `c3`, `w0` -> `d0`)."""
+    assert array[0] in "qw" and array[1:].isdigit(), array
+    return ("c" if array[0] == "q" else "d") + array[1:]
 
 
 def _member(array: str) -> str:

@@ -175,7 +175,7 @@ func.func {hostile}(%x0: {t}, %x1: {t}, %s: f32) -> ({t}, {t}) {{{_generic("x0",
     assert "1.2345678" not in src and "os" not in src and "system" not in src
     words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", src))
     allowed = {"def", "kernel", "for", "if", "else", "in", "range", "len", "m", "shape", "np", "float32", "math", "sqrt", "abs"}
-    assert all(w in allowed or re.fullmatch(r"[qrwxiab]\d+", w) for w in words), words - allowed
+    assert all(w in allowed or re.fullmatch(r"[qrwxiabcd]\d+", w) for w in words), words - allowed
     xs = [np.arange(8, dtype=np.float32), np.arange(8, dtype=np.float32) * 2]
     out = cm.call(name, *xs, np.float32(3))
     assert g.calls == 1

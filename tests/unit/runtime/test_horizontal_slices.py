@@ -7,6 +7,8 @@ the group runs as one kernel call, strided slices are read as rows
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -101,6 +103,22 @@ def test_strided_slices_one_call_bitwise_equal(monkeypatch, i):
     assert groups(plain) == []
     ref = plain.call("f", a, b, g0, g1, s, i, np.zeros(2, np.int64))
     assert all(np.array_equal(o, w) for o, w in zip(out, ref))  # type: ignore[arg-type]
+
+
+def test_strided_rows_are_views_indexed_as_the_contiguous_loop_is():
+    """A strided member's loop reads and writes each array through a row view indexed by
+    `i0` alone, as the contiguous branch does: with an offset per array (`a2[i2 + i0]`)
+    LLVM left the loop scalar, and a ZeRO rank's AdamW over column slices ran 3.5x
+    slower than over contiguous copies."""
+    cm = compile_text(program())
+    (g,) = groups(cm)
+    src = g.source
+    assert src is not None
+    strided = src[src.index("else:") :]
+    assert re.findall(r"\bc\d+ = a\d+\[i1 \* r0\[m, \d+\] : ", strided) and re.findall(r"\bd\d+ = b\d+\[i1 \* r0\[m, 1\] : ", strided)
+    loop = strided.split("for i0 in range(r0[m, 1]):", 1)[1]
+    indexed = re.findall(r"\b[a-z]\d+\[([^\]:]+)\]", loop)
+    assert indexed and set(indexed) == {"i0"}, indexed
 
 
 @needs_numba
