@@ -141,12 +141,12 @@ def _run_mpi(prog: Any, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
     from mpi4py import MPI
 
     from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.execute.kernels import blas
+    from shardc.runtime.execute.kernels import agreement
     from shardc.tools.run import as_results, local_inputs
 
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
-    blas.agree(world)
+    agreement.agree(world)
     local = local_inputs(prog, _as_specs(prog, inputs), rank, size)
     with abort_on_error(world), use_comm(MPIComm(world)):
         values = as_results(prog.compiled.call(prog.entry, *local), len(prog.results))

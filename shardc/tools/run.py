@@ -886,7 +886,7 @@ def run_mpi(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.execute.kernels import blas
+    from shardc.runtime.execute.kernels import agreement
 
     world = MPI.COMM_WORLD
     rank, n = world.Get_rank(), world.Get_size()
@@ -917,7 +917,7 @@ def run_mpi(args: argparse.Namespace) -> int:
         return 1
     assert prog is not None
     comm = MPIComm(world)
-    blas.agree(world)
+    agreement.agree(world)
     with abort_on_error(world), use_comm(comm):
         world.Barrier()
         values, seconds = _call(prog, local)

@@ -616,11 +616,11 @@ def verify_mpi(
     from mpi4py import MPI
 
     from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.execute.kernels import blas
+    from shardc.runtime.execute.kernels import agreement
 
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
-    blas.agree(world)
+    agreement.agree(world)
     text = module_or_text if isinstance(module_or_text, str) else None
     report = VerifyReport("ok", ranks=size)
     compiled_stages: list[tuple[StageReport, Any, Any]] = []

@@ -238,15 +238,15 @@ def mpi_world_size() -> int:
 
 
 def run_on_mpi(run_rank: Callable[[int], Any]) -> list[Any]:
-    """`run_rank(rank)` on this rank of the MPI world (its BLAS agreed, an exception
+    """`run_rank(rank)` on this rank of the MPI world (its libraries agreed, an exception
     aborting the job); every rank gets every rank's result."""
     from mpi4py import MPI
 
     from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.execute.kernels import blas
+    from shardc.runtime.execute.kernels import agreement
 
     world = MPI.COMM_WORLD
-    blas.agree(world)
+    agreement.agree(world)
     with abort_on_error(world), use_comm(MPIComm(world)):
         mine = run_rank(world.Get_rank())
     return world.allgather(mine)

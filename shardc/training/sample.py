@@ -187,11 +187,11 @@ def generate_mpi(
     from mpi4py import MPI
 
     from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.execute.kernels import blas
+    from shardc.runtime.execute.kernels import agreement
 
     world = MPI.COMM_WORLD
     params = world.bcast(dict(params) if world.Get_rank() == 0 and params is not None else None, root=0)
-    blas.agree(world)
+    agreement.agree(world)
     with abort_on_error(world), use_comm(MPIComm(world)):
         return sampler.generate_rank(world.Get_rank(), params, prompt, n_tokens, temperature, top_k, seed, n_valid)
 

@@ -300,7 +300,7 @@ def train_mpi(
     from mpi4py import MPI
 
     from shardc.runtime.execute.comm import MPIComm, abort_on_error, use_comm
-    from shardc.runtime.execute.kernels import blas
+    from shardc.runtime.execute.kernels import agreement
 
     world = MPI.COMM_WORLD
     rank = world.Get_rank()
@@ -310,7 +310,7 @@ def train_mpi(
         ck = open_for_resume(resume, cfg, checkpoint.meta if checkpoint else None, rank, world.Get_size(), world.allgather, model_arrays(cfg.model))
     checkpoint = run_options(checkpoint, ck, lambda run: world.bcast(run, root=0))
     program = program or compile_program(cfg, grid, world=world)
-    blas.agree(world)
+    agreement.agree(world)
     with abort_on_error(world), use_comm(MPIComm(world)):
         world.Barrier()
         log, local = run_rank(cfg, program, rank, train_data, val_data, on_step if rank == 0 else None, checkpoint, ck)

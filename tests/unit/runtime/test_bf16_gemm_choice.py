@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from shardc.runtime.execute.kernels import bf16_gemm, bf16_gemm_choice, blas, onednn_matmul
+from shardc.runtime.execute.kernels import agreement, bf16_gemm, bf16_gemm_choice, blas, onednn_matmul
 from shardc.runtime.execute.kernels.bf16_run import bfloat16
 
 
@@ -150,3 +150,28 @@ def test_agree_takes_rank_0s_routing(fresh, monkeypatch):
     root = _World(0, None)
     bf16_gemm.agree(root)
     assert root.sent == [None] and "agreed" not in bf16_gemm._ROUTING  # pyright: ignore[reportPrivateUsage]
+
+
+def test_entry_points_agree_on_both_choices(fresh, monkeypatch):
+    """`agreement.agree` (what every MPI entry point calls) sends rank 0's BLAS, then its
+    bf16 routing; a rank takes both."""
+    _need_both()
+    if not bf16_gemm.bf16_units():
+        pytest.skip("this CPU has no bf16 units: no routing to agree on")
+    monkeypatch.setattr(blas, "_AGREED", [])
+    monkeypatch.setattr(blas, "_ACTIVE", {})
+    monkeypatch.setenv("SHARDC_BLAS", "auto")
+    monkeypatch.setattr(bf16_gemm_choice, "measure", lambda runners, bf: {"mkl": 4.0, "onednn": 1.0})
+    root = _World(0, None)
+    agreement.agree(root)
+    assert root.sent == [blas.active_name(), "onednn"]
+
+    class Rank1(_World):
+        def bcast(self, value, root=0):
+            self.sent.append(value)
+            return ["openblas", "shaped"][len(self.sent) - 1]
+
+    monkeypatch.setattr(bf16_gemm, "_ROUTING", {})
+    one = Rank1(1, None)
+    agreement.agree(one)
+    assert one.sent == [None, None] and bf16_gemm.routing() == "shaped"

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from shardc.runtime.execute.kernels import bf16_gemm, bf16_gemm_choice, blas, blas_choice
+from shardc.runtime.execute.kernels import blas, blas_choice
 
 
 @pytest.fixture
@@ -20,7 +20,6 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.setenv("SHARDC_BLAS", "auto")
     monkeypatch.setattr(blas, "_ACTIVE", {})
     monkeypatch.setattr(blas, "_AGREED", [])
-    monkeypatch.setattr(bf16_gemm, "_ROUTING", {})  # `agree` agrees on the bf16 routing too
     return tmp_path / "cache"
 
 
@@ -124,11 +123,10 @@ def test_agree_takes_rank_0s_choice(fresh, monkeypatch):
     assert blas.active_name() == "openblas"
     w = _World(1, 2, "mkl")
     blas.agree(w)
-    assert w.sent[0] is None and blas.active_name() == "mkl"
+    assert w.sent == [None] and blas.active_name() == "mkl"
     root = _World(0, 2, None)
     blas.agree(root)
-    assert root.sent[0] == "mkl"  # rank 0 sends what it runs (then its bf16 routing: `bf16_gemm.agree`)
-    assert len(root.sent) == 2 and root.sent[1] in (None, *bf16_gemm_choice.ROUTINGS)
+    assert root.sent == ["mkl"]  # rank 0 sends what it runs
     monkeypatch.setenv("SHARDC_BLAS", "openblas")  # an explicit choice stays
     blas.agree(_World(1, 2, "mkl"))
     assert blas.active_name() == "openblas"

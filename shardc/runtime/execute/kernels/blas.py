@@ -335,18 +335,15 @@ def agree(world: Any) -> None:
     """Collective over the mpi4py communicator `world`: under `SHARDC_BLAS=auto` every
     rank runs the library rank 0 chose, so a replicated product rounds the same on every
     rank even where hosts measured differently. An explicit choice is left as it is.
-    The bf16 products' routing is agreed too (`bf16_gemm.agree`)."""
+    Entry points call `agreement.agree`, which agrees the bf16 products' routing too."""
     if world.Get_size() == 1:
         return
-    from shardc.runtime.execute.kernels import bf16_gemm
-
     mine = active_name() if _choice().strip().lower() == "auto" and world.Get_rank() == 0 else None
     name = world.bcast(mine, root=0)
     if name is not None and _choice().strip().lower() == "auto":
         with _LOCK:
             _AGREED[:] = [name]
             _ACTIVE.pop(_choice(), None)
-    bf16_gemm.agree(world)
 
 
 def _layout(strides: tuple[int, ...], rows: int, cols: int, item: int) -> tuple[int, int] | None:
