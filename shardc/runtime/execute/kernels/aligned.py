@@ -27,8 +27,14 @@ def aligned_empty(shape: tuple[int, ...], dtype: object = np.float32) -> np.ndar
     return raw[skip : skip + n].reshape(shape)
 
 
+_UINT16 = np.dtype(np.uint16)
+
+
 def result_array(shape: tuple[int, ...], dtype: object) -> np.ndarray:
     """A kernel's result: bf16 ones (a bf16 product's likely operands) `aligned_empty`,
-    the others as numpy allocates them."""
+    the others as numpy allocates them. A numba kernel writes bf16 as its 16-bit
+    patterns (`bf16_run.Bf16Results`), so uint16 results count as bf16: allocated by
+    numpy they reached the products 16-byte aligned, and oneDNN's matmul copied 21 of
+    the n_layer-4 step's left operands into aligned buffers first."""
     dt = np.dtype(dtype)  # type: ignore[call-overload]
-    return aligned_empty(shape, dt) if dt.kind == "V" else np.empty(shape, dt)
+    return aligned_empty(shape, dt) if dt.kind == "V" or dt == _UINT16 else np.empty(shape, dt)
