@@ -27,7 +27,8 @@ Xeon; where MKL's bf16 kernels are slow (AMD processors: 2-3x oneDNN's time on a
 
 `SHARDC_BF16_GEMM` picks: `auto` (the default: oneDNN, else MKL, where the CPU has bf16
 units and the library loads), `onednn` (every product to oneDNN wherever it loads, MKL
-behind it for the layouts it declines) or `mkl` (MKL wherever it loads), `numpy` (the widened float32 matmul). Read at every call.
+behind it for the layouts it declines), `mkl` (MKL wherever it loads), `numpy` (the
+widened float32 matmul). Read at every call.
 """
 
 from __future__ import annotations

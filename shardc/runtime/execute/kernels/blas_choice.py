@@ -13,7 +13,8 @@ thread count and OpenBLAS's own variables. The first process to measure publishe
 answer with a hard link (one writer wins); every process then reads that file, so the
 ranks on one machine run one library and a replicated product rounds alike on each.
 Across hosts, the entry points of a run make rank 0's answer everyone's
-(`blas.agree`). Delete the file to measure again. With `SHARDC_CACHE=0` nothing is kept
+(`blas.agree`). Delete the file to measure again. `bf16_gemm_choice.py` keeps its own
+answer with the same record functions. With `SHARDC_CACHE=0` nothing is kept
 and each process measures for itself (`agree` still aligns the ranks of a run).
 """
 
