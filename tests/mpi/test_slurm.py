@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import random
 import shutil
 import signal
 import socket
@@ -62,8 +63,15 @@ def _free_port() -> int:
 
 def _slurm_conf(d: Path, host: str, munge_socket: Path) -> str:
     ctld, slurmd = _free_port(), _free_port()
+    # Job ids of their own per cluster: MPICH names its shared-memory segment after the
+    # PMI job (`<jobid>.<step>`), and ranks ended by a signal (the SIGTERM test's) leave
+    # it in /dev/shm. A later cluster on the machine counting from job 1 again met that
+    # segment, and its job's ranks failed or hung in MPI_Init ("Message from rank 1 and
+    # tag 7 truncated"): the SIGTERM test failed on every run after its first.
+    first_job = random.SystemRandom().randrange(1_000, 60_000_000)
     return f"""\
 ClusterName=shardc-test
+FirstJobId={first_job}
 SlurmctldHost={host}(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
