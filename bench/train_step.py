@@ -54,6 +54,7 @@ as numpy's, a row's target above its ceiling cannot be met by any runtime work.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -85,9 +86,11 @@ _A = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
 _B = _A.T.copy()
 
 
+@functools.cache
 def _product(precision: str):
     """One 1024^3 product as the step runs it: numpy's float32 matmul, or under bf16
-    shardc's bf16 GEMM (`kernels/bf16_gemm.py`: bf16 operands, float32 result)."""
+    shardc's bf16 GEMM (`kernels/bf16_gemm.py`: bf16 operands, float32 result); made
+    once per process (`matmul_rate` asks before every timed step)."""
     if precision != "bf16":
         return lambda: _A @ _B
     from shardc.runtime.execute.kernels import bf16_gemm

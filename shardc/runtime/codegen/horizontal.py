@@ -264,14 +264,14 @@ def render_group(nest: object, params: Sequence[tuple[str, object]], writes: Seq
 
 def _row(array: str) -> str:
     """A strided member's current row of a nest's argument (`q3` -> `c3`, `w0` -> `d0`)."""
-    assert array[0] in "qw" and array[1:].isdigit(), array
-    return ("c" if array[0] == "q" else "d") + array[1:]
+    return _member(array, "cd")
 
 
-def _member(array: str) -> str:
-    """The member's own array for a nest's argument name (`q3` -> `a3`, `w0` -> `b0`)."""
+def _member(array: str, prefixes: str = "ab") -> str:
+    """The member's own array for a nest's argument name (`q3` -> `a3`, `w0` -> `b0`;
+    other `prefixes` for inputs and outputs name other per-member values)."""
     assert array[0] in "qw" and array[1:].isdigit(), array
-    return ("a" if array[0] == "q" else "b") + array[1:]
+    return prefixes[array[0] == "w"] + array[1:]
 
 
 __all__ = ["CHUNK", "GROUP", "Group", "Member", "build_group", "plan_groups", "render_group", "run_group"]

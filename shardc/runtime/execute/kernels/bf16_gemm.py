@@ -189,8 +189,9 @@ def agree(world: Any) -> None:
 def describe() -> str:
     """A line for benchmark headers: the backend and why."""
     units = "bf16 units (AMX/AVX512-BF16)" if bf16_units() else "no bf16 units"
+    mkl_runs = "where oneDNN declines" if routing() == "onednn" else "for the products onednn_suits leaves it, and where oneDNN declines"
     how = {
-        "onednn": "oneDNN matmul" if _mkl_gemm() is None else f"oneDNN matmul (routing {routing()}: MKL cblas_gemm_bf16bf16f32 {'where oneDNN declines' if routing() == 'onednn' else 'for the products onednn_suits leaves it, and where oneDNN declines'})",
+        "onednn": "oneDNN matmul" if _mkl_gemm() is None else f"oneDNN matmul (MKL cblas_gemm_bf16bf16f32 {mkl_runs})",
         "mkl": "MKL cblas_gemm_bf16bf16f32",
         "numpy": "float32 matmul of widened operands",
     }[backend()]
@@ -276,7 +277,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: f
     if out is not None and out.shape != shape:
         raise ValueError(f"bf16_gemm.matmul: out has shape {out.shape}, expected {shape}")
     name = backend()
-    if name == "onednn" and a.shape[-1] and math.prod(shape) and (routing() == "onednn" or onednn_suits(shape, a.shape[-1], a.strides[-1] == a.itemsize)):
+    if name == "onednn" and a.shape[-1] and math.prod(shape) and (onednn_suits(shape, a.shape[-1], a.strides[-1] == a.itemsize) or routing() == "onednn"):
         if out is not None and (out.dtype == _F32 or (out.dtype == bf and beta == 0.0)):
             if onednn_matmul.matmul(a, b, out, alpha, beta):
                 return out

@@ -14,7 +14,8 @@ CPU clock. The answer is `shaped` (the rule: MKL for those products) or `onednn`
 (oneDNN for every product it accepts). `onednn` is taken only where oneDNN wins by
 `MARGIN`: on the machine the rule was measured on, the larger products of this kind
 favoured MKL. The answer is kept in the cache directory as `blas_choice` keeps its own
-(`bf16-gemm-choice-<key>.json`). `blas.agree` makes rank 0's answer every rank's.
+(`bf16-gemm-choice-<key>.json`, `blas_choice.remembered`). `bf16_gemm.agree` (from
+`agreement.agree`) makes rank 0's answer every rank's.
 """
 
 from __future__ import annotations
@@ -79,15 +80,10 @@ def decide(seconds: dict[str, float]) -> str:
 def choose(library_files: tuple[str | None, str | None], runners: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], Any]], bfloat16: np.dtype) -> str:
     """The routing `auto` runs here: the kept answer for this machine, else measured
     now with `runners` (`mkl` and `onednn`) and kept."""
+
+    def measure_now() -> tuple[str, dict[str, Any]]:
+        seconds = measure(runners, bfloat16)
+        return decide(seconds), {"seconds": seconds, "shapes": [list(s) for s in SHAPES], "margin": MARGIN}
+
     path = blas_choice.record_path("bf16-gemm-choice", key(library_files), _LABEL)
-    if path is not None:
-        kept = blas_choice.read_record(path)
-        if kept is not None and kept["choice"] in ROUTINGS:
-            return kept["choice"]
-    seconds = measure(runners, bfloat16)
-    routing = decide(seconds)
-    if path is None:
-        return routing
-    blas_choice.publish(path, {"choice": routing, "seconds": seconds, "shapes": [list(s) for s in SHAPES], "margin": MARGIN}, _LABEL)
-    kept = blas_choice.read_record(path)
-    return kept["choice"] if kept is not None and kept["choice"] in ROUTINGS else routing
+    return blas_choice.remembered(path, _LABEL, lambda c: c in ROUTINGS, measure_now)

@@ -340,10 +340,11 @@ def agree(world: Any) -> None:
         return
     mine = active_name() if _choice().strip().lower() == "auto" and world.Get_rank() == 0 else None
     name = world.bcast(mine, root=0)
-    if name is not None and _choice().strip().lower() == "auto":
-        with _LOCK:
-            _AGREED[:] = [name]
-            _ACTIVE.pop(_choice(), None)
+    if name is None or _choice().strip().lower() != "auto":
+        return
+    with _LOCK:
+        _AGREED[:] = [name]
+        _ACTIVE.pop(_choice(), None)
 
 
 def _layout(strides: tuple[int, ...], rows: int, cols: int, item: int) -> tuple[int, int] | None:

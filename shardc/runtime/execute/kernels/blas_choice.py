@@ -150,24 +150,32 @@ def measure(libs: dict[str, Any]) -> dict[str, float]:
     return {name: sum(ts) for name, ts in best.items()}
 
 
+def remembered(path: str | None, label: str, valid: Callable[[str], bool], measure_now: Callable[[], tuple[str, dict[str, Any] | None]]) -> str:
+    """The answer kept at `path` where `valid` accepts it, else `measure_now()`'s:
+    (answer, record to keep beside it, None for an answer not worth keeping). The first
+    answer published wins, so every process on a machine runs the same; `path` None
+    (the cache off) keeps nothing."""
+    if path is not None and (kept := read_record(path)) is not None and valid(kept["choice"]):
+        return kept["choice"]
+    choice, record = measure_now()
+    if path is None or record is None:
+        return choice
+    publish(path, {"choice": choice, **record}, label)
+    kept = read_record(path)
+    return kept["choice"] if kept is not None and valid(kept["choice"]) else choice
+
+
 def choose(load: Callable[[str], Any], libraries: Sequence[str], library_files: Sequence[str | None]) -> str:
     """The library name `auto` runs (one of `libraries`, which `load` loads, or `numpy`
     when none loads): the kept answer for this machine, else measured now (and kept)."""
+
+    def measure_now() -> tuple[str, dict[str, Any] | None]:
+        libs = {name: lib for name in libraries if (lib := load(name)) is not None}
+        if len(libs) < 2:  # nothing to choose between: nothing measured or kept
+            return next(iter(libs), "numpy"), None
+        seconds = measure(libs)
+        record = {"seconds": seconds, "libraries": {n: lib.describe() for n, lib in libs.items()}, "shapes": [list(s) for s in SHAPES]}
+        return min(seconds, key=lambda n: seconds[n]), record
+
     path = record_path("blas-choice", key(library_files), "BLAS choice")
-    if path is not None:
-        kept = read_record(path)
-        if kept is not None and (kept["choice"] == "numpy" or (kept["choice"] in libraries and load(kept["choice"]) is not None)):
-            return kept["choice"]
-    libs = {name: lib for name in libraries if (lib := load(name)) is not None}
-    if not libs:
-        return "numpy"
-    if len(libs) == 1:
-        return next(iter(libs))
-    seconds = measure(libs)
-    choice = min(seconds, key=lambda n: seconds[n])
-    if path is None:
-        return choice
-    record = {"choice": choice, "seconds": seconds, "libraries": {n: lib.describe() for n, lib in libs.items()}, "shapes": [list(s) for s in SHAPES]}
-    publish(path, record, "BLAS choice")
-    kept = read_record(path)
-    return kept["choice"] if kept is not None and kept["choice"] in libs else choice
+    return remembered(path, "BLAS choice", lambda c: c == "numpy" or (c in libraries and load(c) is not None), measure_now)
