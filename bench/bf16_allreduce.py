@@ -1,10 +1,15 @@
-"""Two ways to sum bf16 buffers over MPI (which has no bf16 datatype), timed side by side:
+"""Ways to sum bf16 buffers over MPI (which has no bf16 datatype), timed side by side
+against the float32 sum of the same elements (what `--grad-reduce f32` moves):
 
+- f32: MPI_Allreduce / MPI_Reduce_scatter_block of float32 buffers of the same length;
 - widen: cast to float32, MPI_Allreduce(MPI_FLOAT, MPI_SUM), round back to bf16 once
-  (what `MPIComm` does: twice the bytes on the wire, MPI's built-in vectorised sum);
+  (the runtime's bf16 sum before `bf16_sums`: twice the bytes on the wire);
 - user op: MPI_Allreduce on the uint16 patterns with a Python `MPI.Op` that views them
   as bf16 and adds in float32 (half the bytes; a Python callback per message chunk, and
-  with more than 2 ranks each step rounds to bf16).
+  with more than 2 ranks each step rounds to bf16);
+- shardc: `MPIComm`'s sum, now `runtime/execute/bf16_sums.py` (an all-to-all of the
+  16-bit blocks, float32 sums, an all-gather of the rounded blocks; the reduce-scatter
+  is the all-to-all and the sums).
 
     mpiexec -n 2 python bench/bf16_allreduce.py [--sizes 4096 262144 4194304] [--repeat 20]
 """
@@ -38,10 +43,26 @@ def main() -> None:
     comm = MPIComm(world, checked=False)
     op = MPI.Op.Create(_bf16_sum, commute=True)
     if world.rank == 0:
-        print(f"# bf16 sum all_reduce on {world.size} ranks, best of {args.repeat} (ms)")
-        print(f"{'elements':>10} {'widen f32':>10} {'user op':>10} {'shardc':>10}  agree")
+        print(f"# bf16 sums on {world.size} ranks, best of {args.repeat} (ms); x f32: shardc's time over the float32 collective's")
+        print(f"{'elements':>10} {'f32 AR':>9} {'widen':>9} {'user op':>9} {'shardc AR':>10} {'x f32':>6} {'f32 RS':>9} {'shardc RS':>10} {'x f32':>6}  agree")
+    n = world.size
     for size in args.sizes:
+        size -= size % n
         x = (np.random.default_rng(world.rank).integers(-64, 64, size) / 8).astype(BF)
+        x32 = x.astype(np.float32)
+
+        def f32_allreduce() -> np.ndarray:
+            out = np.empty(size, np.float32)
+            world.Allreduce(x32, out, op=MPI.SUM)
+            return out.astype(BF)
+
+        def f32_reduce_scatter() -> np.ndarray:
+            out = np.empty(size // n, np.float32)
+            world.Reduce_scatter_block(x32, out, op=MPI.SUM)
+            return out.astype(BF)
+
+        def shardc_reduce_scatter() -> np.ndarray:
+            return comm.reduce_scatter(x, (n,), (0,), 0, "sum")
 
         def widen() -> np.ndarray:
             out = np.empty(size, np.float32)
@@ -58,7 +79,7 @@ def main() -> None:
 
         times = {}
         results = {}
-        for name, fn in (("widen", widen), ("user", user), ("shardc", shardc)):
+        for name, fn in (("f32", f32_allreduce), ("widen", widen), ("user", user), ("shardc", shardc), ("f32 rs", f32_reduce_scatter), ("shardc rs", shardc_reduce_scatter)):
             results[name] = fn()
             best = float("inf")
             for _ in range(args.repeat):
@@ -67,9 +88,14 @@ def main() -> None:
                 fn()
                 best = min(best, time.perf_counter() - t)
             times[name] = world.allreduce(best, op=MPI.MAX)
-        agree = all(np.array_equal(results[n].view(np.uint16), results["widen"].view(np.uint16)) for n in results)
+        agree = all(np.array_equal(results[k].view(np.uint16), results["widen"].view(np.uint16)) for k in ("user", "shardc"))
+        agree = agree and np.array_equal(results["shardc rs"].view(np.uint16), results["f32 rs"].view(np.uint16))
         if world.rank == 0:
-            print(f"{size:>10} {times['widen'] * 1e3:>10.3f} {times['user'] * 1e3:>10.3f} {times['shardc'] * 1e3:>10.3f}  {agree}")
+            ms = {k: v * 1e3 for k, v in times.items()}
+            print(
+                f"{size:>10} {ms['f32']:>9.3f} {ms['widen']:>9.3f} {ms['user']:>9.3f} {ms['shardc']:>10.3f} {ms['shardc'] / ms['f32']:>6.2f} "
+                f"{ms['f32 rs']:>9.3f} {ms['shardc rs']:>10.3f} {ms['shardc rs'] / ms['f32 rs']:>6.2f}  {agree}"
+            )
     op.Free()
 
 

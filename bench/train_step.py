@@ -11,6 +11,7 @@ memory per rank and the fraction of the matmul peak (numpy's float32 matmul; und
     python bench/train_step.py --accumulate    # 1 rank: gradients/biases folded into their contractions vs not, same process
     python bench/train_step.py --rows          # 1 rank: row-chain kernels vs not, same process
     python bench/train_step.py --precision bf16   # shardc --precision bf16 vs PyTorch under torch.autocast bf16
+    python bench/train_step.py --precision bf16 --grad-reduce bf16   # gradients reduced in bf16: shardc's --grad-reduce bf16, DDP's in bf16 too
     python bench/train_step.py --phases        # also each shardc row's CPU time per step by phase (cProfile)
 
 Rows: shardc on 1 rank against PyTorch on 1 thread; shardc dp=2 and tp=2 (2 MPI ranks)
@@ -199,7 +200,7 @@ def phase_seconds(profile: object, steps: int) -> dict[str, float]:
     return out
 
 
-def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int, precision: str = "f32", phases: bool = False) -> dict:
+def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int, precision: str = "f32", phases: bool = False, grad_reduce: str = "f32") -> dict:
     """Compile the step for the grid, then time steps on this rank (under MPI when world > 1);
     `phases`: the timed steps under cProfile (CPU time), the result's "phases" by phase."""
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
@@ -208,7 +209,7 @@ def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int, pre
 
     grid = make_grid(world, tp)
     t0 = time.perf_counter()
-    prog = StepProgram.build(cfg, BATCH, grid, ShardingPolicy(tp, zero=True, fsdp=False), GPT_PLAN, precision=precision)
+    prog = StepProgram.build(cfg, BATCH, grid, ShardingPolicy(tp, zero=True, fsdp=False), GPT_PLAN, precision=precision, grad_reduce=grad_reduce)
     compile_s = time.perf_counter() - t0
     state = RankState(prog, rank, init_params(cfg, 0))
     it = _data(cfg)
@@ -326,11 +327,30 @@ def _torch_gpt(cfg: GPTConfig):
     return GPT()
 
 
-def torch_steps(cfg: GPTConfig, threads: int, repeats: int, ddp: bool = False, precision: str = "f32") -> dict:
+def _bf16_allreduce_hook(state, bucket):  # noqa: ANN001, ANN201 - DDP checks the annotations: none or its own
+    """DDP's `bf16_compress_hook` for gloo (PyTorch's refuses without CUDA or XPU): the
+    bucket's gradients divided by the world size, all-reduced as bf16 on gloo, back into
+    the float32 bucket."""
+    import torch
+    import torch.distributed as dist
+
+    buffer = bucket.buffer()
+    small = buffer.to(torch.bfloat16).div_(dist.get_world_size())
+    done = dist.all_reduce(small, async_op=True).get_future()
+
+    def back(fut):  # noqa: ANN001, ANN202
+        buffer.copy_(fut.value()[0])
+        return buffer
+
+    return done.then(back)
+
+
+def torch_steps(cfg: GPTConfig, threads: int, repeats: int, ddp: bool = False, precision: str = "f32", grad_reduce: str = "f32") -> dict:
     """Time PyTorch eager steps (forward, backward, AdamW) on `threads` threads, or as one
     process of DistributedDataParallel on gloo (its share of the batch); `precision`
     bf16: the forward under `torch.autocast("cpu", dtype=torch.bfloat16)` (float32
-    parameters and AdamW, as shardc's --precision bf16)."""
+    parameters and AdamW, as shardc's --precision bf16); `grad_reduce` bf16: DDP's
+    gradients all-reduced in bf16 (`_bf16_allreduce_hook`, as shardc's --grad-reduce bf16)."""
     import torch
 
     torch.set_num_threads(threads)
@@ -343,6 +363,8 @@ def torch_steps(cfg: GPTConfig, threads: int, repeats: int, ddp: bool = False, p
         dist.init_process_group("gloo")
         rank, world = dist.get_rank(), dist.get_world_size()
         model = torch.nn.parallel.DistributedDataParallel(model)
+        if grad_reduce == "bf16":
+            model.register_comm_hook(None, _bf16_allreduce_hook)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     other = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}], lr=LR, betas=(0.9, 0.95), eps=1e-8)
@@ -507,7 +529,7 @@ def worker(args: argparse.Namespace) -> None:
         print("RESULT " + json.dumps(torch_steps(cfg, args.threads, args.repeats, precision=args.precision)))
         return
     if args.worker == "ddp":
-        res = torch_steps(cfg, 1, args.repeats, ddp=True, precision=args.precision)
+        res = torch_steps(cfg, 1, args.repeats, ddp=True, precision=args.precision, grad_reduce=args.grad_reduce)
         if os.environ.get("RANK") == "0":
             print("RESULT " + json.dumps(res))
         # PyTorch 2.13's gloo can abort in interpreter teardown ("terminate called without
@@ -522,7 +544,7 @@ def worker(args: argparse.Namespace) -> None:
     set_blas_threads(1)
     comm = MPI.COMM_WORLD
     with use_comm(MPIComm(comm)):
-        res = time_steps(cfg, comm.Get_size(), args.tp, comm.Get_rank(), args.repeats, args.precision, args.phases)
+        res = time_steps(cfg, comm.Get_size(), args.tp, comm.Get_rank(), args.repeats, args.precision, args.phases, args.grad_reduce)
     out = comm.gather(res, root=0)
     if comm.Get_rank() == 0:
         print("RESULT " + json.dumps(out))
@@ -537,7 +559,7 @@ def _run(cmd: list[str], env: dict[str, str]) -> object:
 
 
 def _common(args: argparse.Namespace) -> list[str]:
-    return ["--repeats", str(args.repeats), "--precision", args.precision, *(["--quick"] if args.quick else []), *(["--large"] if args.large else []), *(["--phases"] if args.phases else [])]
+    return ["--repeats", str(args.repeats), "--precision", args.precision, "--grad-reduce", args.grad_reduce, *(["--quick"] if args.quick else []), *(["--large"] if args.large else []), *(["--phases"] if args.phases else [])]
 
 
 def launch(n: int, tp: int, args: argparse.Namespace) -> list[dict]:
@@ -626,6 +648,7 @@ def main() -> None:
     ap.add_argument("--accumulate", action="store_true", help="only: 1 rank with accumulations folded into contractions vs not")
     ap.add_argument("--rows", action="store_true", help="only: 1 rank with row-chain kernels vs not")
     ap.add_argument("--precision", choices=("f32", "bf16"), default="f32", help="bf16: shardc's --precision bf16 against PyTorch under torch.autocast bf16")
+    ap.add_argument("--grad-reduce", choices=("f32", "bf16"), default="f32", help="bf16: shardc's gradient sums over the batch in bf16 (--grad-reduce bf16) and DDP's in bf16 (a bf16_compress_hook for gloo)")
     ap.add_argument("--phases", action="store_true", help="also: each shardc row's CPU time per step by phase (products, casts, collectives, kernels); the timed steps run under cProfile, its overhead in their times")
     ap.add_argument("--worker", choices=("shardc", "torch", "ddp", "pair"), help=argparse.SUPPRESS)
     ap.add_argument("--tp", type=int, default=1, help=argparse.SUPPRESS)
@@ -661,6 +684,8 @@ def main() -> None:
         print(f"precision bf16: shardc --precision bf16 (bf16 products: {describe()}); PyTorch eager under torch.autocast('cpu', bfloat16); 'of peak' and the ceiling are against the bf16 peak")
     else:
         print(f"step FLOPs {flops / 1e9:.2f} GFLOP; numpy matmul peak {peak / 1e9:.1f} GFLOP/s per rank (1 BLAS thread)")
+    if args.grad_reduce == "bf16":
+        print("grad-reduce bf16: shardc's gradient sums over the batch move bf16 (--grad-reduce bf16); DDP all-reduces its gradients in bf16 (a bf16_compress_hook for gloo); the threads rows reduce nothing")
     if not torch_on:
         print("PyTorch: " + ("not run (--no-torch)" if args.no_torch else "not installed (the [torch] extra): shardc only"))
     forced = [f"{k}={os.environ[k]}" for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if os.environ.get(k)]

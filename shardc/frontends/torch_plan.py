@@ -208,9 +208,10 @@ def plan_torch_job(job: Job, world: int, ranks_per_host: int | None = None, cost
                 check_whole_heads(task.model, layouts, policy.tp)
 
         cost = host_cost_model(cost, ranks_per_host)
-        precision = getattr(a, "precision", "f32")
+        precision, grad_reduce = getattr(a, "precision", "f32"), getattr(a, "grad_reduce", "f32")
         return choose_module(
-            shape, world, a.per_device_batch, a.accum, a.memory_budget, cost=cost, ranks_per_host=ranks_per_host, check=check, precision=precision
+            shape, world, a.per_device_batch, a.accum, a.memory_budget, cost=cost, ranks_per_host=ranks_per_host, check=check,
+            precision=precision, grad_reduce=grad_reduce,
         )
     except MissingTorch as e:
         raise JobError(str(e)) from None

@@ -124,6 +124,7 @@ class TorchSource:
                 accum=a.accum, steps=a.steps, lr=sched, no_decay=task.no_decay, eval_batches=evals,
                 eval_every=a.eval_every, checkpoint=opts, resume=where, keep_text=bool(a.emit_ir) and rank == 0,
                 precision=getattr(a, "precision", "f32"),
+                grad_reduce=getattr(a, "grad_reduce", "f32"),
             )
             seconds = time.perf_counter() - t0
             # --auto measures the training from here; the module's parameters (the state's
@@ -253,7 +254,7 @@ def _header(a: argparse.Namespace, task: Any, training: Any, world: int, seconds
         *accounting(training.config, training.grid, a.block_size, training.memory),
         f"  imported from PyTorch and compiled the step in {seconds:.1f} s (compile {prog.compile_seconds:.1f} s{'' if prog.cached == 'compiled' else ', from the compile cache'})",
         *collective_lines(prog.shard_collectives),
-        *precision_lines(TOOL, getattr(a, "precision", "f32")),
+        *precision_lines(TOOL, getattr(a, "precision", "f32"), getattr(a, "grad_reduce", "f32")),
     ])
 
 

@@ -599,6 +599,7 @@ class TorchStepProgram:
         world: Any = None,
         data_dim: int = 0,
         precision: str = "f32",
+        grad_reduce: str = "f32",
     ) -> TorchStepProgram:
         """Resolve and check every layout (before anything is allocated), annotate the
         step (and `eval_step`, the `grads=False` import of the same loss), add AdamW and
@@ -628,12 +629,12 @@ class TorchStepProgram:
         key = make_key(
             "torch-step", exported=asdict(exported), eval_step=None if eval_step is None else asdict(eval_step),
             axes=sorted((k, list(v)) for k, v in axes.items()), plan=plan, policy=policy, grid=grid, opt=opt,
-            no_decay=list(no_decay), pipeline=step_pipeline(precision), fuse=True, data_dim=data_dim,
+            no_decay=list(no_decay), pipeline=step_pipeline(precision, grad_reduce), fuse=True, data_dim=data_dim,
         )
         built: list[Stage] = []
 
         def build() -> tuple[Any, dict[str, Any]]:
-            module, shard_level = _step_module(exported, eval_step, grid, params, layouts, buffer_specs, opt, built, keep_text, data_dim, step_pipeline(precision))
+            module, shard_level = _step_module(exported, eval_step, grid, params, layouts, buffer_specs, opt, built, keep_text, data_dim, step_pipeline(precision, grad_reduce))
             counts = lambda table: {f: dict(c) for f, c in table.items()}  # noqa: E731
             return module, {"stages": [[st.name, st.seconds] for st in built], "shard_collectives": counts(shard_level), "collectives": counts(count_collectives(module))}
 
@@ -897,9 +898,11 @@ class TorchTraining(ModuleTraining):
         keep_text: bool = False,
         data_dim: int = 0,
         precision: str = "f32",
+        grad_reduce: str = "f32",
     ) -> TorchTraining:
         """See `train_module`; `keep_text`: the program keeps each stage's text;
-        `precision`: "bf16" for bf16 products (`shardc.training.pipeline.step_pipeline`)."""
+        `precision`: "bf16" for bf16 products, `grad_reduce` "bf16" for gradients
+        reduced in bf16 (`shardc.training.pipeline.step_pipeline`)."""
         plan = plan or ShardingPlan()
         policy = policy or ShardingPolicy(tp=1, zero=False)
         if accum < 1:
@@ -968,7 +971,7 @@ class TorchTraining(ModuleTraining):
             comm = MPI.COMM_WORLD
         prog = TorchStepProgram.build(
             exported, axes or {}, plan, policy, grid, opt, no_decay=no_decay, eval_step=eval_step, keep_text=keep_text,
-            world=comm, data_dim=data_dim, precision=precision,
+            world=comm, data_dim=data_dim, precision=precision, grad_reduce=grad_reduce,
         )
         sched = lr if isinstance(lr, TrainConfig) else TrainConfig(lr=float(lr), min_lr=float(lr), warmup_steps=0) if not callable(lr) else None
         lr_at = sched.lr_at if sched is not None else lr  # type: ignore[assignment]

@@ -36,6 +36,7 @@ PASSES: dict[str, str] = {
     "scatter-windows": "shardc.passes.scatter_windows:ScatterWindowsPass",
     "expand-shapes-before-pads": "shardc.passes.expand_before_pad:ExpandShapesBeforePadsPass",
     "convert-shard-to-mpi": "shardc.lowering.shard_to_mpi:ConvertShardToMPIPass",
+    "reduction-precision": "shardc.passes.reduction_precision:ReductionPrecisionPass",
     "forward-send-copies": "shardc.passes.forward_send_copies:ForwardSendCopiesPass",
     # mlir-opt's test passes, so MLIR-style lit tests run unchanged.
     "test-grid-simplifications": "shardc.passes.test_shard_passes:TestGridSimplificationsPass",

@@ -1,4 +1,4 @@
-"""`mixed-precision{compute=bf16 grad-reduce=f32}`: bf16 matrix products, float32 for
+"""`mixed-precision{compute=bf16}`: bf16 matrix products, float32 for
 everything else, derived from the IR (the policy `torch.autocast` and FSDP2's
 `MixedPrecisionPolicy` apply, as a pass, so any imported model gets it).
 
@@ -36,15 +36,14 @@ everything else, derived from the IR (the policy `torch.autocast` and FSDP2's
   past another product (the backward's GELU derivative) is kept to that reader as a
   bf16 copy made after its first reader, extended just before the later one
   (`save_epilogues_in_bf16`): half the bytes held from the forward to the backward.
-- **Gradient reduction** (`grad-reduce`): `f32` only, for now. A gradient is the
-  partial sum of a product over the split batch, and partition reduces it with a
-  collective on the product's float32 result (an all_reduce that simplify merges with
-  the slice into a reduce_scatter). Casting that result to bf16 before its resharding
-  does not make the reduction bf16: the partial sum is reduced (float32) before the
-  cast, and the merged reduce_scatter becomes an all_reduce plus a slice, twice the
-  bytes (seen on a hand-written FSDP weight gradient). A bf16 reduction needs partition to
-  reduce partial sums in the type the policy asks for; `grad-reduce=bf16` is refused
-  until it does.
+- **Gradient reduction** is not this pass's: a gradient is the partial sum of a
+  product over the split batch, reduced by a collective partition makes on the
+  product's float32 result (an all_reduce that simplify merges with the slice into a
+  reduce_scatter). Casting that result to bf16 here, before propagation, would not make
+  the reduction bf16 (the partial sum is reduced before the cast, and the merged
+  reduce_scatter becomes an all_reduce plus a slice, twice the bytes). `--grad-reduce
+  bf16` is `reduction-precision`, run after `shard-simplify` on the collectives
+  themselves.
 
 `compute=f32` changes nothing (the pipeline stays the float32 one).
 """
@@ -176,7 +175,7 @@ def _generic_product(op: Operation, a: SSAValue, b: SSAValue) -> GenericOp:
     return GenericOp([a, b], [out], region, list(maps.data), list(op.get_iterator_types().data), [op.results[0].type])  # type: ignore[attr-defined]
 
 
-def _cast_op(v: SSAValue, to: object) -> list[Operation]:
+def cast_op(v: SSAValue, to: object) -> list[Operation]:
     """`tensor.empty` and an elementwise `linalg.generic` casting `v` to `to` (bf16 or f32)."""
     t = v.type
     assert isinstance(t, TensorType)
@@ -222,7 +221,7 @@ class _Casts:
         if got is not None:
             return got
         base, chain = _for_users_chain(v)
-        ops = _cast_op(base, bf16)
+        ops = cast_op(base, bf16)
         out = ops[-1].results[0]
         if chain and isinstance(base.owner, shard.ShardOp):  # the cast pinned where the value is made
             pin = shard.ShardOp(out, base.owner.sharding)
@@ -324,7 +323,7 @@ def _epilogue_of_product(op: Operation) -> bool:
 
 
 def _cast_to(v: SSAValue, to: object, before: Operation) -> SSAValue:
-    ops = _cast_op(v, to)
+    ops = cast_op(v, to)
     Rewriter.insert_op(ops, InsertPoint.before(before))
     return ops[-1].results[0]
 
@@ -355,7 +354,7 @@ def save_epilogues_in_bf16(f: func.FuncOp) -> int:
             far = [r for r in later if any(order[first] < k < order[r] for k in products)]
             if not far:
                 continue
-            copy_ops = _cast_op(v, bf16)
+            copy_ops = cast_op(v, bf16)
             Rewriter.insert_op(copy_ops, InsertPoint.after(first))
             copy = copy_ops[-1].results[0]
             for r in far:
@@ -376,9 +375,6 @@ class MixedPrecisionPass(ModulePass):
     compute: Precision = "bf16"
     """The products' input type: `bf16`, or `f32` (no change)."""
 
-    grad_reduce: Literal["f32"] = "f32"
-    """The type gradients are reduced in (the module docstring says why only `f32`)."""
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in [o for o in op.ops if isinstance(o, func.FuncOp)]:
             if self.compute == "bf16":
@@ -386,4 +382,4 @@ class MixedPrecisionPass(ModulePass):
                 save_epilogues_in_bf16(f)
 
 
-__all__ = ["MixedPrecisionPass", "cast_products", "save_epilogues_in_bf16", "is_contraction", "is_gemm_shaped", "is_named_product"]
+__all__ = ["MixedPrecisionPass", "cast_op", "cast_products", "save_epilogues_in_bf16", "is_contraction", "is_gemm_shaped", "is_named_product"]

@@ -34,7 +34,9 @@ PASS_HELP = """\
   --iota-operands-as-indices       Generic inputs holding their loop's positions (an arange) read as `linalg.index`.
   --mixed-precision                bf16 products with float32 everything else (the module docstring).
       compute=<bf16|f32> (default: bf16)
-      grad-reduce=<f32> (default: f32)
+  --reduction-precision            Sum collectives over the data-parallel grid axes reduce bf16 copies (the module docstring).
+      type=<bf16|f32> (default: bf16)
+      grid-axes=<list of int> (default: )
   --scatter-by-position            Scatters whose first index column is each update's own position as elementwise generics.
   --scatter-windows                Scatters into non-overlapping pooling windows as elementwise generics.
   --shard-partition                Partition every annotated func.func of the module into SPMD form.

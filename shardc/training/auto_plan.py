@@ -264,6 +264,9 @@ class Prediction:
     plan: ShardingPlan = GPT_PLAN
     precision: str = "f32"
     """`--precision`: "bf16" prices products of bf16 copies (`bf16_costs`)."""
+    grad_reduce: str = "f32"
+    """`--grad-reduce`: "bf16" prices the gradients' reductions over batch at bf16's
+    bytes, plus their casts (`grad_reduce_casts`)."""
 
     @property
     def name(self) -> str:
@@ -292,10 +295,12 @@ def predict(
     itemsize: int = 4,
     plan: ShardingPlan = GPT_PLAN,
     precision: str = "f32",
+    grad_reduce: str = "f32",
 ) -> Prediction:
     """The predicted optimizer step of `policy` on `grid` (see the module's docstring);
     `cost` is a `shardc.passes.cost_model.CostModel` (default: the cached rates);
-    `precision` "bf16": `--precision bf16`'s step (`bf16_costs`)."""
+    `precision` "bf16": `--precision bf16`'s step (`bf16_costs`); `grad_reduce` "bf16":
+    `--grad-reduce bf16`'s."""
     from shardc.passes.cost_model import CostModel, load_rates
 
     cm: CostModel = cost if cost is not None else CostModel(load_rates())  # type: ignore[assignment]
@@ -328,13 +333,14 @@ def predict(
     if copies is not None:
         micro += cm.elementwise_time(copies.bytes) + per_op * copies.ops
     micro += cm.elementwise_time(2 * compute_elems * itemsize) if accum > 1 else 0.0  # accumulate
+    micro += grad_reduce_casts(grad_reduce, grid, compute_elems, update_elems, itemsize, cm)
     update = cm.elementwise_time(14 * update_elems * itemsize) + per_op * OPS_PER_PARAM * len(specs)
     compute_s = accum * micro + update
 
     # -- collectives --------------------------------------------------------------------
     # each split block all_reduces its output forward and its input's gradient backward
     tp_reduces = accum * 2 * sum((ka > 1) + (km > 1) for ka, km in blocks)
-    rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, [("all_reduce", tp_reduces, n * C * itemsize)], operands)
+    rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, [("all_reduce", tp_reduces, n * C * itemsize)], operands, grad_reduce)
 
     # -- memory -------------------------------------------------------------------------
     # what a layer keeps for its backward pass in the compiled step (the fused kernels keep
@@ -354,7 +360,7 @@ def predict(
         transient += copies.live
     memory = MemoryEstimate(state, activations, transient)
     tokens = b * dp * accum * T
-    return Prediction(policy, grid, compute_s, tuple(rows), memory, tokens, model, tuple(specs), plan, precision)
+    return Prediction(policy, grid, compute_s, tuple(rows), memory, tokens, model, tuple(specs), plan, precision, grad_reduce)
 
 
 # -----------------------------------------------------------------------------------------
@@ -417,6 +423,7 @@ def predict_module(
     cost: object = None,
     itemsize: int = 4,
     precision: str = "f32",
+    grad_reduce: str = "f32",
 ) -> Prediction:
     """The predicted optimizer step of a torch module under `policy` on `grid`, priced as
     `predict` prices the GPT, from the module's own projections (each one's FLOPs divided
@@ -424,7 +431,7 @@ def predict_module(
     split, all_reduces its output forward and its input's gradient backward), attention
     blocks (on local heads where their projections are split), normalizations and the
     logits' softmax and cross-entropy; state and collectives from its parameters' layouts.
-    `precision` "bf16": `--precision bf16`'s step (`bf16_costs`)."""
+    `precision` "bf16": `--precision bf16`'s step (`bf16_costs`); `grad_reduce`: `predict`'s."""
     from shardc.passes.cost_model import CostModel, load_rates
 
     cm: CostModel = cost if cost is not None else CostModel(load_rates())  # type: ignore[assignment]
@@ -485,16 +492,27 @@ def predict_module(
         saved += copies_fwd * BF16_BYTES
     saved *= IMPORTED_ACTIVATIONS
     micro += cm.elementwise_time(2 * compute_elems * itemsize) if accum > 1 else 0.0
+    micro += grad_reduce_casts(grad_reduce, grid, compute_elems, update_elems, itemsize, cm)
     update = cm.elementwise_time(14 * update_elems * itemsize) + per_op * OPS_PER_PARAM * len(specs)
     compute_s = accum * micro + update
     tp = [("all_reduce", accum * reduces, reduce_bytes / reduces)] if reduces else []
-    rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, tp, operands)
+    rows = _state_collectives(specs, layouts, policy, grid, accum, itemsize, cm, tp, operands, grad_reduce)
     state, transient = _state_memory(specs, layouts, shape.plan, policy, grid, itemsize, None, operands)
     if copies is not None:
         transient += copies.live
     memory = MemoryEstimate(state, saved, transient + IMPORTED_UPDATE_COPIES * compute_elems * itemsize)
     tokens = b * grid.batch * accum * T
-    return Prediction(policy, grid, compute_s, tuple(rows), memory, tokens, shape, tuple(specs), shape.plan, precision)
+    return Prediction(policy, grid, compute_s, tuple(rows), memory, tokens, shape, tuple(specs), shape.plan, precision, grad_reduce)
+
+
+def grad_reduce_casts(grad_reduce: str, grid: Grid, compute_elems: float, update_elems: float, itemsize: int, cm: Any) -> float:
+    """A microbatch's cost of `--grad-reduce bf16`'s casts where gradients are reduced
+    over batch (`reduction-precision`): every local gradient rounded to bf16 (read
+    float32, write bf16), the reduced part widened back (at most the local gradient;
+    its update slice under ZeRO)."""
+    if grad_reduce != "bf16" or grid.batch < 2:
+        return 0.0
+    return float(cm.elementwise_time((itemsize + BF16_BYTES) * (compute_elems + max(update_elems, compute_elems / grid.batch))))
 
 
 def _local(shape: Sequence[int], spec: Any, grid: Grid) -> int:
@@ -571,16 +589,18 @@ def _readers(shape: ModuleShape) -> dict[str, int]:
 
 def _state_collectives(
     specs: Sequence[Any], layouts: Sequence[Any], policy: ShardingPolicy, grid: Grid, accum: int, itemsize: int,
-    cm: Any, tp_reduces: Sequence[tuple[str, int, float]], bf16_operands: frozenset[str] = frozenset(),
+    cm: Any, tp_reduces: Sequence[tuple[str, int, float]], bf16_operands: frozenset[str] = frozenset(), grad_reduce: str = "f32",
 ) -> list[Collective]:
     """The step's collectives as the compiled step holds them: `tp_reduces` (kind, count
     per step, bytes) over `shard`, the gradients' all_reduce (DP) or reduce_scatter (ZeRO,
     for the arrays the update layout splits; all_reduce for the others) over `batch`,
     FSDP's all_gather of the stored parameters per microbatch, ZeRO's after the update,
     and the loss's all_reduce. `bf16_operands` (`--precision bf16`: the parameters products
-    read): FSDP gathers their bf16 copies, half the bytes; gradients are reduced and
-    ZeRO's updated masters gathered in float32, as `--grad-reduce f32` compiles them."""
+    read): FSDP gathers their bf16 copies, half the bytes; ZeRO's updated masters are
+    gathered in float32. Gradients are reduced in float32, or at bf16's bytes under
+    `grad_reduce` "bf16" (`--grad-reduce bf16`)."""
     rows: list[Collective] = []
+    reduced = BF16_BYTES if grad_reduce == "bf16" else itemsize  # a gradient element's bytes on the wire
 
     def add(kind: str, axis: str, count: int, nbytes: float) -> None:
         group = grid.axis_size(axis)
@@ -593,14 +613,14 @@ def _state_collectives(
         split = [(s, lay) for s, lay in members if any(BATCH in (d or ()) for d in lay.update)]
         whole = [(s, lay) for s, lay in members if not any(BATCH in (d or ()) for d in lay.update)]
         if zero:
-            add("reduce_scatter", BATCH, accum * len(split), _mean(_local(s.shape, lay.compute, grid) for s, lay in split) * itemsize)
-            add("all_reduce", BATCH, accum * len(whole), _mean(_local(s.shape, lay.compute, grid) for s, lay in whole) * itemsize)
+            add("reduce_scatter", BATCH, accum * len(split), _mean(_local(s.shape, lay.compute, grid) for s, lay in split) * reduced)
+            add("all_reduce", BATCH, accum * len(whole), _mean(_local(s.shape, lay.compute, grid) for s, lay in whole) * reduced)
             sizes = (BF16_BYTES if fsdp and s.path in bf16_operands else itemsize for s, _ in split)
             gathered = _mean(_local(s.shape, lay.update, grid) * size for (s, lay), size in zip(split, sizes))
             add("all_gather", BATCH, accum * len(split) if fsdp else len(split), gathered)
         else:
             compute_elems = sum(_local(s.shape, lay.compute, grid) for s, lay in members)
-            add("all_reduce", BATCH, accum * len(members), compute_elems / max(len(members), 1) * itemsize)
+            add("all_reduce", BATCH, accum * len(members), compute_elems / max(len(members), 1) * reduced)
     add("all_reduce", BATCH if grid.batch > 1 else SHARD, accum, itemsize)  # the loss
     return _merged(rows) if policy.overrides else rows
 
@@ -689,6 +709,7 @@ def choose(
     pad_vocab: bool = False,
     mixed: bool = True,
     precision: str = "f32",
+    grad_reduce: str = "f32",
 ) -> AutoPlan:
     """The fastest policy (predicted tokens/s) on `world` ranks whose predicted memory per
     rank fits `budget` bytes (None: any); raises PlanError naming the smallest budget that
@@ -696,7 +717,8 @@ def choose(
     model's vocabulary is the tokenizer's ids, padded per grid as the trainer pads it (to
     a multiple of lcm(8, data replicas)). The policies priced: `policies`, or every mix
     of dp / zero / fsdp over the parameter groups per tp (`auto_policies`; `mixed=False`:
-    the hand policies). Exact by enumeration: the groups are few. `precision`: `predict`'s."""
+    the hand policies). Exact by enumeration: the groups are few. `precision`,
+    `grad_reduce`: `predict`'s."""
     from shardc.passes.cost_model import CostModel, load_rates
 
     start = time.perf_counter()
@@ -719,7 +741,7 @@ def choose(
     if policies is None:
         policies = auto_policies(param_specs(model), plan, world, mixed)
     valid, invalid = _valid_policies(policies, world, ranks_per_host, check, (GridError, ShardingConfigError))
-    considered = [predict(padded(grid), policy, grid, per_device_batch, accum, cm, itemsize, plan, precision) for policy, grid in valid]
+    considered = [predict(padded(grid), policy, grid, per_device_batch, accum, cm, itemsize, plan, precision, grad_reduce) for policy, grid in valid]
     return _pick(considered, invalid, world, budget, cm, start)
 
 
@@ -796,6 +818,7 @@ def choose_module(
     itemsize: int = 4,
     mixed: bool = True,
     precision: str = "f32",
+    grad_reduce: str = "f32",
 ) -> AutoPlan:
     """`choose` for a torch module (every mix over its parameter groups, as `choose`): every hand policy on `world` ranks whose layouts the
     grid takes (`validate_layouts`) and `check` accepts (a ValueError: why not, e.g. a tp
@@ -822,7 +845,7 @@ def choose_module(
 
     # ValueError: GridError, ShardingConfigError, the check's
     valid, invalid = _valid_policies(auto_policies(shape.params, shape.plan, world, mixed), world, ranks_per_host, check_policy, (ValueError,))
-    considered = [predict_module(shape, policy, grid, per_device_batch, accum, cm, itemsize, precision) for policy, grid in valid]
+    considered = [predict_module(shape, policy, grid, per_device_batch, accum, cm, itemsize, precision, grad_reduce) for policy, grid in valid]
     return _pick(considered, invalid, world, budget, cm, start)
 
 
@@ -879,6 +902,8 @@ def parameter_groups(specs: Sequence[Any], policy: ShardingPolicy, grid: Grid, p
 def prediction_text(p: Prediction) -> str:
     m = p.memory
     precision = " in bf16 (float32 masters)" if p.precision == "bf16" else ""
+    if p.grad_reduce == "bf16" and p.grid.batch > 1:
+        precision += ", gradients reduced in bf16"
     return (
         f"{p.name}{precision} on grid {p.grid}: {p.step_s * 1e3:.1f} ms/step ({p.compute_s * 1e3:.1f} compute + {p.comm_s * 1e3:.1f} collectives), "
         f"{p.tokens_per_s:,.0f} tokens/s, {size_text(m.total)}/rank "
@@ -941,7 +966,7 @@ def host_cost_model(cost: object, ranks_per_host: int | None) -> Any:
 def plan_job(job: object, world: int, ranks_per_host: int | None = None) -> AutoPlan:
     """The auto plan of a `shardc-train` job (`shardc.training.job.Job`) on `world` ranks:
     its model flags, its tokenizer's vocabulary, `--per-device-batch`, `--accum`,
-    `--memory-budget` and `--precision`, priced for `ranks_per_host` ranks sharing this host's cores
+    `--memory-budget`, `--precision` and `--grad-reduce`, priced for `ranks_per_host` ranks sharing this host's cores
     (`host_cost_model`; None: a core each). Problems as JobError lines."""
     from shardc.training.job import JobError
     from shardc.training.tokenizer import make_tokenizer
@@ -951,8 +976,8 @@ def plan_job(job: object, world: int, ranks_per_host: int | None = None) -> Auto
         tok = make_tokenizer(a.tokenizer, job.text(), a.vocab_size)  # type: ignore[attr-defined]
         model = GPTConfig(a.n_layer, a.n_head, a.n_embd, a.block_size, tok.n_tokens)
         cost = host_cost_model(None, ranks_per_host)
-        precision = getattr(a, "precision", "f32")
-        return choose(model, world, a.per_device_batch, a.accum, a.memory_budget, cost, ranks_per_host=ranks_per_host, pad_vocab=True, precision=precision)
+        precision, grad_reduce = getattr(a, "precision", "f32"), getattr(a, "grad_reduce", "f32")
+        return choose(model, world, a.per_device_batch, a.accum, a.memory_budget, cost, ranks_per_host=ranks_per_host, pad_vocab=True, precision=precision, grad_reduce=grad_reduce)
     except ValueError as e:  # PlanError and the configuration's errors
         raise JobError(str(e)) from None
 

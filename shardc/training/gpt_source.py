@@ -38,7 +38,8 @@ class GPTSource:
         try:
             model = GPTConfig(a.n_layer, a.n_head, a.n_embd, a.block_size, tok.vocab_size)
             cfg = TrainingConfig(
-                model, a.per_device_batch, a.accum, a.steps, a.lr, seed=a.seed, eval_every=a.eval_every, precision=getattr(a, "precision", "f32")
+                model, a.per_device_batch, a.accum, a.steps, a.lr, seed=a.seed, eval_every=a.eval_every, precision=getattr(a, "precision", "f32"),
+                grad_reduce=getattr(a, "grad_reduce", "f32"),
             ).shard(tp=a.tp, zero=True if a.zero is None else a.zero, fsdp=a.fsdp, overrides=tuple(getattr(a, "policy_override", None) or ()))
             grid = cfg.grid(job.world, ranks_per_host)
             validate_layouts(param_specs(model), cfg.plan, cfg.policy, grid)
@@ -218,7 +219,7 @@ class GPTSource:
             if program.cached == "compiled" else f"  loaded the compiled step from the compile cache in {program.compile_seconds:.1f} s",
         ]
         lines += collective_lines(program.shard_collectives)
-        lines += precision_lines(TOOL, cfg.precision)
+        lines += precision_lines(TOOL, cfg.precision, cfg.grad_reduce)
         return "\n".join(lines)
 
     @staticmethod

@@ -34,23 +34,26 @@ PRECISIONS = ("f32", "bf16")
 """`--precision`: float32 throughout, or bf16 products (`mixed-precision{compute=bf16}`)."""
 
 
-def step_pipeline(precision: str = "f32") -> tuple[str, ...]:
+GRAD_REDUCE_BF16 = "reduction-precision{type=bf16 grid-axes=0}"
+"""`--grad-reduce bf16`: the sums over the grid's batch axis (axis 0: `mesh.Mesh`), the
+gradients' reductions, reduce bf16 copies; run after `shard-simplify`, where those
+collectives exist (`shardc.passes.reduction_precision`)."""
+
+
+def step_pipeline(precision: str = "f32", grad_reduce: str = "f32") -> tuple[str, ...]:
     """The step's passes for a precision: `PIPELINE`, after the mixed-precision pass for
     bf16 (before propagation, so the resharding of a parameter's bf16 copy, FSDP's
-    all_gather, is what the compiler derives and moves half the bytes)."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    return PIPELINE if precision == "f32" else ("mixed-precision{compute=bf16 grad-reduce=f32}", *PIPELINE)
-
-
-def grad_reduce_error(grad_reduce: str) -> str | None:
-    """Why `--grad-reduce` cannot run (one line), or None."""
+    all_gather, is what the compiler derives and moves half the bytes); with
+    `grad_reduce` "bf16", `GRAD_REDUCE_BF16` after `shard-simplify`."""
+    for what, value in (("precision", precision), ("grad_reduce", grad_reduce)):
+        if value not in PRECISIONS:
+            raise ValueError(f"{what} must be one of {', '.join(PRECISIONS)}, got {value!r}")
+    passes = list(PIPELINE)
     if grad_reduce == "bf16":
-        return (
-            "--grad-reduce bf16 is not supported yet: a gradient's partial sums are reduced by the collective "
-            "partition derives on the product's float32 result (casting after it would move more bytes, not fewer); use --grad-reduce f32"
-        )
-    return None
+        passes.insert(passes.index("shard-simplify") + 1, GRAD_REDUCE_BF16)
+    if precision == "bf16":
+        passes.insert(0, "mixed-precision{compute=bf16}")
+    return tuple(passes)
 
 
 def bf16_units_line(tool: str) -> str | None:
@@ -70,15 +73,18 @@ def bf16_units_line(tool: str) -> str | None:
     )
 
 
-def precision_lines(tool: str, precision: str) -> list[str]:
+def precision_lines(tool: str, precision: str, grad_reduce: str = "f32") -> list[str]:
     """The header lines of a run's precision: none for f32; for bf16 what runs the
-    products and, on a CPU without bf16 units, `bf16_units_line`."""
+    products and, on a CPU without bf16 units, `bf16_units_line`; a line for
+    `--grad-reduce bf16`."""
+    reduce = ["  grad-reduce bf16: gradients summed over the batch axis as bf16 copies (half the bytes; each rank's partial sum rounded to bf16, the sum in float32 rounded once)"] if grad_reduce == "bf16" else []
     if precision != "bf16":
-        return []
+        return reduce
     from shardc.runtime.execute.kernels.bf16_gemm import describe
 
     no_units = bf16_units_line(tool)
-    return [f"  precision bf16: bf16 products into float32 ({describe()}); float32 masters, reductions, loss and AdamW", *([no_units] if no_units else [])]
+    masters = "float32 masters, reductions, loss and AdamW"
+    return [f"  precision bf16: bf16 products into float32 ({describe()}); {masters}", *([no_units] if no_units else []), *reduce]
 
 
 # Collectives as counted per function, at the shard level and after lowering.
@@ -172,6 +178,6 @@ def lower_step(module: ModuleOp, keep_text: bool = False, passes: Sequence[str] 
 
 
 __all__ = [
-    "MPI_COLLECTIVES", "PIPELINE", "PRECISIONS", "SHARD_COLLECTIVES", "PipelineError", "Stage", "bf16_units_line", "count_collectives",
-    "lower_step", "pass_failure_line", "grad_reduce_error", "precision_lines", "run_pipeline", "step_pipeline",
+    "GRAD_REDUCE_BF16", "MPI_COLLECTIVES", "PIPELINE", "PRECISIONS", "SHARD_COLLECTIVES", "PipelineError", "Stage", "bf16_units_line", "count_collectives",
+    "lower_step", "pass_failure_line", "precision_lines", "run_pipeline", "step_pipeline",
 ]

@@ -49,7 +49,7 @@ def _part(model: GPTConfig, batch: int, grid: Grid, policy: ShardingPolicy, plan
 
 
 def compile_parted(
-    model: GPTConfig, batch: int, grid: Grid, policy: ShardingPolicy, plan: ShardingPlan, dtype: str, opt: AdamWConfig, donate: Any, world: Any, precision: str = "f32"
+    model: GPTConfig, batch: int, grid: Grid, policy: ShardingPolicy, plan: ShardingPlan, dtype: str, opt: AdamWConfig, donate: Any, world: Any, precision: str = "f32", grad_reduce: str = "f32"
 ) -> Any:
     """The step through the compile cache, its parts (`PARTS`) compiled on different
     ranks of `world` on a miss (`shardc.runtime.codegen.parts.compile_parts_cached`); what
@@ -57,7 +57,7 @@ def compile_parted(
     from shardc.runtime.codegen.cache import make_key
     from shardc.runtime.codegen.parts import compile_parts_cached
 
-    passes = step_pipeline(precision)
+    passes = step_pipeline(precision, grad_reduce)
     key = make_key("gpt-step", model=model, batch=batch, grid=grid, policy=policy, plan=plan, dtype=dtype, opt=opt, pipeline=passes, fuse=True, donate=donate, parts=PARTS)
     parts = [_part(model, batch, grid, policy, plan, dtype, opt, names, passes) for names in PARTS]
     return compile_parts_cached(key, parts, _merge_meta, "train_step", world=world, donate=donate)

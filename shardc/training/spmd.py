@@ -133,6 +133,7 @@ class StepProgram:
         keep_text: bool = False,
         world: object = None,
         precision: str = "f32",
+        grad_reduce: str = "f32",
     ) -> StepProgram:
         """Check the whole state against the grid (before anything is allocated), build
         the annotated step module, run the pipeline and compile the lowered program,
@@ -150,9 +151,9 @@ class StepProgram:
         if world is not None and world.Get_size() > 1 and not world.bcast(keep_text, root=0):  # type: ignore[attr-defined]
             from shardc.training.split_compile import compile_parted
 
-            got = compile_parted(model, batch, grid, policy, plan, dtype, opt, donate, world, precision)
+            got = compile_parted(model, batch, grid, policy, plan, dtype, opt, donate, world, precision, grad_reduce)
         else:
-            passes = step_pipeline(precision)
+            passes = step_pipeline(precision, grad_reduce)
             key = make_key("gpt-step", model=model, batch=batch, grid=grid, policy=policy, plan=plan, dtype=dtype, opt=opt, pipeline=passes, fuse=True, donate=donate)
 
             def build() -> tuple[ModuleOp, dict[str, object]]:

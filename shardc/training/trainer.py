@@ -66,6 +66,7 @@ class TrainingConfig:
     eval_every: int = 0  # 0: evaluate once, after the last step
     eval_batches: int = 2
     precision: str = "f32"  # "bf16": bf16 products (shardc.training.pipeline.step_pipeline); last, as callers build this positionally
+    grad_reduce: str = "f32"  # "bf16": gradients' sums over the batch axis reduce bf16 copies (pipeline.GRAD_REDUCE_BF16)
 
     def shard(self, tp: int | None = None, zero: bool | None = None, fsdp: bool | None = None, overrides: tuple[LayoutOverride, ...] | None = None) -> TrainingConfig:
         """The same configuration under another policy (unnamed choices are kept; fsdp
@@ -182,7 +183,7 @@ def compile_program(cfg: TrainingConfig, grid: Grid, keep_text: bool = False, wo
     ShardingConfigError before anything is allocated), through the compile cache; under
     MPI (`world`: the communicator) once per job, its parts split between the ranks
     (`shardc.training.split_compile`)."""
-    return StepProgram.build(cfg.model, cfg.microbatch(grid), grid, cfg.policy, cfg.plan, cfg.dtype, cfg.opt, keep_text, world, cfg.precision)
+    return StepProgram.build(cfg.model, cfg.microbatch(grid), grid, cfg.policy, cfg.plan, cfg.dtype, cfg.opt, keep_text, world, cfg.precision, cfg.grad_reduce)
 
 
 def memory(cfg: TrainingConfig, grid: Grid) -> StateBytes:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from shardc.ir.escape import display
+from shardc.runtime.execute import bf16_sums
 from shardc.runtime.execute.kernels.bf16_run import is_bfloat16
 
 Grid = tuple[int, ...]
@@ -681,8 +682,17 @@ class MPIComm(Comm):
             return widened(x)  # reduced in float32, rounded once
         return x.astype(np.float32) if x.dtype == np.float16 else x
 
+    @classmethod
+    def _widen_unless_summed(cls, x: np.ndarray, kind: str) -> np.ndarray:
+        """`x` to send: bf16 stays bf16 for a sum (`bf16_sums` moves its 16 bits)."""
+        return x if kind == "sum" and is_bfloat16(x.dtype) else cls._widen(x)
+
     def all_reduce(self, x: np.ndarray, grid: Grid, axes: Axes, kind: str = "sum") -> np.ndarray:
         c, x = self._prep(x, grid, axes, "all_reduce")
+        if kind == "sum" and is_bfloat16(x.dtype):  # bf16 on the wire (bf16_sums)
+            out = np.empty_like(x)
+            bf16_sums.allreduce(c, x, out)
+            return out
         w = self._widen(x)
         out = np.empty_like(w)
         c.Allreduce(w, out, op=self._op(kind, x.dtype))
@@ -690,6 +700,9 @@ class MPIComm(Comm):
 
     def iall_reduce(self, x: np.ndarray, grid: Grid, axes: Axes, kind: str = "sum") -> Pending:
         c, x = self._prep(x, grid, axes, "all_reduce")
+        if kind == "sum" and is_bfloat16(x.dtype):
+            out = np.empty_like(x)
+            return _summing(bf16_sums.start_allreduce(c, x, out), out)
         w = self._widen(x)
         out = np.empty_like(w)
         if not nonblocking_matches(c, "allreduce", w.size, w.dtype, self._op(kind, x.dtype)):
@@ -701,8 +714,10 @@ class MPIComm(Comm):
 
     def ireduce_scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, kind: str = "sum") -> Pending:
         c, x = self._prep(x, grid, axes, "reduce_scatter")
-        send = np.ascontiguousarray(np.stack(split_even(self._widen(x), c.Get_size(), scatter_axis, "reduce_scatter")))
+        send = np.ascontiguousarray(np.stack(split_even(self._widen_unless_summed(x, kind), c.Get_size(), scatter_axis, "reduce_scatter")))
         recv = np.empty_like(send[0])
+        if is_bfloat16(send.dtype):
+            return _summing(bf16_sums.start_reduce_scatter(c, send, recv), recv)
         if not nonblocking_matches(c, "reduce_scatter_block", recv.size, recv.dtype, self._op(kind, x.dtype)):
             c.Reduce_scatter_block(send, recv, op=self._op(kind, x.dtype))
             return Pending.completed(self._finish_reduce(recv, x.dtype, kind, c.Get_size()))
@@ -747,8 +762,11 @@ class MPIComm(Comm):
 
     def reduce_scatter(self, x: np.ndarray, grid: Grid, axes: Axes, scatter_axis: int, kind: str = "sum") -> np.ndarray:
         c, x = self._prep(x, grid, axes, "reduce_scatter")
-        send = np.ascontiguousarray(np.stack(split_even(self._widen(x), c.Get_size(), scatter_axis, "reduce_scatter")))
+        send = np.ascontiguousarray(np.stack(split_even(self._widen_unless_summed(x, kind), c.Get_size(), scatter_axis, "reduce_scatter")))
         recv = np.empty_like(send[0])
+        if is_bfloat16(send.dtype):
+            bf16_sums.reduce_scatter(c, send, recv)
+            return recv
         c.Reduce_scatter_block(send, recv, op=self._op(kind, x.dtype))
         return self._finish_reduce(recv, x.dtype, kind, c.Get_size())
 
@@ -827,7 +845,8 @@ class MPIComm(Comm):
 def wire(x: np.ndarray) -> np.ndarray:
     """`x` as MPI moves it: bf16 (ml_dtypes'; MPI has no bf16 datatype and mpi4py cannot
     export its buffer) as its 16-bit patterns, a uint16 view of the same memory. Data
-    movement only: reductions widen bf16 to float32 first and round the result once
+    movement only: sums move the patterns too and add them in float32 (`bf16_sums`);
+    other reductions widen bf16 to float32 first; either rounds the result once
     (`MPIComm._widen`, `MPIP2P`'s reducing calls)."""
     return x.view(np.uint16) if is_bfloat16(x.dtype) else x
 
@@ -1080,18 +1099,27 @@ class MPIP2P:
 
     @staticmethod
     def _widened(send: np.ndarray, recv: np.ndarray, op: str, what: str) -> np.ndarray | None:
-        """bf16 `send` of a reduction as a float32 copy to reduce instead (the caller
-        rounds the float32 result into `recv` once), or None for any other type. MPI has
-        no bf16 sum; reducing in float32 and rounding once is MPIComm's rule too, and what
-        a float32 reference gives (an MPI user op on the 16-bit patterns would round at
-        every step of the reduction tree)."""
+        """bf16 `send` of a reduction other than a sum (`_bf16_sum`) as a float32 copy to
+        reduce instead (the caller rounds the float32 result into `recv` once), or None
+        for any other type. MPI has no bf16 type; reducing in float32 and rounding once is
+        MPIComm's rule too, and what a float32 reference gives (an MPI user op on the
+        16-bit patterns would round at every step of the reduction tree)."""
         if not _bf16_pair(send, recv, what):
             return None
         bf16_op_check(op, what)
         return widened(np.ascontiguousarray(send))
 
+    @staticmethod
+    def _bf16_sum(send: np.ndarray, recv: np.ndarray, op: str, what: str) -> bool:
+        """Whether a reduction is a bf16 sum, which `bf16_sums` runs with bf16 on the
+        wire (other ops on bf16 widen: `_widened`)."""
+        return op == "MPI_SUM" and _bf16_pair(send, recv, what)
+
     @classmethod
     def allreduce(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> int:
+        if cls._bf16_sum(send, recv, op, "allreduce"):
+            bf16_sums.allreduce(comm, send, recv)
+            return 0
         if (wide := cls._widened(send, recv, op, "allreduce")) is not None:
             cls.allreduce(comm, wide, wide, op)  # in place (MPI_IN_PLACE): no second float32 buffer
             recv[...] = rounded(wide).reshape(recv.shape)  # rounded to bf16 once
@@ -1122,6 +1150,9 @@ class MPIP2P:
 
     @classmethod
     def reduce_scatter_block(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> int:
+        if cls._bf16_sum(send, recv, op, "reduce_scatter_block"):
+            bf16_sums.reduce_scatter(comm, send, recv)
+            return 0
         if (wide := cls._widened(send, recv, op, "reduce_scatter_block")) is not None:
             out = np.empty(recv.shape, np.float32)
             cls.reduce_scatter_block(comm, wide, out, op)
@@ -1142,6 +1173,8 @@ class MPIP2P:
     # `nonblocking_matches`) the blocking call runs instead.
     @classmethod
     def iallreduce(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> Pending:
+        if cls._bf16_sum(send, recv, op, "allreduce"):
+            return _summing(bf16_sums.start_allreduce(comm, send, recv), None)
         if (wide := cls._widened(send, recv, op, "allreduce")) is not None:
             return _rounded_at_wait(cls.iallreduce(comm, wide, wide, op), wide, recv)
         mop = cls._op(op)
@@ -1154,6 +1187,8 @@ class MPIP2P:
 
     @classmethod
     def ireduce_scatter_block(cls, comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> Pending:
+        if cls._bf16_sum(send, recv, op, "reduce_scatter_block"):
+            return _summing(bf16_sums.start_reduce_scatter(comm, send, recv), None)
         if (wide := cls._widened(send, recv, op, "reduce_scatter_block")) is not None:
             out = np.empty(recv.shape, np.float32)
             return _rounded_at_wait(cls.ireduce_scatter_block(comm, wide, out, op), out, recv)
@@ -1174,6 +1209,17 @@ class MPIP2P:
 
 
 _LIVE_P2P: weakref.WeakSet[MPIP2P] = weakref.WeakSet()
+
+
+def _summing(started: bf16_sums.Started, result: object) -> Pending:
+    """A started `bf16_sums` reduction as a Pending whose wait returns `result`."""
+    request, finish, keep = started
+
+    def done() -> object:
+        finish()
+        return result
+
+    return Pending(request, done, keep=keep)
 
 
 def _rounded_at_wait(inner: Pending, wide: np.ndarray, recv: np.ndarray) -> Pending:

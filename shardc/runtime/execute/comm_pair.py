@@ -24,6 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from shardc.runtime.execute.bf16_sums import pair_sum
+from shardc.runtime.execute.kernels.bf16_run import is_bfloat16
+
 SUMMED = ("float32", "float64", "int32", "int64")
 """dtypes whose MPI_SUM is numpy's add, bit for bit."""
 
@@ -89,8 +92,11 @@ def receives_in_place(send: np.ndarray, recv: np.ndarray) -> bool:
 def reduce_scatter_pair(comm: Any, send: np.ndarray, recv: np.ndarray, op: str) -> bool:
     """MPI_Reduce_scatter_block(send, recv, MPI_SUM) over the 2 ranks of `comm` as one
     exchange, True; False (nothing done) where it does not apply: another op, group size
-    or dtype (`SUMMED`), or a send that is not two blocks of `recv`'s shape (`halves`)."""
-    if op != "MPI_SUM" or send.dtype != recv.dtype or send.dtype.name not in SUMMED or comm.Get_size() != 2:
+    or dtype (`SUMMED`, and bf16: its 16 bits move, the sum is float32's rounded once as
+    `bf16_sums.pair_sum` makes it), or a send that is not two blocks of `recv`'s shape
+    (`halves`)."""
+    bf16 = is_bfloat16(send.dtype)
+    if op != "MPI_SUM" or send.dtype != recv.dtype or not (bf16 or send.dtype.name in SUMMED) or comm.Get_size() != 2:
         return False
     blocks = halves(send, recv)
     if blocks is None:
@@ -100,6 +106,8 @@ def reduce_scatter_pair(comm: Any, send: np.ndarray, recv: np.ndarray, op: str) 
     rank = comm.Get_rank()
     peer = 1 - rank
     theirs, mine = blocks[peer], blocks[rank]
+    if bf16:  # MPI has no bf16 type: its patterns as uint16
+        theirs = theirs.view(np.uint16)
     if theirs.flags.c_contiguous:
         outgoing: Any = theirs
     elif (typed := strided_type(theirs)) is not None:
@@ -107,6 +115,11 @@ def reduce_scatter_pair(comm: Any, send: np.ndarray, recv: np.ndarray, op: str) 
         outgoing = [MPI.buffer.fromaddress(theirs.ctypes.data, span, readonly=True), 1, datatype]
     else:
         outgoing = np.ascontiguousarray(theirs)
+    if bf16:
+        incoming = np.empty(recv.shape, np.uint16)
+        comm.Sendrecv(outgoing, peer, TAG, recvbuf=incoming, source=peer, recvtag=TAG)
+        pair_sum(mine, incoming, recv)
+        return True
     incoming = recv if receives_in_place(send, recv) else np.empty(recv.shape, recv.dtype)
     comm.Sendrecv(outgoing, peer, TAG, recvbuf=incoming, source=peer, recvtag=TAG)
     np.add(incoming, mine, out=recv)

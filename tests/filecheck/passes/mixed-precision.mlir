@@ -39,7 +39,7 @@
 // F32-LABEL: func.func @step
 // F32-NOT: bf16
 
-// BAD: shardc-opt: for the --grad-reduce option of pass 'mixed-precision': Cannot find option named 'bf16'! (choose from: f32)
+// BAD: shardc-opt: <Pass-Options-Parser>: no such option grad-reduce for pass 'mixed-precision' (valid options: compute)
 #x = affine_map<(b, i, k) -> (b, k)>
 #w = affine_map<(b, i, k) -> (k, i)>
 #o = affine_map<(b, i, k) -> (b, i)>

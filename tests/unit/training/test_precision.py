@@ -127,7 +127,6 @@ SMALL = ["--n-layer", "1", "--n-embd", "32", "--block-size", "8", "--per-device-
     [
         (["--precision", "fp16"], "invalid choice: 'fp16'"),
         (["--grad-reduce", "f16"], "invalid choice: 'f16'"),
-        (["--grad-reduce", "bf16"], "--grad-reduce bf16 is not supported yet"),
     ],
 )
 def test_bad_precision_flags_give_one_line(args, message, capsys, tmp_path):

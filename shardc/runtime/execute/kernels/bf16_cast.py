@@ -18,10 +18,25 @@ from shardc.runtime.execute.kernels.bf16_run import bfloat16, is_bfloat16
 
 _F32 = np.dtype(np.float32)
 
-# float32 bits rounded to bf16 bits (nearest, ties to even; a NaN stays a quiet NaN) over
-# rows of `n` elements `stride` apart in `bits` (a contiguous array is one row; a strided
-# view's memory from its first element), written to the contiguous `out`; row slices, so
-# that the inner loop's indices are known non-negative and it vectorizes.
+
+
+def rounding_lines(indent: int) -> str:
+    """Kernel source that stores the float32 bits `v` rounded to bf16 bits (nearest, ties
+    to even; a NaN stays a quiet NaN) in `dst[i]`, indented by `indent` spaces: the
+    rounding every kernel that writes bf16 bits shares (ml_dtypes' bits)."""
+    lines = (
+        "if (v & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):",
+        "    dst[i] = np.uint16((v >> np.uint32(16)) | np.uint32(0x40))",
+        "else:",
+        "    dst[i] = np.uint16((v + np.uint32(0x7FFF) + ((v >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))",
+    )
+    return "".join(" " * indent + line + "\n" for line in lines)
+
+
+# float32 bits rounded to bf16 bits over rows of `n` elements `stride` apart in `bits` (a
+# contiguous array is one row; a strided view's memory from its first element), written
+# to the contiguous `out`; row slices, so that the inner loop's indices are known
+# non-negative and it vectorizes.
 _ROUND_SOURCE = """
 def kernel(bits, stride, n, out):
     for r in range(out.size // n):
@@ -29,11 +44,7 @@ def kernel(bits, stride, n, out):
         dst = out[r * n : r * n + n]
         for i in range(n):
             v = row[i]
-            if (v & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
-                dst[i] = np.uint16((v >> np.uint32(16)) | np.uint32(0x40))
-            else:
-                dst[i] = np.uint16((v + np.uint32(0x7FFF) + ((v >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
-"""
+""" + rounding_lines(12)
 
 _ROUND_KERNEL: list[object] = []  # [the jit kernel, or None where numba refused it]
 

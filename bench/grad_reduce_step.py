@@ -1,0 +1,136 @@
+"""The GPT training step with gradients reduced in float32 and in bf16 (`--grad-reduce`),
+side by side: one process per rank holds both compiled steps and runs them alternately
+(f32, bf16, bf16, f32, ...) on the same batches, so both meet the same moments of a
+shared machine's load (bench/train_step.py's model and batch of 8 sequences).
+
+    mpiexec -n 2 python bench/grad_reduce_step.py                    # dp=2 (ZeRO), --precision bf16
+    mpiexec -n 2 python bench/grad_reduce_step.py --large --steps 4  # n_layer 12, n_embd 768, block 256
+    mpiexec -n 2 python bench/grad_reduce_step.py --fsdp --precision f32
+
+Per step: wall time between barriers (the slowest rank's), each rank's CPU time, and
+the CPU time each rank spent inside the gradients' collectives (the mpi backend's
+reduce-scatter and all-reduce calls and their waits: where the bytes move). bf16
+moves half the bytes and pays two casts (each rank's partial sum to bf16, the reduced
+part back to float32). Last, the two runs' parameters: how far bf16 reductions moved
+them (the same start and batches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+MODES = ("f32", "bf16")
+
+
+def _collective_clock(backend) -> list[float]:
+    """Wrap the mpi backend's reducing calls (and the waits of their nonblocking starts)
+    and the two-rank reduce-scatter exchange to add their CPU seconds to the returned
+    counter (the step's code calls them through these names)."""
+    spent = [0.0]
+
+    def timed(fn):
+        def run(*args, **kwargs):
+            t = time.process_time()
+            out = fn(*args, **kwargs)
+            if hasattr(out, "wait"):  # a Pending: time its wait too
+                inner = out.wait
+
+                def wait():
+                    w = time.process_time()
+                    try:
+                        return inner()
+                    finally:
+                        spent[0] += time.process_time() - w
+
+                out.wait = wait
+            spent[0] += time.process_time() - t
+            return out
+
+        return run
+
+    for name in ("allreduce", "reduce_scatter_block", "iallreduce", "ireduce_scatter_block"):
+        setattr(backend, name, timed(getattr(backend, name)))
+    from shardc.runtime.execute.kernels import mpi_run
+
+    mpi_run.reduce_scatter_pair = timed(mpi_run.reduce_scatter_pair)  # two ranks' exchange, called directly
+    return spent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--large", action="store_true", help="n_layer 12, n_embd 768, n_head 12, block 256")
+    ap.add_argument("--precision", choices=MODES, default="bf16")
+    ap.add_argument("--fsdp", action="store_true", help="FSDP instead of ZeRO")
+    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=10, help="timed steps of each program")
+    args = ap.parse_args()
+    from mpi4py import MPI
+
+    from shardc.runtime.execute.comm import MPIComm, current_comm, use_comm
+    from shardc.training.axis import GPT_PLAN, ShardingPolicy
+    from shardc.training.data import batches
+    from shardc.training.gpt import GPTConfig, init_params
+    from shardc.training.mesh import make_grid
+    from shardc.training.spmd import RankState, StepProgram
+    from shardc.training.train import set_blas_threads
+
+    set_blas_threads(1)
+    comm = MPI.COMM_WORLD
+    world, rank = comm.Get_size(), comm.Get_rank()
+    if args.large:
+        cfg = GPTConfig(n_layer=12, n_head=12, n_embd=768, block_size=256, vocab_size=512)
+    else:
+        cfg = GPTConfig(n_layer=4, n_head=4, n_embd=256, block_size=128, vocab_size=512)
+    grid = make_grid(world, args.tp)
+    policy = ShardingPolicy(args.tp, zero=True, fsdp=args.fsdp)
+    data = np.random.default_rng(0).integers(0, cfg.vocab_size, 200000).astype(np.int32)
+    with use_comm(MPIComm(comm)):
+        progs = {m: StepProgram.build(cfg, 8, grid, policy, GPT_PLAN, precision=args.precision, grad_reduce=m, world=comm) for m in MODES}
+        states = {m: RankState(p, rank, init_params(cfg, 0)) for m, p in progs.items()}
+        spent = _collective_clock(current_comm().mpi_backend())
+        wall: dict[str, list[float]] = {m: [] for m in MODES}
+        cpu: dict[str, list[float]] = {m: [] for m in MODES}
+        coll: dict[str, list[float]] = {m: [] for m in MODES}
+        stream = batches(data, 8, cfg.block_size, 0)  # the global batch: each rank takes its part
+        for i in range(args.steps + 1):
+            mb = [next(stream)]
+            for m in MODES if i % 2 == 0 else MODES[::-1]:
+                comm.Barrier()
+                t, c, spent[0] = time.perf_counter(), time.process_time(), 0.0
+                states[m].train_step(mb, 1e-3)
+                c = time.process_time() - c
+                comm.Barrier()
+                if i:  # the first step of each compiles kernels and warms caches
+                    wall[m].append(time.perf_counter() - t)
+                    cpu[m].append(c)
+                    coll[m].append(spent[0])
+    moved = max(float(np.abs(a - b).max()) for a, b in zip(states["f32"].params, states["bf16"].params))
+    scale = max(float(np.abs(a).max()) for a in states["f32"].params)
+    cpus, colls = comm.gather(cpu, root=0), comm.gather(coll, root=0)
+    if rank == 0:
+        med = lambda xs: statistics.median(xs) * 1e3  # noqa: E731
+        policy_name = "FSDP" if args.fsdp else "ZeRO"
+        print(f"{cfg}, batch 8 over {grid}: {policy_name}, --precision {args.precision}; medians of {args.steps} steps each, alternating")
+        print(f"{'':<34} {'--grad-reduce f32':>18} {'bf16':>9} {'bf16/f32':>9}")
+
+        def row(what: str, per: dict[str, list[float]]) -> None:
+            ratios = [b / a for a, b in zip(per["f32"], per["bf16"]) if a > 0]
+            print(f"{what:<34} {med(per['f32']):>15.1f} ms {med(per['bf16']):>6.1f} ms {statistics.median(ratios) if ratios else float('nan'):>9.3f}")
+
+        row("step, wall", wall)
+        for r, (c, k) in enumerate(zip(cpus, colls)):
+            row(f"rank {r} CPU", c)
+            row(f"rank {r} CPU in gradient collectives", k)
+        print(f"parameters after {args.steps + 1} steps of each: max |f32-reduced - bf16-reduced| {moved:.2e} (largest |parameter| {scale:.2f})")
+
+
+if __name__ == "__main__":
+    main()
