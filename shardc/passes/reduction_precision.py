@@ -13,7 +13,7 @@ qualifying one
 
 into a cast of its operand to bf16, the same collective on bf16 and a cast of its
 result back to float32 (casts as elementwise `linalg.generic`s, as `mixed-precision`
-makes them; the runtime fuses the second into the readers of the reduced gradient).
+makes them).
 Each rank's partial sum is rounded to bf16 once, the contributions are summed in
 float32 and the sum rounded to bf16 once (the runtime's rule for bf16 reductions,
 `runtime/execute/bf16_sums.py`, which moves the 16-bit patterns).

@@ -508,11 +508,11 @@ def predict_module(
 def grad_reduce_casts(grad_reduce: str, grid: Grid, compute_elems: float, update_elems: float, itemsize: int, cm: Any) -> float:
     """A microbatch's cost of `--grad-reduce bf16`'s casts where gradients are reduced
     over batch (`reduction-precision`): every local gradient rounded to bf16 (read
-    float32, write bf16), the reduced part widened back (at most the local gradient;
-    its update slice under ZeRO)."""
+    float32, write bf16), and what the reductions return widened back: the update
+    layout's elements (a reduce_scatter's slice under ZeRO, whole under DP)."""
     if grad_reduce != "bf16" or grid.batch < 2:
         return 0.0
-    return float(cm.elementwise_time((itemsize + BF16_BYTES) * (compute_elems + max(update_elems, compute_elems / grid.batch))))
+    return float(cm.elementwise_time((itemsize + BF16_BYTES) * (compute_elems + update_elems)))
 
 
 def _local(shape: Sequence[int], spec: Any, grid: Grid) -> int:

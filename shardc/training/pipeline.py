@@ -83,8 +83,7 @@ def precision_lines(tool: str, precision: str, grad_reduce: str = "f32") -> list
     from shardc.runtime.execute.kernels.bf16_gemm import describe
 
     no_units = bf16_units_line(tool)
-    masters = "float32 masters, reductions, loss and AdamW"
-    return [f"  precision bf16: bf16 products into float32 ({describe()}); {masters}", *([no_units] if no_units else []), *reduce]
+    return [f"  precision bf16: bf16 products into float32 ({describe()}); float32 masters, reductions, loss and AdamW", *([no_units] if no_units else []), *reduce]
 
 
 # Collectives as counted per function, at the shard level and after lowering.

@@ -46,6 +46,7 @@ def main() -> int:
     import ml_dtypes
     from mpi4py import MPI
 
+    from shardc.runtime.execute import bf16_sums
     from shardc.runtime.execute.comm import MPIP2P, MPIComm
     from shardc.runtime.execute.kernels import mpi_run
 
@@ -104,7 +105,11 @@ def main() -> int:
     if n == 2 and rec.calls != ["Sendrecv"]:
         bad.append(f"two ranks' strided blocks: expected one Sendrecv, got {rec.calls}")
 
-    # MPIComm: the shard collectives
+    # MPIComm: the shard collectives, each through bf16_sums (its sub-communicators are
+    # its own, so the calls are counted there rather than on a Recorder)
+    routed: list[str] = []
+    for name in ("allreduce", "start_allreduce", "reduce_scatter", "start_reduce_scatter"):
+        setattr(bf16_sums, name, lambda *a, _f=getattr(bf16_sums, name), _n=name: (routed.append(_n), _f(*a))[1])
     comm = MPIComm()
     parts = [sample(40 + k, (2 * n, 3)) for k in range(n)]
     total = rank_order_sum(parts, bf)
@@ -112,6 +117,8 @@ def main() -> int:
     same("MPIComm.iall_reduce", comm.iall_reduce(parts[rank], (n,), (0,), "sum").wait(), total)
     same("MPIComm.reduce_scatter", comm.reduce_scatter(parts[rank], (n,), (0,), 0, "sum"), total[2 * rank : 2 * rank + 2])
     same("MPIComm.ireduce_scatter", comm.ireduce_scatter(parts[rank], (n,), (0,), 0, "sum").wait(), total[2 * rank : 2 * rank + 2])
+    if set(routed) != {"allreduce", "start_allreduce", "reduce_scatter", "start_reduce_scatter"}:  # the blocking ones start, then wait
+        bad.append(f"MPIComm's bf16 sums did not all go through bf16_sums: {routed}")
 
     for line in bad:
         print(f"rank {rank}: FAIL {line}", flush=True)

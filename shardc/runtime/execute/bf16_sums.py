@@ -100,14 +100,12 @@ def sum_into(first: np.ndarray, rest: np.ndarray, recv: np.ndarray) -> None:
     first = first.view(np.uint16)
     kernel = _sum_kernel()
     if kernel is None:  # numpy: widen, add, round
-        total = np.left_shift(first, 16, dtype=np.uint32).view(np.float32)
-        wide = np.empty(total.shape, np.uint32)
+        from shardc.runtime.execute.kernels.bf16_cast import round_to_bfloat16, widen_bfloat16
+
+        total = widen_bfloat16(first)
         with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN sum as float32's do
             for more in rest:
-                np.left_shift(more.reshape(total.shape), 16, out=wide, dtype=np.uint32)
-                total += wide.view(np.float32)
-        from shardc.runtime.execute.kernels.bf16_cast import round_to_bfloat16
-
+                total += widen_bfloat16(more).reshape(total.shape)
         recv[...] = round_to_bfloat16(total).reshape(recv.shape)
         return
     cols = recv.shape[-1] if recv.ndim else 1
@@ -137,12 +135,15 @@ def start_reduce_scatter(comm: Any, send: np.ndarray, recv: np.ndarray) -> Start
     return request, lambda: _scattered(incoming, recv), (outgoing, incoming, recv)
 
 
+def _completed(started: Started) -> None:
+    request, finish, _ = started
+    request.Wait()
+    finish()
+
+
 def reduce_scatter(comm: Any, send: np.ndarray, recv: np.ndarray) -> None:
-    """`start_reduce_scatter`, blocking."""
-    outgoing = _bits(send).reshape(comm.Get_size(), recv.size)
-    incoming = np.empty_like(outgoing)
-    comm.Alltoall(outgoing, incoming)
-    _scattered(incoming, recv)
+    """`start_reduce_scatter`, completed."""
+    _completed(start_reduce_scatter(comm, send, recv))
 
 
 def _padded_blocks(send: np.ndarray, n: int) -> np.ndarray:
@@ -178,12 +179,9 @@ def start_allreduce(comm: Any, send: np.ndarray, recv: np.ndarray) -> Started:
 
 
 def allreduce(comm: Any, send: np.ndarray, recv: np.ndarray) -> None:
-    """`start_allreduce`, blocking (`send` may be `recv`: it is read before `recv` is
+    """`start_allreduce`, completed (`send` may be `recv`: it is read before `recv` is
     written)."""
-    outgoing = _padded_blocks(send, comm.Get_size())
-    incoming = np.empty_like(outgoing)
-    comm.Alltoall(outgoing, incoming)
-    _gathered(comm, incoming, recv)
+    _completed(start_allreduce(comm, send, recv))
 
 
 def pair_sum(mine: np.ndarray, incoming: np.ndarray, recv: np.ndarray) -> None:

@@ -2,11 +2,12 @@
 (`reduction-precision` after `shard-simplify`; `runtime/execute/bf16_sums.py` moves
 their 16 bits). Which collectives it narrows in the step, the training numerics against
 `--grad-reduce f32` (each rank's partial sum rounded to bf16 once and the sum rounded
-once more: the loss moves by far less than test_precision.py's bf16 bound), one rank
-(nothing to reduce: the float32 run), resume, and the command line."""
+once more: the loss moves by far less than test_precision.py's bf16 bound, REDUCE_TOL),
+one rank (nothing to reduce: the float32 run), resume, and the command line."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +25,7 @@ TOK = CharTokenizer.from_text(TEXT, pad_to=8)
 TRAIN, _ = split(TOK.encode(TEXT))
 MODEL = GPTConfig(n_layer=1, n_head=4, n_embd=32, block_size=8, vocab_size=TOK.vocab_size)
 BASE = TrainingConfig(MODEL, per_device_batch=4, steps=3, warmup_steps=1, eval_every=0)
-TOL = 0.02  # test_precision.py's bf16 loss bound
+REDUCE_TOL = 5e-4  # measured: at most 9.3e-5 (plain DP, float32 products); 7.2e-5 FSDP and tp=2; 1.5e-5 the torch GPT
 
 
 def run(world: int, grad_reduce: str, precision: str = "bf16", tp: int = 1, fsdp: bool = True, steps: int = 3, **kw):
@@ -80,7 +81,7 @@ def fsdp2():
 
 def test_bf16_reduction_trains_to_tolerance_of_float32_reduction(fsdp2):
     f32, bf = fsdp2
-    assert np.allclose(bf.losses, f32.losses, rtol=0, atol=TOL), (bf.losses, f32.losses)
+    assert np.allclose(bf.losses, f32.losses, rtol=0, atol=REDUCE_TOL), (bf.losses, f32.losses)
     assert bf.losses[1:] != f32.losses[1:]  # the gradients were rounded
     assert all(p.dtype == np.float32 for p in bf.params.values())  # float32 masters
     assert sum(not np.array_equal(p, f32.params[k]) for k, p in bf.params.items()) == len(bf.params)  # every gradient was rounded
@@ -88,10 +89,10 @@ def test_bf16_reduction_trains_to_tolerance_of_float32_reduction(fsdp2):
 
 def test_bf16_reduction_under_tp_and_float32_products():
     tp = run(4, "bf16", tp=2)
-    assert np.allclose(tp.losses, run(4, "f32", tp=2).losses, rtol=0, atol=TOL)
+    assert np.allclose(tp.losses, run(4, "f32", tp=2).losses, rtol=0, atol=REDUCE_TOL)
     plain = run(2, "bf16", precision="f32", fsdp=False)  # plain data parallel: all_reduces
     ref = run(2, "f32", precision="f32", fsdp=False)
-    assert np.allclose(plain.losses, ref.losses, rtol=0, atol=TOL) and plain.losses[1:] != ref.losses[1:]
+    assert np.allclose(plain.losses, ref.losses, rtol=0, atol=REDUCE_TOL) and plain.losses[1:] != ref.losses[1:]
 
 
 def test_one_rank_has_nothing_to_reduce():
@@ -173,6 +174,7 @@ def test_torch_model_reduces_gradients_in_bf16(tmp_path, capsys):
         assert main([*args, "--emit-ir", str(tmp_path / f"ir-{g}"), "--out", str(out)]) == 0
         losses[g] = [float(r["loss"]) for r in csv.DictReader(open(out / "loss.csv"))]
     assert "grad-reduce bf16: gradients summed over the batch axis as bf16 copies" in capsys.readouterr().out
-    assert np.allclose(losses["bf16"], losses["f32"], rtol=0, atol=TOL) and losses["bf16"] != losses["f32"]
-    narrowed = [p.read_text() for p in (tmp_path / "ir-bf16").glob("*reduction-precision*.mlir")]
-    assert narrowed and "xbf16> -> tensor<" in narrowed[0]
+    assert np.allclose(losses["bf16"], losses["f32"], rtol=0, atol=REDUCE_TOL) and losses["bf16"] != losses["f32"]
+    (narrowed,) = [p.read_text() for p in (tmp_path / "ir-bf16").glob("*reduction-precision*.mlir")]
+    # a gradient's collective on bf16 (FSDP's bf16 all_gathers are mixed-precision's, there before)
+    assert re.search(r"shard\.(reduce_scatter|all_reduce) .*xbf16> -> tensor<", narrowed), narrowed[:2000]

@@ -19,7 +19,6 @@ from shardc.runtime.execute.kernels.bf16_run import bfloat16, is_bfloat16
 _F32 = np.dtype(np.float32)
 
 
-
 def rounding_lines(indent: int) -> str:
     """Kernel source that stores the float32 bits `v` rounded to bf16 bits (nearest, ties
     to even; a NaN stays a quiet NaN) in `dst[i]`, indented by `indent` spaces: the

@@ -19,8 +19,8 @@ def backend() -> Any:
 
 def reduce_scatter_block(comm: Any, send: Any, recv: Any, op: str) -> int:
     """MPI_Reduce_scatter_block straight into a contiguous receive buffer (the backend's
-    own call goes through a temporary, a copy of the result too many). bf16 goes to the
-    backend, which reduces it in float32 (MPI has no bf16 type)."""
+    own call goes through a temporary, a copy of the result too many). bf16 (MPI has no
+    bf16 type) goes to the two-rank exchange or the backend, both `bf16_sums`."""
     import numpy as np
 
     b = backend()
