@@ -13,14 +13,18 @@ memory per rank and the fraction of the matmul peak (numpy's float32 matmul; und
     python bench/train_step.py --precision bf16   # shardc --precision bf16 vs PyTorch under torch.autocast bf16
     python bench/train_step.py --precision bf16 --grad-reduce bf16   # gradients reduced in bf16: shardc's --grad-reduce bf16, DDP's in bf16 too
     python bench/train_step.py --phases        # also each shardc row's CPU time per step by phase (cProfile)
+    python bench/train_step.py --policy zero   # the shardc rows under ZeRO (default: the policy --auto chooses per row)
 
 Rows: shardc on 1 rank against PyTorch on 1 thread; shardc dp=2 and tp=2 (2 MPI ranks)
 against PyTorch on 2 threads and DistributedDataParallel on 2 gloo processes (1 thread
-each, 4 sequences per process). Every configuration runs in its own process(es), in
-rounds that alternate the order of shardc and PyTorch (the machine may be shared: a
-load spike hits both); each configuration's figure is its best round's median step.
-The 1-rank row is also measured in one process holding both steps, alternating step by
-step (`paired_one_rank`): the closest pairing a shared machine allows.
+each, 4 sequences per process). The shardc rows run the sharding `shardc-train --auto`
+would choose for their grid and precision, keeping the row's tp (`row_policy`; `--policy
+zero` or `fsdp` sets it): the header names each row's. Every configuration runs in its
+own process(es), in rounds that alternate the order of shardc and PyTorch (the machine
+may be shared: a load spike hits both); each configuration's figure is its best round's
+median step. The 1-rank row is also measured in one process holding both steps,
+alternating step by step (`paired_one_rank`): the closest pairing a shared machine
+allows.
 PyTorch eager is nanoGPT's model written plainly (`_torch_gpt`: fused qkv projection,
 `F.scaled_dot_product_attention(is_causal=True)`, tanh GELU as shardc's, tied head)
 with `torch.optim.AdamW` (foreach, PyTorch's default on CPU), the same hyperparameters
@@ -200,16 +204,37 @@ def phase_seconds(profile: object, steps: int) -> dict[str, float]:
     return out
 
 
-def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int, precision: str = "f32", phases: bool = False, grad_reduce: str = "f32") -> dict:
-    """Compile the step for the grid, then time steps on this rank (under MPI when world > 1);
-    `phases`: the timed steps under cProfile (CPU time), the result's "phases" by phase."""
+POLICIES = ("auto", "zero", "fsdp")
+
+
+def row_policy(cfg: GPTConfig, world: int, tp: int, precision: str, grad_reduce: str, choice: str):
+    """The sharding policy a shardc row runs: ZeRO or FSDP as asked, or (`auto`) the one
+    `shardc-train --auto` would choose on this host among those that keep the row's tp
+    for every parameter group (each group's dp / ZeRO / FSDP left to the cost model)."""
+    from shardc.training.auto_plan import auto_policies, choose, host_cost_model
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
+    from shardc.training.gpt import param_specs
+
+    if choice != "auto":
+        return ShardingPolicy(tp, zero=True, fsdp=choice == "fsdp")
+    kept = [p for p in auto_policies(param_specs(cfg), GPT_PLAN, world) if p.tp == tp and all(o.tp for o in p.overrides)]
+    cost = host_cost_model(None, world)
+    return choose(cfg, world, BATCH // (world // tp), policies=kept, cost=cost, precision=precision, grad_reduce=grad_reduce).chosen.policy
+
+
+def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int, precision: str = "f32", phases: bool = False, grad_reduce: str = "f32", policy: str = "auto") -> dict:
+    """Compile the step for the grid under `row_policy`, then time steps on this rank (under
+    MPI when world > 1); `phases`: the timed steps under cProfile (CPU time), the result's
+    "phases" by phase."""
+    from shardc.training.auto_plan import policy_name
+    from shardc.training.axis import GPT_PLAN
     from shardc.training.mesh import make_grid
     from shardc.training.spmd import RankState, StepProgram
 
     grid = make_grid(world, tp)
+    chosen = row_policy(cfg, world, tp, precision, grad_reduce, policy)
     t0 = time.perf_counter()
-    prog = StepProgram.build(cfg, BATCH, grid, ShardingPolicy(tp, zero=True, fsdp=False), GPT_PLAN, precision=precision, grad_reduce=grad_reduce)
+    prog = StepProgram.build(cfg, BATCH, grid, chosen, GPT_PLAN, precision=precision, grad_reduce=grad_reduce)
     compile_s = time.perf_counter() - t0
     state = RankState(prog, rank, init_params(cfg, 0))
     it = _data(cfg)
@@ -251,6 +276,7 @@ def time_steps(cfg: GPTConfig, world: int, tp: int, rank: int, repeats: int, pre
         "stages": {s.name: s.seconds for s in prog.stages},
         "phases": phase_seconds(profile, repeats) if profile is not None else {},
         "blas": _blas_in_use(),
+        "policy": policy_name(chosen),
     }
 
 
@@ -544,7 +570,7 @@ def worker(args: argparse.Namespace) -> None:
     set_blas_threads(1)
     comm = MPI.COMM_WORLD
     with use_comm(MPIComm(comm)):
-        res = time_steps(cfg, comm.Get_size(), args.tp, comm.Get_rank(), args.repeats, args.precision, args.phases, args.grad_reduce)
+        res = time_steps(cfg, comm.Get_size(), args.tp, comm.Get_rank(), args.repeats, args.precision, args.phases, args.grad_reduce, args.policy)
     out = comm.gather(res, root=0)
     if comm.Get_rank() == 0:
         print("RESULT " + json.dumps(out))
@@ -559,7 +585,7 @@ def _run(cmd: list[str], env: dict[str, str]) -> object:
 
 
 def _common(args: argparse.Namespace) -> list[str]:
-    return ["--repeats", str(args.repeats), "--precision", args.precision, "--grad-reduce", args.grad_reduce, *(["--quick"] if args.quick else []), *(["--large"] if args.large else []), *(["--phases"] if args.phases else [])]
+    return ["--repeats", str(args.repeats), "--precision", args.precision, "--grad-reduce", args.grad_reduce, "--policy", args.policy, *(["--quick"] if args.quick else []), *(["--large"] if args.large else []), *(["--phases"] if args.phases else [])]
 
 
 def launch(n: int, tp: int, args: argparse.Namespace) -> list[dict]:
@@ -649,6 +675,7 @@ def main() -> None:
     ap.add_argument("--rows", action="store_true", help="only: 1 rank with row-chain kernels vs not")
     ap.add_argument("--precision", choices=("f32", "bf16"), default="f32", help="bf16: shardc's --precision bf16 against PyTorch under torch.autocast bf16")
     ap.add_argument("--grad-reduce", choices=("f32", "bf16"), default="f32", help="bf16: shardc's gradient sums over the batch in bf16 (--grad-reduce bf16) and DDP's in bf16 (a bf16_compress_hook for gloo)")
+    ap.add_argument("--policy", choices=POLICIES, default="auto", help="the shardc rows' sharding: auto (the default): the policy shardc-train --auto chooses for the row's grid and precision, keeping its tp; zero or fsdp: that one")
     ap.add_argument("--phases", action="store_true", help="also: each shardc row's CPU time per step by phase (products, casts, collectives, kernels); the timed steps run under cProfile, its overhead in their times")
     ap.add_argument("--worker", choices=("shardc", "torch", "ddp", "pair"), help=argparse.SUPPRESS)
     ap.add_argument("--tp", type=int, default=1, help=argparse.SUPPRESS)
@@ -724,6 +751,8 @@ def main() -> None:
     used = sorted({p["blas"] for runs in ours.values() for per_rank in runs for p in per_rank})
     print(f"shardc's contractions: {'; '.join(used)} (SHARDC_BLAS={os.environ.get('SHARDC_BLAS', 'auto')})")
     t_ours, cpu_ours, loads = {}, {}, []
+    chosen = {k: best(runs)[0]["policy"] for k, runs in ours.items()}
+    print(f"shardc's sharding (--policy {args.policy}): " + ", ".join(f"{k} {v}" for k, v in chosen.items()))
     print(CPU_NOTE)
     print(f"{'shardc':<10} {'tokens/s':>9} {'step ms':>8} {'CPU ms':>8} {'of peak':>8} {'peak RSS/rank':>14} {'load':>5}")
     for k, runs in ours.items():
