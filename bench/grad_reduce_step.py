@@ -15,8 +15,8 @@ reduce-scatter and all-reduce calls and their waits, the loss's scalar all-reduc
 among them: where the bytes move). bf16
 moves half the bytes and pays two casts (each rank's partial sum to bf16, the reduced
 part back to float32). Last, the two runs' parameters: how far bf16 reductions moved
-them (the same start and batches; with `--compare layout`, whether both layouts' parameters
-are the same numbers).
+them (the same start and batches). With `--compare layout` the two layouts' losses
+instead: each rank holds different parts of their parameters.
 """
 
 from __future__ import annotations
