@@ -12,7 +12,8 @@ shared machine's load (bench/train_step.py's model and batch of 8 sequences).
 Per step: wall time between barriers (the slowest rank's), each rank's CPU time, and
 the CPU time each rank spent inside the gradients' collectives (the mpi backend's
 reduce-scatter and all-reduce calls and their waits, the loss's scalar all-reduce
-among them: where the bytes move). bf16
+among them: where the bytes move; FSDP's all-gathers of the parameters are not counted,
+so with `--compare layout` that row is the reductions only). bf16
 moves half the bytes and pays two casts (each rank's partial sum to bf16, the reduced
 part back to float32). Last, the two runs' parameters: how far bf16 reductions moved
 them (the same start and batches). With `--compare layout` the two layouts' losses

@@ -7,6 +7,7 @@ under `mpiexec -n 2` to see what the 2-rank step pays that the 1-rank step does 
     mpiexec -n 2 python bench/step_profile.py          # dp=2 (ZeRO)
     mpiexec -n 2 python bench/step_profile.py --tp 2   # tp=2
     mpiexec -n 2 python bench/step_profile.py --free-comm [--tp 2]   # the bound: free communication
+    mpiexec -n 2 python bench/step_profile.py --tp 2 --precision bf16   # bf16 products, float32 masters
 
 Every callable global of the generated step module is wrapped by a timer after
 compilation (kernels are bound as globals of the generated code, so every call goes
@@ -224,6 +225,8 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=14)
     ap.add_argument("--cpu", action="store_true", help="CPU time of this process (time.process_time) instead of wall time: a shared machine's descheduling left out, MPI's busy waiting kept")
     ap.add_argument("--sync", action="store_true", help="a timed barrier before each collective: its wait is shown apart as skew")
+    ap.add_argument("--precision", choices=("f32", "bf16"), default="f32", help="the step's --precision (bf16: bf16 products, float32 masters)")
+    ap.add_argument("--fsdp", action="store_true", help="FSDP instead of ZeRO over the data replicas")
     ap.add_argument("--free-comm", action="store_true", help="no table: the step against itself with collectives that move nothing between ranks (the bound; numbers wrong, timing only)")
     args = ap.parse_args()
 
@@ -242,7 +245,7 @@ def main() -> None:
 
         world, rank, barrier = MPI.COMM_WORLD.Get_size(), MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Barrier
     cfg = GPTConfig(n_layer=4, n_head=4, n_embd=256, block_size=128, vocab_size=512)
-    prog = StepProgram.build(cfg, 8, make_grid(world, args.tp), ShardingPolicy(args.tp, zero=True, fsdp=False), GPT_PLAN)
+    prog = StepProgram.build(cfg, 8, make_grid(world, args.tp), ShardingPolicy(args.tp, zero=True, fsdp=args.fsdp), GPT_PLAN, precision=args.precision)
     data = np.random.default_rng(0).integers(0, cfg.vocab_size, 20000).astype(np.int32)
     it = batches(data, 8, cfg.block_size, 0)
     if args.free_comm:

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from shardc.passes.cost_model import default_mpiexec
+from shardc import host
+from shardc.passes import cost_model
+from shardc.passes.cost_model import DEFAULT_RATES, default_mpiexec
 from shardc.training.auto_plan import auto_policies, choose, host_cost_model, policy_name
 from shardc.training.axis import GPT_PLAN
 from shardc.training.gpt import GPTConfig, param_specs
@@ -41,15 +43,17 @@ train_step_bench = _load_bench()
 CFG = GPTConfig(n_layer=2, n_head=4, n_embd=64, block_size=32, vocab_size=64)
 
 
-@pytest.mark.parametrize("precision", ["f32", "bf16"])
-def test_auto_row_runs_the_plan_auto_chooses_for_its_grid(precision: str) -> None:
-    """dp=2's row runs what `choose` picks among every per-group mix on 2 ranks with tp=1,
-    priced as `shardc-train --auto` prices 2 ranks on this host."""
+@pytest.mark.parametrize(("precision", "want"), [("f32", "zero"), ("bf16", "fsdp")])
+def test_auto_row_runs_the_plan_auto_chooses_for_its_grid(precision: str, want: str, monkeypatch) -> None:
+    """dp=2's row, priced with the default rates on a 2-core host, is the plan `--auto`
+    picks there: FSDP in bf16 (its all-gathers move bf16, half of ZeRO's float32
+    parameter bytes), ZeRO in float32; and it is `choose`'s pick among the tp=1 mixes."""
+    monkeypatch.setattr(cost_model, "load_rates", lambda *a, **k: DEFAULT_RATES)
+    monkeypatch.setattr(host, "physical_cores", lambda: 2)
     got = train_step_bench.row_policy(CFG, 2, 1, precision, "f32", "auto")
+    assert policy_name(got) == want
     kept = [p for p in auto_policies(param_specs(CFG), GPT_PLAN, 2) if p.tp == 1]
-    want = choose(CFG, 2, train_step_bench.BATCH // 2, policies=kept, cost=host_cost_model(None, 2), precision=precision).chosen.policy
-    assert got == want
-    assert got.tp == 1
+    assert got == choose(CFG, 2, train_step_bench.BATCH // 2, policies=kept, cost=host_cost_model(None, 2), precision=precision).chosen.policy
 
 
 def test_auto_row_keeps_the_rows_tp_for_every_group() -> None:

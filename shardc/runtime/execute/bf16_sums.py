@@ -103,9 +103,10 @@ def sum_into(first: np.ndarray, rest: np.ndarray, recv: np.ndarray) -> None:
         from shardc.runtime.execute.kernels.bf16_cast import round_to_bfloat16, widen_bfloat16
 
         total = widen_bfloat16(first)
+        widened = np.empty_like(total)
         with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN sum as float32's do
             for more in rest:
-                total += widen_bfloat16(more).reshape(total.shape)
+                total += widen_bfloat16(more.reshape(total.shape), out=widened)
         recv[...] = round_to_bfloat16(total).reshape(recv.shape)
         return
     cols = recv.shape[-1] if recv.ndim else 1

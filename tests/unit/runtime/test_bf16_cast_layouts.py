@@ -77,3 +77,24 @@ def test_rounded_results_start_on_a_64_byte_boundary(shape: tuple[int, int], vie
         if bf16_cast.fused_run.enabled():  # else ml_dtypes rounds, into its own array
             assert r.ctypes.data % aligned.ALIGNMENT == 0
         np.testing.assert_array_equal(r.view(np.uint16), x.astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+@pytest.mark.parametrize("kernels", ["numba", "numpy"])
+@pytest.mark.parametrize("view", [None, "T", "rows", "small"])
+def test_widening_is_exact_on_every_path(kernels: str, view: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bf16 to float32 is ml_dtypes' `astype` bit for bit (NaN payloads, infinities,
+    signed zeros, subnormals) from the jit loop (contiguous, >= 4096 elements) and from
+    numpy's shift (views, small arrays, no kernels); into a given buffer too."""
+    if kernels == "numpy":
+        monkeypatch.setenv("SHARDC_KERNELS", "numpy")
+    x = _values(np.random.default_rng(6), 8 if view == "small" else 96, 130).astype(BF)
+    x = x.T if view == "T" else x[:, ::2] if view == "rows" else x
+    want = x.astype(np.float32)
+    got = bf16_cast.widen_bfloat16(x)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    into = np.full(x.shape, 7.0, np.float32)
+    assert bf16_cast.widen_bfloat16(x, out=into) is not None
+    assert np.array_equal(into.view(np.uint32), want.view(np.uint32))
+    if kernels == "numba" and view is None and bf16_cast.fused_run.enabled():
+        assert bf16_cast._widen_kernel() is not None  # the jit loop ran, not the fallback
