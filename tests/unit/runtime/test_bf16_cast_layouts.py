@@ -94,7 +94,7 @@ def test_widening_is_exact_on_every_path(kernels: str, view: str | None, monkeyp
     assert got.dtype == np.float32 and got.shape == x.shape
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
     into = np.full(x.shape, 7.0, np.float32)
-    assert bf16_cast.widen_bfloat16(x, out=into) is not None
+    assert np.shares_memory(bf16_cast.widen_bfloat16(x, out=into), into)
     assert np.array_equal(into.view(np.uint32), want.view(np.uint32))
     if kernels == "numba" and view is None and bf16_cast.fused_run.enabled():
         assert bf16_cast._widen_kernel() is not None  # the jit loop ran, not the fallback
