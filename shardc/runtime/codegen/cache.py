@@ -81,6 +81,7 @@ import numpy as np
 
 from shardc.runtime.execute.code_check import generated_namespace
 from shardc.runtime.execute.compiled import CompiledModule, external_stub, scalar_spec
+from shardc.runtime.execute.kernels import blas
 
 FORMAT = 7
 _MAGIC = b"shardc-compile-cache\n"
@@ -860,6 +861,7 @@ class CachedModule(CompiledModule):
 
         import_named(entry.modules)  # the modules whose objects the constants name, alone
         tune_allocator()
+        blas.hold_threads()
         self.entry = entry
         self.source = entry.source
         self._parsed: Any = None

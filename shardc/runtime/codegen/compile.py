@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import ModuleOp
 from shardc.ir.escape import display
 from shardc.runtime.codegen.codegen_safe import py_hint, py_literal
 from shardc.runtime.execute.code_check import UnsafeCodeError, check_code, generated_namespace
+from shardc.runtime.execute.kernels import blas
 from shardc.runtime.execute.compiled import (  # noqa: F401  (re-exported)
     CompiledModule,
     RuntimeExecutionError,
@@ -66,6 +67,7 @@ def compile_module(
 
     kernels.load_all()
     tune_allocator()
+    blas.hold_threads()
     if (fuse or donate) and copy:
         module = module.clone()
     if fuse:

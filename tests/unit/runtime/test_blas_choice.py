@@ -162,3 +162,32 @@ def test_openblas_runs_on_the_threads_asked(tmp_path):
         if path.startswith("numpy"):
             pytest.skip("numpy's OpenBLAS is not loadable here")
         assert path.startswith("OpenBLAS") and word in path and running == int(threads)
+
+
+def test_a_compiled_module_holds_numpys_openblas_at_the_runtimes_threads(tmp_path):
+    """A program without a float32 product through `blas` (bf16 products run on oneDNN)
+    runs numpy's own OpenBLAS on the runtime's threads from its compile, and from a cache
+    hit's load in a fresh process: OpenBLAS's default (`OPENBLAS_NUM_THREADS` here, a
+    thread per core otherwise) made two ranks on two cores 2.2x slower."""
+    import subprocess
+    import sys
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: OpenBLAS runs one thread whatever it is told")
+    code = (
+        "import ctypes, json; from shardc.context import make_context; from shardc.ir.fast_parser import FastParser;"
+        "from shardc.runtime.codegen.cache import compile_module_cached; from shardc.runtime.execute.kernels import blas;"
+        "get = ctypes.CDLL(blas.openblas_path()).scipy_openblas_get_num_threads64_;"
+        "before = get();"
+        "m = FastParser(make_context(), 'func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\\n  return %a : tensor<4xf32>\\n}').parse_module();"
+        "cm = compile_module_cached(m, 't');"
+        "print(json.dumps([before, get(), type(cm).__name__]))"
+    )
+    for threads, kind in (("1", "CompiledModule"), ("1", "CachedModule"), ("2", "CachedModule")):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SHARDC_BLAS")}
+        env.update(OPENBLAS_NUM_THREADS="3", SHARDC_BLAS_THREADS=threads, SHARDC_CACHE_DIR=str(tmp_path))
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        before, held, made = json.loads(r.stdout.strip().splitlines()[-1])
+        assert before > 1  # OPENBLAS_NUM_THREADS, capped at the cores
+        assert (held, made) == (int(threads), kind)

@@ -301,6 +301,17 @@ def _resolve(choice: str) -> _Lib | None:
     return _loaded(name) if name != "numpy" else None
 
 
+def hold_threads() -> None:
+    """numpy's OpenBLAS at the runtime's thread count (`SHARDC_BLAS_THREADS`, 1 unless
+    asked) from the moment a module is compiled or loaded, not from its first float32
+    product through this module: a program whose products all run elsewhere (bf16 on
+    oneDNN) left numpy's own matmuls and dots at OpenBLAS's default, a spinning thread
+    per core, and ranks sharing the cores fought over them. The tp=2 `--precision bf16`
+    GPT step (n_layer 4) under `mpiexec -n 2` on 2 cores took 224-230 ms, 107-111 ms
+    with the count held (AMD EPYC Zen 4, measured). Loading sets it (`_load_openblas`)."""
+    _loaded("openblas")
+
+
 def mkl_library() -> ctypes.CDLL | None:
     """MKL as `matmul` loads it (its threading layer set before any other call), for
     kernels calling its other entry points (`bf16_gemm.py`); None where it is absent."""
