@@ -81,7 +81,6 @@ import numpy as np
 
 from shardc.runtime.execute.code_check import generated_namespace
 from shardc.runtime.execute.compiled import CompiledModule, external_stub, scalar_spec
-from shardc.runtime.execute.kernels import blas
 
 FORMAT = 7
 _MAGIC = b"shardc-compile-cache\n"
@@ -857,11 +856,10 @@ class CachedModule(CompiledModule):
 
     def __init__(self, entry: Entry, name: str, loaded: Mapping[int, Mapping[str, object]] | None = None):
         """`loaded`: as in `load_entry_bindings`."""
-        from shardc.runtime.execute.compiled import tune_allocator
+        from shardc.runtime.execute.compiled import prepare_process
 
         import_named(entry.modules)  # the modules whose objects the constants name, alone
-        tune_allocator()
-        blas.hold_threads()
+        prepare_process()
         self.entry = entry
         self.source = entry.source
         self._parsed: Any = None

@@ -25,11 +25,11 @@ from xdsl.dialects.builtin import ModuleOp
 from shardc.ir.escape import display
 from shardc.runtime.codegen.codegen_safe import py_hint, py_literal
 from shardc.runtime.execute.code_check import UnsafeCodeError, check_code, generated_namespace
-from shardc.runtime.execute.kernels import blas
 from shardc.runtime.execute.compiled import (  # noqa: F401  (re-exported)
     CompiledModule,
     RuntimeExecutionError,
     external_stub,
+    prepare_process,
     tune_allocator,
 )
 from shardc.runtime.codegen.builder import CompileError, FunctionBuilder, ModuleCodegen, docstring, free_dead_values, single_block, too_deep
@@ -66,8 +66,7 @@ def compile_module(
     from shardc.runtime.codegen.remake_casts import remake_argument_casts
 
     kernels.load_all()
-    tune_allocator()
-    blas.hold_threads()
+    prepare_process()
     if (fuse or donate) and copy:
         module = module.clone()
     if fuse:

@@ -21,6 +21,7 @@ reduce-scatter, twice that for an all-reduce, as a ring's. Measured in
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -57,25 +58,20 @@ def kernel(first, rest, out):
                 v = accb[i]
 """
 
-_SUM_KERNEL: list[object] = []  # [the jit kernel, or None where numba refused it]
-
-
 def _sum_kernel() -> Any:
-    """The summing loop jit-compiled once per process (cached on disk as the fused kernels
-    are), or None where fused kernels are off (`SHARDC_KERNELS=numpy`, no numba): numpy
-    then."""
+    """The summing loop jit-compiled once per process (`fused_run.jit_once`), or None
+    where fused kernels are off (`SHARDC_KERNELS=numpy`, no numba): numpy then."""
     from shardc.runtime.execute.kernels import fused_run
 
-    if not fused_run.enabled():
-        return None
-    if not _SUM_KERNEL:
-        try:
-            from shardc.runtime.execute.kernels.bf16_cast import rounding_lines
+    return fused_run.jit_once("bf16sums", _sum_source())
 
-            _SUM_KERNEL.append(fused_run.njit_kernel("bf16sums", _SUM_LOOP + rounding_lines(16), []))
-        except fused_run.KernelRefused:
-            _SUM_KERNEL.append(None)
-    return _SUM_KERNEL[0]
+
+@functools.cache
+def _sum_source() -> str:
+    """The loop's source, made once: every bf16 collective asks for the kernel."""
+    from shardc.runtime.execute.kernels.bf16_cast import rounding_lines
+
+    return _SUM_LOOP + rounding_lines(16)
 
 
 def _bits(x: np.ndarray) -> np.ndarray:

@@ -201,6 +201,16 @@ def tune_allocator() -> bool:
     return ok
 
 
+def prepare_process() -> None:
+    """What running compiled code asks of the process, before a module is compiled or
+    loaded: the allocator's settings (`tune_allocator`) and numpy's OpenBLAS at the
+    runtime's thread count (`blas.hold_threads`)."""
+    from shardc.runtime.execute.kernels import blas
+
+    tune_allocator()
+    blas.hold_threads()
+
+
 def scalar_spec(text: str) -> ArgSpec | None:
     """The ArgSpec of a scalar type given by its text, if `scalar_converter` converts it."""
     return (None, text) if scalar_converter(text) is not None else None

@@ -87,6 +87,15 @@ def test_widening_is_exact_on_every_path(kernels: str, view: str | None, monkeyp
     numpy's shift (views, small arrays, no kernels); into a given buffer too."""
     if kernels == "numpy":
         monkeypatch.setenv("SHARDC_KERNELS", "numpy")
+    ran: list[int] = []
+    jit = bf16_cast._widen_kernel()
+
+    def counted(src: np.ndarray, out: np.ndarray) -> None:
+        ran.append(src.size)
+        jit(src, out)  # type: ignore[misc]
+
+    if jit is not None:
+        monkeypatch.setattr(bf16_cast, "_widen_kernel", lambda: counted)
     x = _values(np.random.default_rng(6), 8 if view == "small" else 96, 130).astype(BF)
     x = x.T if view == "T" else x[:, ::2] if view == "rows" else x
     want = x.astype(np.float32)
@@ -96,5 +105,5 @@ def test_widening_is_exact_on_every_path(kernels: str, view: str | None, monkeyp
     into = np.full(x.shape, 7.0, np.float32)
     assert np.shares_memory(bf16_cast.widen_bfloat16(x, out=into), into)
     assert np.array_equal(into.view(np.uint32), want.view(np.uint32))
-    if kernels == "numba" and view is None and bf16_cast.fused_run.enabled():
-        assert bf16_cast._widen_kernel() is not None  # the jit loop ran, not the fallback
+    jitted = kernels == "numba" and view is None and bf16_cast.fused_run.enabled()
+    assert ran == ([x.size, x.size] if jitted else [])  # the jit loop ran where it applies, nowhere else

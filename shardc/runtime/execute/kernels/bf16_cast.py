@@ -46,25 +46,13 @@ def kernel(bits, stride, n, out):
             v = row[i]
 """ + rounding_lines(12)
 
-_JIT: dict[str, object] = {}  # kind -> the jit kernel, or None where numba refused it
-
-
-def _jit_once(kind: str, source: str) -> object | None:
-    """`source`'s kernel jit-compiled once per process (cached on disk like the fused
-    kernels), or None where fused kernels are off (`SHARDC_KERNELS=numpy`, no numba)."""
-    if not fused_run.enabled():
-        return None
-    if kind not in _JIT:
-        try:
-            _JIT[kind] = fused_run.njit_kernel(kind, source, [])
-        except fused_run.KernelRefused:
-            _JIT[kind] = None
-    return _JIT[kind]
+JIT_MIN_ELEMENTS = 4096
+"""Casts of fewer elements stay with numpy: the kernel's call costs more than it saves."""
 
 
 def _round_kernel() -> object | None:
-    """The rounding loop, jit-compiled (`_jit_once`)."""
-    return _jit_once("bf16roundrows", _ROUND_SOURCE)
+    """The rounding loop, jit-compiled (`fused_run.jit_once`)."""
+    return fused_run.jit_once("bf16roundrows", _ROUND_SOURCE)
 
 
 def _strided_rows(x: np.ndarray) -> tuple[np.ndarray, int, int] | None:
@@ -97,7 +85,7 @@ def round_to_bfloat16(x: np.ndarray) -> np.ndarray:
     rounded in memory order; rows of a strided view are read in place: both took a
     copy to a contiguous array first, 20x the rounding's own time for a transposed
     768x3072 weight (measured). The result starts on a 64-byte boundary (`aligned_empty`)."""
-    kernel = _round_kernel() if x.size >= 4096 else None  # small: the call costs more
+    kernel = _round_kernel() if x.size >= JIT_MIN_ELEMENTS else None
     if kernel is None:
         return x.astype(bfloat16())
     rows = None
@@ -125,18 +113,17 @@ def kernel(src, out):
 
 
 def _widen_kernel() -> object | None:
-    """The widening loop, jit-compiled (`_jit_once`): 3x numpy's `left_shift` into uint32
-    on 1M elements (AMD EPYC Zen 4, measured), which converts each element before it
-    shifts."""
-    return _jit_once("bf16widen", _WIDEN_SOURCE)
+    """The widening loop, jit-compiled (`fused_run.jit_once`): 3x numpy's `left_shift`
+    into uint32 on 1M elements (AMD EPYC Zen 4, measured)."""
+    return fused_run.jit_once("bf16widen", _WIDEN_SOURCE)
 
 
 def widen_bfloat16(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """bf16 `x` as float32 (exact): its 16 bits are float32's top half. `out`, a
     float32 array of `x`'s shape, lets a loop reuse one buffer."""
     src = x.view(np.uint16)
-    bits = (np.empty(x.shape, np.uint32) if x.size < 4096 else aligned_empty(x.shape, np.uint32)) if out is None else out.view(np.uint32)
-    kernel = _widen_kernel() if x.size >= 4096 and src.flags.c_contiguous and bits.flags.c_contiguous else None
+    bits = np.empty(x.shape, np.uint32) if out is None else out.view(np.uint32)
+    kernel = _widen_kernel() if x.size >= JIT_MIN_ELEMENTS and src.flags.c_contiguous and bits.flags.c_contiguous else None
     if kernel is None:
         np.left_shift(src, 16, out=bits, dtype=np.uint32)
     else:

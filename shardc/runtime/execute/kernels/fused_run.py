@@ -537,6 +537,23 @@ def njit_kernel(kind: str, source: str, kits: Sequence[Callable[[], tuple[str, d
         raise KernelRefused(f"{kind}: {type(e).__name__}: {e}") from e
 
 
+_ONCE: dict[str, Callable[..., None] | None] = {}
+
+
+def jit_once(kind: str, source: str) -> Callable[..., None] | None:
+    """A fixed loop's `kernel` (one with no helpers: the bf16 casts and sums), jit-compiled
+    once per process (`njit_kernel`, kind `kind`), or None where fused kernels are off
+    (`enabled`, asked at every call) or numba refused it (asked once)."""
+    if not enabled():
+        return None
+    if kind not in _ONCE:
+        try:
+            _ONCE[kind] = njit_kernel(kind, source, [])
+        except KernelRefused:
+            _ONCE[kind] = None
+    return _ONCE[kind]
+
+
 def compile_kernel(source: str) -> Callable[..., None]:
     """The fused kernel of `source`, jit-compiled once per process (`njit_kernel`)."""
     fn = _COMPILED.get(source)
