@@ -7,6 +7,7 @@ the figure to compare before and after a change to the elementwise/reduction pat
     python bench/step_ops.py            # totals per step, then the costliest ops
     python bench/step_ops.py --top 40
     python bench/step_ops.py --in-step  # every call timed inside real steps, contractions too
+    python bench/step_ops.py --precision bf16   # the mixed-precision step (bf16 products)
 
 With `--in-step` nothing is re-run: each call of `--steps` real steps is timed where it
 runs (cold operands and all), grouped by kind, loop sizes and maps, contractions with
@@ -196,6 +197,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7, help="timed runs per op and path (the best counts)")
     ap.add_argument("--in-step", action="store_true", help="time every call (contractions too) inside real steps instead")
     ap.add_argument("--steps", type=int, default=5, help="with --in-step: steps timed")
+    ap.add_argument("--precision", choices=("f32", "bf16"), default="f32", help="the step's --precision (bf16: bf16 products and casts, float32 masters)")
     args = ap.parse_args()
     _TIMED.clear()
     structured.run_structured = _timing_run_structured if args.in_step else _recording_run_structured
@@ -208,7 +210,7 @@ def main() -> None:
     from shardc.training.mesh import make_grid
     from shardc.training.spmd import RankState, StepProgram
 
-    prog = StepProgram.build(FULL, BATCH, make_grid(1, 1), ShardingPolicy(1, zero=True, fsdp=False), GPT_PLAN)
+    prog = StepProgram.build(FULL, BATCH, make_grid(1, 1), ShardingPolicy(1, zero=True, fsdp=False), GPT_PLAN, precision=args.precision)
     state = RankState(prog, 0, init_params(FULL, 0))
     it = _data(FULL)
     for _ in range(2):  # compile (or load) the kernels

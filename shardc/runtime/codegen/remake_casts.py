@@ -15,14 +15,35 @@ one core).
 
 Only casts that read a function argument directly qualify: one made after a
 resharding (a ZeRO/FSDP parameter gathered in bf16) would need its collective again.
+A function whose argument copies come to at most `KEEP_MAX_BYTES` keeps them as made
+(one cast each, shared by the forward and the backward, as `torch.autocast`'s cast
+cache does): there the extra passes cost more than the memory is worth.
 """
 
 from __future__ import annotations
 
+import math
+
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Block, BlockArgument, Operation
+
+
+KEEP_MAX_BYTES = 32 << 20
+"""A function's argument casts whose copies total at most this many bytes are not
+remade (the bf16 copies of 16M parameters). Measured on the n_layer-4, n_embd-256 GPT
+step in bf16 (6.6 MB of copies; 1 rank, Zen 4, one process, alternating): 2.4% faster
+with the copies kept; at n_layer 12, n_embd 768 they are 162 MiB and are remade."""
+
+
+def _copy_bytes(op: Operation) -> int | None:
+    """The bytes of a cast's bf16 result, or None where its shape is not static."""
+    t = op.results[0].type
+    shape = t.get_shape() if isinstance(t, TensorType) else None
+    if shape is None or any(d < 0 for d in shape):
+        return None
+    return 2 * math.prod(shape)
 
 
 def is_cast_copy(op: GenericOp) -> bool:
@@ -61,6 +82,9 @@ def remake_argument_casts(module: ModuleOp) -> int:
         casts = [op for op in block.ops if _argument_cast(op, block)]
         if not casts:
             continue
+        sizes = [_copy_bytes(op) for op in casts]
+        if all(n is not None for n in sizes) and sum(sizes) <= KEEP_MAX_BYTES:  # type: ignore[arg-type]
+            continue
         order = {op: k for k, op in enumerate(block.ops)}
         for cast in casts:
             result = cast.results[0]
@@ -85,4 +109,4 @@ def remake_argument_casts(module: ModuleOp) -> int:
     return made
 
 
-__all__ = ["remake_argument_casts"]
+__all__ = ["KEEP_MAX_BYTES", "remake_argument_casts"]

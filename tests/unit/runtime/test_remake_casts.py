@@ -1,16 +1,20 @@
 """A parameter's bf16 copy is made before each product that reads it
 (`shardc.runtime.codegen.remake_casts`), not once at the top of the step and kept from
 the forward to the backward: the transform on a small module, bitwise the same results,
-and the compiled bf16 GPT step holding at most one layer's weight copies at its peak."""
+and the compiled bf16 GPT step holding at most one layer's weight copies at its peak.
+Copies totalling at most `KEEP_MAX_BYTES` are kept as made (the tests of the transform
+set the limit to 0)."""
 
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import pytest
 
 from shardc.context import make_context
 from shardc.ir.fast_parser import FastParser
 from shardc.runtime.codegen.compile import compile_module
+from shardc.runtime.codegen import remake_casts
 from shardc.runtime.codegen.remake_casts import remake_argument_casts
 from shardc.testing.live_peak import live_peak
 
@@ -65,11 +69,16 @@ def _parse():
     return FastParser(make_context(), TEXT).parse_module()
 
 
+@pytest.fixture
+def remake_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(remake_casts, "KEEP_MAX_BYTES", 0)
+
+
 def _casts(block) -> list:
     return [op for op in block.ops if op.name == "linalg.generic" and [o.name for o in op.body.block.ops] == ["arith.truncf", "linalg.yield"]]
 
 
-def test_the_argument_cast_moves_to_its_first_reader_and_is_remade_for_the_next():
+def test_the_argument_cast_moves_to_its_first_reader_and_is_remade_for_the_next(remake_all: None) -> None:
     module = _parse()
     block = next(iter(module.ops)).body.blocks.first
     assert remake_argument_casts(module) == 1
@@ -86,7 +95,7 @@ def test_the_argument_cast_moves_to_its_first_reader_and_is_remade_for_the_next(
     assert len([op for op in _casts(block) if op.inputs[0] is x]) == 1
 
 
-def test_remade_casts_give_the_same_bits():
+def test_remade_casts_give_the_same_bits(remake_all: None) -> None:
     rng = np.random.default_rng(0)
     w, x = (rng.standard_normal((4, 4)).astype(np.float32) for _ in range(2))
     bf = ml_dtypes.bfloat16
@@ -98,7 +107,8 @@ def test_remade_casts_give_the_same_bits():
     np.testing.assert_array_equal(got, kept)
 
 
-def test_bf16_gpt_step_peak_holds_at_most_one_layers_weight_copies():
+def test_bf16_gpt_step_peak_holds_at_most_one_layers_weight_copies(remake_all: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHARDC_CACHE", "0")  # the limit is read at compile time, not in the cache's key
     from shardc.training.axis import GPT_PLAN, ShardingPolicy
     from shardc.training.gpt import GPTConfig, init_params, param_specs
     from shardc.training.mesh import make_grid
@@ -118,3 +128,18 @@ def test_bf16_gpt_step_peak_holds_at_most_one_layers_weight_copies():
     copies = sum(b.nbytes for _, b in peak if b.dtype == bf16 and b.shape in layer)
     # before the copies were remade, all three layers' (3 x one_layer) were alive here
     assert peak and copies <= one_layer, f"{copies} bytes of weight copies alive at the peak, one layer's are {one_layer}"
+
+
+def test_copies_within_the_limit_are_kept_as_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two 4x4 bf16 copies are 64 bytes: at a limit of 64 nothing moves, at 63 the
+    argument's cast is remade for its second reader."""
+    monkeypatch.setattr(remake_casts, "KEEP_MAX_BYTES", 64)
+    module = _parse()
+    block = next(iter(module.ops)).body.blocks.first
+    before = [op.name for op in block.ops]
+    assert remake_argument_casts(module) == 0
+    assert [op.name for op in block.ops] == before
+    (w_cast,) = [op for op in _casts(block) if op.inputs[0] is block.args[0]]
+    assert len(list(w_cast.results[0].uses)) == 2  # one copy, read by both products
+    monkeypatch.setattr(remake_casts, "KEEP_MAX_BYTES", 63)
+    assert remake_argument_casts(module) == 1
