@@ -17,10 +17,11 @@ def root(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def live_peak(fn: Any, call: Callable[[], object]) -> list[tuple[str, np.ndarray]]:
+def live_peak(fn: Any, call: Callable[[], object], weigh: Callable[[np.ndarray], int] = lambda b: b.nbytes) -> list[tuple[str, np.ndarray]]:
     """(local name, owning array) of each buffer `fn`'s frame holds at its line with the
     most bytes alive while `call()` runs, each buffer counted once; `fn`'s arguments are
-    left out (the caller's arrays)."""
+    left out (the caller's arrays). `weigh` says how many of a buffer's bytes count (all
+    of them by default): a test after one kind of buffer finds the line holding most of it."""
     args = set(fn.__code__.co_varnames[: fn.__code__.co_argcount])
     best: list[Any] = [0, []]
 
@@ -30,7 +31,7 @@ def live_peak(fn: Any, call: Callable[[], object]) -> list[tuple[str, np.ndarray
             for k, v in frame.f_locals.items():
                 if isinstance(v, np.ndarray) and k not in args:
                     seen.setdefault(id(root(v)), (k, root(v)))
-            total = sum(b.nbytes for _, b in seen.values())
+            total = sum(weigh(b) for _, b in seen.values())
             if total > best[0]:
                 best[:] = [total, list(seen.values())]
         return line
