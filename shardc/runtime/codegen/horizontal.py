@@ -200,6 +200,8 @@ def build_group(members: list[Member]) -> Group:
         return group  # (a kernel storing bf16, `bf16_run.Bf16Results`, runs member by member)
     if len(first.stages) != 1 or first.stages[0].source is None or first.stages[0].reads:
         return group  # a numpy ufunc between nests: member by member
+    if any(kind == "bits" for kind, _ in first.params):
+        return group  # a bf16 input, passed as its bits (`fused_run.FusedKernel`): member by member
     def flat(k: fused.FusedKernel) -> object:  # the nest's text but for its loops (members' ranks differ)
         st = k.stages[0]
         n = st.nest

@@ -112,7 +112,10 @@ BF16_BITS = "uint16"
 f32 -> bf16 in a body (the mixed-precision pass's cast of a product's operand, fused
 with the ops that make the value) stores them into a uint16 array that is then viewed
 as bf16 (`bf16_run.Bf16Results`, `row_fusion`'s emitter): the cast costs no pass of its
-own over the array. bf16 inputs and arithmetic on bf16 are not taken (the numpy path)."""
+own over the array. A bf16 input that the body only widens (`arith.extf` to float32: a
+product's epilogue saved in bf16 for the backward) is passed as a uint16 view of its
+bits and widened on load (`FusedKernel`'s "bits" arguments): the widening costs no
+pass either. Other bf16 inputs and arithmetic on bf16 are not taken (the numpy path)."""
 
 TO_BF16 = (
     "np.uint32(((np.float32({0}).view(np.uint32) >> np.uint32(16)) | np.uint32(64)) if (np.float32({0}).view(np.uint32) & np.uint32(2147483647)) > np.uint32(2139095040)"
@@ -214,8 +217,20 @@ def build_kernel(
         names[op.results[0]] = x
         return True
 
+    bits: set[SSAValue] = set()  # bf16 values, as their bits (`BF16_BITS`)
     for k, arg in enumerate(block.args):
         if arg.first_use is None:
+            continue
+        if arg_shaped[k] and k < n_ins and is_bf16(arg.type) and k not in inplace.values():
+            # a bf16 input the body only widens (fusion's rule): loaded as its bits
+            if any(not isinstance(u.operation, arith.ExtFOp) for u in arg.uses):
+                return None
+            q, x = len(params), f"x{next(counter)}"
+            names[arg] = x
+            params.append(("bits", k))
+            param_of[arg] = q
+            varying.add(arg)
+            bits.add(arg)
             continue
         dt = kernel_dtype(arg.type)
         if dt is None or _name(dt) not in DTYPES:
@@ -245,7 +260,6 @@ def build_kernel(
         stages[-1][1].append((res, stmt, operands))  # type: ignore[union-attr]
         return 1
 
-    bits: set[SSAValue] = set()  # bf16 values, as their bits (`BF16_BITS`)
     for op in list(block.ops)[:-1]:
         if len(op.results) != 1:
             return None
@@ -306,6 +320,8 @@ def build_kernel(
         n_varying += place(res, f"{x} = {DTYPES[_name(dt)]}({expr})", operands, vary)
     if any(y not in varying for y in yields):
         return None  # a yielded scalar or outside value: rare, numpy broadcasts it
+    if any(isinstance(y, BlockArgument) and y in bits for y in yields):
+        return None  # a bf16 input yielded as it is: rare, the numpy path passes it on
     if len(stages) >= n_varying:
         return None  # no pass saved (a copy, a lone op, exp of a difference)
     # Which values cross stages (or are yielded) and so live in temporary arrays.

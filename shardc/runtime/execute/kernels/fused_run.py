@@ -222,11 +222,18 @@ class InplaceUfunc:
         return [dst]
 
 
+_ARG_CODES = {"array": 1, "scalar": 2, "const": 3, "bits": 4}
+"""`FusedKernel._sig`'s code of each kind of parameter (0: donated)."""
+_BITS = np.dtype(np.uint16)
+"""How a bf16 array reaches a kernel: a view of its bits (`kernels/fused.py`'s BF16_BITS)."""
+
+
 @dataclass
 class FusedKernel:
     """An elementwise body as a few passes over memory. `params` say what each kernel
     argument is: ("array", k) the body's block argument k (broadcast to the iteration
-    space), ("scalar", k) a scalar block argument, ("const", value) a constant;
+    space), ("bits", k) the same for a bf16 array, passed as a uint16 view of its bits
+    (numba has no bf16), ("scalar", k) a scalar block argument, ("const", value) a constant;
     `results` name each yielded value: ("slot", n) a temporary, ("arg", k) a block
     argument yielded as it is (or, built with `inplace`, written over: a donated buffer)."""
 
@@ -247,7 +254,8 @@ class FusedKernel:
 
     _sig: tuple[tuple[int, object], ...] | None = field(default=None, repr=False, compare=False)
     """Per kernel argument, decided once this call site's kernels are compiled: (0, k)
-    a donated block argument, (1, k) an array, (2, k) a scalar, (3, value) a constant."""
+    a donated block argument, (1, k) an array, (2, k) a scalar, (3, value) a constant,
+    (4, k) a bf16 array passed as its bits."""
     _plan0: tuple | None = field(default=None, repr=False, compare=False)
     """`_plans[frozenset()]`, the plan of a call with nothing passed unbroadcast, without
     the set made and looked up."""
@@ -268,13 +276,13 @@ class FusedKernel:
         if sig is None:
             if not self._load():
                 return None
-            sig = self._sig = tuple((0 if q in self.donated else 1 if kind == "array" else 2 if kind == "scalar" else 3, what) for q, (kind, what) in enumerate(self.params))
+            sig = self._sig = tuple((0 if q in self.donated else _ARG_CODES[kind], what) for q, (kind, what) in enumerate(self.params))
         shape = sizes if type(sizes) is tuple else tuple(sizes)
         call: list[object] = []
         flat_ok = True
         bcast: list[tuple[int, int]] | None = None  # (argument, loop) passed with extent 1 there
         for q, (code, what) in enumerate(sig):
-            if code == 1:
+            if code == 1 or code == 4:
                 a = args[what]  # type: ignore[index]
                 if type(a) is not np.ndarray or a.shape != shape:
                     if isinstance(a, np.ndarray) and a.ndim == len(shape) and all(e in (1, t) for e, t in zip(a.shape, shape)):
@@ -286,7 +294,7 @@ class FusedKernel:
                         a = np.broadcast_to(a, shape)  # type: ignore[arg-type]
                 if flat_ok and (bcast or not a.flags.c_contiguous):  # type: ignore[union-attr]
                     flat_ok = False
-                call.append(a)
+                call.append(a.view(_BITS) if code == 4 else a)  # type: ignore[union-attr]
             elif code == 2:
                 call.append(args[what])  # type: ignore[index]
             elif code == 3:
@@ -313,7 +321,7 @@ class FusedKernel:
         if flat_ok and self.n_loops != 1:  # every array in memory order: one long inner loop
             flat = (1,) * (self.n_loops - 1) + (math.prod(shape),)
             for q, (code, _) in enumerate(sig):
-                if code < 2:
+                if code < 2 or code == 4:
                     call[q] = call[q].reshape(flat)  # type: ignore[union-attr]
             shape = flat
         slots: list[np.ndarray | None] = [None] * self.n_slots
