@@ -43,6 +43,8 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.rewriter import Rewriter
 
+from shardc.runtime.codegen.kernels.fused import widened_only
+
 
 def fuse_elementwise(module: ModuleOp) -> int:
     """Fuse single-use elementwise producers into elementwise consumers, in place, in
@@ -116,9 +118,8 @@ def _bf16_only_cast(op: GenericOp) -> bool:
     loading and storing the bf16 bits; other bf16 (arithmetic on it, a bf16 input
     read otherwise) keeps ops apart, as the numpy path is all a body with those has."""
     block = op.body.block
-    for v, arg in zip(op.inputs, block.args):
-        if _bf16(v) and not all(isinstance(u.operation, arith.ExtFOp) and isinstance(u.operation.result.type, Float32Type) for u in arg.uses):
-            return False
+    if any(_bf16(v) and not widened_only(arg) for v, arg in zip(op.inputs, block.args)):
+        return False
     for o in block.ops:
         if any(isinstance(r.type, BFloat16Type) for r in o.results):
             if not (isinstance(o, arith.TruncFOp) and isinstance(o.input.type, Float32Type) and all(isinstance(u.operation, YieldOp) for u in o.result.uses)):

@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as mathd
-from xdsl.dialects.builtin import BFloat16Type, FloatAttr, IntegerAttr, ShapedType
+from xdsl.dialects.builtin import BFloat16Type, Float32Type, FloatAttr, IntegerAttr, ShapedType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from shardc.runtime.execute.dtypes import UnsupportedTypeError, np_dtype
@@ -129,6 +129,13 @@ nest storing its bf16 copy ran 1.5x slower than with them alike (0.75 vs 0.57 ms
 
 FROM_BF16 = "np.uint32(np.uint32({0}) << np.uint32(16)).view(np.float32)"
 """bf16 bits -> float32 (exact)."""
+
+
+def widened_only(arg: SSAValue) -> bool:
+    """Whether every use of `arg` widens it to float32 (`arith.extf`): the one way a bf16
+    input enters a fused kernel (`BF16_BITS`), and so the one way fusion lets it into a
+    fused op (`fusion._bf16_only_cast`)."""
+    return all(isinstance(u.operation, arith.ExtFOp) and isinstance(u.operation.result.type, Float32Type) for u in arg.uses)
 
 
 def is_bf16(t: Attribute) -> bool:
@@ -222,8 +229,7 @@ def build_kernel(
         if arg.first_use is None:
             continue
         if arg_shaped[k] and k < n_ins and is_bf16(arg.type) and k not in inplace.values():
-            # a bf16 input the body only widens (fusion's rule): loaded as its bits
-            if any(not isinstance(u.operation, arith.ExtFOp) for u in arg.uses):
+            if not widened_only(arg):
                 return None
             q, x = len(params), f"x{next(counter)}"
             names[arg] = x
@@ -320,8 +326,6 @@ def build_kernel(
         n_varying += place(res, f"{x} = {DTYPES[_name(dt)]}({expr})", operands, vary)
     if any(y not in varying for y in yields):
         return None  # a yielded scalar or outside value: rare, numpy broadcasts it
-    if any(isinstance(y, BlockArgument) and y in bits for y in yields):
-        return None  # a bf16 input yielded as it is: rare, the numpy path passes it on
     if len(stages) >= n_varying:
         return None  # no pass saved (a copy, a lone op, exp of a difference)
     # Which values cross stages (or are yielded) and so live in temporary arrays.
@@ -404,4 +408,4 @@ def build_kernel(
     return kernel
 
 
-__all__ = ["BF16_BITS", "FROM_BF16", "MIN_ELEMENTS", "TO_BF16", "FusedKernel", "is_bf16", "InplaceUfunc", "active_path", "build_kernel", "cache_dir", "enabled", "kernel_stats"]
+__all__ = ["BF16_BITS", "FROM_BF16", "MIN_ELEMENTS", "TO_BF16", "FusedKernel", "is_bf16", "InplaceUfunc", "active_path", "build_kernel", "cache_dir", "enabled", "kernel_stats", "widened_only"]
